@@ -1,0 +1,83 @@
+//! Devices and element types.
+
+use std::fmt;
+
+/// Where a tensor's data lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Device {
+    /// Host memory; the reference implementation of every op.
+    #[default]
+    Cpu,
+    /// CUDA device with the given ordinal (needs the `cuda` feature and a GPU).
+    Cuda(usize),
+}
+
+impl Device {
+    /// True for `Device::Cuda(_)`.
+    pub fn is_cuda(&self) -> bool {
+        matches!(self, Device::Cuda(_))
+    }
+
+    /// The first CUDA device if one answers, else the CPU. Handy for examples.
+    pub fn cuda_if_available() -> Device {
+        if cuda_available() {
+            Device::Cuda(0)
+        } else {
+            Device::Cpu
+        }
+    }
+}
+
+/// True when camel was built with `cuda` and a CUDA device answers.
+pub fn cuda_available() -> bool {
+    #[cfg(feature = "cuda")]
+    {
+        camel_cuda::device(0).is_ok()
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        false
+    }
+}
+
+impl fmt::Display for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Device::Cpu => write!(f, "cpu"),
+            Device::Cuda(i) => write!(f, "cuda:{i}"),
+        }
+    }
+}
+
+impl std::str::FromStr for Device {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "cpu" => Ok(Device::Cpu),
+            "cuda" | "gpu" => Ok(Device::Cuda(0)),
+            _ => match s.strip_prefix("cuda:").map(str::parse::<usize>) {
+                Some(Ok(i)) => Ok(Device::Cuda(i)),
+                _ => Err(format!("unknown device '{s}' (expected cpu, cuda or cuda:N)")),
+            },
+        }
+    }
+}
+
+/// Element type of a tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DType {
+    /// 32-bit float: all compute.
+    F32,
+    /// 64-bit signed integer: labels and token ids.
+    I64,
+}
+
+impl DType {
+    /// Bytes per element.
+    pub fn size(&self) -> usize {
+        match self {
+            DType::F32 => 4,
+            DType::I64 => 8,
+        }
+    }
+}

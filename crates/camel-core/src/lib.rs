@@ -1,0 +1,32 @@
+//! camel-core: tensors, devices, ops with forward and backward, reverse-mode autograd, gradcheck.
+//!
+//! ```
+//! use camel_core::{Device, Tensor};
+//! let x = Tensor::randn(&[4, 3], 0, Device::Cpu)?.requires_grad_(true)?;
+//! let w = Tensor::randn(&[3, 2], 1, Device::Cpu)?.requires_grad_(true)?;
+//! let loss = x.matmul(&w)?.relu()?.sum()?;
+//! loss.backward()?;
+//! assert_eq!(w.grad().unwrap().shape(), &[3, 2]);
+//! # Ok::<(), camel_core::Error>(())
+//! ```
+//!
+//! Where things live: `tensor.rs` (the `Tensor` handle, creation, reading, autograd entry points),
+//! `autograd.rs` (graph and backward), `ops/` (every op's forward and backward),
+//! `storage.rs` (device dispatch), `backend/cpu.rs` (CPU reference), `backend/cuda.rs` (CUDA).
+
+pub mod autograd;
+pub mod backend;
+mod device;
+mod error;
+pub mod gradcheck;
+pub mod ops;
+pub mod shape;
+pub mod storage;
+mod tensor;
+
+pub use autograd::{is_grad_enabled, no_grad, no_grad_guard};
+pub use backend::UpdateRule;
+pub use device::{cuda_available, DType, Device};
+pub use error::{Error, Result};
+pub use gradcheck::{gradcheck, GradcheckOptions};
+pub use tensor::Tensor;

@@ -1,0 +1,152 @@
+//! Reductions: sum, mean and max over all elements or along one dimension, argmax, and
+//! `sum_to` (the backward of broadcasting).
+
+use super::expect_f32;
+use crate::backend::ReduceOp;
+use crate::shape::{normalize_dim, split_at_dim};
+use crate::{DType, Error, Result, Tensor};
+
+impl Tensor {
+    /// Reduce along `dim` with the primitive; returns the keepdim-shaped result (no autograd).
+    fn reduce_plain(&self, dim: usize, op: ReduceOp) -> Result<Tensor> {
+        let (outer, d, inner) = split_at_dim(self.shape(), dim);
+        let s = self.storage().reduce(outer, d, inner, op)?;
+        let mut shape = self.shape().to_vec();
+        if !shape.is_empty() {
+            shape[dim] = 1;
+        }
+        Ok(Tensor::from_storage(s, shape))
+    }
+
+    fn drop_dim(shape: &[usize], dim: usize, keepdim: bool) -> Vec<usize> {
+        let mut s = shape.to_vec();
+        if !s.is_empty() {
+            if keepdim {
+                s[dim] = 1;
+            } else {
+                s.remove(dim);
+            }
+        }
+        s
+    }
+
+    /// Sum along `dim` (negative counts from the end); `keepdim` keeps it as size 1.
+    pub fn sum_dim(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
+        expect_f32("sum", self)?;
+        let d = normalize_dim("sum", dim, self.rank())?;
+        let r = self.reduce_plain(d, ReduceOp::Sum)?;
+        let in_shape = self.shape().to_vec();
+        let keep_shape = r.shape().to_vec();
+        let out_shape = Tensor::drop_dim(self.shape(), d, keepdim);
+        let storage = r.storage_arc().clone();
+        Ok(Tensor::op_output(
+            storage,
+            out_shape,
+            "sum",
+            &[self],
+            Box::new(move |g| Ok(vec![Some(g.reshape(&keep_shape)?.broadcast_to(&in_shape)?)])),
+        ))
+    }
+
+    /// Sum of all elements, as a one-element tensor of shape `[]`.
+    pub fn sum(&self) -> Result<Tensor> {
+        self.reshape(&[self.numel()])?.sum_dim(0, false)
+    }
+
+    /// Mean along `dim`.
+    pub fn mean_dim(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
+        let n = self.dim(dim)?;
+        self.sum_dim(dim, keepdim)?.mul_scalar(1.0 / n as f32)
+    }
+
+    /// Mean of all elements (shape `[]`).
+    pub fn mean(&self) -> Result<Tensor> {
+        if self.numel() == 0 {
+            return Err(Error::BadShape {
+                op: "mean",
+                shape: self.shape().to_vec(),
+                expected: "at least one element".into(),
+            });
+        }
+        self.sum()?.mul_scalar(1.0 / self.numel() as f32)
+    }
+
+    /// Maximum along `dim`. The gradient is shared equally among tied maxima.
+    pub fn max_dim(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
+        expect_f32("max", self)?;
+        let d = normalize_dim("max", dim, self.rank())?;
+        if self.shape().get(d) == Some(&0) {
+            return Err(Error::BadShape {
+                op: "max",
+                shape: self.shape().to_vec(),
+                expected: format!("a non-empty dim {d}"),
+            });
+        }
+        let r = self.reduce_plain(d, ReduceOp::Max)?;
+        let x = self.detach();
+        let keep = r.detach();
+        let out_shape = Tensor::drop_dim(self.shape(), d, keepdim);
+        let storage = r.storage_arc().clone();
+        Ok(Tensor::op_output(
+            storage,
+            out_shape,
+            "max",
+            &[self],
+            Box::new(move |g| {
+                let mask = x.eq_mask(&keep)?;
+                let count = mask.reduce_plain(d, ReduceOp::Sum)?;
+                let gk = g.reshape(keep.shape())?.div(&count)?;
+                Ok(vec![Some(mask.mul(&gk)?)])
+            }),
+        ))
+    }
+
+    /// Maximum of all elements (shape `[]`).
+    pub fn max(&self) -> Result<Tensor> {
+        self.reshape(&[self.numel()])?.max_dim(0, false)
+    }
+
+    /// Index of the maximum along the last dimension, as i64 (not differentiable).
+    pub fn argmax_last(&self) -> Result<Tensor> {
+        expect_f32("argmax", self)?;
+        let cols = *self.shape().last().ok_or_else(|| Error::BadShape {
+            op: "argmax",
+            shape: vec![],
+            expected: "rank ≥ 1".into(),
+        })?;
+        let rows = self.numel() / cols.max(1);
+        let s = self.storage().argmax_last(rows, cols)?;
+        debug_assert_eq!(s.dtype(), DType::I64);
+        Ok(Tensor::from_storage(s, self.shape()[..self.rank() - 1].to_vec()))
+    }
+
+    /// Sum this tensor down to `shape`, the inverse of broadcasting `shape` up to `self.shape()`.
+    pub fn sum_to(&self, shape: &[usize]) -> Result<Tensor> {
+        if self.shape() == shape {
+            return Ok(self.clone());
+        }
+        let extra = self.rank().checked_sub(shape.len()).ok_or_else(|| Error::ShapeMismatch {
+            op: "sum_to",
+            lhs: self.shape().to_vec(),
+            rhs: shape.to_vec(),
+            expected: "a target shape that broadcasts to the source".into(),
+        })?;
+        let mut t = self.clone();
+        for _ in 0..extra {
+            t = t.sum_dim(0, false)?;
+        }
+        for (d, &want) in shape.iter().enumerate() {
+            if want == 1 && t.shape()[d] != 1 {
+                t = t.sum_dim(d as isize, true)?;
+            } else if want != t.shape()[d] {
+                return Err(Error::ShapeMismatch {
+                    op: "sum_to",
+                    lhs: self.shape().to_vec(),
+                    rhs: shape.to_vec(),
+                    expected: "a target shape that broadcasts to the source".into(),
+                });
+            }
+        }
+        Ok(t)
+    }
+}

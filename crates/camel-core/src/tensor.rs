@@ -1,0 +1,414 @@
+//! `Tensor`: a dense, contiguous, row-major array on one device, with autograd.
+//!
+//! A `Tensor` is a cheap handle (an `Arc`); cloning it shares the data. Ops never modify their
+//! inputs; the only in-place operations are the optimizer update and `zero_grad`.
+
+use crate::autograd::{self, BackwardFn, Node};
+use crate::backend::UpdateRule;
+use crate::shape::numel;
+use crate::storage::{self, CpuStorage, Storage};
+use crate::{DType, Device, Error, Result};
+use rand::{Rng, SeedableRng};
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard};
+
+static NEXT_ID: AtomicUsize = AtomicUsize::new(1);
+
+pub(crate) struct TensorImpl {
+    id: usize,
+    storage: Arc<RwLock<Storage>>,
+    shape: Vec<usize>,
+    dtype: DType,
+    device: Device,
+    is_leaf: bool,
+    requires_grad: AtomicBool,
+    grad: Mutex<Option<Tensor>>,
+    node: Mutex<Option<Node>>,
+}
+
+/// A dense tensor on the CPU or a CUDA device.
+#[derive(Clone)]
+pub struct Tensor(pub(crate) Arc<TensorImpl>);
+
+impl fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Tensor(shape={:?}, dtype={:?}, device={}, requires_grad={})",
+            self.shape(),
+            self.dtype(),
+            self.device(),
+            self.requires_grad()
+        )
+    }
+}
+
+impl Tensor {
+    // ---------------------------------------------------------------- construction (internal)
+
+    fn build(storage: Arc<RwLock<Storage>>, shape: Vec<usize>, node: Option<Node>, requires_grad: bool) -> Tensor {
+        let (dtype, device) = {
+            let s = storage.read().expect("storage lock");
+            (s.dtype(), s.device())
+        };
+        Tensor(Arc::new(TensorImpl {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            storage,
+            shape,
+            dtype,
+            device,
+            is_leaf: node.is_none(),
+            requires_grad: AtomicBool::new(requires_grad),
+            grad: Mutex::new(None),
+            node: Mutex::new(node),
+        }))
+    }
+
+    /// A leaf tensor owning `storage` with the given shape.
+    pub(crate) fn from_storage(storage: Storage, shape: Vec<usize>) -> Tensor {
+        Tensor::build(Arc::new(RwLock::new(storage)), shape, None, false)
+    }
+
+    /// The output of an op: records a graph node when grad is enabled and an input requires grad.
+    pub(crate) fn from_op(
+        storage: Storage,
+        shape: Vec<usize>,
+        name: &'static str,
+        inputs: &[&Tensor],
+        backward: impl Fn(&Tensor) -> Result<Vec<Option<Tensor>>> + Send + Sync + 'static,
+    ) -> Tensor {
+        Tensor::op_output(Arc::new(RwLock::new(storage)), shape, name, inputs, Box::new(backward))
+    }
+
+    /// Like [`Tensor::from_op`], sharing an existing storage (reshape).
+    pub(crate) fn op_output(
+        storage: Arc<RwLock<Storage>>,
+        shape: Vec<usize>,
+        name: &'static str,
+        inputs: &[&Tensor],
+        backward: BackwardFn,
+    ) -> Tensor {
+        let track = autograd::is_grad_enabled() && inputs.iter().any(|t| t.requires_grad());
+        if track {
+            let node = Node {
+                name,
+                inputs: inputs.iter().map(|t| (*t).clone()).collect(),
+                backward,
+            };
+            Tensor::build(storage, shape, Some(node), true)
+        } else {
+            Tensor::build(storage, shape, None, false)
+        }
+    }
+
+    pub(crate) fn storage(&self) -> RwLockReadGuard<'_, Storage> {
+        self.0.storage.read().expect("storage lock poisoned")
+    }
+
+    pub(crate) fn storage_arc(&self) -> &Arc<RwLock<Storage>> {
+        &self.0.storage
+    }
+
+    pub(crate) fn node_guard(&self) -> MutexGuard<'_, Option<Node>> {
+        self.0.node.lock().expect("node lock poisoned")
+    }
+
+    // ---------------------------------------------------------------- creation
+
+    /// A tensor from host data; `data.len()` must equal the product of `shape`.
+    pub fn from_vec(data: Vec<f32>, shape: &[usize], device: Device) -> Result<Tensor> {
+        Tensor::from_cpu(CpuStorage::F32(data), shape, device)
+    }
+
+    /// An i64 tensor (labels, token ids) from host data.
+    pub fn from_vec_i64(data: Vec<i64>, shape: &[usize], device: Device) -> Result<Tensor> {
+        Tensor::from_cpu(CpuStorage::I64(data), shape, device)
+    }
+
+    fn from_cpu(data: CpuStorage, shape: &[usize], device: Device) -> Result<Tensor> {
+        let len = match &data {
+            CpuStorage::F32(v) => v.len(),
+            CpuStorage::I64(v) => v.len(),
+        };
+        if len != numel(shape) {
+            return Err(Error::BadShape {
+                op: "from_vec",
+                shape: shape.to_vec(),
+                expected: format!("{} elements, got {len}", numel(shape)),
+            });
+        }
+        Ok(Tensor::from_storage(Storage::from_cpu(data, device)?, shape.to_vec()))
+    }
+
+    /// A tensor filled with `value`.
+    pub fn full(shape: &[usize], value: f32, device: Device) -> Result<Tensor> {
+        Ok(Tensor::from_storage(Storage::full(numel(shape), value, device)?, shape.to_vec()))
+    }
+
+    /// A tensor of zeros.
+    pub fn zeros(shape: &[usize], device: Device) -> Result<Tensor> {
+        Tensor::full(shape, 0.0, device)
+    }
+
+    /// A tensor of ones.
+    pub fn ones(shape: &[usize], device: Device) -> Result<Tensor> {
+        Tensor::full(shape, 1.0, device)
+    }
+
+    /// Zeros with this tensor's shape and device.
+    pub fn zeros_like(&self) -> Result<Tensor> {
+        Tensor::zeros(self.shape(), self.device())
+    }
+
+    /// Ones with this tensor's shape and device.
+    pub fn ones_like(&self) -> Result<Tensor> {
+        Tensor::ones(self.shape(), self.device())
+    }
+
+    /// Uniform samples in `[lo, hi)` from a seeded generator (same values on every device).
+    pub fn rand(shape: &[usize], lo: f32, hi: f32, seed: u64, device: Device) -> Result<Tensor> {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let data = (0..numel(shape)).map(|_| rng.gen_range(lo..hi)).collect();
+        Tensor::from_vec(data, shape, device)
+    }
+
+    /// Normal samples with mean 0 and standard deviation 1 from a seeded generator.
+    pub fn randn(shape: &[usize], seed: u64, device: Device) -> Result<Tensor> {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let data = (0..numel(shape))
+            .map(|_| rng.sample::<f32, _>(rand_distr::StandardNormal))
+            .collect();
+        Tensor::from_vec(data, shape, device)
+    }
+
+    /// `[start, start+step, ...)` up to (excluding) `end`, as f32.
+    pub fn arange(start: f32, end: f32, step: f32, device: Device) -> Result<Tensor> {
+        if step == 0.0 || !step.is_finite() || (end - start) / step < 0.0 {
+            return Err(Error::InvalidArgument {
+                op: "arange",
+                msg: format!("cannot step from {start} to {end} by {step}"),
+            });
+        }
+        let n = ((end - start) / step).ceil() as usize;
+        let data: Vec<f32> = (0..n).map(|i| start + i as f32 * step).collect();
+        Tensor::from_vec(data, &[n], device)
+    }
+
+    /// A CPU tensor from an `ndarray` array (copied into row-major order).
+    pub fn from_ndarray(a: &ndarray::ArrayD<f32>) -> Tensor {
+        let shape = a.shape().to_vec();
+        let data = a.iter().cloned().collect();
+        Tensor::from_storage(Storage::Cpu(CpuStorage::F32(data)), shape)
+    }
+
+    // ---------------------------------------------------------------- reading
+
+    /// Unique id of this tensor (its graph identity).
+    pub fn id(&self) -> usize {
+        self.0.id
+    }
+
+    /// The dimensions.
+    pub fn shape(&self) -> &[usize] {
+        &self.0.shape
+    }
+
+    /// Number of dimensions.
+    pub fn rank(&self) -> usize {
+        self.0.shape.len()
+    }
+
+    /// Number of elements.
+    pub fn numel(&self) -> usize {
+        numel(&self.0.shape)
+    }
+
+    /// Size of dimension `d` (negative counts from the end).
+    pub fn dim(&self, d: isize) -> Result<usize> {
+        let d = crate::shape::normalize_dim("dim", d, self.rank())?;
+        Ok(self.0.shape[d])
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        self.0.dtype
+    }
+
+    /// Device holding the data.
+    pub fn device(&self) -> Device {
+        self.0.device
+    }
+
+    /// All elements as f32, in row-major order (waits for the device).
+    pub fn to_vec(&self) -> Result<Vec<f32>> {
+        match self.storage().to_cpu()? {
+            CpuStorage::F32(v) => Ok(v),
+            CpuStorage::I64(v) => Ok(v.into_iter().map(|x| x as f32).collect()),
+        }
+    }
+
+    /// All elements of an i64 tensor.
+    pub fn to_vec_i64(&self) -> Result<Vec<i64>> {
+        match self.storage().to_cpu()? {
+            CpuStorage::I64(v) => Ok(v),
+            CpuStorage::F32(_) => Err(Error::DTypeMismatch {
+                op: "to_vec_i64",
+                expected: DType::I64,
+                got: DType::F32,
+            }),
+        }
+    }
+
+    /// The single value of a one-element tensor.
+    pub fn item(&self) -> Result<f32> {
+        if self.numel() != 1 {
+            return Err(Error::BadShape {
+                op: "item",
+                shape: self.shape().to_vec(),
+                expected: "exactly one element".into(),
+            });
+        }
+        Ok(self.to_vec()?[0])
+    }
+
+    /// The data as an `ndarray` array on the host.
+    pub fn to_ndarray(&self) -> Result<ndarray::ArrayD<f32>> {
+        let v = self.to_vec()?;
+        Ok(ndarray::ArrayD::from_shape_vec(self.shape().to_vec(), v).expect("shape matches data"))
+    }
+
+    /// Copy to `device`; gradients flow back to the source device.
+    pub fn to(&self, device: Device) -> Result<Tensor> {
+        if device == self.device() {
+            return Ok(self.clone());
+        }
+        let src = self.device();
+        let storage = self.storage().to_device(device)?;
+        Ok(Tensor::from_op(storage, self.shape().to_vec(), "to", &[self], move |g| {
+            Ok(vec![Some(g.to(src)?)])
+        }))
+    }
+
+    /// Convert to another dtype (not differentiable).
+    pub fn to_dtype(&self, dtype: DType) -> Result<Tensor> {
+        Ok(Tensor::from_storage(self.storage().cast(dtype)?, self.shape().to_vec()))
+    }
+
+    // ---------------------------------------------------------------- autograd
+
+    /// Whether gradients flow to (or through) this tensor.
+    pub fn requires_grad(&self) -> bool {
+        self.0.requires_grad.load(Ordering::Relaxed)
+    }
+
+    /// Mark a leaf tensor as needing a gradient (parameters). Returns the same tensor.
+    pub fn requires_grad_(self, on: bool) -> Result<Tensor> {
+        if !self.0.is_leaf {
+            return Err(Error::Autograd(
+                "requires_grad_ on a non-leaf tensor: call detach() first".into(),
+            ));
+        }
+        if on && self.dtype() != DType::F32 {
+            return Err(Error::Autograd("only f32 tensors can require grad".into()));
+        }
+        self.0.requires_grad.store(on, Ordering::Relaxed);
+        Ok(self)
+    }
+
+    /// True for tensors not produced by a recorded op.
+    pub fn is_leaf(&self) -> bool {
+        self.0.is_leaf
+    }
+
+    /// The accumulated gradient of a leaf, if backward has reached it.
+    pub fn grad(&self) -> Option<Tensor> {
+        self.0.grad.lock().expect("grad lock").clone()
+    }
+
+    /// Drop the accumulated gradient.
+    pub fn zero_grad(&self) {
+        *self.0.grad.lock().expect("grad lock") = None;
+    }
+
+    pub(crate) fn accumulate_grad(&self, g: Tensor) -> Result<()> {
+        let g = g.detach();
+        let mut slot = self.0.grad.lock().expect("grad lock");
+        *slot = Some(match slot.take() {
+            Some(prev) => prev.add(&g)?,
+            None => g,
+        });
+        Ok(())
+    }
+
+    /// A tensor sharing this one's data but cut from the graph.
+    pub fn detach(&self) -> Tensor {
+        Tensor::build(self.0.storage.clone(), self.shape().to_vec(), None, false)
+    }
+
+    /// Back-propagate from this one-element tensor (a loss) into every leaf that requires grad.
+    pub fn backward(&self) -> Result<()> {
+        if self.numel() != 1 {
+            return Err(Error::Autograd(format!(
+                "backward() needs a one-element tensor (a loss), got shape {:?}; use backward_with(grad)",
+                self.shape()
+            )));
+        }
+        let seed = self.ones_like()?;
+        autograd::run_backward(self, seed)
+    }
+
+    /// Back-propagate with an explicit gradient of this tensor's shape.
+    pub fn backward_with(&self, grad: &Tensor) -> Result<()> {
+        if grad.shape() != self.shape() {
+            return Err(Error::ShapeMismatch {
+                op: "backward_with",
+                lhs: self.shape().to_vec(),
+                rhs: grad.shape().to_vec(),
+                expected: "a gradient of the output's shape".into(),
+            });
+        }
+        autograd::run_backward(self, grad.detach())
+    }
+
+    /// One optimizer update of this parameter in place, with its gradient `grad` and per-parameter
+    /// state buffers (momentum, or Adam's m and v). Not recorded by autograd.
+    pub fn apply_update(&self, grad: &Tensor, state: &[&Tensor], rule: &UpdateRule) -> Result<()> {
+        for t in std::iter::once(grad).chain(state.iter().copied()) {
+            if t.shape() != self.shape() {
+                return Err(Error::ShapeMismatch {
+                    op: "optimizer step",
+                    lhs: self.shape().to_vec(),
+                    rhs: t.shape().to_vec(),
+                    expected: "gradient and state of the parameter's shape".into(),
+                });
+            }
+            if Arc::ptr_eq(&t.0.storage, &self.0.storage) {
+                return Err(Error::InvalidArgument {
+                    op: "optimizer step",
+                    msg: "gradient or state shares the parameter's storage".into(),
+                });
+            }
+        }
+        let g = grad.storage();
+        let mut p = self.0.storage.write().expect("storage lock");
+        let mut locks: Vec<_> = state.iter().map(|t| t.0.storage.write().expect("storage lock")).collect();
+        let mut refs: Vec<&mut Storage> = locks.iter_mut().map(|l| &mut **l).collect();
+        storage::update(&mut p, &g, &mut refs, rule)
+    }
+
+    /// Overwrite this tensor's data with `src`'s (same shape and device). Not recorded.
+    pub fn copy_from(&self, src: &Tensor) -> Result<()> {
+        if src.shape() != self.shape() || src.device() != self.device() || src.dtype() != self.dtype() {
+            return Err(Error::ShapeMismatch {
+                op: "copy_from",
+                lhs: self.shape().to_vec(),
+                rhs: src.shape().to_vec(),
+                expected: "same shape, dtype and device".into(),
+            });
+        }
+        let new = src.storage().to_device(self.device())?;
+        *self.0.storage.write().expect("storage lock") = new;
+        Ok(())
+    }
+}
