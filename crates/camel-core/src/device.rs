@@ -57,7 +57,9 @@ impl std::str::FromStr for Device {
             "cuda" | "gpu" => Ok(Device::Cuda(0)),
             _ => match s.strip_prefix("cuda:").map(str::parse::<usize>) {
                 Some(Ok(i)) => Ok(Device::Cuda(i)),
-                _ => Err(format!("unknown device '{s}' (expected cpu, cuda or cuda:N)")),
+                _ => Err(format!(
+                    "unknown device '{s}' (expected cpu, cuda or cuda:N)"
+                )),
             },
         }
     }

@@ -22,7 +22,9 @@ pub enum Error {
         expected: String,
     },
     /// Operands live on different devices; camel never copies between devices behind your back.
-    #[error("{op}: operands are on different devices ({lhs} and {rhs}); move one with .to(device)")]
+    #[error(
+        "{op}: operands are on different devices ({lhs} and {rhs}); move one with .to(device)"
+    )]
     DeviceMismatch {
         op: &'static str,
         lhs: Device,

@@ -20,7 +20,11 @@ pub struct GradcheckOptions {
 
 impl Default for GradcheckOptions {
     fn default() -> Self {
-        GradcheckOptions { eps: 1e-3, atol: 5e-3, rtol: 2e-2 }
+        GradcheckOptions {
+            eps: 1e-3,
+            atol: 5e-3,
+            rtol: 2e-2,
+        }
     }
 }
 
@@ -41,7 +45,11 @@ pub fn gradcheck(
         .map(|t| {
             let d = t.detach();
             let d = Tensor::from_storage(d.storage().to_device(d.device())?, d.shape().to_vec());
-            if d.dtype() == DType::F32 { d.requires_grad_(true) } else { Ok(d) }
+            if d.dtype() == DType::F32 {
+                d.requires_grad_(true)
+            } else {
+                Ok(d)
+            }
         })
         .collect::<Result<_>>()?;
     let out = f(&leaves)?;

@@ -21,8 +21,16 @@ pub fn broadcast_shape(op: &'static str, a: &[usize], b: &[usize]) -> Result<Vec
     let n = a.len().max(b.len());
     let mut out = vec![0; n];
     for i in 0..n {
-        let da = if i < n - a.len() { 1 } else { a[i - (n - a.len())] };
-        let db = if i < n - b.len() { 1 } else { b[i - (n - b.len())] };
+        let da = if i < n - a.len() {
+            1
+        } else {
+            a[i - (n - a.len())]
+        };
+        let db = if i < n - b.len() {
+            1
+        } else {
+            b[i - (n - b.len())]
+        };
         out[i] = if da == db {
             da
         } else if da == 1 {
@@ -84,7 +92,10 @@ mod tests {
     #[test]
     fn broadcasting() {
         assert_eq!(broadcast_shape("t", &[4, 3], &[3]).unwrap(), vec![4, 3]);
-        assert_eq!(broadcast_shape("t", &[2, 1, 3], &[5, 1]).unwrap(), vec![2, 5, 3]);
+        assert_eq!(
+            broadcast_shape("t", &[2, 1, 3], &[5, 1]).unwrap(),
+            vec![2, 5, 3]
+        );
         assert!(broadcast_shape("t", &[4, 3], &[4]).is_err());
         assert_eq!(broadcast_strides(&[3], &[4, 3]), vec![0, 1]);
         assert_eq!(contiguous_strides(&[2, 3, 4]), vec![12, 4, 1]);

@@ -75,7 +75,9 @@ impl Storage {
         match (self, device) {
             (Storage::Cpu(s), _) => Storage::from_cpu(s.clone(), device),
             #[cfg(feature = "cuda")]
-            (Storage::Cuda(s), Device::Cuda(i)) if s.ordinal() == i => Ok(Storage::Cuda(cuda::clone(s)?)),
+            (Storage::Cuda(s), Device::Cuda(i)) if s.ordinal() == i => {
+                Ok(Storage::Cuda(cuda::clone(s)?))
+            }
             #[cfg(feature = "cuda")]
             (Storage::Cuda(s), _) => Storage::from_cpu(cuda::download(s)?, device),
         }
@@ -124,7 +126,10 @@ impl Storage {
     /// Elementwise `f(x)`.
     pub fn unary(&self, op: UnaryOp) -> Result<Storage> {
         match self {
-            Storage::Cpu(_) => Ok(Storage::Cpu(CpuStorage::F32(cpu::unary(self.cpu_f32("unary")?, op)))),
+            Storage::Cpu(_) => Ok(Storage::Cpu(CpuStorage::F32(cpu::unary(
+                self.cpu_f32("unary")?,
+                op,
+            )))),
             #[cfg(feature = "cuda")]
             Storage::Cuda(s) => Ok(Storage::Cuda(cuda::unary(s, op)?)),
         }
@@ -150,9 +155,9 @@ impl Storage {
                 op,
             )))),
             #[cfg(feature = "cuda")]
-            (Storage::Cuda(a), Storage::Cuda(b)) => {
-                Ok(Storage::Cuda(cuda::binary(a, b, a_shape, b_shape, out_shape, op)?))
-            }
+            (Storage::Cuda(a), Storage::Cuda(b)) => Ok(Storage::Cuda(cuda::binary(
+                a, b, a_shape, b_shape, out_shape, op,
+            )?)),
             #[cfg(feature = "cuda")]
             _ => unreachable!("devices checked above"),
         }
@@ -220,33 +225,43 @@ impl Storage {
     pub fn cross_entropy_fwd(&self, t: &Storage, rows: usize, cols: usize) -> Result<Storage> {
         self.same_device("cross_entropy", t)?;
         match (self, t) {
-            (Storage::Cpu(_), Storage::Cpu(_)) => Ok(Storage::Cpu(CpuStorage::F32(cpu::cross_entropy_fwd(
-                self.cpu_f32("cross_entropy")?,
-                t.cpu_i64("cross_entropy")?,
-                rows,
-                cols,
-            )?))),
+            (Storage::Cpu(_), Storage::Cpu(_)) => {
+                Ok(Storage::Cpu(CpuStorage::F32(cpu::cross_entropy_fwd(
+                    self.cpu_f32("cross_entropy")?,
+                    t.cpu_i64("cross_entropy")?,
+                    rows,
+                    cols,
+                )?)))
+            }
             #[cfg(feature = "cuda")]
-            (Storage::Cuda(x), Storage::Cuda(t)) => Ok(Storage::Cuda(cuda::cross_entropy_fwd(x, t, rows, cols)?)),
+            (Storage::Cuda(x), Storage::Cuda(t)) => {
+                Ok(Storage::Cuda(cuda::cross_entropy_fwd(x, t, rows, cols)?))
+            }
             #[cfg(feature = "cuda")]
             _ => unreachable!("devices checked above"),
         }
     }
 
     /// Gradient of per-row cross-entropy given the per-row upstream gradient `g`.
-    pub fn cross_entropy_bwd(&self, t: &Storage, g: &Storage, rows: usize, cols: usize) -> Result<Storage> {
+    pub fn cross_entropy_bwd(
+        &self,
+        t: &Storage,
+        g: &Storage,
+        rows: usize,
+        cols: usize,
+    ) -> Result<Storage> {
         self.same_device("cross_entropy backward", t)?;
         self.same_device("cross_entropy backward", g)?;
         match (self, t, g) {
-            (Storage::Cpu(_), Storage::Cpu(_), Storage::Cpu(_)) => Ok(Storage::Cpu(CpuStorage::F32(
-                cpu::cross_entropy_bwd(
+            (Storage::Cpu(_), Storage::Cpu(_), Storage::Cpu(_)) => {
+                Ok(Storage::Cpu(CpuStorage::F32(cpu::cross_entropy_bwd(
                     self.cpu_f32("cross_entropy")?,
                     t.cpu_i64("cross_entropy")?,
                     g.cpu_f32("cross_entropy")?,
                     rows,
                     cols,
-                )?,
-            ))),
+                )?)))
+            }
             #[cfg(feature = "cuda")]
             (Storage::Cuda(x), Storage::Cuda(t), Storage::Cuda(g)) => {
                 Ok(Storage::Cuda(cuda::cross_entropy_bwd(x, t, g, rows, cols)?))
@@ -257,21 +272,34 @@ impl Storage {
     }
 
     /// Strided gather (permute / slice / expand) into a new contiguous storage.
-    pub fn copy_strided(&self, shape: &[usize], strides: &[usize], offset: usize) -> Result<Storage> {
+    pub fn copy_strided(
+        &self,
+        shape: &[usize],
+        strides: &[usize],
+        offset: usize,
+    ) -> Result<Storage> {
         match self {
-            Storage::Cpu(CpuStorage::F32(v)) => Ok(Storage::Cpu(CpuStorage::F32(cpu::copy_strided(
-                v, shape, strides, offset,
-            )))),
-            Storage::Cpu(CpuStorage::I64(v)) => Ok(Storage::Cpu(CpuStorage::I64(cpu::copy_strided(
-                v, shape, strides, offset,
-            )))),
+            Storage::Cpu(CpuStorage::F32(v)) => Ok(Storage::Cpu(CpuStorage::F32(
+                cpu::copy_strided(v, shape, strides, offset),
+            ))),
+            Storage::Cpu(CpuStorage::I64(v)) => Ok(Storage::Cpu(CpuStorage::I64(
+                cpu::copy_strided(v, shape, strides, offset),
+            ))),
             #[cfg(feature = "cuda")]
-            Storage::Cuda(s) => Ok(Storage::Cuda(cuda::copy_strided(s, shape, strides, offset)?)),
+            Storage::Cuda(s) => Ok(Storage::Cuda(cuda::copy_strided(
+                s, shape, strides, offset,
+            )?)),
         }
     }
 
     /// Constant padding.
-    pub fn pad(&self, shape: &[usize], before: &[usize], after: &[usize], value: f32) -> Result<Storage> {
+    pub fn pad(
+        &self,
+        shape: &[usize],
+        before: &[usize],
+        after: &[usize],
+        value: f32,
+    ) -> Result<Storage> {
         match self {
             Storage::Cpu(_) => Ok(Storage::Cpu(CpuStorage::F32(cpu::pad(
                 self.cpu_f32("pad")?,
@@ -289,14 +317,18 @@ impl Storage {
     pub fn index_select_rows(&self, idx: &Storage, v: usize, d: usize) -> Result<Storage> {
         self.same_device("embedding", idx)?;
         match (self, idx) {
-            (Storage::Cpu(_), Storage::Cpu(_)) => Ok(Storage::Cpu(CpuStorage::F32(cpu::index_select_rows(
-                self.cpu_f32("embedding")?,
-                v,
-                d,
-                idx.cpu_i64("embedding")?,
-            )?))),
+            (Storage::Cpu(_), Storage::Cpu(_)) => {
+                Ok(Storage::Cpu(CpuStorage::F32(cpu::index_select_rows(
+                    self.cpu_f32("embedding")?,
+                    v,
+                    d,
+                    idx.cpu_i64("embedding")?,
+                )?)))
+            }
             #[cfg(feature = "cuda")]
-            (Storage::Cuda(t), Storage::Cuda(i)) => Ok(Storage::Cuda(cuda::index_select_rows(t, i, v, d)?)),
+            (Storage::Cuda(t), Storage::Cuda(i)) => {
+                Ok(Storage::Cuda(cuda::index_select_rows(t, i, v, d)?))
+            }
             #[cfg(feature = "cuda")]
             _ => unreachable!("devices checked above"),
         }
@@ -306,14 +338,18 @@ impl Storage {
     pub fn index_add_rows(&self, idx: &Storage, v: usize, d: usize) -> Result<Storage> {
         self.same_device("embedding backward", idx)?;
         match (self, idx) {
-            (Storage::Cpu(_), Storage::Cpu(_)) => Ok(Storage::Cpu(CpuStorage::F32(cpu::index_add_rows(
-                self.cpu_f32("embedding backward")?,
-                idx.cpu_i64("embedding backward")?,
-                v,
-                d,
-            )?))),
+            (Storage::Cpu(_), Storage::Cpu(_)) => {
+                Ok(Storage::Cpu(CpuStorage::F32(cpu::index_add_rows(
+                    self.cpu_f32("embedding backward")?,
+                    idx.cpu_i64("embedding backward")?,
+                    v,
+                    d,
+                )?)))
+            }
             #[cfg(feature = "cuda")]
-            (Storage::Cuda(g), Storage::Cuda(i)) => Ok(Storage::Cuda(cuda::index_add_rows(g, i, v, d)?)),
+            (Storage::Cuda(g), Storage::Cuda(i)) => {
+                Ok(Storage::Cuda(cuda::index_add_rows(g, i, v, d)?))
+            }
             #[cfg(feature = "cuda")]
             _ => unreachable!("devices checked above"),
         }
@@ -325,8 +361,12 @@ impl Storage {
             return self.to_device(self.device());
         }
         match self {
-            Storage::Cpu(CpuStorage::F32(v)) => Ok(Storage::Cpu(CpuStorage::I64(v.iter().map(|&x| x as i64).collect()))),
-            Storage::Cpu(CpuStorage::I64(v)) => Ok(Storage::Cpu(CpuStorage::F32(v.iter().map(|&x| x as f32).collect()))),
+            Storage::Cpu(CpuStorage::F32(v)) => Ok(Storage::Cpu(CpuStorage::I64(
+                v.iter().map(|&x| x as i64).collect(),
+            ))),
+            Storage::Cpu(CpuStorage::I64(v)) => Ok(Storage::Cpu(CpuStorage::F32(
+                v.iter().map(|&x| x as f32).collect(),
+            ))),
             #[cfg(feature = "cuda")]
             Storage::Cuda(s) => Ok(Storage::Cuda(cuda::cast(s, dtype)?)),
         }
@@ -334,7 +374,12 @@ impl Storage {
 }
 
 /// One optimizer update in place: `p` and the `state` buffers are modified; `g` is read.
-pub fn update(p: &mut Storage, g: &Storage, state: &mut [&mut Storage], rule: &UpdateRule) -> Result<()> {
+pub fn update(
+    p: &mut Storage,
+    g: &Storage,
+    state: &mut [&mut Storage],
+    rule: &UpdateRule,
+) -> Result<()> {
     p.same_device("optimizer step", g)?;
     for s in state.iter() {
         p.same_device("optimizer step", s)?;
@@ -352,13 +397,19 @@ pub fn update(p: &mut Storage, g: &Storage, state: &mut [&mut Storage], rule: &U
             cpu::update(pv, gv, &mut bufs, rule);
             Ok(())
         }
-        Storage::Cpu(CpuStorage::I64(_)) => Err(dtype_err("optimizer step", DType::F32, DType::I64)),
+        Storage::Cpu(CpuStorage::I64(_)) => {
+            Err(dtype_err("optimizer step", DType::F32, DType::I64))
+        }
         #[cfg(feature = "cuda")]
         Storage::Cuda(pc) => {
-            let Storage::Cuda(gc) = g else { unreachable!("devices checked above") };
+            let Storage::Cuda(gc) = g else {
+                unreachable!("devices checked above")
+            };
             let mut bufs: Vec<&CudaStorage> = Vec::with_capacity(state.len());
             for s in state.iter() {
-                let Storage::Cuda(c) = &**s else { unreachable!("devices checked above") };
+                let Storage::Cuda(c) = &**s else {
+                    unreachable!("devices checked above")
+                };
                 bufs.push(c);
             }
             cuda::update(pc, gc, &bufs, rule)

@@ -47,7 +47,12 @@ impl fmt::Debug for Tensor {
 impl Tensor {
     // ---------------------------------------------------------------- construction (internal)
 
-    fn build(storage: Arc<RwLock<Storage>>, shape: Vec<usize>, node: Option<Node>, requires_grad: bool) -> Tensor {
+    fn build(
+        storage: Arc<RwLock<Storage>>,
+        shape: Vec<usize>,
+        node: Option<Node>,
+        requires_grad: bool,
+    ) -> Tensor {
         let (dtype, device) = {
             let s = storage.read().expect("storage lock");
             (s.dtype(), s.device())
@@ -78,7 +83,13 @@ impl Tensor {
         inputs: &[&Tensor],
         backward: impl Fn(&Tensor) -> Result<Vec<Option<Tensor>>> + Send + Sync + 'static,
     ) -> Tensor {
-        Tensor::op_output(Arc::new(RwLock::new(storage)), shape, name, inputs, Box::new(backward))
+        Tensor::op_output(
+            Arc::new(RwLock::new(storage)),
+            shape,
+            name,
+            inputs,
+            Box::new(backward),
+        )
     }
 
     /// Like [`Tensor::from_op`], sharing an existing storage (reshape).
@@ -138,12 +149,18 @@ impl Tensor {
                 expected: format!("{} elements, got {len}", numel(shape)),
             });
         }
-        Ok(Tensor::from_storage(Storage::from_cpu(data, device)?, shape.to_vec()))
+        Ok(Tensor::from_storage(
+            Storage::from_cpu(data, device)?,
+            shape.to_vec(),
+        ))
     }
 
     /// A tensor filled with `value`.
     pub fn full(shape: &[usize], value: f32, device: Device) -> Result<Tensor> {
-        Ok(Tensor::from_storage(Storage::full(numel(shape), value, device)?, shape.to_vec()))
+        Ok(Tensor::from_storage(
+            Storage::full(numel(shape), value, device)?,
+            shape.to_vec(),
+        ))
     }
 
     /// A tensor of zeros.
@@ -285,14 +302,21 @@ impl Tensor {
         }
         let src = self.device();
         let storage = self.storage().to_device(device)?;
-        Ok(Tensor::from_op(storage, self.shape().to_vec(), "to", &[self], move |g| {
-            Ok(vec![Some(g.to(src)?)])
-        }))
+        Ok(Tensor::from_op(
+            storage,
+            self.shape().to_vec(),
+            "to",
+            &[self],
+            move |g| Ok(vec![Some(g.to(src)?)]),
+        ))
     }
 
     /// Convert to another dtype (not differentiable).
     pub fn to_dtype(&self, dtype: DType) -> Result<Tensor> {
-        Ok(Tensor::from_storage(self.storage().cast(dtype)?, self.shape().to_vec()))
+        Ok(Tensor::from_storage(
+            self.storage().cast(dtype)?,
+            self.shape().to_vec(),
+        ))
     }
 
     // ---------------------------------------------------------------- autograd
@@ -392,14 +416,20 @@ impl Tensor {
         }
         let g = grad.storage();
         let mut p = self.0.storage.write().expect("storage lock");
-        let mut locks: Vec<_> = state.iter().map(|t| t.0.storage.write().expect("storage lock")).collect();
+        let mut locks: Vec<_> = state
+            .iter()
+            .map(|t| t.0.storage.write().expect("storage lock"))
+            .collect();
         let mut refs: Vec<&mut Storage> = locks.iter_mut().map(|l| &mut **l).collect();
         storage::update(&mut p, &g, &mut refs, rule)
     }
 
     /// Overwrite this tensor's data with `src`'s (same shape and device). Not recorded.
     pub fn copy_from(&self, src: &Tensor) -> Result<()> {
-        if src.shape() != self.shape() || src.device() != self.device() || src.dtype() != self.dtype() {
+        if src.shape() != self.shape()
+            || src.device() != self.device()
+            || src.dtype() != self.dtype()
+        {
             return Err(Error::ShapeMismatch {
                 op: "copy_from",
                 lhs: self.shape().to_vec(),

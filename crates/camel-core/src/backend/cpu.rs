@@ -27,7 +27,11 @@ pub fn binary(
     }
     let n = numel(out_shape);
     // Fast path for the common "bias over rows" case: b is a trailing block repeated.
-    if a_shape == out_shape && b.len() > 0 && n % b.len() == 0 && out_shape.ends_with(b_shape_trim(b_shape)) {
+    if a_shape == out_shape
+        && b.len() > 0
+        && n % b.len() == 0
+        && out_shape.ends_with(b_shape_trim(b_shape))
+    {
         let m = b.len();
         return a
             .iter()
@@ -218,7 +222,12 @@ pub fn cross_entropy_bwd(
 
 /// Gather: `out[i] = src[offset + Σ_d idx_d · strides[d]]` for every multi-index of `shape`.
 /// Permute, slice and broadcast-expand are all this copy with different strides.
-pub fn copy_strided<T: Copy>(src: &[T], shape: &[usize], strides: &[usize], offset: usize) -> Vec<T> {
+pub fn copy_strided<T: Copy>(
+    src: &[T],
+    shape: &[usize],
+    strides: &[usize],
+    offset: usize,
+) -> Vec<T> {
     let n = numel(shape);
     let mut out = Vec::with_capacity(n);
     if n == 0 {
@@ -243,7 +252,13 @@ pub fn copy_strided<T: Copy>(src: &[T], shape: &[usize], strides: &[usize], offs
 
 /// Constant padding: `out` has shape `src_shape[d] + before[d] + after[d]`, filled with `value`
 /// outside the copied block.
-pub fn pad(src: &[f32], src_shape: &[usize], before: &[usize], after: &[usize], value: f32) -> Vec<f32> {
+pub fn pad(
+    src: &[f32],
+    src_shape: &[usize],
+    before: &[usize],
+    after: &[usize],
+    value: f32,
+) -> Vec<f32> {
     let out_shape: Vec<usize> = (0..src_shape.len())
         .map(|d| src_shape[d] + before[d] + after[d])
         .collect();

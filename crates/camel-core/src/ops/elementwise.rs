@@ -7,7 +7,12 @@ use crate::shape::broadcast_shape;
 use crate::{Result, Tensor};
 
 impl Tensor {
-    fn binary_op(&self, rhs: &Tensor, op: BinaryOp, name: &'static str) -> Result<(crate::storage::Storage, Vec<usize>)> {
+    fn binary_op(
+        &self,
+        rhs: &Tensor,
+        op: BinaryOp,
+        name: &'static str,
+    ) -> Result<(crate::storage::Storage, Vec<usize>)> {
         expect_f32(name, self)?;
         expect_f32(name, rhs)?;
         same_device(name, self, rhs)?;
@@ -42,8 +47,16 @@ impl Tensor {
         let (a, b) = (self.detach(), rhs.detach());
         let (ra, rb) = (self.requires_grad(), rhs.requires_grad());
         Ok(Tensor::from_op(s, shape, "mul", &[self, rhs], move |g| {
-            let ga = if ra { Some(g.mul(&b)?.sum_to(a.shape())?) } else { None };
-            let gb = if rb { Some(g.mul(&a)?.sum_to(b.shape())?) } else { None };
+            let ga = if ra {
+                Some(g.mul(&b)?.sum_to(a.shape())?)
+            } else {
+                None
+            };
+            let gb = if rb {
+                Some(g.mul(&a)?.sum_to(b.shape())?)
+            } else {
+                None
+            };
             Ok(vec![ga, gb])
         }))
     }
@@ -54,7 +67,11 @@ impl Tensor {
         let (a, b) = (self.detach(), rhs.detach());
         let (ra, rb) = (self.requires_grad(), rhs.requires_grad());
         Ok(Tensor::from_op(s, shape, "div", &[self, rhs], move |g| {
-            let ga = if ra { Some(g.div(&b)?.sum_to(a.shape())?) } else { None };
+            let ga = if ra {
+                Some(g.div(&b)?.sum_to(a.shape())?)
+            } else {
+                None
+            };
             // d(a/b)/db = -a / b²
             let gb = if rb {
                 Some(g.mul(&a)?.div(&b.square()?)?.neg()?.sum_to(b.shape())?)
@@ -107,7 +124,9 @@ impl Tensor {
 
     /// `self * s` for a scalar `s`.
     pub fn mul_scalar(&self, s: f32) -> Result<Tensor> {
-        self.unary_op(UnaryOp::MulScalar(s), "mul_scalar", move |_, _, g| g.mul_scalar(s))
+        self.unary_op(UnaryOp::MulScalar(s), "mul_scalar", move |_, _, g| {
+            g.mul_scalar(s)
+        })
     }
 
     /// `self ^ p` for a scalar exponent `p`.
@@ -119,7 +138,9 @@ impl Tensor {
 
     /// `self²`.
     pub fn square(&self) -> Result<Tensor> {
-        self.unary_op(UnaryOp::Square, "square", |x, _, g| g.mul(&x.mul_scalar(2.0)?))
+        self.unary_op(UnaryOp::Square, "square", |x, _, g| {
+            g.mul(&x.mul_scalar(2.0)?)
+        })
     }
 
     /// `√self`.
@@ -129,7 +150,9 @@ impl Tensor {
 
     /// `max(self, 0)`.
     pub fn relu(&self) -> Result<Tensor> {
-        self.unary_op(UnaryOp::Relu, "relu", |x, _, g| g.mul(&x.unary_plain(UnaryOp::Step)?))
+        self.unary_op(UnaryOp::Relu, "relu", |x, _, g| {
+            g.mul(&x.unary_plain(UnaryOp::Step)?)
+        })
     }
 
     /// Logistic sigmoid `1 / (1 + e^-x)`.
@@ -150,7 +173,9 @@ impl Tensor {
 
     /// GELU, tanh approximation: `0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³)))`.
     pub fn gelu(&self) -> Result<Tensor> {
-        self.unary_op(UnaryOp::Gelu, "gelu", |x, _, g| g.mul(&x.unary_plain(UnaryOp::GeluGrad)?))
+        self.unary_op(UnaryOp::Gelu, "gelu", |x, _, g| {
+            g.mul(&x.unary_plain(UnaryOp::GeluGrad)?)
+        })
     }
 
     /// `e^self`.
@@ -165,6 +190,9 @@ impl Tensor {
 
     /// A unary primitive without autograd (used inside backward passes).
     pub(crate) fn unary_plain(&self, op: UnaryOp) -> Result<Tensor> {
-        Ok(Tensor::from_storage(self.storage().unary(op)?, self.shape().to_vec()))
+        Ok(Tensor::from_storage(
+            self.storage().unary(op)?,
+            self.shape().to_vec(),
+        ))
     }
 }

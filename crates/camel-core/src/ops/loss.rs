@@ -10,9 +10,17 @@ impl Tensor {
         expect_f32("cross_entropy", self)?;
         same_device("cross_entropy", self, targets)?;
         if targets.dtype() != DType::I64 {
-            return Err(Error::DTypeMismatch { op: "cross_entropy", expected: DType::I64, got: targets.dtype() });
+            return Err(Error::DTypeMismatch {
+                op: "cross_entropy",
+                expected: DType::I64,
+                got: targets.dtype(),
+            });
         }
-        if self.rank() != 2 || targets.rank() != 1 || targets.shape()[0] != self.shape()[0] || self.shape()[0] == 0 {
+        if self.rank() != 2
+            || targets.rank() != 1
+            || targets.shape()[0] != self.shape()[0]
+            || self.shape()[0] == 0
+        {
             return Err(Error::ShapeMismatch {
                 op: "cross_entropy",
                 lhs: self.shape().to_vec(),
@@ -21,11 +29,15 @@ impl Tensor {
             });
         }
         let (rows, cols) = (self.shape()[0], self.shape()[1]);
-        let s = self.storage().cross_entropy_fwd(&targets.storage(), rows, cols)?;
+        let s = self
+            .storage()
+            .cross_entropy_fwd(&targets.storage(), rows, cols)?;
         let x = self.detach();
         let t = targets.clone();
         let per_row = Tensor::from_op(s, vec![rows], "cross_entropy", &[self], move |g| {
-            let gs = x.storage().cross_entropy_bwd(&t.storage(), &g.storage(), rows, cols)?;
+            let gs = x
+                .storage()
+                .cross_entropy_bwd(&t.storage(), &g.storage(), rows, cols)?;
             Ok(vec![Some(Tensor::from_storage(gs, vec![rows, cols]))])
         });
         per_row.mean()

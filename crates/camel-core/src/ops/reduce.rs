@@ -117,7 +117,10 @@ impl Tensor {
         let rows = self.numel() / cols.max(1);
         let s = self.storage().argmax_last(rows, cols)?;
         debug_assert_eq!(s.dtype(), DType::I64);
-        Ok(Tensor::from_storage(s, self.shape()[..self.rank() - 1].to_vec()))
+        Ok(Tensor::from_storage(
+            s,
+            self.shape()[..self.rank() - 1].to_vec(),
+        ))
     }
 
     /// Sum this tensor down to `shape`, the inverse of broadcasting `shape` up to `self.shape()`.
@@ -125,12 +128,15 @@ impl Tensor {
         if self.shape() == shape {
             return Ok(self.clone());
         }
-        let extra = self.rank().checked_sub(shape.len()).ok_or_else(|| Error::ShapeMismatch {
-            op: "sum_to",
-            lhs: self.shape().to_vec(),
-            rhs: shape.to_vec(),
-            expected: "a target shape that broadcasts to the source".into(),
-        })?;
+        let extra = self
+            .rank()
+            .checked_sub(shape.len())
+            .ok_or_else(|| Error::ShapeMismatch {
+                op: "sum_to",
+                lhs: self.shape().to_vec(),
+                rhs: shape.to_vec(),
+                expected: "a target shape that broadcasts to the source".into(),
+            })?;
         let mut t = self.clone();
         for _ in 0..extra {
             t = t.sum_dim(0, false)?;

@@ -32,7 +32,10 @@ impl Tensor {
         if start_dim >= self.rank().max(1) {
             return Err(Error::InvalidArgument {
                 op: "flatten",
-                msg: format!("start_dim {start_dim} out of range for shape {:?}", self.shape()),
+                msg: format!(
+                    "start_dim {start_dim} out of range for shape {:?}",
+                    self.shape()
+                ),
             });
         }
         let mut s = self.shape()[..start_dim].to_vec();
@@ -44,10 +47,17 @@ impl Tensor {
     pub fn permute(&self, perm: &[usize]) -> Result<Tensor> {
         let r = self.rank();
         let mut seen = vec![false; r];
-        if perm.len() != r || perm.iter().any(|&p| p >= r || std::mem::replace(&mut seen[p], true)) {
+        if perm.len() != r
+            || perm
+                .iter()
+                .any(|&p| p >= r || std::mem::replace(&mut seen[p], true))
+        {
             return Err(Error::InvalidArgument {
                 op: "permute",
-                msg: format!("{perm:?} is not a permutation of the dims of shape {:?}", self.shape()),
+                msg: format!(
+                    "{perm:?} is not a permutation of the dims of shape {:?}",
+                    self.shape()
+                ),
             });
         }
         let src_strides = contiguous_strides(self.shape());
@@ -58,7 +68,9 @@ impl Tensor {
         for (i, &p) in perm.iter().enumerate() {
             inv[p] = i;
         }
-        Ok(Tensor::from_op(s, shape, "permute", &[self], move |g| Ok(vec![Some(g.permute(&inv)?)])))
+        Ok(Tensor::from_op(s, shape, "permute", &[self], move |g| {
+            Ok(vec![Some(g.permute(&inv)?)])
+        }))
     }
 
     /// Swap two dimensions (negative indices count from the end).
@@ -76,13 +88,19 @@ impl Tensor {
         if pads.len() != self.rank() {
             return Err(Error::InvalidArgument {
                 op: "pad",
-                msg: format!("{} (before, after) pairs for shape {:?}; expected one per dim", pads.len(), self.shape()),
+                msg: format!(
+                    "{} (before, after) pairs for shape {:?}; expected one per dim",
+                    pads.len(),
+                    self.shape()
+                ),
             });
         }
         let before: Vec<usize> = pads.iter().map(|p| p.0).collect();
         let after: Vec<usize> = pads.iter().map(|p| p.1).collect();
         let s = self.storage().pad(self.shape(), &before, &after, value)?;
-        let shape: Vec<usize> = (0..self.rank()).map(|d| self.shape()[d] + before[d] + after[d]).collect();
+        let shape: Vec<usize> = (0..self.rank())
+            .map(|d| self.shape()[d] + before[d] + after[d])
+            .collect();
         let in_shape = self.shape().to_vec();
         Ok(Tensor::from_op(s, shape, "pad", &[self], move |g| {
             let mut t = g.clone();
@@ -98,13 +116,19 @@ impl Tensor {
         if dim >= self.rank() || start + len > self.shape()[dim] {
             return Err(Error::InvalidArgument {
                 op: "narrow",
-                msg: format!("dim {dim}, range {start}..{} out of bounds for shape {:?}", start + len, self.shape()),
+                msg: format!(
+                    "dim {dim}, range {start}..{} out of bounds for shape {:?}",
+                    start + len,
+                    self.shape()
+                ),
             });
         }
         let strides = contiguous_strides(self.shape());
         let mut shape = self.shape().to_vec();
         shape[dim] = len;
-        let s = self.storage().copy_strided(&shape, &strides, start * strides[dim])?;
+        let s = self
+            .storage()
+            .copy_strided(&shape, &strides, start * strides[dim])?;
         let full = self.shape()[dim];
         let rank = self.rank();
         Ok(Tensor::from_op(s, shape, "narrow", &[self], move |g| {
@@ -131,9 +155,13 @@ impl Tensor {
         let strides = broadcast_strides(self.shape(), shape);
         let s = self.storage().copy_strided(shape, &strides, 0)?;
         let src = self.shape().to_vec();
-        Ok(Tensor::from_op(s, shape.to_vec(), "broadcast_to", &[self], move |g| {
-            Ok(vec![Some(g.sum_to(&src)?)])
-        }))
+        Ok(Tensor::from_op(
+            s,
+            shape.to_vec(),
+            "broadcast_to",
+            &[self],
+            move |g| Ok(vec![Some(g.sum_to(&src)?)]),
+        ))
     }
 
     /// Embedding lookup: rows of this `[vocab, dim]` table picked by the i64 tensor `idx`;
@@ -142,7 +170,11 @@ impl Tensor {
         expect_f32("embedding", self)?;
         same_device("embedding", self, idx)?;
         if idx.dtype() != DType::I64 {
-            return Err(Error::DTypeMismatch { op: "embedding", expected: DType::I64, got: idx.dtype() });
+            return Err(Error::DTypeMismatch {
+                op: "embedding",
+                expected: DType::I64,
+                got: idx.dtype(),
+            });
         }
         if self.rank() != 2 {
             return Err(Error::BadShape {

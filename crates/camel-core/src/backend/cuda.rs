@@ -1,0 +1,1 @@
+//! CUDA backend (filled in by the CUDA backend work).
