@@ -1,1 +1,37 @@
-//! camel-nn
+//! camel-nn: modules, parameters and layers, written once against [`Tensor`] so they run on
+//! every device. It re-exports what model code needs from camel-core.
+//!
+//! ```
+//! use camel_nn::{Device, Linear, Module, ReLU, Sequential, Tensor};
+//! // a 4-8-3 MLP
+//! let model = Sequential::new()
+//!     .add(Linear::new(4, 8, 0)?)
+//!     .add(ReLU)
+//!     .add(Linear::new(8, 3, 1)?);
+//! let x = Tensor::randn(&[5, 4], 42, Device::Cpu)?;
+//! let y = Tensor::from_vec_i64(vec![0, 1, 2, 1, 0], &[5], Device::Cpu)?;
+//! let loss = model.forward(&x)?.cross_entropy(&y)?;
+//! loss.backward()?;
+//! for (name, p) in model.named_parameters() {
+//!     assert_eq!(p.grad().unwrap().shape(), p.tensor().shape(), "{name}");
+//! }
+//! # Ok::<(), camel_nn::Error>(())
+//! ```
+
+mod activation;
+pub mod init;
+mod linear;
+mod module;
+mod parameter;
+mod sequential;
+
+pub use activation::{Sigmoid, Tanh, GELU, ReLU};
+pub use linear::{Linear, LinearOptions};
+pub use module::Module;
+pub use parameter::Parameter;
+pub use sequential::Sequential;
+
+pub use camel_core::{
+    self as core, cuda_available, gradcheck, no_grad, no_grad_guard, DType, Device, Error,
+    GradcheckOptions, Result, Tensor, UpdateRule,
+};

@@ -1,1 +1,180 @@
-//! camel-optim
+//! camel-optim: SGD (momentum, weight decay), Adam and AdamW.
+//!
+//! Each optimizer keeps per-parameter state (momentum, or Adam's first and second moments) on the
+//! parameter's device, created on the first step. The update itself is one device primitive per
+//! parameter ([`camel_nn::Tensor::apply_update`]), so on a GPU it runs as a CUDA kernel and nothing
+//! is copied to the host.
+
+use camel_nn::{no_grad_guard, Parameter, Result, Tensor, UpdateRule};
+
+/// Something that updates parameters from their gradients.
+pub trait Optimizer {
+    /// Apply one update to every parameter that has a gradient.
+    fn step(&mut self) -> Result<()>;
+    /// Clear every parameter's gradient.
+    fn zero_grad(&self);
+    /// The learning rate.
+    fn lr(&self) -> f32;
+    /// Change the learning rate (schedules).
+    fn set_lr(&mut self, lr: f32);
+}
+
+/// Parameters with their lazily created state buffers.
+struct Slots {
+    params: Vec<Parameter>,
+    state: Vec<Vec<Tensor>>,
+}
+
+impl Slots {
+    fn new(params: Vec<Parameter>) -> Slots {
+        let n = params.len();
+        Slots { params, state: vec![Vec::new(); n] }
+    }
+
+    fn zero_grad(&self) {
+        self.params.iter().for_each(|p| p.zero_grad());
+    }
+
+    /// Apply `rule` to every parameter with a gradient, with `nbuf` state buffers each.
+    fn step(&mut self, nbuf: usize, rule: &UpdateRule) -> Result<()> {
+        let _ng = no_grad_guard();
+        for (p, st) in self.params.iter().zip(self.state.iter_mut()) {
+            let t = p.tensor();
+            let Some(g) = t.grad() else { continue };
+            if st.len() != nbuf || st.first().is_some_and(|s| s.device() != t.device()) {
+                *st = (0..nbuf).map(|_| t.zeros_like()).collect::<Result<_>>()?;
+            }
+            let refs: Vec<&Tensor> = st.iter().collect();
+            t.apply_update(&g, &refs, rule)?;
+        }
+        Ok(())
+    }
+}
+
+/// Stochastic gradient descent with optional momentum and L2 weight decay:
+/// `buf = μ·buf + g + λ·p; p −= lr·buf`.
+pub struct Sgd {
+    slots: Slots,
+    /// Learning rate.
+    pub lr: f32,
+    /// Momentum μ (0 disables the buffer).
+    pub momentum: f32,
+    /// L2 weight decay λ.
+    pub weight_decay: f32,
+}
+
+impl Sgd {
+    /// Plain SGD.
+    pub fn new(params: Vec<Parameter>, lr: f32) -> Sgd {
+        Sgd { slots: Slots::new(params), lr, momentum: 0.0, weight_decay: 0.0 }
+    }
+
+    /// Set the momentum.
+    pub fn momentum(mut self, m: f32) -> Sgd {
+        self.momentum = m;
+        self
+    }
+
+    /// Set the weight decay.
+    pub fn weight_decay(mut self, wd: f32) -> Sgd {
+        self.weight_decay = wd;
+        self
+    }
+}
+
+impl Optimizer for Sgd {
+    fn step(&mut self) -> Result<()> {
+        let rule = UpdateRule::Sgd { lr: self.lr, momentum: self.momentum, weight_decay: self.weight_decay };
+        let nbuf = usize::from(self.momentum != 0.0);
+        self.slots.step(nbuf, &rule)
+    }
+    fn zero_grad(&self) {
+        self.slots.zero_grad()
+    }
+    fn lr(&self) -> f32 {
+        self.lr
+    }
+    fn set_lr(&mut self, lr: f32) {
+        self.lr = lr
+    }
+}
+
+/// Adam with bias correction; with `decoupled` weight decay it is AdamW.
+pub struct Adam {
+    slots: Slots,
+    t: u32,
+    /// Learning rate.
+    pub lr: f32,
+    /// Decay of the first moment.
+    pub beta1: f32,
+    /// Decay of the second moment.
+    pub beta2: f32,
+    /// Added to the denominator.
+    pub eps: f32,
+    /// Weight decay: added to the gradient (Adam) or applied to the weights (AdamW).
+    pub weight_decay: f32,
+    decoupled: bool,
+}
+
+impl Adam {
+    /// Adam with PyTorch's defaults (β = 0.9, 0.999; ε = 1e-8; no weight decay).
+    pub fn new(params: Vec<Parameter>, lr: f32) -> Adam {
+        Adam {
+            slots: Slots::new(params),
+            t: 0,
+            lr,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: 0.0,
+            decoupled: false,
+        }
+    }
+
+    /// AdamW: decoupled weight decay (PyTorch's default 0.01).
+    pub fn adamw(params: Vec<Parameter>, lr: f32, weight_decay: f32) -> Adam {
+        Adam { weight_decay, decoupled: true, ..Adam::new(params, lr) }
+    }
+
+    /// Set β₁ and β₂.
+    pub fn betas(mut self, b1: f32, b2: f32) -> Adam {
+        self.beta1 = b1;
+        self.beta2 = b2;
+        self
+    }
+
+    /// Set the (L2, for Adam) weight decay.
+    pub fn weight_decay(mut self, wd: f32) -> Adam {
+        self.weight_decay = wd;
+        self
+    }
+}
+
+/// AdamW is Adam with decoupled weight decay; see [`Adam::adamw`].
+pub type AdamW = Adam;
+
+impl Optimizer for Adam {
+    fn step(&mut self) -> Result<()> {
+        self.t += 1;
+        let rule = UpdateRule::Adam {
+            lr: self.lr,
+            beta1: self.beta1,
+            beta2: self.beta2,
+            eps: self.eps,
+            weight_decay: self.weight_decay,
+            decoupled: self.decoupled,
+            bc1: 1.0 - self.beta1.powi(self.t as i32),
+            bc2: 1.0 - self.beta2.powi(self.t as i32),
+        };
+        self.slots.step(2, &rule)
+    }
+    fn zero_grad(&self) {
+        self.slots.zero_grad()
+    }
+    fn lr(&self) -> f32 {
+        self.lr
+    }
+    fn set_lr(&mut self, lr: f32) {
+        self.lr = lr
+    }
+}

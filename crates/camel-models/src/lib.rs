@@ -1,0 +1,25 @@
+//! camel-models: the models camel trains (MLP today), their data loaders and training loops, and
+//! the `camel` command-line program.
+
+pub mod data;
+pub mod mlp;
+pub mod train;
+
+pub use mlp::Mlp;
+
+/// Errors of model code: a tensor error or a data error.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// From camel-core / camel-nn.
+    #[error(transparent)]
+    Core(#[from] camel_nn::Error),
+    /// From a data loader.
+    #[error(transparent)]
+    Data(#[from] data::DataError),
+    /// From the batch loader.
+    #[error(transparent)]
+    Loader(#[from] data::LoaderError),
+}
+
+/// Result alias of camel-models.
+pub type Result<T> = std::result::Result<T, Error>;

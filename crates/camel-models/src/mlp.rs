@@ -1,0 +1,51 @@
+//! A multi-layer perceptron: Linear → ReLU → … → Linear.
+
+use camel_nn::init::Init;
+use camel_nn::{Device, Linear, LinearOptions, Module, Parameter, ReLU, Result, Sequential, Tensor};
+
+/// An MLP with ReLU between its Linear layers (no activation after the last).
+pub struct Mlp {
+    net: Sequential,
+    sizes: Vec<usize>,
+}
+
+impl Mlp {
+    /// Layers of widths `sizes` (e.g. `[784, 256, 256, 10]`), Kaiming-initialized from `seed`.
+    pub fn new(sizes: &[usize], seed: u64, device: Device) -> Result<Mlp> {
+        if sizes.len() < 2 {
+            return Err(camel_nn::Error::InvalidArgument {
+                op: "Mlp",
+                msg: format!("need at least input and output widths, got {sizes:?}"),
+            });
+        }
+        let mut net = Sequential::new();
+        for (i, w) in sizes.windows(2).enumerate() {
+            let opts = LinearOptions { bias: true, init: Init::KaimingUniform, seed: seed.wrapping_add(i as u64 * 7919), device };
+            net.push(Linear::with_options(w[0], w[1], opts)?);
+            if i + 2 < sizes.len() {
+                net.push(ReLU);
+            }
+        }
+        Ok(Mlp { net, sizes: sizes.to_vec() })
+    }
+
+    /// Layer widths.
+    pub fn sizes(&self) -> &[usize] {
+        &self.sizes
+    }
+}
+
+impl Module for Mlp {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        self.net.forward(x)
+    }
+    fn named_parameters(&self) -> Vec<(String, Parameter)> {
+        self.net.named_parameters()
+    }
+    fn set_training(&mut self, on: bool) {
+        self.net.set_training(on)
+    }
+    fn is_training(&self) -> bool {
+        self.net.is_training()
+    }
+}

@@ -1,0 +1,81 @@
+//! Training and evaluation loops for classifiers on MNIST-style data.
+
+use crate::data::{DataLoader, Split};
+use crate::Result;
+use camel_nn::{no_grad, Device, Module, Tensor};
+use camel_optim::Optimizer;
+use std::time::Instant;
+
+/// What one epoch achieved.
+#[derive(Clone, Debug)]
+pub struct EpochStats {
+    /// 1-based epoch number.
+    pub epoch: usize,
+    /// Mean training loss over the epoch's batches.
+    pub train_loss: f32,
+    /// Mean test loss.
+    pub test_loss: f32,
+    /// Test accuracy in [0, 1].
+    pub test_acc: f32,
+    /// Wall time of the training part of the epoch, seconds.
+    pub train_seconds: f64,
+    /// Number of optimizer steps.
+    pub steps: usize,
+}
+
+/// One batch of a split as tensors on `device`: features `[b, rows·cols]` and i64 labels `[b]`.
+pub fn batch(split: &Split, idx: &[usize], device: Device) -> Result<(Tensor, Tensor)> {
+    let (x, y) = split.gather(idx);
+    let d = split.rows * split.cols;
+    Ok((Tensor::from_vec(x, &[idx.len(), d], device)?, Tensor::from_vec_i64(y, &[idx.len()], device)?))
+}
+
+/// Mean loss and accuracy of `model` on `split`, in batches of `batch_size`, without autograd.
+pub fn evaluate(model: &dyn Module, split: &Split, batch_size: usize, device: Device) -> Result<(f32, f32)> {
+    no_grad(|| {
+        let loader = DataLoader::new(split.n, batch_size)?;
+        let mut loss_sum = Tensor::zeros(&[], device)?;
+        let mut correct = 0usize;
+        for idx in loader.epoch(0) {
+            let (x, y) = batch(split, &idx, device)?;
+            let logits = model.forward(&x)?;
+            loss_sum = loss_sum.add(&logits.cross_entropy(&y)?.mul_scalar(idx.len() as f32)?)?;
+            let pred = logits.argmax_last()?.to_vec_i64()?;
+            correct += pred.iter().zip(&idx).filter(|(&p, &i)| p == split.labels[i] as i64).count();
+        }
+        Ok((loss_sum.item()? / split.n as f32, correct as f32 / split.n as f32))
+    })
+}
+
+/// Train for one epoch; `on_step(step, steps, running_loss)` is called every `report_every` steps
+/// (reading the loss is the only host sync of the loop) and after the last step.
+#[allow(clippy::too_many_arguments)]
+pub fn train_epoch(
+    model: &dyn Module,
+    opt: &mut dyn Optimizer,
+    train: &Split,
+    loader: &DataLoader,
+    epoch: u64,
+    device: Device,
+    report_every: usize,
+    mut on_step: impl FnMut(usize, usize, f32),
+) -> Result<(f32, usize, f64)> {
+    let start = Instant::now();
+    let total = loader.num_batches();
+    let mut loss_sum = Tensor::zeros(&[], device)?;
+    let mut steps = 0usize;
+    for idx in loader.epoch(epoch) {
+        let (x, y) = batch(train, &idx, device)?;
+        opt.zero_grad();
+        let loss = model.forward(&x)?.cross_entropy(&y)?;
+        loss.backward()?;
+        opt.step()?;
+        loss_sum = no_grad(|| loss_sum.add(&loss.detach()))?;
+        steps += 1;
+        if steps % report_every.max(1) == 0 || steps == total {
+            on_step(steps, total, loss_sum.item()? / steps as f32);
+        }
+    }
+    let mean = if steps > 0 { loss_sum.item()? / steps as f32 } else { f32::NAN };
+    Ok((mean, steps, start.elapsed().as_secs_f64()))
+}

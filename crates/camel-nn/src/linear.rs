@@ -1,0 +1,94 @@
+use crate::init::Init;
+use crate::{Module, Parameter};
+use camel_core::{Device, Error, Result, Tensor};
+
+/// Options of [`Linear::with_options`].
+#[derive(Clone, Copy, Debug)]
+pub struct LinearOptions {
+    /// Add a learned bias.
+    pub bias: bool,
+    /// Weight initialization (the bias uses PyTorch's U(−1/√fan_in, 1/√fan_in)).
+    pub init: Init,
+    /// Seed of the initialization.
+    pub seed: u64,
+    /// Device of the parameters.
+    pub device: Device,
+}
+
+impl Default for LinearOptions {
+    fn default() -> Self {
+        LinearOptions { bias: true, init: Init::KaimingUniform, seed: 0, device: Device::Cpu }
+    }
+}
+
+/// `y = x · Wᵀ + b`, with `W` of shape `[out, in]`; `x` may have any leading dims.
+#[derive(Clone, Debug)]
+pub struct Linear {
+    /// `[out_features, in_features]`.
+    pub weight: Parameter,
+    /// `[out_features]`, if enabled.
+    pub bias: Option<Parameter>,
+    in_features: usize,
+    out_features: usize,
+}
+
+impl Linear {
+    /// A Kaiming-uniform initialized layer with bias, on the CPU.
+    pub fn new(in_features: usize, out_features: usize, seed: u64) -> Result<Linear> {
+        Linear::with_options(in_features, out_features, LinearOptions { seed, ..Default::default() })
+    }
+
+    /// A layer with explicit options.
+    pub fn with_options(in_features: usize, out_features: usize, o: LinearOptions) -> Result<Linear> {
+        if in_features == 0 || out_features == 0 {
+            return Err(Error::InvalidArgument {
+                op: "Linear",
+                msg: format!("features must be ≥ 1, got in={in_features}, out={out_features}"),
+            });
+        }
+        let w = o.init.tensor(&[out_features, in_features], in_features, out_features, o.seed, o.device)?;
+        let bias = if o.bias {
+            let b = Init::TorchDefault.tensor(&[out_features], in_features, out_features, o.seed ^ 0xb1a5, o.device)?;
+            Some(Parameter::new(b)?)
+        } else {
+            None
+        };
+        Ok(Linear { weight: Parameter::new(w)?, bias, in_features, out_features })
+    }
+
+    /// Input width.
+    pub fn in_features(&self) -> usize {
+        self.in_features
+    }
+
+    /// Output width.
+    pub fn out_features(&self) -> usize {
+        self.out_features
+    }
+}
+
+impl Module for Linear {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        if x.shape().last() != Some(&self.in_features) {
+            return Err(Error::ShapeMismatch {
+                op: "Linear",
+                lhs: x.shape().to_vec(),
+                rhs: vec![self.out_features, self.in_features],
+                expected: format!("input [.., {}]", self.in_features),
+            });
+        }
+        let y = x.matmul_t(&self.weight.tensor(), false, true)?;
+        match &self.bias {
+            Some(b) => y.add(&b.tensor()),
+            None => Ok(y),
+        }
+    }
+
+    fn named_parameters(&self) -> Vec<(String, Parameter)> {
+        let mut v = vec![("weight".to_string(), self.weight.clone())];
+        if let Some(b) = &self.bias {
+            v.push(("bias".to_string(), b.clone()));
+        }
+        v
+    }
+}
