@@ -4,6 +4,7 @@
 pub mod data;
 pub mod mlp;
 pub mod train;
+pub mod xor;
 
 pub use mlp::Mlp;
 
