@@ -79,7 +79,7 @@ pub fn gradcheck(
             let numeric = ((eval(opts.eps)? - eval(-opts.eps)?) / (2.0 * opts.eps as f64)) as f32;
             let a = analytic[j];
             let err = (a - numeric).abs();
-            if !(err <= opts.atol + opts.rtol * numeric.abs()) {
+            if err.is_nan() || err > opts.atol + opts.rtol * numeric.abs() {
                 return Err(Error::Autograd(format!(
                     "gradcheck failed for input {i} (shape {:?}) element {j}: analytic {a}, numeric {numeric}",
                     leaf.shape()

@@ -15,7 +15,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "camel", version, about = "Train small models with camel's own kernels")]
+#[command(
+    name = "camel",
+    version,
+    about = "Train small models with camel's own kernels"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -85,7 +89,19 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> camel_models::Result<()> {
     let Cmd::Train { model } = cli.cmd;
-    let Model::Mlp { data, data_dir: dir, epochs, batch_size, lr, seed, device, hidden, optimizer, subset, quiet } = model;
+    let Model::Mlp {
+        data,
+        data_dir: dir,
+        epochs,
+        batch_size,
+        lr,
+        seed,
+        device,
+        hidden,
+        optimizer,
+        subset,
+        quiet,
+    } = model;
     let dir = dir.unwrap_or_else(data_dir);
     let t0 = std::time::Instant::now();
     let mut ds = Mnist::load(&dir, &data)?;
@@ -112,17 +128,30 @@ fn run(cli: Cli) -> camel_models::Result<()> {
     };
     let loader = DataLoader::new(ds.train.n, batch_size)?.shuffle(Some(seed));
     for epoch in 1..=epochs {
-        let bar = if quiet { ProgressBar::hidden() } else { ProgressBar::new(loader.num_batches() as u64) };
+        let bar = if quiet {
+            ProgressBar::hidden()
+        } else {
+            ProgressBar::new(loader.num_batches() as u64)
+        };
         bar.set_style(
             ProgressStyle::with_template("epoch {prefix} [{bar:30}] {pos}/{len} {msg} ({elapsed})")
                 .expect("progress template")
                 .progress_chars("=> "),
         );
         bar.set_prefix(format!("{epoch}/{epochs}"));
-        let (train_loss, steps, secs) = train_epoch(&model, opt.as_mut(), &ds.train, &loader, epoch as u64, device, 50, |s, _, l| {
-            bar.set_position(s as u64);
-            bar.set_message(format!("loss {l:.4}"));
-        })?;
+        let (train_loss, steps, secs) = train_epoch(
+            &model,
+            opt.as_mut(),
+            &ds.train,
+            &loader,
+            epoch as u64,
+            device,
+            50,
+            |s, _, l| {
+                bar.set_position(s as u64);
+                bar.set_message(format!("loss {l:.4}"));
+            },
+        )?;
         bar.finish_and_clear();
         let (test_loss, test_acc) = evaluate(&model, &ds.test, 1000, device)?;
         println!(

@@ -1,7 +1,9 @@
 //! A multi-layer perceptron: Linear → ReLU → … → Linear.
 
 use camel_nn::init::Init;
-use camel_nn::{Device, Linear, LinearOptions, Module, Parameter, ReLU, Result, Sequential, Tensor};
+use camel_nn::{
+    Device, Linear, LinearOptions, Module, Parameter, ReLU, Result, Sequential, Tensor,
+};
 
 /// An MLP with ReLU between its Linear layers (no activation after the last).
 pub struct Mlp {
@@ -20,13 +22,21 @@ impl Mlp {
         }
         let mut net = Sequential::new();
         for (i, w) in sizes.windows(2).enumerate() {
-            let opts = LinearOptions { bias: true, init: Init::KaimingUniform, seed: seed.wrapping_add(i as u64 * 7919), device };
+            let opts = LinearOptions {
+                bias: true,
+                init: Init::KaimingUniform,
+                seed: seed.wrapping_add(i as u64 * 7919),
+                device,
+            };
             net.push(Linear::with_options(w[0], w[1], opts)?);
             if i + 2 < sizes.len() {
                 net.push(ReLU);
             }
         }
-        Ok(Mlp { net, sizes: sizes.to_vec() })
+        Ok(Mlp {
+            net,
+            sizes: sizes.to_vec(),
+        })
     }
 
     /// Layer widths.

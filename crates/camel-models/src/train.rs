@@ -27,11 +27,19 @@ pub struct EpochStats {
 pub fn batch(split: &Split, idx: &[usize], device: Device) -> Result<(Tensor, Tensor)> {
     let (x, y) = split.gather(idx);
     let d = split.rows * split.cols;
-    Ok((Tensor::from_vec(x, &[idx.len(), d], device)?, Tensor::from_vec_i64(y, &[idx.len()], device)?))
+    Ok((
+        Tensor::from_vec(x, &[idx.len(), d], device)?,
+        Tensor::from_vec_i64(y, &[idx.len()], device)?,
+    ))
 }
 
 /// Mean loss and accuracy of `model` on `split`, in batches of `batch_size`, without autograd.
-pub fn evaluate(model: &dyn Module, split: &Split, batch_size: usize, device: Device) -> Result<(f32, f32)> {
+pub fn evaluate(
+    model: &dyn Module,
+    split: &Split,
+    batch_size: usize,
+    device: Device,
+) -> Result<(f32, f32)> {
     no_grad(|| {
         let loader = DataLoader::new(split.n, batch_size)?;
         let mut loss_sum = Tensor::zeros(&[], device)?;
@@ -41,9 +49,16 @@ pub fn evaluate(model: &dyn Module, split: &Split, batch_size: usize, device: De
             let logits = model.forward(&x)?;
             loss_sum = loss_sum.add(&logits.cross_entropy(&y)?.mul_scalar(idx.len() as f32)?)?;
             let pred = logits.argmax_last()?.to_vec_i64()?;
-            correct += pred.iter().zip(&idx).filter(|(&p, &i)| p == split.labels[i] as i64).count();
+            correct += pred
+                .iter()
+                .zip(&idx)
+                .filter(|(&p, &i)| p == split.labels[i] as i64)
+                .count();
         }
-        Ok((loss_sum.item()? / split.n as f32, correct as f32 / split.n as f32))
+        Ok((
+            loss_sum.item()? / split.n as f32,
+            correct as f32 / split.n as f32,
+        ))
     })
 }
 
@@ -72,10 +87,14 @@ pub fn train_epoch(
         opt.step()?;
         loss_sum = no_grad(|| loss_sum.add(&loss.detach()))?;
         steps += 1;
-        if steps % report_every.max(1) == 0 || steps == total {
+        if steps.is_multiple_of(report_every.max(1)) || steps == total {
             on_step(steps, total, loss_sum.item()? / steps as f32);
         }
     }
-    let mean = if steps > 0 { loss_sum.item()? / steps as f32 } else { f32::NAN };
+    let mean = if steps > 0 {
+        loss_sum.item()? / steps as f32
+    } else {
+        f32::NAN
+    };
     Ok((mean, steps, start.elapsed().as_secs_f64()))
 }

@@ -20,7 +20,14 @@ pub enum Init {
 
 impl Init {
     /// A tensor of `shape` drawn with this scheme.
-    pub fn tensor(&self, shape: &[usize], fan_in: usize, fan_out: usize, seed: u64, device: Device) -> Result<Tensor> {
+    pub fn tensor(
+        &self,
+        shape: &[usize],
+        fan_in: usize,
+        fan_out: usize,
+        seed: u64,
+        device: Device,
+    ) -> Result<Tensor> {
         let fi = fan_in.max(1) as f32;
         let fo = fan_out.max(1) as f32;
         match self {
@@ -28,7 +35,9 @@ impl Init {
                 let b = (6.0 / fi).sqrt();
                 Tensor::rand(shape, -b, b, seed, device)
             }
-            Init::KaimingNormal => Tensor::randn(shape, seed, device)?.mul_scalar((2.0 / fi).sqrt()),
+            Init::KaimingNormal => {
+                Tensor::randn(shape, seed, device)?.mul_scalar((2.0 / fi).sqrt())
+            }
             Init::XavierUniform => {
                 let b = (6.0 / (fi + fo)).sqrt();
                 Tensor::rand(shape, -b, b, seed, device)

@@ -25,7 +25,7 @@ mod module;
 mod parameter;
 mod sequential;
 
-pub use activation::{Sigmoid, Tanh, GELU, ReLU};
+pub use activation::{ReLU, Sigmoid, Tanh, GELU};
 pub use linear::{Linear, LinearOptions};
 pub use module::Module;
 pub use parameter::Parameter;

@@ -17,7 +17,12 @@ pub struct LinearOptions {
 
 impl Default for LinearOptions {
     fn default() -> Self {
-        LinearOptions { bias: true, init: Init::KaimingUniform, seed: 0, device: Device::Cpu }
+        LinearOptions {
+            bias: true,
+            init: Init::KaimingUniform,
+            seed: 0,
+            device: Device::Cpu,
+        }
     }
 }
 
@@ -35,25 +40,53 @@ pub struct Linear {
 impl Linear {
     /// A Kaiming-uniform initialized layer with bias, on the CPU.
     pub fn new(in_features: usize, out_features: usize, seed: u64) -> Result<Linear> {
-        Linear::with_options(in_features, out_features, LinearOptions { seed, ..Default::default() })
+        Linear::with_options(
+            in_features,
+            out_features,
+            LinearOptions {
+                seed,
+                ..Default::default()
+            },
+        )
     }
 
     /// A layer with explicit options.
-    pub fn with_options(in_features: usize, out_features: usize, o: LinearOptions) -> Result<Linear> {
+    pub fn with_options(
+        in_features: usize,
+        out_features: usize,
+        o: LinearOptions,
+    ) -> Result<Linear> {
         if in_features == 0 || out_features == 0 {
             return Err(Error::InvalidArgument {
                 op: "Linear",
                 msg: format!("features must be ≥ 1, got in={in_features}, out={out_features}"),
             });
         }
-        let w = o.init.tensor(&[out_features, in_features], in_features, out_features, o.seed, o.device)?;
+        let w = o.init.tensor(
+            &[out_features, in_features],
+            in_features,
+            out_features,
+            o.seed,
+            o.device,
+        )?;
         let bias = if o.bias {
-            let b = Init::TorchDefault.tensor(&[out_features], in_features, out_features, o.seed ^ 0xb1a5, o.device)?;
+            let b = Init::TorchDefault.tensor(
+                &[out_features],
+                in_features,
+                out_features,
+                o.seed ^ 0xb1a5,
+                o.device,
+            )?;
             Some(Parameter::new(b)?)
         } else {
             None
         };
-        Ok(Linear { weight: Parameter::new(w)?, bias, in_features, out_features })
+        Ok(Linear {
+            weight: Parameter::new(w)?,
+            bias,
+            in_features,
+            out_features,
+        })
     }
 
     /// Input width.

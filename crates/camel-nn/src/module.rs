@@ -13,7 +13,10 @@ pub trait Module: Send + Sync {
 
     /// The parameters alone.
     fn parameters(&self) -> Vec<Parameter> {
-        self.named_parameters().into_iter().map(|(_, p)| p).collect()
+        self.named_parameters()
+            .into_iter()
+            .map(|(_, p)| p)
+            .collect()
     }
 
     /// Switch training mode on (`true`) or evaluation mode (`false`).

@@ -16,7 +16,10 @@ impl Default for Sequential {
 impl Sequential {
     /// An empty sequence.
     pub fn new() -> Sequential {
-        Sequential { layers: Vec::new(), training: true }
+        Sequential {
+            layers: Vec::new(),
+            training: true,
+        }
     }
 
     /// Append a module (builder style).
@@ -55,7 +58,11 @@ impl Module for Sequential {
         self.layers
             .iter()
             .enumerate()
-            .flat_map(|(i, l)| l.named_parameters().into_iter().map(move |(n, p)| (format!("{i}.{n}"), p)))
+            .flat_map(|(i, l)| {
+                l.named_parameters()
+                    .into_iter()
+                    .map(move |(n, p)| (format!("{i}.{n}"), p))
+            })
             .collect()
     }
 

@@ -28,7 +28,10 @@ struct Slots {
 impl Slots {
     fn new(params: Vec<Parameter>) -> Slots {
         let n = params.len();
-        Slots { params, state: vec![Vec::new(); n] }
+        Slots {
+            params,
+            state: vec![Vec::new(); n],
+        }
     }
 
     fn zero_grad(&self) {
@@ -66,7 +69,12 @@ pub struct Sgd {
 impl Sgd {
     /// Plain SGD.
     pub fn new(params: Vec<Parameter>, lr: f32) -> Sgd {
-        Sgd { slots: Slots::new(params), lr, momentum: 0.0, weight_decay: 0.0 }
+        Sgd {
+            slots: Slots::new(params),
+            lr,
+            momentum: 0.0,
+            weight_decay: 0.0,
+        }
     }
 
     /// Set the momentum.
@@ -84,7 +92,11 @@ impl Sgd {
 
 impl Optimizer for Sgd {
     fn step(&mut self) -> Result<()> {
-        let rule = UpdateRule::Sgd { lr: self.lr, momentum: self.momentum, weight_decay: self.weight_decay };
+        let rule = UpdateRule::Sgd {
+            lr: self.lr,
+            momentum: self.momentum,
+            weight_decay: self.weight_decay,
+        };
         let nbuf = usize::from(self.momentum != 0.0);
         self.slots.step(nbuf, &rule)
     }
@@ -133,7 +145,11 @@ impl Adam {
 
     /// AdamW: decoupled weight decay (PyTorch's default 0.01).
     pub fn adamw(params: Vec<Parameter>, lr: f32, weight_decay: f32) -> Adam {
-        Adam { weight_decay, decoupled: true, ..Adam::new(params, lr) }
+        Adam {
+            weight_decay,
+            decoupled: true,
+            ..Adam::new(params, lr)
+        }
     }
 
     /// Set β₁ and β₂.

@@ -28,8 +28,8 @@ pub fn binary(
     let n = numel(out_shape);
     // Fast path for the common "bias over rows" case: b is a trailing block repeated.
     if a_shape == out_shape
-        && b.len() > 0
-        && n % b.len() == 0
+        && !b.is_empty()
+        && n.is_multiple_of(b.len())
         && out_shape.ends_with(b_shape_trim(b_shape))
     {
         let m = b.len();
@@ -197,7 +197,7 @@ pub fn cross_entropy_fwd(x: &[f32], t: &[i64], rows: usize, cols: usize) -> Resu
         let row = &x[r * cols..(r + 1) * cols];
         let mx = row.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
         let s: f32 = row.iter().map(|&v| (v - mx).exp()).sum();
-        out.push(mx + s.ln() - row[tr]);
+        out.push((mx - row[tr]) + s.ln());
     }
     Ok(out)
 }

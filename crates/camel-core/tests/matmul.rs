@@ -1,0 +1,163 @@
+//! matmul / matmul_t against a plain-f64 triple loop: all four transpose combinations, 2-D and
+//! batched (equal batch dims, A batched with B 2-D, A 2-D with B batched).
+//! Tolerance: |got − ref| ≤ 1e-5·√k·max|a|·max|b| (f32 dot products of length k).
+
+mod common;
+use common::*;
+use proptest::prelude::*;
+
+/// `op(A)·op(B)` for stored operands; `a_batch`/`b_batch` empty means 2-D (shared).
+#[allow(clippy::too_many_arguments)]
+fn ref_matmul(
+    a: &[f32],
+    b: &[f32],
+    batch: usize,
+    a_batched: bool,
+    b_batched: bool,
+    (m, k, n): (usize, usize, usize),
+    ta: bool,
+    tb: bool,
+) -> Vec<f64> {
+    let mut out = vec![0.0f64; batch * m * n];
+    for bi in 0..batch {
+        let ao = if a_batched { bi * m * k } else { 0 };
+        let bo = if b_batched { bi * k * n } else { 0 };
+        for i in 0..m {
+            for j in 0..n {
+                let mut s = 0.0f64;
+                for p in 0..k {
+                    // A stored [m,k], or [k,m] when transposed; B stored [k,n], or [n,k]
+                    let av = if ta {
+                        a[ao + p * m + i]
+                    } else {
+                        a[ao + i * k + p]
+                    };
+                    let bv = if tb {
+                        b[bo + j * k + p]
+                    } else {
+                        b[bo + p * n + j]
+                    };
+                    s += av as f64 * bv as f64;
+                }
+                out[bi * m * n + i * n + j] = s;
+            }
+        }
+    }
+    out
+}
+
+fn stored(rows: usize, cols: usize, trans: bool) -> [usize; 2] {
+    if trans {
+        [cols, rows]
+    } else {
+        [rows, cols]
+    }
+}
+
+/// Which operands carry the batch dims.
+#[derive(Clone, Copy, Debug)]
+enum Batch {
+    None,
+    Both,
+    AOnly,
+    BOnly,
+}
+
+fn check_matmul(
+    bdims: &[usize],
+    layout: Batch,
+    (m, k, n): (usize, usize, usize),
+    ta: bool,
+    tb: bool,
+    seed: u64,
+) {
+    let (a_b, b_b) = match layout {
+        Batch::None => (false, false),
+        Batch::Both => (true, true),
+        Batch::AOnly => (true, false),
+        Batch::BOnly => (false, true),
+    };
+    let bd: Vec<usize> = if matches!(layout, Batch::None) {
+        vec![]
+    } else {
+        bdims.to_vec()
+    };
+    let batch = numel(&bd);
+    let mut sa = if a_b { bd.clone() } else { vec![] };
+    sa.extend(stored(m, k, ta));
+    let mut sb = if b_b { bd.clone() } else { vec![] };
+    sb.extend(stored(k, n, tb));
+    let a = rand_vec(numel(&sa), -1.0, 1.0, seed);
+    let b = rand_vec(numel(&sb), -1.0, 1.0, seed ^ 0x51);
+    let want = ref_matmul(&a, &b, batch, a_b, b_b, (m, k, n), ta, tb);
+    let mut out_shape = bd.clone();
+    out_shape.extend([m, n]);
+    let scale = 1e-5 * (k as f64).sqrt() * max_abs(&a) * max_abs(&b);
+    let tol = Tol {
+        atol: scale.max(1e-7),
+        rtol: 0.0,
+    };
+    let what = format!("matmul_t {sa:?}·{sb:?} trans_a={ta} trans_b={tb}");
+    check(&what, &out_shape, &want, tol, |d| {
+        let (x, y) = (t(&a, &sa, d), t(&b, &sb, d));
+        if !ta && !tb {
+            // plain matmul must agree with matmul_t(false, false)
+            let p = x.matmul(&y)?;
+            assert_eq!(p.to_vec()?, x.matmul_t(&y, false, false)?.to_vec()?);
+            Ok(p)
+        } else {
+            x.matmul_t(&y, ta, tb)
+        }
+    });
+}
+
+proptest! {
+    #![proptest_config(cfg())]
+
+    #[test]
+    fn matmul_2d(m in dim(), k in dim(), n in dim(), ta in any::<bool>(), tb in any::<bool>(), seed in any::<u64>()) {
+        check_matmul(&[], Batch::None, (m, k, n), ta, tb, seed);
+    }
+
+    #[test]
+    fn matmul_batched(bdims in prop::collection::vec(prop::sample::select(vec![1usize, 2, 3]), 1..=2),
+                      layout in prop::sample::select(vec![Batch::Both, Batch::AOnly, Batch::BOnly]),
+                      m in dim(), k in dim(), n in dim(), seed in any::<u64>()) {
+        for (ta, tb) in [(false, false), (false, true), (true, false), (true, true)] {
+            check_matmul(&bdims, layout, (m, k, n), ta, tb, seed);
+        }
+    }
+}
+
+#[test]
+fn matmul_large_k_and_output() {
+    // k ≥ 1000 and an output ≥ 1000 elements, all four transpose combinations.
+    for (ta, tb) in [(false, false), (false, true), (true, false), (true, true)] {
+        check_matmul(&[], Batch::None, (7, 1031, 5), ta, tb, 11);
+        check_matmul(&[], Batch::None, (37, 9, 33), ta, tb, 12);
+        check_matmul(&[3], Batch::AOnly, (33, 17, 35), ta, tb, 13);
+    }
+}
+
+#[test]
+fn matmul_known_values() {
+    // [[1,2],[3,4]]·[[5,6],[7,8]] = [[19,22],[43,50]]
+    let want = [19.0, 22.0, 43.0, 50.0];
+    check("2x2 matmul", &[2, 2], &want, EXACT, |d| {
+        t(&[1.0, 2.0, 3.0, 4.0], &[2, 2], d).matmul(&t(&[5.0, 6.0, 7.0, 8.0], &[2, 2], d))
+    });
+    // A stored transposed: Aᵀ = [[1,3],[2,4]] → Aᵀ·B = [[26,30],[38,44]]
+    check(
+        "2x2 matmul_t(a)",
+        &[2, 2],
+        &[26.0, 30.0, 38.0, 44.0],
+        EXACT,
+        |d| {
+            t(&[1.0, 2.0, 3.0, 4.0], &[2, 2], d).matmul_t(
+                &t(&[5.0, 6.0, 7.0, 8.0], &[2, 2], d),
+                true,
+                false,
+            )
+        },
+    );
+}
