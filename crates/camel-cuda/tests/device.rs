@@ -1,0 +1,180 @@
+//! Device, copies and kernels. GPU tests skip (printing why) without a GPU and fail with
+//! CAMEL_REQUIRE_GPU=1.
+
+use camel_cuda::kernels::elementwise;
+use camel_cuda::{device, device_count, launch_1d, test_device, Error, LaunchConfig, GRID_1D_CAP};
+use std::sync::Arc;
+
+#[test]
+fn no_device_is_an_error_not_a_panic() {
+    match device(0) {
+        Ok(dev) => {
+            assert!(device_count().unwrap() >= 1);
+            assert!(camel_cuda::is_available());
+            assert!(
+                Arc::ptr_eq(&dev, &device(0).unwrap()),
+                "one device object per ordinal"
+            );
+        }
+        Err(Error::NoDevice { reason }) => {
+            assert!(!reason.is_empty());
+            assert_eq!(device_count().unwrap_or(0), 0);
+            assert!(!camel_cuda::is_available());
+        }
+        Err(e) => panic!("unexpected error: {e}"),
+    }
+    assert!(matches!(
+        device(camel_cuda::MAX_DEVICES),
+        Err(Error::NoDevice { .. })
+    ));
+}
+
+#[test]
+fn embedded_ptx_lists_the_modules() {
+    let modules = camel_cuda::embedded_modules();
+    if camel_cuda::CUDA_ENABLED {
+        assert!(modules.contains(&"elementwise"), "{modules:?}");
+    } else {
+        assert!(modules.is_empty());
+    }
+}
+
+#[test]
+fn fill_round_trip() {
+    let Some(dev) = test_device() else { return };
+    for n in [
+        1usize,
+        255,
+        256,
+        257,
+        100_003,
+        GRID_1D_CAP as usize * 256 + 1000,
+    ] {
+        let buf = dev.alloc(n * 4).unwrap();
+        elementwise::fill_f32(&dev, buf.ptr(), n, 1.5).unwrap();
+        let out: Vec<f32> = dev.dtoh_vec(&buf, n).unwrap();
+        assert!(out.iter().all(|&v| v == 1.5), "n = {n}");
+    }
+    // A sub-range through pointer arithmetic.
+    let buf = dev.htod(&[0f32; 10]).unwrap();
+    elementwise::fill_f32(&dev, buf.ptr().add::<f32>(3), 4, -2.0).unwrap();
+    let out: Vec<f32> = dev.dtoh_vec(&buf, 10).unwrap();
+    assert_eq!(out, [0., 0., 0., -2., -2., -2., -2., 0., 0., 0.]);
+    // n = 0 launches nothing.
+    elementwise::fill_f32(&dev, buf.ptr(), 0, 9.0).unwrap();
+    dev.synchronize().unwrap();
+}
+
+#[test]
+fn bad_launch_config_names_the_kernel() {
+    let Some(dev) = test_device() else { return };
+    let k = dev.function("elementwise", "fill_f32").unwrap();
+    assert_eq!(k.name(), "elementwise::fill_f32");
+    let buf = dev.alloc(4 * 1024).unwrap();
+    let n = 1024i64;
+    let bad = [
+        LaunchConfig::new(1, 2048),
+        LaunchConfig::new(1, (1, 1, 128)),
+        LaunchConfig::new((1, 1, 1 << 20), 32),
+        launch_1d(1024).with_shared_mem(dev.limits().max_shared_per_block_optin + 1),
+    ];
+    for cfg in bad {
+        // SAFETY: arguments match fill_f32(float*, long long, float); never launched anyway.
+        let err = unsafe { dev.launch(&k, cfg, &[&buf.ptr(), &n, &1f32]) }.unwrap_err();
+        assert!(matches!(err, Error::LaunchConfig { .. }), "{err:?}");
+        assert!(err.to_string().contains("elementwise::fill_f32"), "{err}");
+    }
+    // The device is still usable afterwards.
+    elementwise::fill_f32(&dev, buf.ptr(), 1024, 3.0).unwrap();
+    assert_eq!(dev.dtoh_vec::<f32>(&buf, 1024).unwrap()[1023], 3.0);
+}
+
+#[test]
+fn unknown_module_or_kernel_is_a_clear_error() {
+    let Some(dev) = test_device() else { return };
+    let err = dev.function("no_such_module", "k").unwrap_err();
+    assert!(matches!(err, Error::MissingPtx { .. }), "{err:?}");
+    assert!(err.to_string().contains("build-kernels"), "{err}");
+    let err = dev.function("elementwise", "no_such_kernel").unwrap_err();
+    assert!(
+        err.to_string().contains("elementwise::no_such_kernel"),
+        "{err}"
+    );
+}
+
+#[test]
+fn copies_and_memset() {
+    let Some(dev) = test_device() else { return };
+    let data: Vec<i64> = (0..1000).collect();
+    let a = dev.htod(&data).unwrap();
+    let b = dev.alloc(a.bytes()).unwrap();
+    dev.dtod(&a, &b, a.bytes()).unwrap();
+    assert_eq!(dev.dtoh_vec::<i64>(&b, 1000).unwrap(), data);
+    dev.memset_zero(&b).unwrap();
+    assert!(dev
+        .dtoh_vec::<i64>(&b, 1000)
+        .unwrap()
+        .iter()
+        .all(|&v| v == 0));
+    dev.htod_into(&data[..10], &b).unwrap();
+    assert_eq!(
+        dev.dtoh_vec::<i64>(&b, 11).unwrap(),
+        [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0]
+    );
+
+    let half: Vec<half::f16> = (0..8).map(|i| half::f16::from_f32(i as f32)).collect();
+    let h = dev.htod(&half).unwrap();
+    assert_eq!(dev.dtoh_vec::<half::f16>(&h, 8).unwrap(), half);
+
+    let too_big = vec![0i64; 1001];
+    assert!(matches!(
+        dev.htod_into(&too_big, &a),
+        Err(Error::InvalidArgument { .. })
+    ));
+    let mut out = vec![0i64; 1001];
+    assert!(matches!(
+        dev.dtoh(&a, &mut out),
+        Err(Error::InvalidArgument { .. })
+    ));
+    assert!(matches!(
+        dev.dtod(&a, &b, a.bytes() + 1),
+        Err(Error::InvalidArgument { .. })
+    ));
+}
+
+#[test]
+fn threads_share_the_device() {
+    let Some(dev) = test_device() else { return };
+    let handles: Vec<_> = (0..8)
+        .map(|t| {
+            let dev = dev.clone();
+            std::thread::spawn(move || {
+                for round in 0..20 {
+                    let n = 1000 + t * 37 + round;
+                    let buf = dev.alloc(n * 4).unwrap();
+                    let v = (t * 100 + round) as f32;
+                    elementwise::fill_f32(&dev, buf.ptr(), n, v).unwrap();
+                    let out: Vec<f32> = dev.dtoh_vec(&buf, n).unwrap();
+                    assert!(out.iter().all(|&x| x == v));
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+}
+
+#[test]
+fn events_time_work() {
+    let Some(dev) = test_device() else { return };
+    let buf = dev.alloc(4 << 20).unwrap();
+    let start = dev.record_event().unwrap();
+    for _ in 0..10 {
+        elementwise::fill_f32(&dev, buf.ptr(), 1 << 20, 0.5).unwrap();
+    }
+    let end = dev.record_event().unwrap();
+    let ms = start.elapsed_ms(&end).unwrap();
+    assert!(ms > 0.0 && ms < 10_000.0, "{ms} ms");
+    println!("{}: 10 fills of 4 MiB in {ms:.3} ms", dev.name());
+}
