@@ -5,7 +5,12 @@
 //! - `cuda-stub [--check]`: refresh `crates/camel-cuda/stub/libcuda_symbols.txt`, the list of
 //!   driver entry points that camel-cuda's build script turns into a no-driver `libcuda.so` stub.
 //!
+//! - `dist`: build the release GPU test binaries and programs with `--features cuda`, strip
+//!   them and write them with `run-gpu-tests.sh` into `dist/gpu/` for a GPU host without Rust.
+//!
 //! Standard library only, so the task builds in seconds on a fresh clone.
+
+mod dist;
 
 use std::collections::BTreeSet;
 use std::env;
@@ -38,6 +43,7 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("build-kernels") => build_kernels(&args[1..]),
         Some("cuda-stub") => cuda_stub(&args[1..]).map(|_| ()),
+        Some("dist") => dist::dist(&args[1..]),
         Some("help" | "-h" | "--help") | None => {
             print_help();
             Ok(())

@@ -54,7 +54,6 @@ pub enum Error {
     #[error("device {device} is not available: {reason}")]
     DeviceUnavailable { device: Device, reason: String },
     /// An error from the CUDA layer (driver call, kernel launch), naming the kernel.
-    #[cfg(feature = "cuda")]
     #[error(transparent)]
     Cuda(#[from] camel_cuda::Error),
 }

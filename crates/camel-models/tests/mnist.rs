@@ -27,10 +27,26 @@ fn mlp_learns_mnist_subset() {
     let loader = DataLoader::new(ds.train.n, 64).unwrap().shuffle(Some(0));
     let (before_loss, before_acc) = evaluate(&model, &ds.test, 1000, device).unwrap();
     for epoch in 0..2 {
-        train_epoch(&model, &mut opt, &ds.train, &loader, epoch, device, 100, |_, _, _| {}).unwrap();
+        train_epoch(
+            &model,
+            &mut opt,
+            &ds.train,
+            &loader,
+            epoch,
+            device,
+            100,
+            |_, _, _| {},
+        )
+        .unwrap();
     }
     let (loss, acc) = evaluate(&model, &ds.test, 1000, device).unwrap();
     eprintln!("MNIST subset: test loss {before_loss:.3} -> {loss:.3}, accuracy {before_acc:.3} -> {acc:.4}");
-    assert!(acc >= 0.95, "test accuracy {acc} after 2 epochs on 20k images (expected ≥ 0.95)");
-    assert!(loss < before_loss / 5.0, "test loss fell only from {before_loss} to {loss}");
+    assert!(
+        acc >= 0.95,
+        "test accuracy {acc} after 2 epochs on 20k images (expected ≥ 0.95)"
+    );
+    assert!(
+        loss < before_loss / 5.0,
+        "test loss fell only from {before_loss} to {loss}"
+    );
 }

@@ -179,8 +179,8 @@ impl Optimizer for Adam {
             eps: self.eps,
             weight_decay: self.weight_decay,
             decoupled: self.decoupled,
-            bc1: 1.0 - self.beta1.powi(self.t as i32),
-            bc2: 1.0 - self.beta2.powi(self.t as i32),
+            bc1: (1.0 - f64::from(self.beta1).powi(self.t as i32)) as f32,
+            bc2: (1.0 - f64::from(self.beta2).powi(self.t as i32)) as f32,
         };
         self.slots.step(2, &rule)
     }

@@ -1,1 +1,494 @@
-//! CUDA backend (filled in by the CUDA backend work).
+//! The CUDA backend: each primitive allocates its output from the device's caching allocator
+//! and queues one kernel (camel-cuda launchers) on the device's stream. Nothing here copies to
+//! the host except `download`, which is the explicit host read.
+//!
+//! Index errors (an embedding index or a cross-entropy target out of range) are found by the
+//! kernels, which never dereference a bad index: they record it in a small per-device slot, and
+//! the next host read (`item()`, `to_vec()`, ...) returns [`Error::IndexOutOfRange`]. Like CUDA's
+//! own errors, they surface at the next synchronization, not at the launch.
+//!
+//! Set `CAMEL_POISON=1` to fill every new output with NaN before its kernel runs, so an element
+//! a kernel forgot to write shows up in tests.
+
+use super::cpu::MatmulSpec;
+use super::{BinaryOp, ReduceOp, UnaryOp, UpdateRule};
+use crate::shape::broadcast_strides;
+use crate::storage::CpuStorage;
+use crate::{DType, Device, Error, Result};
+use camel_cuda::kernels::{self as k, matmul::SgemmKernel};
+use camel_cuda::{Buffer, CudaDevice, DevPtr};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// A tensor's data in device memory.
+#[derive(Debug)]
+pub struct CudaStorage {
+    buf: Buffer,
+    dev: Arc<CudaDevice>,
+    dtype: DType,
+    len: usize,
+}
+
+impl CudaStorage {
+    /// Device ordinal.
+    pub fn ordinal(&self) -> usize {
+        self.dev.ordinal()
+    }
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// Raw device pointer (for launchers and benchmarks).
+    pub fn ptr(&self) -> DevPtr {
+        self.buf.ptr()
+    }
+    /// The device.
+    pub fn device(&self) -> &Arc<CudaDevice> {
+        &self.dev
+    }
+}
+
+/// The CUDA device with this ordinal, or a clear error when there is none.
+pub fn device(ordinal: usize) -> Result<Arc<CudaDevice>> {
+    camel_cuda::device(ordinal).map_err(|e| Error::DeviceUnavailable {
+        device: Device::Cuda(ordinal),
+        reason: e.to_string(),
+    })
+}
+
+fn poison() -> bool {
+    static P: OnceLock<bool> = OnceLock::new();
+    *P.get_or_init(|| std::env::var("CAMEL_POISON").as_deref() == Ok("1"))
+}
+
+/// The SGEMM ladder step used by `matmul` (env `CAMEL_SGEMM` = naive | coalesced | smem).
+pub fn sgemm_kernel() -> SgemmKernel {
+    static K: OnceLock<SgemmKernel> = OnceLock::new();
+    *K.get_or_init(|| match std::env::var("CAMEL_SGEMM").as_deref() {
+        Ok("naive") => SgemmKernel::Naive,
+        Ok("coalesced") => SgemmKernel::Coalesced,
+        Ok("smem") => SgemmKernel::SmemTiling,
+        _ => SgemmKernel::BEST,
+    })
+}
+
+/// A new uninitialized (or poisoned) output of `len` elements.
+fn alloc(dev: &Arc<CudaDevice>, len: usize, dtype: DType) -> Result<CudaStorage> {
+    let buf = dev.alloc(len * dtype.size())?;
+    if poison() && len > 0 {
+        k::elementwise::fill_f32(dev, buf.ptr(), len * dtype.size() / 4, f32::NAN)?;
+    }
+    Ok(CudaStorage {
+        buf,
+        dev: dev.clone(),
+        dtype,
+        len,
+    })
+}
+
+fn like(s: &CudaStorage, len: usize, dtype: DType) -> Result<CudaStorage> {
+    alloc(&s.dev, len, dtype)
+}
+
+fn expect(op: &'static str, s: &CudaStorage, dtype: DType) -> Result<()> {
+    if s.dtype != dtype {
+        return Err(Error::DTypeMismatch {
+            op,
+            expected: dtype,
+            got: s.dtype,
+        });
+    }
+    Ok(())
+}
+
+// ------------------------------------------------------------------ deferred index errors
+
+struct ErrSlot {
+    buf: Buffer,
+    armed: AtomicBool,
+}
+
+fn err_slots() -> &'static Mutex<HashMap<usize, Arc<ErrSlot>>> {
+    static S: OnceLock<Mutex<HashMap<usize, Arc<ErrSlot>>>> = OnceLock::new();
+    S.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// The device's index-error slot, marked as possibly written (checked at the next host read).
+fn err_slot(dev: &Arc<CudaDevice>) -> Result<DevPtr> {
+    let mut map = err_slots().lock().expect("err slot lock");
+    let slot = match map.get(&dev.ordinal()) {
+        Some(s) => s.clone(),
+        None => {
+            let buf = dev.alloc(4 * 8)?;
+            dev.memset_zero(&buf)?;
+            let s = Arc::new(ErrSlot {
+                buf,
+                armed: AtomicBool::new(false),
+            });
+            map.insert(dev.ordinal(), s.clone());
+            s
+        }
+    };
+    slot.armed.store(true, Ordering::Release);
+    Ok(slot.buf.ptr())
+}
+
+/// Return (and clear) an index error recorded by a kernel since the last check.
+pub fn check_index_errors(dev: &Arc<CudaDevice>) -> Result<()> {
+    let slot = match err_slots()
+        .lock()
+        .expect("err slot lock")
+        .get(&dev.ordinal())
+    {
+        Some(s) => s.clone(),
+        None => return Ok(()),
+    };
+    if !slot.armed.swap(false, Ordering::AcqRel) {
+        return Ok(());
+    }
+    let v: Vec<i64> = dev.dtoh_vec(&slot.buf, 4)?;
+    if v[0] == 0 {
+        return Ok(());
+    }
+    dev.memset_zero(&slot.buf)?;
+    let op = match v[1] {
+        1 => "embedding",
+        2 => "embedding backward",
+        _ => "cross_entropy",
+    };
+    Err(Error::IndexOutOfRange {
+        op,
+        index: v[2],
+        size: v[3] as usize,
+    })
+}
+
+// ------------------------------------------------------------------ transfers
+
+/// Upload host data to device `ordinal`.
+pub fn upload(ordinal: usize, data: &CpuStorage) -> Result<CudaStorage> {
+    let dev = device(ordinal)?;
+    let (buf, dtype, len) = match data {
+        CpuStorage::F32(v) => (dev.htod(v)?, DType::F32, v.len()),
+        CpuStorage::I64(v) => (dev.htod(v)?, DType::I64, v.len()),
+    };
+    Ok(CudaStorage {
+        buf,
+        dev,
+        dtype,
+        len,
+    })
+}
+
+/// Copy to the host (waits for the stream), then report any pending index error.
+pub fn download(s: &CudaStorage) -> Result<CpuStorage> {
+    let out = match s.dtype {
+        DType::F32 => CpuStorage::F32(s.dev.dtoh_vec(&s.buf, s.len)?),
+        DType::I64 => CpuStorage::I64(s.dev.dtoh_vec(&s.buf, s.len)?),
+    };
+    check_index_errors(&s.dev)?;
+    Ok(out)
+}
+
+/// A device-side copy.
+pub fn clone(s: &CudaStorage) -> Result<CudaStorage> {
+    let out = like(s, s.len, s.dtype)?;
+    s.dev.dtod(&s.buf, &out.buf, s.len * s.dtype.size())?;
+    Ok(out)
+}
+
+/// `n` copies of `value`.
+pub fn full(ordinal: usize, n: usize, value: f32) -> Result<CudaStorage> {
+    let dev = device(ordinal)?;
+    let out = alloc(&dev, n, DType::F32)?;
+    k::elementwise::fill_f32(&dev, out.ptr(), n, value)?;
+    Ok(out)
+}
+
+// ------------------------------------------------------------------ compute
+
+/// Elementwise `f(x)`.
+pub fn unary(x: &CudaStorage, op: UnaryOp) -> Result<CudaStorage> {
+    expect("unary", x, DType::F32)?;
+    let out = like(x, x.len, DType::F32)?;
+    let (code, s) = op.code();
+    k::elementwise::unary_f32(&x.dev, x.ptr(), out.ptr(), x.len, code, s)?;
+    Ok(out)
+}
+
+/// Elementwise `a ∘ b`, broadcasting.
+pub fn binary(
+    a: &CudaStorage,
+    b: &CudaStorage,
+    a_shape: &[usize],
+    b_shape: &[usize],
+    out_shape: &[usize],
+    op: BinaryOp,
+) -> Result<CudaStorage> {
+    expect("binary", a, DType::F32)?;
+    expect("binary", b, DType::F32)?;
+    let n: usize = out_shape.iter().product();
+    let out = like(a, n, DType::F32)?;
+    if a_shape == b_shape {
+        k::elementwise::binary_f32(&a.dev, a.ptr(), b.ptr(), out.ptr(), n, op.code())?;
+    } else {
+        let sa = broadcast_strides(a_shape, out_shape);
+        let sb = broadcast_strides(b_shape, out_shape);
+        k::elementwise::binary_bcast_f32(
+            &a.dev,
+            a.ptr(),
+            b.ptr(),
+            out.ptr(),
+            out_shape,
+            &sa,
+            &sb,
+            op.code(),
+        )?;
+    }
+    Ok(out)
+}
+
+/// Reduce `[outer, dim, inner]` along the middle axis.
+pub fn reduce(
+    x: &CudaStorage,
+    outer: usize,
+    dim: usize,
+    inner: usize,
+    op: ReduceOp,
+) -> Result<CudaStorage> {
+    expect("reduce", x, DType::F32)?;
+    let out = like(x, outer * inner, DType::F32)?;
+    k::reduce::reduce_f32(&x.dev, x.ptr(), out.ptr(), outer, dim, inner, op.code())?;
+    Ok(out)
+}
+
+/// Row-wise argmax → i64.
+pub fn argmax_last(x: &CudaStorage, rows: usize, cols: usize) -> Result<CudaStorage> {
+    expect("argmax", x, DType::F32)?;
+    let out = like(x, rows, DType::I64)?;
+    k::reduce::argmax_last_f32(&x.dev, x.ptr(), out.ptr(), rows, cols)?;
+    Ok(out)
+}
+
+/// Batched SGEMM with the selected ladder step.
+pub fn matmul(a: &CudaStorage, b: &CudaStorage, s: &MatmulSpec) -> Result<CudaStorage> {
+    expect("matmul", a, DType::F32)?;
+    expect("matmul", b, DType::F32)?;
+    let out = like(a, s.batch * s.m * s.n, DType::F32)?;
+    if s.k == 0 {
+        k::elementwise::fill_f32(&a.dev, out.ptr(), out.len, 0.0)?;
+        return Ok(out);
+    }
+    let g = k::matmul::Gemm {
+        batch: s.batch,
+        m: s.m,
+        n: s.n,
+        k: s.k,
+        trans_a: s.trans_a,
+        trans_b: s.trans_b,
+        stride_a: s.stride_a,
+        stride_b: s.stride_b,
+    };
+    k::matmul::sgemm(&a.dev, sgemm_kernel(), &g, a.ptr(), b.ptr(), out.ptr())?;
+    Ok(out)
+}
+
+/// Softmax / log-softmax per row.
+pub fn softmax_last(x: &CudaStorage, rows: usize, cols: usize, log: bool) -> Result<CudaStorage> {
+    expect("softmax", x, DType::F32)?;
+    let out = like(x, rows * cols, DType::F32)?;
+    k::softmax::softmax_last_f32(&x.dev, x.ptr(), out.ptr(), rows, cols, log)?;
+    Ok(out)
+}
+
+/// Per-row cross-entropy.
+pub fn cross_entropy_fwd(
+    x: &CudaStorage,
+    t: &CudaStorage,
+    rows: usize,
+    cols: usize,
+) -> Result<CudaStorage> {
+    expect("cross_entropy", x, DType::F32)?;
+    expect("cross_entropy", t, DType::I64)?;
+    let out = like(x, rows, DType::F32)?;
+    let err = err_slot(&x.dev)?;
+    k::loss::cross_entropy_fwd_f32(&x.dev, x.ptr(), t.ptr(), out.ptr(), rows, cols, err)?;
+    Ok(out)
+}
+
+/// Gradient of the per-row cross-entropy.
+pub fn cross_entropy_bwd(
+    x: &CudaStorage,
+    t: &CudaStorage,
+    g: &CudaStorage,
+    rows: usize,
+    cols: usize,
+) -> Result<CudaStorage> {
+    expect("cross_entropy backward", t, DType::I64)?;
+    let out = like(x, rows * cols, DType::F32)?;
+    let err = err_slot(&x.dev)?;
+    k::loss::cross_entropy_bwd_f32(
+        &x.dev,
+        x.ptr(),
+        t.ptr(),
+        g.ptr(),
+        out.ptr(),
+        rows,
+        cols,
+        err,
+    )?;
+    Ok(out)
+}
+
+/// Strided gather into a new contiguous buffer.
+pub fn copy_strided(
+    x: &CudaStorage,
+    shape: &[usize],
+    strides: &[usize],
+    offset: usize,
+) -> Result<CudaStorage> {
+    let n: usize = shape.iter().product();
+    let out = like(x, n, x.dtype)?;
+    k::shape::copy_strided(
+        &x.dev,
+        x.ptr(),
+        out.ptr(),
+        shape,
+        strides,
+        offset,
+        x.dtype.size(),
+    )?;
+    Ok(out)
+}
+
+/// Constant padding.
+pub fn pad(
+    x: &CudaStorage,
+    shape: &[usize],
+    before: &[usize],
+    after: &[usize],
+    value: f32,
+) -> Result<CudaStorage> {
+    expect("pad", x, DType::F32)?;
+    let n: usize = (0..shape.len())
+        .map(|d| shape[d] + before[d] + after[d])
+        .product();
+    let out = like(x, n, DType::F32)?;
+    k::shape::pad_f32(&x.dev, x.ptr(), out.ptr(), shape, before, after, value)?;
+    Ok(out)
+}
+
+/// Embedding lookup.
+pub fn index_select_rows(
+    table: &CudaStorage,
+    idx: &CudaStorage,
+    v: usize,
+    d: usize,
+) -> Result<CudaStorage> {
+    expect("embedding", table, DType::F32)?;
+    expect("embedding", idx, DType::I64)?;
+    let out = like(table, idx.len * d, DType::F32)?;
+    let err = err_slot(&table.dev)?;
+    k::embedding::index_select_rows_f32(
+        &table.dev,
+        table.ptr(),
+        idx.ptr(),
+        out.ptr(),
+        idx.len,
+        v,
+        d,
+        err,
+    )?;
+    Ok(out)
+}
+
+/// Embedding backward (scatter-add into zeros).
+pub fn index_add_rows(
+    g: &CudaStorage,
+    idx: &CudaStorage,
+    v: usize,
+    d: usize,
+) -> Result<CudaStorage> {
+    expect("embedding backward", idx, DType::I64)?;
+    let out = like(g, v * d, DType::F32)?;
+    g.dev.memset_zero(&out.buf)?;
+    let err = err_slot(&g.dev)?;
+    k::embedding::index_add_rows_f32(&g.dev, g.ptr(), idx.ptr(), out.ptr(), idx.len, v, d, err)?;
+    Ok(out)
+}
+
+/// dtype conversion.
+pub fn cast(x: &CudaStorage, dtype: DType) -> Result<CudaStorage> {
+    let out = like(x, x.len, dtype)?;
+    k::shape::cast(&x.dev, x.ptr(), out.ptr(), x.len, dtype == DType::I64)?;
+    Ok(out)
+}
+
+/// One optimizer update in place.
+pub fn update(
+    p: &CudaStorage,
+    g: &CudaStorage,
+    state: &[&CudaStorage],
+    rule: &UpdateRule,
+) -> Result<()> {
+    expect("optimizer step", p, DType::F32)?;
+    expect("optimizer step", g, DType::F32)?;
+    match *rule {
+        UpdateRule::Sgd {
+            lr,
+            momentum,
+            weight_decay,
+        } => {
+            let buf = if momentum != 0.0 {
+                state[0].ptr()
+            } else {
+                DevPtr(0)
+            };
+            k::optim::sgd_f32(
+                &p.dev,
+                p.ptr(),
+                g.ptr(),
+                buf,
+                p.len,
+                lr,
+                momentum,
+                weight_decay,
+            )
+        }
+        UpdateRule::Adam {
+            lr,
+            beta1,
+            beta2,
+            eps,
+            weight_decay,
+            decoupled,
+            bc1,
+            bc2,
+        } => k::optim::adam_f32(
+            &p.dev,
+            p.ptr(),
+            g.ptr(),
+            state[0].ptr(),
+            state[1].ptr(),
+            p.len,
+            lr,
+            beta1,
+            beta2,
+            eps,
+            weight_decay,
+            decoupled,
+            bc1,
+            bc2,
+        ),
+    }?;
+    Ok(())
+}

@@ -1,5 +1,6 @@
 //! Launchers for `kernels/elementwise.cu`.
 
+use super::{dims_array, MAX_DIMS};
 use crate::{launch_1d, CudaDevice, DevPtr, Result};
 
 /// PTX module of this family: `kernels/elementwise.cu`.
@@ -14,4 +15,80 @@ pub fn fill_f32(dev: &CudaDevice, out: DevPtr, n: usize, value: f32) -> Result<(
     // SAFETY: matches `fill_f32(float* out, long long n, float value)`; the caller passes `n`
     // floats of device memory at `out`.
     unsafe { dev.launch(&k, launch_1d(n), &[&out, &(n as i64), &value]) }
+}
+
+/// `y[i] = f(x[i])` for camel-core's unary op `code` (with scalar `s`).
+pub fn unary_f32(
+    dev: &CudaDevice,
+    x: DevPtr,
+    y: DevPtr,
+    n: usize,
+    code: i32,
+    s: f32,
+) -> Result<()> {
+    if n == 0 {
+        return Ok(());
+    }
+    let k = dev.function(MODULE, "unary_f32")?;
+    // SAFETY: matches `unary_f32(const float*, float*, long long, int, float)`; n floats each.
+    unsafe { dev.launch(&k, launch_1d(n), &[&x, &y, &(n as i64), &code, &s]) }
+}
+
+/// `out[i] = a[i] op b[i]` for equal shapes.
+pub fn binary_f32(
+    dev: &CudaDevice,
+    a: DevPtr,
+    b: DevPtr,
+    out: DevPtr,
+    n: usize,
+    code: i32,
+) -> Result<()> {
+    if n == 0 {
+        return Ok(());
+    }
+    let k = dev.function(MODULE, "binary_f32")?;
+    // SAFETY: matches `binary_f32(const float*, const float*, float*, long long, int)`.
+    unsafe { dev.launch(&k, launch_1d(n), &[&a, &b, &out, &(n as i64), &code]) }
+}
+
+/// Kernel argument of `binary_bcast_f32` (layout of `BcastArgs` in elementwise.cu).
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct BcastArgs {
+    ndim: i64,
+    shape: [i64; MAX_DIMS],
+    sa: [i64; MAX_DIMS],
+    sb: [i64; MAX_DIMS],
+}
+// SAFETY: plain integers, no padding.
+unsafe impl crate::Pod for BcastArgs {}
+
+#[allow(clippy::too_many_arguments)]
+/// `out = a op b` with broadcasting: `sa`/`sb` are the inputs' strides against `out_shape`
+/// (0 along broadcast dims).
+pub fn binary_bcast_f32(
+    dev: &CudaDevice,
+    a: DevPtr,
+    b: DevPtr,
+    out: DevPtr,
+    out_shape: &[usize],
+    sa: &[usize],
+    sb: &[usize],
+    code: i32,
+) -> Result<()> {
+    let n: usize = out_shape.iter().product();
+    if n == 0 {
+        return Ok(());
+    }
+    let name = "binary_bcast_f32";
+    let p = BcastArgs {
+        ndim: out_shape.len() as i64,
+        shape: dims_array(name, out_shape)?,
+        sa: dims_array(name, sa)?,
+        sb: dims_array(name, sb)?,
+    };
+    let k = dev.function(MODULE, name)?;
+    // SAFETY: matches `binary_bcast_f32(const float*, const float*, float*, long long, int, BcastArgs)`;
+    // the strides keep every read inside a and b.
+    unsafe { dev.launch(&k, launch_1d(n), &[&a, &b, &out, &(n as i64), &code, &p]) }
 }

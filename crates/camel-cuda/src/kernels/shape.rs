@@ -1,0 +1,110 @@
+//! Launchers for `kernels/shape.cu`: strided gather, padding, dtype casts.
+
+use super::{dims_array, MAX_DIMS};
+use crate::{launch_1d, CudaDevice, DevPtr, Error, Result};
+
+const MODULE: &str = "shape";
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct StridedArgs {
+    ndim: i64,
+    offset: i64,
+    shape: [i64; MAX_DIMS],
+    strides: [i64; MAX_DIMS],
+}
+// SAFETY: plain integers, no padding.
+unsafe impl crate::Pod for StridedArgs {}
+
+/// `dst[i] = src[offset + Σ idx_d·strides[d]]` over the multi-indices of `shape`;
+/// `elem_bytes` selects the f32 (4) or i64 (8) kernel.
+pub fn copy_strided(
+    dev: &CudaDevice,
+    src: DevPtr,
+    dst: DevPtr,
+    shape: &[usize],
+    strides: &[usize],
+    offset: usize,
+    elem_bytes: usize,
+) -> Result<()> {
+    let n: usize = shape.iter().product();
+    if n == 0 {
+        return Ok(());
+    }
+    let name = match elem_bytes {
+        4 => "copy_strided_f32",
+        8 => "copy_strided_i64",
+        _ => {
+            return Err(Error::InvalidArgument {
+                op: "copy_strided".into(),
+                msg: format!("unsupported element size {elem_bytes}"),
+            })
+        }
+    };
+    let a = StridedArgs {
+        ndim: shape.len() as i64,
+        offset: offset as i64,
+        shape: dims_array(name, shape)?,
+        strides: dims_array(name, strides)?,
+    };
+    let k = dev.function(MODULE, name)?;
+    // SAFETY: matches `copy_strided_*(const T*, T*, long long, StridedArgs)`.
+    unsafe { dev.launch(&k, launch_1d(n), &[&src, &dst, &(n as i64), &a]) }
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct PadArgs {
+    ndim: i64,
+    out_shape: [i64; MAX_DIMS],
+    src_shape: [i64; MAX_DIMS],
+    before: [i64; MAX_DIMS],
+}
+// SAFETY: plain integers, no padding.
+unsafe impl crate::Pod for PadArgs {}
+
+/// Constant padding of a `src_shape` tensor by `before`/`after` per dim.
+pub fn pad_f32(
+    dev: &CudaDevice,
+    src: DevPtr,
+    dst: DevPtr,
+    src_shape: &[usize],
+    before: &[usize],
+    after: &[usize],
+    value: f32,
+) -> Result<()> {
+    let out: Vec<usize> = (0..src_shape.len())
+        .map(|d| src_shape[d] + before[d] + after[d])
+        .collect();
+    let n: usize = out.iter().product();
+    if n == 0 {
+        return Ok(());
+    }
+    let name = "pad_f32";
+    let a = PadArgs {
+        ndim: out.len() as i64,
+        out_shape: dims_array(name, &out)?,
+        src_shape: dims_array(name, src_shape)?,
+        before: dims_array(name, before)?,
+    };
+    let k = dev.function(MODULE, name)?;
+    // SAFETY: matches `pad_f32(const float*, float*, long long, PadArgs, float)`.
+    unsafe { dev.launch(&k, launch_1d(n), &[&src, &dst, &(n as i64), &a, &value]) }
+}
+
+/// f32 → i64 (truncating) when `to_i64`, else i64 → f32.
+pub fn cast(dev: &CudaDevice, x: DevPtr, y: DevPtr, n: usize, to_i64: bool) -> Result<()> {
+    if n == 0 {
+        return Ok(());
+    }
+    let k = dev.function(
+        MODULE,
+        if to_i64 {
+            "cast_f32_i64"
+        } else {
+            "cast_i64_f32"
+        },
+    )?;
+    // SAFETY: matches `cast_*(const S*, T*, long long)`.
+    unsafe { dev.launch(&k, launch_1d(n), &[&x, &y, &(n as i64)]) }
+}

@@ -1,0 +1,154 @@
+//! `cargo xtask dist`: package everything a GPU host without Rust needs to run camel's GPU
+//! tests and programs: the release test binaries and the `camel` program built with
+//! `--features cuda`, stripped, plus `run-gpu-tests.sh`, in `dist/gpu/` (well under 64 MiB).
+//! The PTX is embedded in the binaries. Built with `CAMEL_NO_STUB_RPATH=1`, so nothing in them
+//! points at the no-driver stub: the GPU host's real driver is what loads.
+
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+
+const OUT: &str = "dist/gpu";
+
+const RUN_SCRIPT: &str = r#"#!/usr/bin/env bash
+# Run every camel GPU test binary in this folder with the GPU required and outputs poisoned.
+# Prints each binary's result and ends with one summary line: "N passed, N failed".
+# Usage: run-gpu-tests.sh [extra libtest args]   (env CAMEL_DATA_DIR for the MNIST tests)
+set -u
+here="$(cd "$(dirname "$0")" && pwd)"
+export CAMEL_REQUIRE_GPU=1 CAMEL_POISON=1
+pass=0; fail=0; bad_bins=""
+for t in "$here"/tests/*; do
+  name="$(basename "$t")"
+  out="$("$t" --test-threads=4 "$@" 2>&1)"; rc=$?
+  line="$(printf '%s\n' "$out" | grep -E '^test result:' | tail -n 1)"
+  p=$(printf '%s\n' "$out" | grep -E '^test result:' | sed -E 's/.* ([0-9]+) passed.*/\1/' | awk '{s+=$1} END {print s+0}')
+  f=$(printf '%s\n' "$out" | grep -E '^test result:' | sed -E 's/.* ([0-9]+) failed.*/\1/' | awk '{s+=$1} END {print s+0}')
+  if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+  pass=$((pass + p)); fail=$((fail + f))
+  [ $rc -ne 0 ] && { bad_bins="$bad_bins $name"; printf '%s\n' "$out" | grep -vE '^test .* ok$' | tail -n 60; }
+  printf '%-40s %s\n' "$name" "${line:-no test result (exit $rc)}"
+done
+[ -n "$bad_bins" ] && echo "failing binaries:$bad_bins"
+echo "gpu-tests: $pass passed, $fail failed"
+[ $fail -eq 0 ]
+"#;
+
+/// Build, strip and copy; returns an error message on failure.
+pub fn dist(args: &[String]) -> Result<(), String> {
+    if !args.is_empty() {
+        return Err(format!("dist takes no arguments, got {args:?}"));
+    }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let tests_json = Command::new(&cargo)
+        .args([
+            "test",
+            "--workspace",
+            "--release",
+            "--features",
+            "camel-models/cuda",
+            "--no-run",
+            "--message-format=json",
+        ])
+        .env("CAMEL_NO_STUB_RPATH", "1")
+        .output()
+        .map_err(|e| format!("running cargo: {e}"))?;
+    if !tests_json.status.success() {
+        return Err(format!(
+            "cargo test --no-run failed:\n{}",
+            String::from_utf8_lossy(&tests_json.stderr)
+        ));
+    }
+    let status = Command::new(&cargo)
+        .args([
+            "build",
+            "--release",
+            "--features",
+            "camel-models/cuda",
+            "-p",
+            "camel-models",
+            "--bins",
+            "--examples",
+        ])
+        .env("CAMEL_NO_STUB_RPATH", "1")
+        .status()
+        .map_err(|e| format!("running cargo: {e}"))?;
+    if !status.success() {
+        return Err("cargo build of the camel program failed".into());
+    }
+    let _ = fs::remove_dir_all(OUT);
+    for d in ["tests", "bin"] {
+        fs::create_dir_all(Path::new(OUT).join(d)).map_err(|e| e.to_string())?;
+    }
+    // Every test executable cargo reported (libtest harness binaries of unit and integration tests).
+    let stdout = String::from_utf8_lossy(&tests_json.stdout);
+    let mut n = 0;
+    for line in stdout.lines() {
+        let Some(pos) = line.find("\"executable\":\"") else {
+            continue;
+        };
+        let rest = &line[pos + 14..];
+        let Some(end) = rest.find('"') else { continue };
+        let exe = Path::new(&rest[..end]);
+        let name = exe.file_name().unwrap().to_string_lossy();
+        // keep crate_name-hash unique but readable
+        copy_strip(exe, &Path::new(OUT).join("tests").join(&*name))?;
+        n += 1;
+    }
+    for prog in ["camel", "examples/xor"] {
+        let src = Path::new("target/release").join(prog);
+        let dst = Path::new(OUT)
+            .join("bin")
+            .join(Path::new(prog).file_name().unwrap());
+        copy_strip(&src, &dst)?;
+    }
+    let script = Path::new(OUT).join("run-gpu-tests.sh");
+    fs::write(&script, RUN_SCRIPT).map_err(|e| e.to_string())?;
+    Command::new("chmod")
+        .arg("+x")
+        .arg(&script)
+        .status()
+        .map_err(|e| e.to_string())?;
+    let size: u64 = walk_size(Path::new(OUT));
+    println!(
+        "dist: {n} test binaries + camel + xor in {OUT} ({:.1} MiB)",
+        size as f64 / (1 << 20) as f64
+    );
+    if size > 60 << 20 {
+        return Err(format!("{OUT} is {size} bytes, over the 60 MiB budget"));
+    }
+    Ok(())
+}
+
+fn copy_strip(src: &Path, dst: &Path) -> Result<(), String> {
+    fs::copy(src, dst).map_err(|e| format!("copy {}: {e}", src.display()))?;
+    let ok = Command::new("strip")
+        .arg(dst)
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !ok {
+        return Err(format!(
+            "strip {} failed (is binutils installed?)",
+            dst.display()
+        ));
+    }
+    Ok(())
+}
+
+fn walk_size(p: &Path) -> u64 {
+    fs::read_dir(p)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| {
+                    let m = e.metadata().unwrap();
+                    if m.is_dir() {
+                        walk_size(&e.path())
+                    } else {
+                        m.len()
+                    }
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}
