@@ -6,6 +6,10 @@ use camel_models::Mlp;
 use camel_nn::{cuda_available, Device, Module, Tensor};
 use camel_optim::{Adam, Optimizer};
 
+/// The tests of this file share one GPU and read its device-wide allocator statistics: run them
+/// one at a time.
+static GPU_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn gpu() -> Option<Device> {
     if cuda_available() {
         return Some(Device::Cuda(0));
@@ -19,6 +23,7 @@ fn gpu() -> Option<Device> {
 
 #[test]
 fn xor_trains_on_gpu() {
+    let _one_at_a_time = GPU_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let Some(g) = gpu() else { return };
     let losses = train_xor(500, 0, g).unwrap();
     assert!(
@@ -37,6 +42,7 @@ fn xor_trains_on_gpu() {
 
 #[test]
 fn allocator_in_use_is_stable_over_100_steps() {
+    let _one_at_a_time = GPU_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let Some(g) = gpu() else { return };
     let dev = camel_cuda::device(0).unwrap();
     let model = Mlp::new(&[784, 256, 256, 10], 0, g).unwrap();

@@ -23,6 +23,9 @@ pub trait Optimizer {
 struct Slots {
     params: Vec<Parameter>,
     state: Vec<Vec<Tensor>>,
+    /// Updates applied to each parameter so far (Adam's bias correction counts per parameter,
+    /// as in PyTorch: a parameter that first gets a gradient at step 3 is at its step 1).
+    steps: Vec<u32>,
 }
 
 impl Slots {
@@ -31,6 +34,7 @@ impl Slots {
         Slots {
             params,
             state: vec![Vec::new(); n],
+            steps: vec![0; n],
         }
     }
 
@@ -38,17 +42,24 @@ impl Slots {
         self.params.iter().for_each(|p| p.zero_grad());
     }
 
-    /// Apply `rule` to every parameter with a gradient, with `nbuf` state buffers each.
-    fn step(&mut self, nbuf: usize, rule: &UpdateRule) -> Result<()> {
+    /// Apply `rule(t)` to every parameter with a gradient, `t` being that parameter's own
+    /// 1-based update count, with `nbuf` state buffers each.
+    fn step(&mut self, nbuf: usize, rule: impl Fn(u32) -> UpdateRule) -> Result<()> {
         let _ng = no_grad_guard();
-        for (p, st) in self.params.iter().zip(self.state.iter_mut()) {
+        for ((p, st), t_p) in self
+            .params
+            .iter()
+            .zip(self.state.iter_mut())
+            .zip(self.steps.iter_mut())
+        {
             let t = p.tensor();
             let Some(g) = t.grad() else { continue };
             if st.len() != nbuf || st.first().is_some_and(|s| s.device() != t.device()) {
                 *st = (0..nbuf).map(|_| t.zeros_like()).collect::<Result<_>>()?;
             }
             let refs: Vec<&Tensor> = st.iter().collect();
-            t.apply_update(&g, &refs, rule)?;
+            *t_p += 1;
+            t.apply_update(&g, &refs, &rule(*t_p))?;
         }
         Ok(())
     }
@@ -98,7 +109,7 @@ impl Optimizer for Sgd {
             weight_decay: self.weight_decay,
         };
         let nbuf = usize::from(self.momentum != 0.0);
-        self.slots.step(nbuf, &rule)
+        self.slots.step(nbuf, |_| rule)
     }
     fn zero_grad(&self) {
         self.slots.zero_grad()
@@ -114,7 +125,6 @@ impl Optimizer for Sgd {
 /// Adam with bias correction; with `decoupled` weight decay it is AdamW.
 pub struct Adam {
     slots: Slots,
-    t: u32,
     /// Learning rate.
     pub lr: f32,
     /// Decay of the first moment.
@@ -133,7 +143,6 @@ impl Adam {
     pub fn new(params: Vec<Parameter>, lr: f32) -> Adam {
         Adam {
             slots: Slots::new(params),
-            t: 0,
             lr,
             beta1: 0.9,
             beta2: 0.999,
@@ -171,18 +180,24 @@ pub type AdamW = Adam;
 
 impl Optimizer for Adam {
     fn step(&mut self) -> Result<()> {
-        self.t += 1;
-        let rule = UpdateRule::Adam {
-            lr: self.lr,
-            beta1: self.beta1,
-            beta2: self.beta2,
-            eps: self.eps,
-            weight_decay: self.weight_decay,
-            decoupled: self.decoupled,
-            bc1: (1.0 - f64::from(self.beta1).powi(self.t as i32)) as f32,
-            bc2: (1.0 - f64::from(self.beta2).powi(self.t as i32)) as f32,
-        };
-        self.slots.step(2, &rule)
+        let (lr, beta1, beta2, eps, weight_decay, decoupled) = (
+            self.lr,
+            self.beta1,
+            self.beta2,
+            self.eps,
+            self.weight_decay,
+            self.decoupled,
+        );
+        self.slots.step(2, |t| UpdateRule::Adam {
+            lr,
+            beta1,
+            beta2,
+            eps,
+            weight_decay,
+            decoupled,
+            bc1: (1.0 - f64::from(beta1).powi(t as i32)) as f32,
+            bc2: (1.0 - f64::from(beta2).powi(t as i32)) as f32,
+        })
     }
     fn zero_grad(&self) {
         self.slots.zero_grad()

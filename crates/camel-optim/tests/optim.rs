@@ -337,7 +337,6 @@ fn adam_minimizes_a_quadratic() -> Result<()> {
 /// PyTorch keeps Adam's step count per parameter (`state["step"]`), so a parameter that gets its
 /// first gradient late starts with bias correction `1 − β¹`. camel-optim keeps one global `t`.
 #[test]
-#[ignore = "library bug: Adam's step count is global, PyTorch's is per parameter"]
 fn adam_bias_correction_is_per_parameter() -> Result<()> {
     let dev = Device::Cpu;
     let a = param(&P0, dev)?;

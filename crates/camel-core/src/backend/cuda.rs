@@ -5,7 +5,8 @@
 //! Index errors (an embedding index or a cross-entropy target out of range) are found by the
 //! kernels, which never dereference a bad index: they record it in a small per-device slot, and
 //! the next host read (`item()`, `to_vec()`, ...) returns [`Error::IndexOutOfRange`]. Like CUDA's
-//! own errors, they surface at the next synchronization, not at the launch.
+//! own errors, they surface at the next synchronization, not at the launch. Slots are kept per
+//! device *and per host thread*, so the error is reported to the thread that launched the kernel.
 //!
 //! Set `CAMEL_POISON=1` to fill every new output with NaN before its kernel runs, so an element
 //! a kernel forgot to write shows up in tests.
@@ -117,15 +118,18 @@ struct ErrSlot {
     armed: AtomicBool,
 }
 
-fn err_slots() -> &'static Mutex<HashMap<usize, Arc<ErrSlot>>> {
-    static S: OnceLock<Mutex<HashMap<usize, Arc<ErrSlot>>>> = OnceLock::new();
+type SlotKey = (usize, std::thread::ThreadId);
+
+fn err_slots() -> &'static Mutex<HashMap<SlotKey, Arc<ErrSlot>>> {
+    static S: OnceLock<Mutex<HashMap<SlotKey, Arc<ErrSlot>>>> = OnceLock::new();
     S.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
-/// The device's index-error slot, marked as possibly written (checked at the next host read).
+/// This thread's index-error slot on the device, marked as possibly written (checked at the next host read).
 fn err_slot(dev: &Arc<CudaDevice>) -> Result<DevPtr> {
     let mut map = err_slots().lock().expect("err slot lock");
-    let slot = match map.get(&dev.ordinal()) {
+    let key = (dev.ordinal(), std::thread::current().id());
+    let slot = match map.get(&key) {
         Some(s) => s.clone(),
         None => {
             let buf = dev.alloc(4 * 8)?;
@@ -134,7 +138,7 @@ fn err_slot(dev: &Arc<CudaDevice>) -> Result<DevPtr> {
                 buf,
                 armed: AtomicBool::new(false),
             });
-            map.insert(dev.ordinal(), s.clone());
+            map.insert(key, s.clone());
             s
         }
     };
@@ -142,13 +146,10 @@ fn err_slot(dev: &Arc<CudaDevice>) -> Result<DevPtr> {
     Ok(slot.buf.ptr())
 }
 
-/// Return (and clear) an index error recorded by a kernel since the last check.
+/// Return (and clear) an index error recorded by a kernel this thread launched since the last check.
 pub fn check_index_errors(dev: &Arc<CudaDevice>) -> Result<()> {
-    let slot = match err_slots()
-        .lock()
-        .expect("err slot lock")
-        .get(&dev.ordinal())
-    {
+    let key = (dev.ordinal(), std::thread::current().id());
+    let slot = match err_slots().lock().expect("err slot lock").get(&key) {
         Some(s) => s.clone(),
         None => return Ok(()),
     };
