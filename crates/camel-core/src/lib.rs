@@ -23,6 +23,7 @@ pub mod ops;
 pub mod shape;
 pub mod storage;
 mod tensor;
+pub mod testing;
 
 pub use autograd::{is_grad_enabled, no_grad, no_grad_guard};
 pub use backend::UpdateRule;

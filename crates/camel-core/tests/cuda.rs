@@ -1,18 +1,8 @@
 //! Behaviour that only exists with a GPU: device mismatches, deferred index errors, and the
 //! clear error when a CUDA tensor is asked for where no GPU answers.
 
+use camel_core::testing::gpu;
 use camel_core::{cuda_available, Device, Error, Tensor};
-
-fn gpu() -> Option<Device> {
-    if cuda_available() {
-        return Some(Device::Cuda(0));
-    }
-    if std::env::var("CAMEL_REQUIRE_GPU").as_deref() == Ok("1") {
-        panic!("CAMEL_REQUIRE_GPU=1 but no CUDA device answers");
-    }
-    eprintln!("skipped: no CUDA device");
-    None
-}
 
 #[test]
 fn cuda_tensor_without_gpu_is_a_clear_error() {

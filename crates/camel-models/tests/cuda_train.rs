@@ -3,23 +3,13 @@
 
 use camel_models::xor::train_xor;
 use camel_models::Mlp;
-use camel_nn::{cuda_available, Device, Module, Tensor};
+use camel_nn::testing::gpu;
+use camel_nn::{Device, Module, Tensor};
 use camel_optim::{Adam, Optimizer};
 
 /// The tests of this file share one GPU and read its device-wide allocator statistics: run them
 /// one at a time.
 static GPU_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn gpu() -> Option<Device> {
-    if cuda_available() {
-        return Some(Device::Cuda(0));
-    }
-    if std::env::var("CAMEL_REQUIRE_GPU").as_deref() == Ok("1") {
-        panic!("CAMEL_REQUIRE_GPU=1 but no CUDA device answers");
-    }
-    eprintln!("skipped: no CUDA device");
-    None
-}
 
 #[test]
 fn xor_trains_on_gpu() {

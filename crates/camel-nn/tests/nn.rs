@@ -4,32 +4,11 @@
 //! Device policy: every test body loops over [`devices`] (CPU always, CUDA when a GPU answers).
 
 use camel_nn::init::Init;
+use camel_nn::testing::devices;
 use camel_nn::{
     cuda_available, gradcheck, Device, Error, GradcheckOptions, Linear, LinearOptions, Module,
     ReLU, Result, Sequential, Sigmoid, Tanh, Tensor, GELU,
 };
-use std::sync::OnceLock;
-
-/// `Device::Cpu`, plus `Device::Cuda(0)` when a GPU answers; `CAMEL_REQUIRE_GPU=1` makes a
-/// missing GPU a failure.
-fn devices() -> Vec<Device> {
-    static HAS_GPU: OnceLock<bool> = OnceLock::new();
-    let has = *HAS_GPU.get_or_init(|| {
-        let ok = cuda_available();
-        if !ok {
-            eprintln!("skipped CUDA: no device");
-        }
-        ok
-    });
-    if !has && std::env::var("CAMEL_REQUIRE_GPU").as_deref() == Ok("1") {
-        panic!("CAMEL_REQUIRE_GPU=1 but no CUDA device answers");
-    }
-    let mut v = vec![Device::Cpu];
-    if has {
-        v.push(Device::Cuda(0));
-    }
-    v
-}
 
 fn assert_close(got: &[f32], want: &[f64], tol: f64, what: &str) {
     assert_eq!(got.len(), want.len(), "{what}: length");

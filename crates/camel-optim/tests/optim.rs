@@ -7,28 +7,9 @@
 //!
 //! Device policy: every test body loops over [`devices`] (CPU always, CUDA when a GPU answers).
 
-use camel_nn::{cuda_available, Device, Parameter, Result, Tensor};
+use camel_nn::testing::devices;
+use camel_nn::{Device, Parameter, Result, Tensor};
 use camel_optim::{Adam, AdamW, Optimizer, Sgd};
-use std::sync::OnceLock;
-
-fn devices() -> Vec<Device> {
-    static HAS_GPU: OnceLock<bool> = OnceLock::new();
-    let has = *HAS_GPU.get_or_init(|| {
-        let ok = cuda_available();
-        if !ok {
-            eprintln!("skipped CUDA: no device");
-        }
-        ok
-    });
-    if !has && std::env::var("CAMEL_REQUIRE_GPU").as_deref() == Ok("1") {
-        panic!("CAMEL_REQUIRE_GPU=1 but no CUDA device answers");
-    }
-    let mut v = vec![Device::Cpu];
-    if has {
-        v.push(Device::Cuda(0));
-    }
-    v
-}
 
 const P0: [f32; 6] = [0.5, -1.25, 2.0, -0.75, 1.5, -2.5];
 const C: [f32; 6] = [1.0, -0.5, 0.25, 2.0, -1.5, 0.75];

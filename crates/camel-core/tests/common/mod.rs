@@ -5,32 +5,13 @@
 //! computation on the CPU.
 #![allow(dead_code)]
 
-use camel_core::{cuda_available, gradcheck, Device, GradcheckOptions, Result, Tensor};
+use camel_core::{gradcheck, Device, GradcheckOptions, Result, Tensor};
 use proptest::prelude::*;
 use rand::seq::SliceRandom;
 use rand::{rngs::StdRng, Rng, SeedableRng};
-use std::sync::OnceLock;
 
-/// `Device::Cpu`, plus `Device::Cuda(0)` when a GPU answers. Without one, prints
-/// `skipped CUDA: no device` once and, when `CAMEL_REQUIRE_GPU=1`, panics.
-pub fn devices() -> Vec<Device> {
-    static HAS_GPU: OnceLock<bool> = OnceLock::new();
-    let has = *HAS_GPU.get_or_init(|| {
-        let ok = cuda_available();
-        if !ok {
-            eprintln!("skipped CUDA: no device");
-        }
-        ok
-    });
-    if !has && std::env::var("CAMEL_REQUIRE_GPU").as_deref() == Ok("1") {
-        panic!("CAMEL_REQUIRE_GPU=1 but no CUDA device answers (or camel was built without the `cuda` feature)");
-    }
-    let mut v = vec![Device::Cpu];
-    if has {
-        v.push(Device::Cuda(0));
-    }
-    v
-}
+/// The suite's device policy lives in the library: see `camel_core::testing`.
+pub use camel_core::testing::devices;
 
 /// Proptest configuration of the suite: few cases, so it stays fast on a small CPU.
 pub fn cfg() -> ProptestConfig {

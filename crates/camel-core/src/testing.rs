@@ -1,0 +1,36 @@
+//! The device policy of camel's tests, in one place: one test body runs on every device present.
+//! The CPU always; the first CUDA device when camel was built with `cuda` and a GPU answers.
+//! Without one, the CUDA half is skipped with a printed reason, and `CAMEL_REQUIRE_GPU=1` turns
+//! that skip into a failure (the GPU machine's run script sets it).
+
+use crate::{cuda_available, Device};
+use std::sync::OnceLock;
+
+fn gpu_present() -> bool {
+    static HAS_GPU: OnceLock<bool> = OnceLock::new();
+    let has = *HAS_GPU.get_or_init(|| {
+        let ok = cuda_available();
+        if !ok {
+            eprintln!("skipped CUDA: no device");
+        }
+        ok
+    });
+    if !has && std::env::var("CAMEL_REQUIRE_GPU").as_deref() == Ok("1") {
+        panic!("CAMEL_REQUIRE_GPU=1 but no CUDA device answers (or camel was built without the `cuda` feature)");
+    }
+    has
+}
+
+/// `Device::Cpu`, plus `Device::Cuda(0)` when a GPU answers (see the module docs).
+pub fn devices() -> Vec<Device> {
+    let mut v = vec![Device::Cpu];
+    if gpu_present() {
+        v.push(Device::Cuda(0));
+    }
+    v
+}
+
+/// `Some(Device::Cuda(0))` when a GPU answers, for tests that only make sense on one.
+pub fn gpu() -> Option<Device> {
+    gpu_present().then_some(Device::Cuda(0))
+}
