@@ -4,14 +4,12 @@
 #include "common_gemm.cuh"
 
 extern "C" __global__ void sgemm_02_coalesced(GEMM_ARGS) {
-    A += blockIdx.z * strideA;
-    B += blockIdx.z * strideB;
-    C += blockIdx.z * strideC;
+    GEMM_BATCH_OFFSETS();
     int j = blockIdx.x * blockDim.x + threadIdx.x;
     int i = blockIdx.y * blockDim.y + threadIdx.y;
     if (i < M && j < N) {
         float acc = 0.0f;
         for (int k = 0; k < K; ++k) acc += load_a(A, M, K, transA, i, k) * load_b(B, N, K, transB, k, j);
-        C[(long long)i * N + j] = acc;
+        GEMM_STORE(i, j, acc);
     }
 }

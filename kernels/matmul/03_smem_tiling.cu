@@ -9,9 +9,7 @@
 extern "C" __global__ void sgemm_03_smem_tiling(GEMM_ARGS) {
     __shared__ float As[TILE][TILE];
     __shared__ float Bs[TILE][TILE + 1];
-    A += blockIdx.z * strideA;
-    B += blockIdx.z * strideB;
-    C += blockIdx.z * strideC;
+    GEMM_BATCH_OFFSETS();
     int tx = threadIdx.x, ty = threadIdx.y;
     int i = blockIdx.y * TILE + ty;
     int j = blockIdx.x * TILE + tx;
@@ -25,5 +23,5 @@ extern "C" __global__ void sgemm_03_smem_tiling(GEMM_ARGS) {
         for (int kk = 0; kk < TILE; ++kk) acc += As[ty][kk] * Bs[kk][tx];
         __syncthreads();
     }
-    if (i < M && j < N) C[(long long)i * N + j] = acc;
+    if (i < M && j < N) GEMM_STORE(i, j, acc);
 }

@@ -708,6 +708,25 @@ impl CudaDevice {
         Ok(k)
     }
 
+    /// Loads a module image that is not embedded — PTX text or a cubin, e.g. the GEMM
+    /// autotuner's candidates read from a file — under the name `module`; its kernels are then
+    /// found by [`CudaDevice::function`]. A name already loaded or embedded is an error.
+    pub fn load_module_image(&self, module: &str, image: &[u8]) -> Result<()> {
+        let mut mods = self.modules.write().unwrap_or_else(PoisonError::into_inner);
+        if mods.handles.contains_key(module) || crate::ptx::find(module).is_some() {
+            return Err(Error::invalid(
+                format!("load_module_image({module})"),
+                "a module of that name is already loaded or embedded",
+            ));
+        }
+        self.bind()?;
+        let mut data = image.to_vec();
+        data.push(0); // PTX must be NUL-terminated; a cubin ignores the extra byte
+        let h = self.load_module_data(module, &data)?;
+        mods.handles.insert(module.to_string(), h);
+        Ok(())
+    }
+
     fn load_module(&self, module: &str) -> Result<Handle> {
         let ptx = crate::ptx::find(module).ok_or_else(|| Error::MissingPtx {
             module: module.to_string(),
@@ -721,6 +740,11 @@ impl CudaDevice {
                 msg: format!("it needs compute capability 9.0, the device has {ma}.{mi}"),
             });
         }
+        self.load_module_data(module, ptx.as_bytes())
+    }
+
+    /// JIT-loads a NUL-terminated PTX text (or a cubin).
+    fn load_module_data(&self, module: &str, ptx: &[u8]) -> Result<Handle> {
         let mut log = vec![0u8; 16 * 1024];
         let mut opts: [c_uint; 2] = [
             ffi::CU_JIT_ERROR_LOG_BUFFER,
@@ -743,7 +767,8 @@ impl CudaDevice {
         }
         let mut msg = describe(code);
         if code == 222 || code == 218 {
-            let version = ptx
+            let text = String::from_utf8_lossy(ptx);
+            let version = text
                 .lines()
                 .find(|l| l.starts_with(".version"))
                 .unwrap_or(".version ?");

@@ -2,7 +2,7 @@
 //! sizes, in every transpose combination, batched and broadcast. Relative error bound:
 //! ‖C − C_ref‖_max ≤ 1e-5 · √k · max|A| · max|B| (f32 accumulation of k products).
 
-use camel_cuda::kernels::matmul::{sgemm, Gemm, SgemmKernel};
+use camel_cuda::kernels::matmul::{sgemm, sgemm_epilogue, Activation, Epilogue, Gemm, SgemmKernel};
 use camel_cuda::test_device;
 
 fn lcg(seed: u64, n: usize) -> Vec<f32> {
@@ -19,11 +19,13 @@ fn lcg(seed: u64, n: usize) -> Vec<f32> {
         .collect()
 }
 
-fn reference(a: &[f32], b: &[f32], g: &Gemm, bi: usize) -> Vec<f64> {
+/// (C, Σ|a||b|) in f64 for batch `bi`.
+fn reference(a: &[f32], b: &[f32], g: &Gemm, bi: usize) -> (Vec<f64>, Vec<f64>) {
     let (m, n, k) = (g.m, g.n, g.k);
     let a = &a[bi * g.stride_a..];
     let b = &b[bi * g.stride_b..];
     let mut c = vec![0.0f64; m * n];
+    let mut abs = vec![0.0f64; m * n];
     for i in 0..m {
         for p in 0..k {
             let av = if g.trans_a {
@@ -38,14 +40,26 @@ fn reference(a: &[f32], b: &[f32], g: &Gemm, bi: usize) -> Vec<f64> {
                     b[p * n + j]
                 } as f64;
                 c[i * n + j] += av * bv;
+                abs[i * n + j] += (av * bv).abs();
             }
         }
     }
-    c
+    (c, abs)
 }
 
-fn check(kernel: SgemmKernel, g: Gemm, seed: u64) {
-    let Some(dev) = test_device() else { return };
+/// The error bound of `kernel` for one element: FP32 steps accumulate k products in f32,
+/// ‖C − C_ref‖ ≤ 1e-5·√k (inputs in [−1, 1]); the TF32 step also rounds each input to a
+/// 10-bit mantissa (relative error 2⁻¹¹ each), ‖C − C_ref‖ ≤ (2⁻¹⁰ + k·2⁻²⁴)·Σ|a||b| + 1e-5·√k.
+fn tolerance(kernel: SgemmKernel, k: usize, abs: f64) -> f64 {
+    let fp32 = 1e-5 * (k as f64).sqrt().max(1.0);
+    if kernel.is_tf32() {
+        (2f64.powi(-10) + k as f64 * 2f64.powi(-24)) * abs + fp32
+    } else {
+        fp32
+    }
+}
+
+fn inputs(g: &Gemm, seed: u64) -> (Vec<f32>, Vec<f32>) {
     let na = if g.stride_a == 0 {
         g.m * g.k
     } else {
@@ -56,26 +70,39 @@ fn check(kernel: SgemmKernel, g: Gemm, seed: u64) {
     } else {
         g.batch * g.stride_b
     };
-    let (a, b) = (lcg(seed, na), lcg(seed + 1, nb));
+    (lcg(seed, na), lcg(seed + 1, nb))
+}
+
+/// Runs every kernel in `kernels` on `g` (outputs poisoned with NaN first) and compares each
+/// element with the f64 reference, computed once.
+fn check_all(kernels: &[SgemmKernel], g: Gemm, seed: u64) {
+    let Some(dev) = test_device() else { return };
+    let (a, b) = inputs(&g, seed);
+    let refs: Vec<_> = (0..g.batch).map(|bi| reference(&a, &b, &g, bi)).collect();
     let da = dev.htod(&a).unwrap();
     let db = dev.htod(&b).unwrap();
-    let dc = dev.htod(&vec![f32::NAN; g.batch * g.m * g.n]).unwrap(); // poisoned
-    sgemm(&dev, kernel, &g, da.ptr(), db.ptr(), dc.ptr()).unwrap();
-    let c: Vec<f32> = dev.dtoh_vec(&dc, g.batch * g.m * g.n).unwrap();
-    let tol = 1e-5 * (g.k as f64).sqrt().max(1.0);
-    for bi in 0..g.batch {
-        let r = reference(&a, &b, &g, bi);
-        for (idx, (&x, &y)) in c[bi * g.m * g.n..(bi + 1) * g.m * g.n]
-            .iter()
-            .zip(&r)
-            .enumerate()
-        {
-            assert!(
-                ((x as f64) - y).abs() <= tol,
-                "{kernel:?} {g:?}: batch {bi} element {idx}: got {x}, want {y} (tol {tol})"
-            );
+    for &kernel in kernels {
+        let dc = dev.htod(&vec![f32::NAN; g.batch * g.m * g.n]).unwrap(); // poisoned
+        sgemm(&dev, kernel, &g, da.ptr(), db.ptr(), dc.ptr()).unwrap();
+        let c: Vec<f32> = dev.dtoh_vec(&dc, g.batch * g.m * g.n).unwrap();
+        for (bi, (r, abs)) in refs.iter().enumerate() {
+            for (idx, &x) in c[bi * g.m * g.n..(bi + 1) * g.m * g.n].iter().enumerate() {
+                let tol = tolerance(kernel, g.k, abs[idx]);
+                assert!(
+                    ((x as f64) - r[idx]).abs() <= tol,
+                    "{kernel:?} {g:?}: batch {bi} element {idx}: got {x}, want {} (tol {tol})",
+                    r[idx]
+                );
+            }
         }
     }
+}
+
+/// Every FP32 step and the TF32 step.
+fn every_step() -> Vec<SgemmKernel> {
+    let mut v = SgemmKernel::ALL.to_vec();
+    v.push(SgemmKernel::Tf32);
+    v
 }
 
 fn gemm(m: usize, n: usize, k: usize, ta: bool, tb: bool) -> Gemm {
@@ -93,78 +120,206 @@ fn gemm(m: usize, n: usize, k: usize, ta: bool, tb: bool) -> Gemm {
 
 #[test]
 fn ladder_small_and_odd_sizes_all_layouts() {
-    for kernel in SgemmKernel::ALL {
-        for (m, n, k) in [
-            (1, 1, 1),
-            (7, 7, 7),
-            (127, 127, 127),
-            (1, 33, 7),
-            (33, 1, 65),
-            (64, 10, 256),
-        ] {
-            for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
-                check(kernel, gemm(m, n, k, ta, tb), (m * 31 + n * 7 + k) as u64);
-            }
+    for (m, n, k) in [
+        (1, 1, 1),
+        (7, 7, 7),
+        (127, 127, 127),
+        (128, 128, 128),
+        (257, 131, 260),
+        (1, 33, 7),
+        (33, 1, 65),
+        (64, 10, 256),
+    ] {
+        for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+            check_all(
+                &every_step(),
+                gemm(m, n, k, ta, tb),
+                (m * 31 + n * 7 + k) as u64,
+            );
         }
     }
 }
 
 #[test]
 fn ladder_large_sizes() {
-    for kernel in SgemmKernel::ALL {
-        check(kernel, gemm(1000, 1000, 1000, false, false), 1);
-        check(kernel, gemm(1025, 1025, 1025, false, true), 2);
-        for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
-            check(kernel, gemm(4097, 33, 511, ta, tb), 3);
-        }
+    let all = every_step();
+    check_all(&all, gemm(1000, 1000, 1000, false, false), 1);
+    check_all(&all, gemm(1025, 1025, 1025, false, true), 2);
+    for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+        check_all(&all, gemm(4097, 33, 511, ta, tb), 3);
     }
 }
 
 #[test]
 fn ladder_batched_and_broadcast() {
-    for kernel in SgemmKernel::ALL {
-        let (m, n, k) = (33, 17, 45);
-        check(
-            kernel,
-            Gemm {
-                batch: 5,
-                m,
-                n,
-                k,
-                trans_a: false,
-                trans_b: false,
-                stride_a: m * k,
-                stride_b: k * n,
-            },
-            4,
+    let all = every_step();
+    let (m, n, k) = (33, 17, 45);
+    // batch strides 33·45 and 45·17 are odd: every batch after the first is misaligned for float4
+    check_all(
+        &all,
+        Gemm {
+            batch: 5,
+            m,
+            n,
+            k,
+            trans_a: false,
+            trans_b: false,
+            stride_a: m * k,
+            stride_b: k * n,
+        },
+        4,
+    );
+    check_all(
+        &all,
+        Gemm {
+            batch: 5,
+            m,
+            n,
+            k,
+            trans_a: true,
+            trans_b: true,
+            stride_a: m * k,
+            stride_b: 0,
+        },
+        5,
+    );
+    check_all(
+        &all,
+        Gemm {
+            batch: 3,
+            m,
+            n,
+            k,
+            trans_a: false,
+            trans_b: true,
+            stride_a: 0,
+            stride_b: k * n,
+        },
+        6,
+    );
+    // aligned batches (strides multiples of 4): the float4 paths with a batch offset
+    check_all(
+        &all,
+        Gemm {
+            batch: 3,
+            m: 132,
+            n: 68,
+            k: 36,
+            trans_a: true,
+            trans_b: false,
+            stride_a: 132 * 36,
+            stride_b: 36 * 68,
+        },
+        7,
+    );
+}
+
+/// The fused epilogue of every step: bias, ReLU or GELU, and the saved pre-activation.
+#[test]
+fn ladder_fused_epilogue() {
+    let Some(dev) = test_device() else { return };
+    let gelu = |x: f64| {
+        0.5 * x * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x)).tanh())
+    };
+    for (m, n, k, tb) in [
+        (7, 33, 13, true),
+        (130, 257, 64, false),
+        (200, 256, 784, true),
+    ] {
+        let g = gemm(m, n, k, false, tb);
+        let (a, b) = inputs(&g, 11);
+        let bias = lcg(99, n);
+        let (r, abs) = reference(&a, &b, &g, 0);
+        let (da, db, dbias) = (
+            dev.htod(&a).unwrap(),
+            dev.htod(&b).unwrap(),
+            dev.htod(&bias).unwrap(),
         );
-        check(
-            kernel,
-            Gemm {
-                batch: 5,
-                m,
-                n,
-                k,
-                trans_a: true,
-                trans_b: true,
-                stride_a: m * k,
-                stride_b: 0,
-            },
-            5,
-        );
-        check(
-            kernel,
-            Gemm {
-                batch: 3,
-                m,
-                n,
-                k,
-                trans_a: false,
-                trans_b: true,
-                stride_a: 0,
-                stride_b: k * n,
-            },
-            6,
-        );
+        for kernel in every_step() {
+            for act in [Activation::Identity, Activation::Relu, Activation::Gelu] {
+                let dc = dev.htod(&vec![f32::NAN; m * n]).unwrap();
+                let dz = dev.htod(&vec![f32::NAN; m * n]).unwrap();
+                let epi = Epilogue {
+                    bias: Some(dbias.ptr()),
+                    act,
+                    pre_act: Some(dz.ptr()),
+                };
+                sgemm_epilogue(&dev, kernel, &g, da.ptr(), db.ptr(), dc.ptr(), &epi).unwrap();
+                let c: Vec<f32> = dev.dtoh_vec(&dc, m * n).unwrap();
+                let z: Vec<f32> = dev.dtoh_vec(&dz, m * n).unwrap();
+                for idx in 0..m * n {
+                    let pre = r[idx] + bias[idx % n] as f64;
+                    let want = match act {
+                        Activation::Identity => pre,
+                        Activation::Relu => pre.max(0.0),
+                        Activation::Gelu => gelu(pre),
+                    };
+                    let tol = tolerance(kernel, k, abs[idx]) + 1e-6;
+                    assert!(
+                        ((z[idx] as f64) - pre).abs() <= tol,
+                        "{kernel:?} {act:?} {g:?}: pre-activation {idx}: got {}, want {pre}",
+                        z[idx]
+                    );
+                    assert!(
+                        ((c[idx] as f64) - want).abs() <= 1.2 * tol,
+                        "{kernel:?} {act:?} {g:?}: element {idx}: got {}, want {want}",
+                        c[idx]
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Every tuned configuration in the tables is launchable and correct, not only the nearest one.
+#[test]
+fn every_tuned_configuration() {
+    use camel_cuda::kernels::matmul::{parse_tile_kernel, sgemm_with_tile, tuned};
+    let Some(dev) = test_device() else { return };
+    let g = gemm(161, 97, 75, true, false);
+    let (a, b) = inputs(&g, 21);
+    let (r, _) = reference(&a, &b, &g, 0);
+    let (da, db) = (dev.htod(&a).unwrap(), dev.htod(&b).unwrap());
+    for (module, table) in [
+        ("matmul/07_autotuned", tuned::TUNED_07),
+        ("matmul/10_warptiling", tuned::TUNED_10),
+        ("matmul/11_double_buffering", tuned::TUNED_11),
+    ] {
+        for (_, _, _, name) in table {
+            let t = parse_tile_kernel(module, name).expect(name);
+            let dc = dev.htod(&vec![f32::NAN; g.m * g.n]).unwrap();
+            sgemm_with_tile(
+                &dev,
+                &t,
+                &g,
+                da.ptr(),
+                db.ptr(),
+                dc.ptr(),
+                &Epilogue::default(),
+            )
+            .unwrap();
+            let c: Vec<f32> = dev.dtoh_vec(&dc, g.m * g.n).unwrap();
+            for (idx, &x) in c.iter().enumerate() {
+                assert!(
+                    ((x as f64) - r[idx]).abs() <= 1e-4,
+                    "{name}: element {idx}: got {x}, want {}",
+                    r[idx]
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn tile_kernel_names_parse() {
+    use camel_cuda::kernels::matmul::parse_tile_kernel;
+    let t = parse_tile_kernel("m", "sgemm_bt_128x64x8_8x4").unwrap();
+    assert_eq!((t.bm, t.bn, t.threads), (128, 64, 256));
+    let t = parse_tile_kernel("m", "sgemm_db_128x128x16_64x64x4_8x4_128").unwrap();
+    assert_eq!((t.bm, t.bn, t.threads), (128, 128, 128));
+    assert!(parse_tile_kernel("m", "sgemm_bt_128x64_8x4").is_none());
+    assert!(parse_tile_kernel("m", "sgemm_01_naive").is_none());
+    for k in SgemmKernel::ALL {
+        assert_eq!(SgemmKernel::from_name(k.name()), Some(k));
     }
 }

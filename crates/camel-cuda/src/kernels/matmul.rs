@@ -1,10 +1,15 @@
 //! Launchers for the SGEMM ladder in `kernels/matmul/`. Every step computes, for each batch,
-//! `C = op(A)·op(B)` with `C` row-major `m × n`; see `kernels/matmul/common_gemm.cuh`.
+//! `C = act(op(A)·op(B) + bias)` with `C` row-major `m × n`; see `kernels/matmul/common_gemm.cuh`.
+//! Steps 7, 10 and 11 are templates whose tile shapes come from the autotuner
+//! (`cargo xtask gemm-search`, then `gemm_tune` on the GPU; winners in [`tuned`]).
 
 use crate::{CudaDevice, DevPtr, Dim3, Error, LaunchConfig, Result};
 
+#[path = "matmul_tuned.rs"]
+pub mod tuned;
+
 /// A step of the SGEMM ladder, selectable at run time for tests and benchmarks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SgemmKernel {
     /// 1: one thread per output, threads walk rows (uncoalesced).
     Naive,
@@ -12,27 +17,193 @@ pub enum SgemmKernel {
     Coalesced,
     /// 3: 32×32 shared-memory tiles.
     SmemTiling,
+    /// 4: each thread computes 8 outputs of a column (1-D block tiling).
+    BlockTiling1d,
+    /// 5: each thread computes an 8×8 block (2-D block tiling).
+    BlockTiling2d,
+    /// 6: float4 global loads, A transposed in shared memory, float4 fragments.
+    Vectorized,
+    /// 7–9: step 6's template with autotuned BM/BN/BK/TM/TN per shape.
+    Autotuned,
+    /// 10: warp tiling (autotuned tile shapes).
+    Warptiling,
+    /// 11: warp tiling with double-buffered shared memory (autotuned tile shapes).
+    DoubleBuffering,
+    /// 12 (opt-in): TF32 tensor cores through `mma.sync`; inputs are rounded to TF32
+    /// (10-bit mantissa), so results differ from FP32 by up to ~1e-3 relative.
+    Tf32,
+}
+
+/// Grid-independent launch shape of one kernel: its symbol, block tile and thread count.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TileShape {
+    /// PTX module (path under `kernels/`, no extension).
+    pub module: &'static str,
+    /// `extern "C"` kernel name.
+    pub kernel: String,
+    /// Rows of C per block.
+    pub bm: u32,
+    /// Columns of C per block.
+    pub bn: u32,
+    /// Threads per block (1-D blocks, except steps 1–3 which use 32×32).
+    pub threads: u32,
 }
 
 impl SgemmKernel {
-    /// Every step, in ladder order.
-    pub const ALL: [SgemmKernel; 3] = [
+    /// Every FP32 step, in ladder order (the opt-in TF32 step is [`SgemmKernel::Tf32`]).
+    pub const ALL: [SgemmKernel; 9] = [
         SgemmKernel::Naive,
         SgemmKernel::Coalesced,
         SgemmKernel::SmemTiling,
+        SgemmKernel::BlockTiling1d,
+        SgemmKernel::BlockTiling2d,
+        SgemmKernel::Vectorized,
+        SgemmKernel::Autotuned,
+        SgemmKernel::Warptiling,
+        SgemmKernel::DoubleBuffering,
     ];
 
-    /// The best step available (the library default).
-    pub const BEST: SgemmKernel = SgemmKernel::SmemTiling;
+    /// The best FP32 step (the library default for `matmul` and `Linear`).
+    pub const BEST: SgemmKernel = SgemmKernel::DoubleBuffering;
 
-    /// (PTX module, kernel name).
-    pub fn names(&self) -> (&'static str, &'static str) {
+    /// Short name, as accepted by `CAMEL_SGEMM` and printed by the benchmarks.
+    pub fn name(&self) -> &'static str {
         match self {
-            SgemmKernel::Naive => ("matmul/01_naive", "sgemm_01_naive"),
-            SgemmKernel::Coalesced => ("matmul/02_coalesced", "sgemm_02_coalesced"),
-            SgemmKernel::SmemTiling => ("matmul/03_smem_tiling", "sgemm_03_smem_tiling"),
+            SgemmKernel::Naive => "naive",
+            SgemmKernel::Coalesced => "coalesced",
+            SgemmKernel::SmemTiling => "smem",
+            SgemmKernel::BlockTiling1d => "blocktile1d",
+            SgemmKernel::BlockTiling2d => "blocktile2d",
+            SgemmKernel::Vectorized => "vectorized",
+            SgemmKernel::Autotuned => "autotuned",
+            SgemmKernel::Warptiling => "warptiling",
+            SgemmKernel::DoubleBuffering => "doublebuffer",
+            SgemmKernel::Tf32 => "tf32",
         }
     }
+
+    /// Ladder step number as in `kernels/matmul/NN_*.cu` ("07" stands for steps 7–9).
+    pub fn step(&self) -> &'static str {
+        match self {
+            SgemmKernel::Naive => "01",
+            SgemmKernel::Coalesced => "02",
+            SgemmKernel::SmemTiling => "03",
+            SgemmKernel::BlockTiling1d => "04",
+            SgemmKernel::BlockTiling2d => "05",
+            SgemmKernel::Vectorized => "06",
+            SgemmKernel::Autotuned => "07",
+            SgemmKernel::Warptiling => "10",
+            SgemmKernel::DoubleBuffering => "11",
+            SgemmKernel::Tf32 => "12",
+        }
+    }
+
+    /// The step called `name` (see [`SgemmKernel::name`]).
+    pub fn from_name(name: &str) -> Option<SgemmKernel> {
+        SgemmKernel::ALL
+            .iter()
+            .chain(&[SgemmKernel::Tf32])
+            .find(|k| k.name() == name)
+            .copied()
+    }
+
+    /// Whether the step rounds its inputs to TF32 (and so needs a looser error bound).
+    pub fn is_tf32(&self) -> bool {
+        *self == SgemmKernel::Tf32
+    }
+
+    /// The kernel and tile shape this step launches for `g`.
+    pub fn tile(&self, g: &Gemm) -> TileShape {
+        let fixed = |module: &'static str, kernel: &str, bm, bn, threads| TileShape {
+            module,
+            kernel: kernel.to_string(),
+            bm,
+            bn,
+            threads,
+        };
+        match self {
+            SgemmKernel::Naive => fixed("matmul/01_naive", "sgemm_01_naive", 32, 32, 1024),
+            SgemmKernel::Coalesced => {
+                fixed("matmul/02_coalesced", "sgemm_02_coalesced", 32, 32, 1024)
+            }
+            SgemmKernel::SmemTiling => fixed(
+                "matmul/03_smem_tiling",
+                "sgemm_03_smem_tiling",
+                32,
+                32,
+                1024,
+            ),
+            SgemmKernel::BlockTiling1d => fixed(
+                "matmul/04_blocktiling_1d",
+                "sgemm_04_blocktiling_1d",
+                64,
+                64,
+                512,
+            ),
+            SgemmKernel::BlockTiling2d => fixed(
+                "matmul/05_blocktiling_2d",
+                "sgemm_05_blocktiling_2d",
+                128,
+                128,
+                256,
+            ),
+            SgemmKernel::Vectorized => {
+                fixed("matmul/06_vectorized", "sgemm_06_vectorized", 128, 128, 256)
+            }
+            SgemmKernel::Autotuned => tuned_tile("matmul/07_autotuned", tuned::TUNED_07, g),
+            SgemmKernel::Warptiling => tuned_tile("matmul/10_warptiling", tuned::TUNED_10, g),
+            SgemmKernel::DoubleBuffering => {
+                tuned_tile("matmul/11_double_buffering", tuned::TUNED_11, g)
+            }
+            SgemmKernel::Tf32 => fixed("matmul/12_tf32_mma", "sgemm_12_tf32_mma", 128, 128, 256),
+        }
+    }
+}
+
+/// The winner recorded for the tuned shape nearest to `g` (in log space of m, n, k).
+fn tuned_tile(module: &'static str, table: &[(usize, usize, usize, &str)], g: &Gemm) -> TileShape {
+    let d = |a: usize, b: usize| ((a.max(1) as f64).ln() - (b.max(1) as f64).ln()).powi(2);
+    let (_, _, _, name) = table
+        .iter()
+        .min_by(|x, y| {
+            let dx = d(x.0, g.m) + d(x.1, g.n) + d(x.2, g.k);
+            let dy = d(y.0, g.m) + d(y.1, g.n) + d(y.2, g.k);
+            dx.total_cmp(&dy)
+        })
+        .expect("the tuned table is never empty");
+    parse_tile_kernel(module, name).expect("tuned kernel names are well-formed")
+}
+
+/// The tile shape encoded in a templated kernel's name: `sgemm_bt_{BM}x{BN}x{BK}_{TM}x{TN}`
+/// (block tiling, (BM/TM)·(BN/TN) threads) or `sgemm_{wt|db}_{BM}x{BN}x{BK}_{WM}x{WN}x{WNITER}_{TM}x{TN}_{NT}`
+/// (warp tiling, NT threads).
+pub fn parse_tile_kernel(module: &'static str, name: &str) -> Option<TileShape> {
+    let nums = |s: &str| -> Option<Vec<u32>> { s.split('x').map(|v| v.parse().ok()).collect() };
+    let parts: Vec<&str> = name.strip_prefix("sgemm_")?.split('_').collect();
+    let (bm, bn, threads) = match parts.as_slice() {
+        ["bt", blk, thr] => {
+            let (b, t) = (nums(blk)?, nums(thr)?);
+            if b.len() != 3 || t.len() != 2 || t[0] == 0 || t[1] == 0 {
+                return None;
+            }
+            (b[0], b[1], (b[0] / t[0]) * (b[1] / t[1]))
+        }
+        ["wt" | "db", blk, _warp, _thr, nt] => {
+            let b = nums(blk)?;
+            if b.len() != 3 {
+                return None;
+            }
+            (b[0], b[1], nt.parse().ok()?)
+        }
+        _ => return None,
+    };
+    Some(TileShape {
+        module,
+        kernel: name.to_string(),
+        bm,
+        bn,
+        threads,
+    })
 }
 
 /// Shape and layout of one (batched) SGEMM.
@@ -56,6 +227,29 @@ pub struct Gemm {
     pub stride_b: usize,
 }
 
+/// The activation of a fused epilogue.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Activation {
+    /// None.
+    #[default]
+    Identity,
+    /// max(x, 0).
+    Relu,
+    /// GELU, tanh approximation.
+    Gelu,
+}
+
+/// Work fused into the GEMM's store: `C = act(A·B + bias)`, optionally saving `A·B + bias`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Epilogue {
+    /// `n` floats added to every row of every C (broadcast over rows and the batch).
+    pub bias: Option<DevPtr>,
+    /// Applied after the bias.
+    pub act: Activation,
+    /// Where to store the pre-activation values (same layout as C), for a backward pass.
+    pub pre_act: Option<DevPtr>,
+}
+
 /// Launch `kernel` for `g`: `c` receives `batch` row-major `m × n` matrices.
 pub fn sgemm(
     dev: &CudaDevice,
@@ -65,49 +259,90 @@ pub fn sgemm(
     b: DevPtr,
     c: DevPtr,
 ) -> Result<()> {
+    sgemm_epilogue(dev, kernel, g, a, b, c, &Epilogue::default())
+}
+
+/// [`sgemm`] with a fused epilogue (bias, activation, saved pre-activation).
+pub fn sgemm_epilogue(
+    dev: &CudaDevice,
+    kernel: SgemmKernel,
+    g: &Gemm,
+    a: DevPtr,
+    b: DevPtr,
+    c: DevPtr,
+    epi: &Epilogue,
+) -> Result<()> {
+    sgemm_with_tile(dev, &kernel.tile(g), g, a, b, c, epi)
+}
+
+/// Launch one templated kernel by its tile shape (used by the autotuner on candidates loaded
+/// with [`CudaDevice::load_module_image`]).
+pub fn sgemm_with_tile(
+    dev: &CudaDevice,
+    t: &TileShape,
+    g: &Gemm,
+    a: DevPtr,
+    b: DevPtr,
+    c: DevPtr,
+    epi: &Epilogue,
+) -> Result<()> {
     if g.batch == 0 || g.m == 0 || g.n == 0 {
         return Ok(());
     }
-    let (module, name) = kernel.names();
     if g.m > i32::MAX as usize
         || g.n > i32::MAX as usize
         || g.k > i32::MAX as usize
         || g.batch > 65_535
     {
         return Err(Error::LaunchConfig {
-            kernel: name.to_string(),
-            msg: format!("sizes m={} n={} k={} batch={} exceed the kernel's limits (i32 dims, batch ≤ 65535)", g.m, g.n, g.k, g.batch),
+            kernel: t.kernel.clone(),
+            msg: format!(
+                "sizes m={} n={} k={} batch={} exceed the kernel's limits (i32 dims, batch ≤ 65535)",
+                g.m, g.n, g.k, g.batch
+            ),
         });
     }
-    let (grid, block) = match kernel {
-        SgemmKernel::Naive => (
+    let (grid, block) = if t.threads == 1024 && t.bm == 32 {
+        // steps 1–3: 32×32 thread blocks; step 1 maps x to rows, 2–3 map x to columns
+        let (gx, gy) = if t.kernel == "sgemm_01_naive" {
+            (g.m.div_ceil(32), g.n.div_ceil(32))
+        } else {
+            (g.n.div_ceil(32), g.m.div_ceil(32))
+        };
+        (
+            Dim3::xyz(gx as u32, gy as u32, g.batch as u32),
+            Dim3::xyz(32, 32, 1),
+        )
+    } else {
+        (
             Dim3::xyz(
-                g.m.div_ceil(32) as u32,
-                g.n.div_ceil(32) as u32,
+                g.n.div_ceil(t.bn as usize) as u32,
+                g.m.div_ceil(t.bm as usize) as u32,
                 g.batch as u32,
             ),
-            Dim3::xyz(32, 32, 1),
-        ),
-        SgemmKernel::Coalesced | SgemmKernel::SmemTiling => (
-            Dim3::xyz(
-                g.n.div_ceil(32) as u32,
-                g.m.div_ceil(32) as u32,
-                g.batch as u32,
-            ),
-            Dim3::xyz(32, 32, 1),
-        ),
+            Dim3::x(t.threads),
+        )
     };
-    let k = dev.function(module, name)?;
+    let k = dev.function(t.module, &t.kernel)?;
     let (m, n, kk) = (g.m as i32, g.n as i32, g.k as i32);
     let (ta, tb) = (g.trans_a as i32, g.trans_b as i32);
     let (sa, sb, sc) = (g.stride_a as i64, g.stride_b as i64, (g.m * g.n) as i64);
+    let bias = epi.bias.unwrap_or(DevPtr::NULL);
+    let z = epi.pre_act.unwrap_or(DevPtr::NULL);
+    let act: i32 = match epi.act {
+        Activation::Identity => 0,
+        Activation::Relu => 1,
+        Activation::Gelu => 2,
+    };
     // SAFETY: matches GEMM_ARGS in common_gemm.cuh; the caller passes buffers holding the
-    // matrices the strides and sizes describe.
+    // matrices the strides and sizes describe (bias: n floats; pre_act: like C).
     unsafe {
         dev.launch(
             &k,
             LaunchConfig::new(grid, block),
-            &[&a, &b, &c, &m, &n, &kk, &ta, &tb, &sa, &sb, &sc],
+            &[
+                &a, &b, &c, &m, &n, &kk, &ta, &tb, &sa, &sb, &sc, &bias, &act, &z,
+            ],
         )
     }
 }
