@@ -26,7 +26,7 @@ mod tensor;
 pub mod testing;
 
 pub use autograd::{is_grad_enabled, no_grad, no_grad_guard};
-pub use backend::UpdateRule;
+pub use backend::{Activation, UpdateRule};
 pub use device::{cuda_available, DType, Device};
 pub use error::{Error, Result};
 pub use gradcheck::{gradcheck, GradcheckOptions};

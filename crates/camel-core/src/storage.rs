@@ -207,6 +207,48 @@ impl Storage {
         }
     }
 
+    /// `act(x · wᵀ + bias)` with `x` `[rows, inp]`, `w` `[out, inp]`, plus the pre-activation
+    /// when the activation is GELU.
+    pub fn linear(
+        &self,
+        w: &Storage,
+        bias: Option<&Storage>,
+        dims: (usize, usize, usize),
+        act: crate::backend::Activation,
+    ) -> Result<(Storage, Option<Storage>)> {
+        self.same_device("linear", w)?;
+        if let Some(b) = bias {
+            self.same_device("linear", b)?;
+        }
+        match self {
+            Storage::Cpu(_) => {
+                let b = match bias {
+                    Some(b) => Some(b.cpu_f32("linear")?),
+                    None => None,
+                };
+                let (y, z) =
+                    cpu::linear(self.cpu_f32("linear")?, w.cpu_f32("linear")?, b, dims, act);
+                Ok((
+                    Storage::Cpu(CpuStorage::F32(y)),
+                    z.map(|z| Storage::Cpu(CpuStorage::F32(z))),
+                ))
+            }
+            #[cfg(feature = "cuda")]
+            Storage::Cuda(x) => {
+                let (Storage::Cuda(w), b) = (w, bias) else {
+                    unreachable!("devices checked above")
+                };
+                let b = match b {
+                    Some(Storage::Cuda(b)) => Some(b),
+                    Some(_) => unreachable!("devices checked above"),
+                    None => None,
+                };
+                let (y, z) = cuda::linear(x, w, b, dims, act)?;
+                Ok((Storage::Cuda(y), z.map(Storage::Cuda)))
+            }
+        }
+    }
+
     /// Softmax or log-softmax of each row.
     pub fn softmax_last(&self, rows: usize, cols: usize, log: bool) -> Result<Storage> {
         match self {

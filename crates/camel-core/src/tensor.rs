@@ -75,6 +75,11 @@ impl Tensor {
         Tensor::build(Arc::new(RwLock::new(storage)), shape, None, false)
     }
 
+    /// A leaf tensor sharing `storage` (an op's output saved for its own backward).
+    pub(crate) fn shared_storage(storage: Arc<RwLock<Storage>>, shape: Vec<usize>) -> Tensor {
+        Tensor::build(storage, shape, None, false)
+    }
+
     /// The output of an op: records a graph node when grad is enabled and an input requires grad.
     pub(crate) fn from_op(
         storage: Storage,

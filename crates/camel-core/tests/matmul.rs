@@ -161,3 +161,121 @@ fn matmul_known_values() {
         },
     );
 }
+
+/// `act(x·Wᵀ + b)` in f64.
+fn ref_linear(
+    x: &[f32],
+    w: &[f32],
+    b: Option<&[f32]>,
+    (rows, inp, out): (usize, usize, usize),
+    act: Activation,
+) -> Vec<f64> {
+    let gelu = |v: f64| {
+        0.5 * v * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (v + 0.044715 * v * v * v)).tanh())
+    };
+    let mut y = vec![0.0f64; rows * out];
+    for r in 0..rows {
+        for o in 0..out {
+            let mut s = b.map_or(0.0, |b| b[o] as f64);
+            for i in 0..inp {
+                s += x[r * inp + i] as f64 * w[o * inp + i] as f64;
+            }
+            y[r * out + o] = match act {
+                Activation::Identity => s,
+                Activation::Relu => s.max(0.0),
+                Activation::Gelu => gelu(s),
+            };
+        }
+    }
+    y
+}
+
+/// The fused linear op (one GEMM with a bias/activation epilogue on the GPU) against f64, on
+/// awkward sizes, with and without bias, for every activation, with leading batch dims.
+#[test]
+fn linear_matches_reference() {
+    for (lead, inp, out) in [
+        (vec![1], 1, 1),
+        (vec![7], 33, 7),
+        (vec![2, 3], 127, 129),
+        (vec![1000], 65, 10),
+        (vec![5], 0, 3),
+    ] {
+        let rows: usize = lead.iter().product();
+        let x = rand_vec(rows * inp, -1.0, 1.0, 1);
+        let w = rand_vec(out * inp, -1.0, 1.0, 2);
+        let b = rand_vec(out, -1.0, 1.0, 3);
+        let mut xs = lead.clone();
+        xs.push(inp);
+        let mut ys = lead.clone();
+        ys.push(out);
+        for act in [Activation::Identity, Activation::Relu, Activation::Gelu] {
+            for bias in [true, false] {
+                let want = ref_linear(&x, &w, bias.then_some(&b[..]), (rows, inp, out), act);
+                let tol = Tol {
+                    atol: 1e-5 * (inp.max(1) as f64).sqrt() * 2.0,
+                    rtol: 1e-5,
+                };
+                check(
+                    &format!("linear {xs:?}·[{out},{inp}] bias={bias} {act:?}"),
+                    &ys,
+                    &want,
+                    tol,
+                    |dev| {
+                        let bt = t(&b, &[out], dev);
+                        t(&x, &xs, dev).linear(&t(&w, &[out, inp], dev), bias.then_some(&bt), act)
+                    },
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn linear_gradcheck_every_activation() {
+    let (rows, inp, out) = (5, 7, 3);
+    // pre-activations kept away from 0, where ReLU's derivative jumps
+    let x = rand_vec(rows * inp, -1.0, 1.0, 4);
+    let w = rand_vec(out * inp, -1.0, 1.0, 5);
+    let b = rand_away(out, -1.0, 1.0, 6);
+    for act in [Activation::Identity, Activation::Relu, Activation::Gelu] {
+        let ins = [
+            hf(x.clone(), &[rows, inp]),
+            hf(w.clone(), &[out, inp]),
+            hf(b.clone(), &[out]),
+        ];
+        gradcheck_all(
+            &format!("linear {act:?}"),
+            |a| a[0].linear(&a[1], Some(&a[2]), act),
+            &ins,
+        );
+        gradcheck_all(
+            &format!("linear no bias {act:?}"),
+            |a| a[0].linear(&a[1], None, act),
+            &ins[..2],
+        );
+    }
+}
+
+#[test]
+fn linear_rejects_bad_shapes() {
+    for dev in devices() {
+        let x = Tensor::zeros(&[4, 3], dev).unwrap();
+        let w = Tensor::zeros(&[2, 5], dev).unwrap();
+        let e = x
+            .linear(&w, None, Activation::Identity)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("linear") && e.contains("[4, 3]") && e.contains("[2, 5]"),
+            "{e}"
+        );
+        let w = Tensor::zeros(&[2, 3], dev).unwrap();
+        let b = Tensor::zeros(&[3], dev).unwrap();
+        let e = x
+            .linear(&w, Some(&b), Activation::Relu)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("bias of shape [2]"), "{e}");
+    }
+}

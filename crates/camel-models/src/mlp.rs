@@ -1,8 +1,8 @@
-//! A multi-layer perceptron: Linear → ReLU → … → Linear.
+//! A multi-layer perceptron: Linear → ReLU → … → Linear (each ReLU fused into its Linear).
 
 use camel_nn::init::Init;
 use camel_nn::{
-    Device, Linear, LinearOptions, Module, Parameter, ReLU, Result, Sequential, Tensor,
+    Activation, Device, Linear, LinearOptions, Module, Parameter, Result, Sequential, Tensor,
 };
 
 /// An MLP with ReLU between its Linear layers (no activation after the last).
@@ -27,11 +27,14 @@ impl Mlp {
                 init: Init::KaimingUniform,
                 seed: seed.wrapping_add(i as u64 * 7919),
                 device,
+                // ReLU between layers, fused into the layer's GEMM epilogue on the GPU
+                activation: if i + 2 < sizes.len() {
+                    Activation::Relu
+                } else {
+                    Activation::Identity
+                },
             };
             net.push(Linear::with_options(w[0], w[1], opts)?);
-            if i + 2 < sizes.len() {
-                net.push(ReLU);
-            }
         }
         Ok(Mlp {
             net,

@@ -32,6 +32,6 @@ pub use parameter::Parameter;
 pub use sequential::Sequential;
 
 pub use camel_core::{
-    self as core, cuda_available, gradcheck, no_grad, no_grad_guard, testing, DType, Device, Error,
-    GradcheckOptions, Result, Tensor, UpdateRule,
+    self as core, cuda_available, gradcheck, no_grad, no_grad_guard, testing, Activation, DType,
+    Device, Error, GradcheckOptions, Result, Tensor, UpdateRule,
 };

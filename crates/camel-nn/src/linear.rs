@@ -1,6 +1,6 @@
 use crate::init::Init;
 use crate::{Module, Parameter};
-use camel_core::{Device, Error, Result, Tensor};
+use camel_core::{Activation, Device, Error, Result, Tensor};
 
 /// Options of [`Linear::with_options`].
 #[derive(Clone, Copy, Debug)]
@@ -13,6 +13,9 @@ pub struct LinearOptions {
     pub seed: u64,
     /// Device of the parameters.
     pub device: Device,
+    /// Activation applied to the output. On the GPU it is fused into the matrix product's
+    /// epilogue together with the bias (one kernel, no extra pass over the output).
+    pub activation: Activation,
 }
 
 impl Default for LinearOptions {
@@ -22,11 +25,13 @@ impl Default for LinearOptions {
             init: Init::KaimingUniform,
             seed: 0,
             device: Device::Cpu,
+            activation: Activation::Identity,
         }
     }
 }
 
-/// `y = x · Wᵀ + b`, with `W` of shape `[out, in]`; `x` may have any leading dims.
+/// `y = act(x · Wᵀ + b)`, with `W` of shape `[out, in]`; `x` may have any leading dims. The
+/// activation (default none) is set in [`LinearOptions`].
 #[derive(Clone, Debug)]
 pub struct Linear {
     /// `[out_features, in_features]`.
@@ -35,6 +40,7 @@ pub struct Linear {
     pub bias: Option<Parameter>,
     in_features: usize,
     out_features: usize,
+    activation: Activation,
 }
 
 impl Linear {
@@ -86,12 +92,18 @@ impl Linear {
             bias,
             in_features,
             out_features,
+            activation: o.activation,
         })
     }
 
     /// Input width.
     pub fn in_features(&self) -> usize {
         self.in_features
+    }
+
+    /// The fused activation.
+    pub fn activation(&self) -> Activation {
+        self.activation
     }
 
     /// Output width.
@@ -110,11 +122,8 @@ impl Module for Linear {
                 expected: format!("input [.., {}]", self.in_features),
             });
         }
-        let y = x.matmul_t(&self.weight.tensor(), false, true)?;
-        match &self.bias {
-            Some(b) => y.add(&b.tensor()),
-            None => Ok(y),
-        }
+        let b = self.bias.as_ref().map(|b| b.tensor());
+        x.linear(&self.weight.tensor(), b.as_ref(), self.activation)
     }
 
     fn named_parameters(&self) -> Vec<(String, Parameter)> {

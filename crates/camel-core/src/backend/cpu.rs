@@ -153,6 +153,40 @@ pub fn matmul(a: &[f32], b: &[f32], s: &MatmulSpec) -> Vec<f32> {
     c
 }
 
+/// `act(x · wᵀ + bias)` for `x` `[rows, inp]`, `w` `[out, inp]`; also returns the
+/// pre-activation when the activation is GELU (its backward needs it).
+pub fn linear(
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    (rows, inp, out): (usize, usize, usize),
+    act: super::Activation,
+) -> (Vec<f32>, Option<Vec<f32>>) {
+    let spec = MatmulSpec {
+        batch: 1,
+        m: rows,
+        n: out,
+        k: inp,
+        trans_a: false,
+        trans_b: true,
+        stride_a: 0,
+        stride_b: 0,
+    };
+    let mut z = matmul(x, w, &spec);
+    if let Some(b) = bias {
+        for row in z.chunks_mut(out) {
+            for (v, bv) in row.iter_mut().zip(b) {
+                *v += bv;
+            }
+        }
+    }
+    match act {
+        super::Activation::Identity => (z, None),
+        super::Activation::Relu => (z.into_iter().map(|v| act.apply(v)).collect(), None),
+        super::Activation::Gelu => (z.iter().map(|&v| act.apply(v)).collect(), Some(z)),
+    }
+}
+
 /// Softmax (or log-softmax) of each row of a `[rows, cols]` matrix, max-subtracted for stability.
 pub fn softmax_last(x: &[f32], rows: usize, cols: usize, log: bool) -> Vec<f32> {
     let mut out = vec![0.0; rows * cols];

@@ -71,14 +71,21 @@ fn poison() -> bool {
     *P.get_or_init(|| std::env::var("CAMEL_POISON").as_deref() == Ok("1"))
 }
 
-/// The SGEMM ladder step used by `matmul` (env `CAMEL_SGEMM` = naive | coalesced | smem).
+/// The SGEMM ladder step used by `matmul`: env `CAMEL_SGEMM` names one (`naive`, `coalesced`,
+/// `smem`, `blocktile1d`, `blocktile2d`, `vectorized`, `autotuned`, `warptiling`,
+/// `doublebuffer`, or the opt-in `tf32`); otherwise the best FP32 step. An unknown name is
+/// reported once on stderr and the default is used.
 pub fn sgemm_kernel() -> SgemmKernel {
     static K: OnceLock<SgemmKernel> = OnceLock::new();
-    *K.get_or_init(|| match std::env::var("CAMEL_SGEMM").as_deref() {
-        Ok("naive") => SgemmKernel::Naive,
-        Ok("coalesced") => SgemmKernel::Coalesced,
-        Ok("smem") => SgemmKernel::SmemTiling,
-        _ => SgemmKernel::BEST,
+    *K.get_or_init(|| match std::env::var("CAMEL_SGEMM") {
+        Ok(name) => SgemmKernel::from_name(&name).unwrap_or_else(|| {
+            eprintln!(
+                "camel: CAMEL_SGEMM={name} is not a ladder step; using `{}`",
+                SgemmKernel::BEST.name()
+            );
+            SgemmKernel::BEST
+        }),
+        Err(_) => SgemmKernel::BEST,
     })
 }
 
@@ -301,6 +308,52 @@ pub fn matmul(a: &CudaStorage, b: &CudaStorage, s: &MatmulSpec) -> Result<CudaSt
     };
     k::matmul::sgemm(&a.dev, sgemm_kernel(), &g, a.ptr(), b.ptr(), out.ptr())?;
     Ok(out)
+}
+
+/// `act(x · wᵀ + bias)` in one GEMM with a fused epilogue (the pre-activation is saved too when
+/// the activation is GELU).
+pub fn linear(
+    x: &CudaStorage,
+    w: &CudaStorage,
+    bias: Option<&CudaStorage>,
+    (rows, inp, out): (usize, usize, usize),
+    act: crate::backend::Activation,
+) -> Result<(CudaStorage, Option<CudaStorage>)> {
+    use crate::backend::Activation as A;
+    use k::matmul::Activation as KA;
+    expect("linear", x, DType::F32)?;
+    expect("linear", w, DType::F32)?;
+    if let Some(b) = bias {
+        expect("linear", b, DType::F32)?;
+    }
+    let y = like(x, rows * out, DType::F32)?;
+    let z = if act == A::Gelu {
+        Some(like(x, rows * out, DType::F32)?)
+    } else {
+        None
+    };
+    let g = k::matmul::Gemm {
+        batch: 1,
+        m: rows,
+        n: out,
+        k: inp,
+        trans_a: false,
+        trans_b: true,
+        stride_a: 0,
+        stride_b: 0,
+    };
+    let epi = k::matmul::Epilogue {
+        bias: bias.map(|b| b.ptr()),
+        act: match act {
+            A::Identity => KA::Identity,
+            A::Relu => KA::Relu,
+            A::Gelu => KA::Gelu,
+        },
+        pre_act: z.as_ref().map(|z| z.ptr()),
+    };
+    // k = 0 needs no special case: the kernels' K loop is empty and the epilogue still runs
+    k::matmul::sgemm_epilogue(&x.dev, sgemm_kernel(), &g, x.ptr(), w.ptr(), y.ptr(), &epi)?;
+    Ok((y, z))
 }
 
 /// Softmax / log-softmax per row.

@@ -7,6 +7,29 @@ pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 
+/// The activation fused into a linear layer's GEMM epilogue ([`crate::Tensor::linear`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Activation {
+    /// No activation.
+    #[default]
+    Identity,
+    /// max(x, 0).
+    Relu,
+    /// GELU, tanh approximation (as [`UnaryOp::Gelu`]).
+    Gelu,
+}
+
+impl Activation {
+    /// The CPU reference of the activation.
+    pub fn apply(&self, x: f32) -> f32 {
+        match self {
+            Activation::Identity => x,
+            Activation::Relu => UnaryOp::Relu.apply(x),
+            Activation::Gelu => UnaryOp::Gelu.apply(x),
+        }
+    }
+}
+
 /// Elementwise functions of one tensor (and an optional scalar).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum UnaryOp {

@@ -3,8 +3,10 @@
 
 use super::{expect_f32, same_device};
 use crate::backend::cpu::MatmulSpec;
+use crate::backend::{Activation, UnaryOp};
 use crate::shape::numel;
 use crate::{Error, Result, Tensor};
+use std::sync::{Arc, RwLock};
 
 impl Tensor {
     /// `self · rhs` for `[.., m, k] · [.., k, n]`; batch dims must match, or one side is 2-D.
@@ -113,6 +115,99 @@ impl Tensor {
                 };
                 Ok(vec![ga, gb])
             },
+        ))
+    }
+}
+
+impl Tensor {
+    /// A linear layer, `act(self · weightᵀ + bias)`, with `self` `[.., in]`, `weight`
+    /// `[out, in]` and `bias` `[out]`. On the GPU this is one GEMM whose epilogue adds the bias
+    /// and applies the activation (no extra pass over the output); on the CPU, the reference.
+    pub fn linear(
+        &self,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        act: Activation,
+    ) -> Result<Tensor> {
+        expect_f32("linear", self)?;
+        expect_f32("linear", weight)?;
+        same_device("linear", self, weight)?;
+        let inp = *self.shape().last().unwrap_or(&0);
+        let mismatch = |rhs: &Tensor, expected: String| Error::ShapeMismatch {
+            op: "linear",
+            lhs: self.shape().to_vec(),
+            rhs: rhs.shape().to_vec(),
+            expected,
+        };
+        if self.rank() < 1 || weight.rank() != 2 || weight.shape()[1] != inp {
+            return Err(mismatch(
+                weight,
+                format!("input [.., in] and weight [out, in] with in = {inp}"),
+            ));
+        }
+        let out = weight.shape()[0];
+        if let Some(b) = bias {
+            expect_f32("linear", b)?;
+            same_device("linear", self, b)?;
+            if b.shape() != [out] {
+                return Err(mismatch(b, format!("bias of shape [{out}]")));
+            }
+        }
+        let rows = if inp == 0 {
+            numel(&self.shape()[..self.rank() - 1])
+        } else {
+            self.numel() / inp
+        };
+        let (y, z) = {
+            let bs = bias.map(|b| b.storage());
+            self.storage()
+                .linear(&weight.storage(), bs.as_deref(), (rows, inp, out), act)?
+        };
+        let mut shape = self.shape().to_vec();
+        *shape.last_mut().expect("rank ≥ 1") = out;
+        let y = Arc::new(RwLock::new(y));
+        // what the backward needs: the inputs, and the output (ReLU mask) or pre-activation (GELU)
+        let saved_y = Tensor::shared_storage(y.clone(), shape.clone());
+        let saved_z = z.map(|z| Tensor::from_storage(z, shape.clone()));
+        let (x, w) = (self.detach(), weight.detach());
+        let (gx_need, gw_need) = (self.requires_grad(), weight.requires_grad());
+        let gb_need = bias.is_some_and(|b| b.requires_grad());
+        let has_bias = bias.is_some();
+        let mut inputs = vec![self, weight];
+        if let Some(b) = bias {
+            inputs.push(b);
+        }
+        Ok(Tensor::op_output(
+            y,
+            shape,
+            "linear",
+            &inputs,
+            Box::new(move |g| {
+                let dz = match act {
+                    Activation::Identity => g.clone(),
+                    Activation::Relu => g.mul(&saved_y.unary_plain(UnaryOp::Step)?)?,
+                    Activation::Gelu => {
+                        let z = saved_z.as_ref().expect("GELU saves its pre-activation");
+                        g.mul(&z.unary_plain(UnaryOp::GeluGrad)?)?
+                    }
+                };
+                let dz2 = dz.reshape(&[rows, out])?;
+                let gx = if gx_need { Some(dz.matmul(&w)?) } else { None };
+                let gw = if gw_need {
+                    Some(dz2.matmul_t(&x.reshape(&[rows, inp])?, true, false)?)
+                } else {
+                    None
+                };
+                let mut grads = vec![gx, gw];
+                if has_bias {
+                    grads.push(if gb_need {
+                        Some(dz2.sum_to(&[out])?)
+                    } else {
+                        None
+                    });
+                }
+                Ok(grads)
+            }),
         ))
     }
 }

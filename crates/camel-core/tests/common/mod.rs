@@ -5,7 +5,9 @@
 //! computation on the CPU.
 #![allow(dead_code)]
 
-use camel_core::{gradcheck, Device, GradcheckOptions, Result, Tensor};
+pub use camel_core::Activation;
+pub use camel_core::Tensor;
+use camel_core::{gradcheck, Device, GradcheckOptions, Result};
 use proptest::prelude::*;
 use rand::seq::SliceRandom;
 use rand::{rngs::StdRng, Rng, SeedableRng};
