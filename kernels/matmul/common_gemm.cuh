@@ -3,6 +3,12 @@
 // where op(A) is M×K (A stored K×M when transA) and op(B) is K×N (B stored N×K when transB).
 // Batch strides of 0 broadcast one matrix over the batch.
 //
+// Split-K (steps 7–11 only; `kSplit` = 0 elsewhere): when kSplit > 0 each block sums only
+// k in [s·kSplit, (s+1)·kSplit) for its split s, with blockIdx.z = batch·splits + s, and
+// writes raw partial sums to C laid out [split][batch][M][N] (a workspace); the epilogue
+// arguments are then unused and splitk_reduce.cu adds the partials and applies the epilogue.
+// It gives small-output, long-K products (a 64×256 layer with K = 784) enough blocks.
+//
 // The epilogue (applied where each C element is stored): `bias` (length N, broadcast over rows
 // and batches; null = none), then, if `Z` is not null, the pre-activation value is stored in
 // Z (same layout as C, for the backward pass of GELU), then `act` (0 none, 1 ReLU, 2 GELU with
@@ -12,7 +18,24 @@
 #define GEMM_ARGS                                                                                    \
     const float *__restrict__ A, const float *__restrict__ B, float *__restrict__ C, int M, int N, \
         int K, int transA, int transB, long long strideA, long long strideB, long long strideC,    \
-        const float *__restrict__ bias, int act, float *__restrict__ Z
+        const float *__restrict__ bias, int act, float *__restrict__ Z, int kSplit
+
+// Split-K bookkeeping for the templated steps: this block's K range and batch index, and C
+// moved to its split's slice of the workspace.
+#define GEMM_SPLIT_K(kBegin, kEnd, zb)                                        \
+    int kBegin = 0, kEnd = K, zb = blockIdx.z;                                \
+    if (kSplit > 0) {                                                         \
+        const int ns_ = (K + kSplit - 1) / kSplit;                            \
+        const int sp_ = blockIdx.z % ns_;                                     \
+        zb = blockIdx.z / ns_;                                                \
+        kBegin = sp_ * kSplit;                                                \
+        kEnd = min(K, kBegin + kSplit);                                       \
+        C += (long long)sp_ * (gridDim.z / ns_) * strideC;                    \
+    }                                                                         \
+    A += zb * strideA;                                                        \
+    B += zb * strideB;                                                        \
+    C += zb * strideC;                                                        \
+    if (Z) Z += zb * strideC
 
 // Moves A, B, C and Z to this block's batch.
 #define GEMM_BATCH_OFFSETS()      \
@@ -34,13 +57,20 @@ __device__ __forceinline__ float gelu_tanh(float x) {
 }
 
 // The epilogue for element (i, j) of C at offset `idx`: bias, save pre-activation, activation.
-__device__ __forceinline__ float gemm_epilogue(float v, int j, long long idx, const float* bias,
-                                               int act, float* Z) {
+// Out of line: inlined at every store of an unrolled register tile, GELU's tanhf made the PTX
+// of the big kernels megabytes long. The common case (no epilogue) stays a plain store.
+__device__ __noinline__ float gemm_epilogue_full(float v, int j, long long idx, const float* bias,
+                                                 int act, float* Z) {
     if (bias) v += bias[j];
     if (Z) Z[idx] = v;
     if (act == 1) v = fmaxf(v, 0.0f);
     else if (act == 2) v = gelu_tanh(v);
     return v;
+}
+__device__ __forceinline__ float gemm_epilogue(float v, int j, long long idx, const float* bias,
+                                               int act, float* Z) {
+    if (!bias && !Z && act == 0) return v;
+    return gemm_epilogue_full(v, j, idx, bias, act, Z);
 }
 
 // Store one element of C through the epilogue.
@@ -50,7 +80,8 @@ __device__ __forceinline__ float gemm_epilogue(float v, int j, long long idx, co
         C[idx_] = gemm_epilogue((v), (j), idx_, bias, act, Z);                     \
     } while (0)
 
-#define GEMM_CALL_ARGS A, B, C, M, N, K, transA, transB, strideA, strideB, strideC, bias, act, Z
+#define GEMM_CALL_ARGS \
+    A, B, C, M, N, K, transA, transB, strideA, strideB, strideC, bias, act, Z, kSplit
 
 // Scalar tile loaders of steps 3–5 (row-major tiles, zero outside the matrix). Threads walk the
 // dimension that is contiguous in memory — k for a row-major A, i for a transposed A — so a

@@ -97,9 +97,8 @@ __device__ __forceinline__ bool can_vec(const float* X, int contiguous_len) {
     return (contiguous_len % 4 == 0) && ((reinterpret_cast<size_t>(X) & 15) == 0);
 }
 
-// Stores a thread's TM × TN accumulators at rows i.., columns j.. (row stride RS, column
-// stride CS inside the thread's register tile is 1) through the epilogue; float4 stores when
-// C (and Z) rows allow it.
+// Stores TN accumulators of one row of a thread's tile at row i, columns j.., through the
+// epilogue; float4 stores when C's (and Z's) rows allow it.
 template <int TN>
 __device__ __forceinline__ void store_row(const float* acc, int i, int j, int M, int N, bool vec,
                                           float* C, const float* bias, int act, float* Z) {
@@ -111,17 +110,10 @@ __device__ __forceinline__ void store_row(const float* acc, int i, int j, int M,
             if (jj < N) {  // N % 4 == 0, so the whole float4 is inside
                 long long idx = (long long)i * N + jj;
                 float4 v;
-                if (Z || bias) {
-                    v.x = gemm_epilogue(acc[b + 0], jj + 0, idx + 0, bias, act, Z);
-                    v.y = gemm_epilogue(acc[b + 1], jj + 1, idx + 1, bias, act, Z);
-                    v.z = gemm_epilogue(acc[b + 2], jj + 2, idx + 2, bias, act, Z);
-                    v.w = gemm_epilogue(acc[b + 3], jj + 3, idx + 3, bias, act, Z);
-                } else {
-                    v.x = gemm_epilogue(acc[b + 0], 0, 0, nullptr, act, nullptr);
-                    v.y = gemm_epilogue(acc[b + 1], 0, 0, nullptr, act, nullptr);
-                    v.z = gemm_epilogue(acc[b + 2], 0, 0, nullptr, act, nullptr);
-                    v.w = gemm_epilogue(acc[b + 3], 0, 0, nullptr, act, nullptr);
-                }
+                v.x = gemm_epilogue(acc[b + 0], jj + 0, idx + 0, bias, act, Z);
+                v.y = gemm_epilogue(acc[b + 1], jj + 1, idx + 1, bias, act, Z);
+                v.z = gemm_epilogue(acc[b + 2], jj + 2, idx + 2, bias, act, Z);
+                v.w = gemm_epilogue(acc[b + 3], jj + 3, idx + 3, bias, act, Z);
                 *reinterpret_cast<float4*>(&C[idx]) = v;
             }
         }
@@ -146,7 +138,7 @@ __device__ __forceinline__ void block_tile_gemm(GEMM_ARGS) {
     constexpr int SA = BM + 4, SB = BN + 4;  // padding: the transposing stores avoid bank conflicts
     __shared__ __align__(16) float As[BK * SA];
     __shared__ __align__(16) float Bs[BK * SB];
-    GEMM_BATCH_OFFSETS();
+    GEMM_SPLIT_K(kBegin, kEnd, zb);
     const int tid = threadIdx.x;
     const int tc = tid % (BN / TN), tr = tid / (BN / TN);
     const int i0 = blockIdx.y * BM, j0 = blockIdx.x * BN;
@@ -157,9 +149,9 @@ __device__ __forceinline__ void block_tile_gemm(GEMM_ARGS) {
     TileLoader<BK, BN, NT> lb;
     float acc[TM][TN] = {{0.0f}};
     float rm[TM], rn[TN];
-    for (int k0 = 0; k0 < K; k0 += BK) {
-        la.fetch(A, ka, va, lda, K, M, k0, i0, tid);
-        lb.fetch(B, kb, vb, ldb, K, N, k0, j0, tid);
+    for (int k0 = kBegin; k0 < kEnd; k0 += BK) {
+        la.fetch(A, ka, va, lda, kEnd, M, k0, i0, tid);
+        lb.fetch(B, kb, vb, ldb, kEnd, N, k0, j0, tid);
         la.template store<SA>(As, ka, tid);
         lb.template store<SB>(Bs, kb, tid);
         __syncthreads();
@@ -206,7 +198,7 @@ __device__ __forceinline__ void warp_tile_gemm(GEMM_ARGS) {
     constexpr int NBUF = DB ? 2 : 1;
     __shared__ __align__(16) float As[NBUF][BK * SA];
     __shared__ __align__(16) float Bs[NBUF][BK * SB];
-    GEMM_BATCH_OFFSETS();
+    GEMM_SPLIT_K(kBegin, kEnd, zb);
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int wr = warp / (BN / WN), wc = warp % (BN / WN);
     const int tcw = lane % (WSUBN / TN), trw = lane / (WSUBN / TN);
@@ -243,17 +235,17 @@ __device__ __forceinline__ void warp_tile_gemm(GEMM_ARGS) {
     };
 
     if (DB) {
-        la.fetch(A, ka, va, lda, K, M, 0, i0, tid);
-        lb.fetch(B, kb, vb, ldb, K, N, 0, j0, tid);
+        la.fetch(A, ka, va, lda, kEnd, M, kBegin, i0, tid);
+        lb.fetch(B, kb, vb, ldb, kEnd, N, kBegin, j0, tid);
         la.template store<SA>(As[0], ka, tid);
         lb.template store<SB>(Bs[0], kb, tid);
         __syncthreads();
         int cur = 0;
-        for (int k0 = 0; k0 < K; k0 += BK) {
-            const bool next = k0 + BK < K;
+        for (int k0 = kBegin; k0 < kEnd; k0 += BK) {
+            const bool next = k0 + BK < kEnd;
             if (next) {  // global loads in flight while this slice is multiplied
-                la.fetch(A, ka, va, lda, K, M, k0 + BK, i0, tid);
-                lb.fetch(B, kb, vb, ldb, K, N, k0 + BK, j0, tid);
+                la.fetch(A, ka, va, lda, kEnd, M, k0 + BK, i0, tid);
+                lb.fetch(B, kb, vb, ldb, kEnd, N, k0 + BK, j0, tid);
             }
             multiply(As[cur], Bs[cur]);
             if (next) {  // the other buffer was last read before the previous barrier
@@ -264,9 +256,9 @@ __device__ __forceinline__ void warp_tile_gemm(GEMM_ARGS) {
             cur ^= 1;
         }
     } else {
-        for (int k0 = 0; k0 < K; k0 += BK) {
-            la.fetch(A, ka, va, lda, K, M, k0, i0, tid);
-            lb.fetch(B, kb, vb, ldb, K, N, k0, j0, tid);
+        for (int k0 = kBegin; k0 < kEnd; k0 += BK) {
+            la.fetch(A, ka, va, lda, kEnd, M, k0, i0, tid);
+            lb.fetch(B, kb, vb, ldb, kEnd, N, k0, j0, tid);
             la.template store<SA>(As[0], ka, tid);
             lb.template store<SB>(Bs[0], kb, tid);
             __syncthreads();

@@ -1,14 +1,43 @@
 //! `cargo xtask dist`: package everything a GPU host without Rust needs to run camel's GPU
 //! tests and programs: the release test binaries and the `camel` program built with
 //! `--features cuda`, stripped, plus `run-gpu-tests.sh`, in `dist/gpu/` (well under 64 MiB).
+//! Also the GEMM benchmark: camel-cuda's `gemm_bench` (and `gemm_tune`, when that example
+//! exists) in `bin/`, `bench/*.py` in `bench/`, and `bench-gemm.sh`, which runs `gemm_bench` and
+//! `bench/gemm_torch.py` and leaves their CSVs for `cargo xtask gemm-report`.
 //! The PTX is embedded in the binaries. Built with `CAMEL_NO_STUB_RPATH=1`, so nothing in them
 //! points at the no-driver stub: the GPU host's real driver is what loads.
 
 use std::fs;
-use std::path::Path;
-use std::process::Command;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
 const OUT: &str = "dist/gpu";
+/// camel-cuda examples copied into `bin/` when cargo builds them (`gemm_bench` is required).
+const CUDA_EXAMPLES: &[&str] = &["gemm_bench", "gemm_tune"];
+
+const BENCH_GEMM_SCRIPT: &str = r#"#!/usr/bin/env bash
+# GEMM benchmark: camel's SGEMM ladder (bin/gemm_bench) and cuBLAS through PyTorch
+# (bench/gemm_torch.py, needs python3 with torch) at the same shapes. Both print a table; the
+# CSVs go to $OUT (default: the current folder) as gemm_camel.csv and gemm_torch.csv, for
+# `cargo xtask gemm-report <that folder>` on the build machine.
+# Usage: OUT=DIR bench-gemm.sh [extra gemm_bench args, e.g. --all]   (env PYTHON, default python3)
+set -u
+here="$(cd "$(dirname "$0")" && pwd)"
+OUT=${OUT:-.}
+mkdir -p "$OUT"
+rm -f "$OUT/gemm_camel.csv" "$OUT/gemm_torch.csv"
+rc=0
+echo "== camel SGEMM ladder: bin/gemm_bench"
+"$here/bin/gemm_bench" --shapes all --out "$OUT/gemm_camel.csv" "$@" || rc=$?
+echo
+echo "== cuBLAS (PyTorch): bench/gemm_torch.py"
+"${PYTHON:-python3}" "$here/bench/gemm_torch.py" --out "$OUT/gemm_torch.csv" || rc=$?
+echo
+for f in gemm_camel.csv gemm_torch.csv; do
+  if [ -s "$OUT/$f" ]; then echo "bench-gemm: wrote $OUT/$f"; else echo "bench-gemm: no $OUT/$f"; rc=1; fi
+done
+exit $rc
+"#;
 
 const RUN_SCRIPT: &str = r#"#!/usr/bin/env bash
 # Run every camel GPU test binary in this folder with the GPU required and outputs poisoned.
@@ -115,8 +144,9 @@ pub fn dist(args: &[String]) -> Result<(), String> {
     if !status.success() {
         return Err("cargo build of the camel program failed".into());
     }
+    let examples = build_cuda_examples(&cargo)?;
     let _ = fs::remove_dir_all(OUT);
-    for d in ["tests", "bin"] {
+    for d in ["tests", "bin", "bench"] {
         fs::create_dir_all(Path::new(OUT).join(d)).map_err(|e| e.to_string())?;
     }
     // Every test executable cargo reported (libtest harness binaries of unit and integration tests).
@@ -146,6 +176,20 @@ pub fn dist(args: &[String]) -> Result<(), String> {
             .join(Path::new(prog).file_name().unwrap());
         copy_strip(&src, &dst)?;
     }
+    for exe in &examples {
+        copy_strip(
+            exe,
+            &Path::new(OUT).join("bin").join(exe.file_name().unwrap()),
+        )?;
+    }
+    let scripts = copy_bench_scripts()?;
+    let bench = Path::new(OUT).join("bench-gemm.sh");
+    fs::write(&bench, BENCH_GEMM_SCRIPT).map_err(|e| e.to_string())?;
+    Command::new("chmod")
+        .arg("+x")
+        .arg(&bench)
+        .status()
+        .map_err(|e| e.to_string())?;
     let script = Path::new(OUT).join("run-gpu-tests.sh");
     fs::write(&script, RUN_SCRIPT).map_err(|e| e.to_string())?;
     Command::new("chmod")
@@ -161,14 +205,84 @@ pub fn dist(args: &[String]) -> Result<(), String> {
         .status()
         .map_err(|e| e.to_string())?;
     let size: u64 = walk_size(Path::new(OUT));
+    let names: Vec<_> = examples
+        .iter()
+        .map(|e| e.file_name().unwrap().to_string_lossy())
+        .collect();
     println!(
-        "dist: {n} test binaries + camel + xor in {OUT} ({:.1} MiB)",
+        "dist: {n} test binaries + camel + xor + {} + {scripts} bench script(s) in {OUT} ({:.1} MiB)",
+        names.join(" + "),
         size as f64 / (1 << 20) as f64
     );
     if size > 60 << 20 {
         return Err(format!("{OUT} is {size} bytes, over the 60 MiB budget"));
     }
     Ok(())
+}
+
+/// Builds camel-cuda's examples with `--features cuda` and returns the executables of those
+/// named in [`CUDA_EXAMPLES`] (cargo's JSON messages name them, wherever the target folder is).
+fn build_cuda_examples(cargo: &str) -> Result<Vec<PathBuf>, String> {
+    let out = Command::new(cargo)
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "camel-cuda",
+            "--features",
+            "cuda",
+            "--examples",
+            "--message-format=json",
+        ])
+        .env("CAMEL_NO_STUB_RPATH", "1")
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("running cargo: {e}"))?;
+    if !out.status.success() {
+        return Err("cargo build of the camel-cuda examples failed".into());
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let mut found = Vec::new();
+    for line in stdout.lines() {
+        if !line.contains("\"reason\":\"compiler-artifact\"") || !line.contains("\"example\"") {
+            continue;
+        }
+        let Some(pos) = line.find("\"executable\":\"") else {
+            continue;
+        };
+        let rest = &line[pos + 14..];
+        let Some(end) = rest.find('"') else { continue };
+        let exe = PathBuf::from(&rest[..end]);
+        let wanted = exe
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| CUDA_EXAMPLES.contains(&n));
+        if wanted && !found.contains(&exe) {
+            found.push(exe);
+        }
+    }
+    if !found.iter().any(|e| e.ends_with("gemm_bench")) {
+        return Err(
+            "cargo built no gemm_bench example (crates/camel-cuda/examples/gemm_bench.rs)".into(),
+        );
+    }
+    found.sort();
+    Ok(found)
+}
+
+/// Copies `bench/*.py` into `dist/gpu/bench/`; returns how many.
+fn copy_bench_scripts() -> Result<usize, String> {
+    let mut n = 0;
+    let rd = fs::read_dir("bench").map_err(|e| format!("reading bench/: {e}"))?;
+    for entry in rd.flatten() {
+        let p = entry.path();
+        if p.extension().is_some_and(|e| e == "py") && p.is_file() {
+            let dst = Path::new(OUT).join("bench").join(p.file_name().unwrap());
+            fs::copy(&p, &dst).map_err(|e| format!("copy {}: {e}", p.display()))?;
+            n += 1;
+        }
+    }
+    Ok(n)
 }
 
 fn copy_strip(src: &Path, dst: &Path) -> Result<(), String> {

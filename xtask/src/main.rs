@@ -7,10 +7,14 @@
 //!
 //! - `dist`: build the release GPU test binaries and programs with `--features cuda`, strip
 //!   them and write them with `run-gpu-tests.sh` into `dist/gpu/` for a GPU host without Rust.
+//! - `gemm-report DIR`: turn a GPU run's GEMM benchmark CSVs into `docs/gemm-results.md` and
+//!   `docs/gemm.png`.
 //!
-//! Standard library only, so the task builds in seconds on a fresh clone.
+//! Standard library only, except `plotters` for `gemm-report`'s PNG.
 
 mod dist;
+mod gemm_report;
+mod gemm_search;
 
 use std::collections::BTreeSet;
 use std::env;
@@ -44,6 +48,8 @@ fn main() -> ExitCode {
         Some("build-kernels") => build_kernels(&args[1..]),
         Some("cuda-stub") => cuda_stub(&args[1..]).map(|_| ()),
         Some("dist") => dist::dist(&args[1..]),
+        Some("gemm-report") => gemm_report::gemm_report(&args[1..]),
+        Some("gemm-search") => gemm_search::gemm_search(&args[1..]),
         Some("help" | "-h" | "--help") | None => {
             print_help();
             Ok(())
@@ -74,7 +80,13 @@ commands:
       (install it with `bash .ci/install-nvcc.sh`).
   cuda-stub [--check]
       Refresh {SYMBOLS_FILE} from cust_raw's bindings and camel-cuda's own FFI declarations.
-      With --check, fail instead of writing when it is out of date."
+      With --check, fail instead of writing when it is out of date.
+  gemm-search [--max N] [--jobs N]
+      Compile every valid tile configuration of the SGEMM templates (steps 7–11) to sm_90
+      cubins in dist/gemm-search/ for the autotuner (`gemm_tune`, run on the GPU host).
+  gemm-report DIR [--docs DOCS]
+      Read DIR/gemm_camel.csv (gemm_bench) and DIR/gemm_torch.csv (bench/gemm_torch.py) and
+      write docs/gemm-results.md and docs/gemm.png."
     );
 }
 

@@ -271,15 +271,31 @@ fn ladder_fused_epilogue() {
     }
 }
 
-/// Every tuned configuration in the tables is launchable and correct, not only the nearest one.
+/// Every tuned configuration in the tables is launchable and correct, not only the nearest
+/// one, with and without split-K (odd K, batched, and with the epilogue on the split path).
 #[test]
-fn every_tuned_configuration() {
-    use camel_cuda::kernels::matmul::{parse_tile_kernel, sgemm_with_tile, tuned};
+fn every_tuned_configuration_with_and_without_split_k() {
+    use camel_cuda::kernels::matmul::{parse_tile_kernel, sgemm_split_k, tuned};
     let Some(dev) = test_device() else { return };
-    let g = gemm(161, 97, 75, true, false);
+    let g = Gemm {
+        batch: 2,
+        m: 161,
+        n: 97,
+        k: 333,
+        trans_a: true,
+        trans_b: false,
+        stride_a: 161 * 333,
+        stride_b: 333 * 97,
+    };
     let (a, b) = inputs(&g, 21);
-    let (r, _) = reference(&a, &b, &g, 0);
-    let (da, db) = (dev.htod(&a).unwrap(), dev.htod(&b).unwrap());
+    let bias = lcg(5, g.n);
+    let refs: Vec<_> = (0..g.batch).map(|bi| reference(&a, &b, &g, bi).0).collect();
+    let (da, db, dbias) = (
+        dev.htod(&a).unwrap(),
+        dev.htod(&b).unwrap(),
+        dev.htod(&bias).unwrap(),
+    );
+    let total = g.batch * g.m * g.n;
     for (module, table) in [
         ("matmul/07_autotuned", tuned::TUNED_07),
         ("matmul/10_warptiling", tuned::TUNED_10),
@@ -287,27 +303,65 @@ fn every_tuned_configuration() {
     ] {
         for (_, _, _, name) in table {
             let t = parse_tile_kernel(module, name).expect(name);
-            let dc = dev.htod(&vec![f32::NAN; g.m * g.n]).unwrap();
-            sgemm_with_tile(
-                &dev,
-                &t,
-                &g,
-                da.ptr(),
-                db.ptr(),
-                dc.ptr(),
-                &Epilogue::default(),
-            )
-            .unwrap();
-            let c: Vec<f32> = dev.dtoh_vec(&dc, g.m * g.n).unwrap();
-            for (idx, &x) in c.iter().enumerate() {
-                assert!(
-                    ((x as f64) - r[idx]).abs() <= 1e-4,
-                    "{name}: element {idx}: got {x}, want {}",
-                    r[idx]
-                );
+            for splits in [1, 3, 11] {
+                let dc = dev.htod(&vec![f32::NAN; total]).unwrap();
+                let dz = dev.htod(&vec![f32::NAN; total]).unwrap();
+                let epi = Epilogue {
+                    bias: Some(dbias.ptr()),
+                    act: Activation::Relu,
+                    pre_act: Some(dz.ptr()),
+                };
+                sgemm_split_k(&dev, &t, &g, da.ptr(), db.ptr(), dc.ptr(), &epi, splits).unwrap();
+                let c: Vec<f32> = dev.dtoh_vec(&dc, total).unwrap();
+                let z: Vec<f32> = dev.dtoh_vec(&dz, total).unwrap();
+                for (idx, (&x, &zz)) in c.iter().zip(&z).enumerate() {
+                    let (bi, e) = (idx / (g.m * g.n), idx % (g.m * g.n));
+                    let pre = refs[bi][e] + bias[e % g.n] as f64;
+                    assert!(
+                        ((zz as f64) - pre).abs() <= 2e-4 && ((x as f64) - pre.max(0.0)).abs() <= 2e-4,
+                        "{name} with {splits} K-splits: element {idx}: got {x} (pre {zz}), want {} (pre {pre})",
+                        pre.max(0.0)
+                    );
+                }
             }
         }
     }
+    // a kernel that cannot split says so
+    let t = SgemmKernel::SmemTiling.tile(&g);
+    let dc = dev.alloc(total * 4).unwrap();
+    let e = sgemm_split_k(
+        &dev,
+        &t,
+        &g,
+        da.ptr(),
+        db.ptr(),
+        dc.ptr(),
+        &Epilogue::default(),
+        2,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("cannot split K"), "{e}");
+}
+
+#[test]
+fn split_k_only_for_small_outputs_with_long_k() {
+    use camel_cuda::kernels::matmul::split_k_factor;
+    let t = SgemmKernel::DoubleBuffering.tile(&gemm(64, 256, 784, false, false));
+    assert!(split_k_factor(132, &t, &gemm(64, 256, 784, false, false)) > 1);
+    assert_eq!(
+        split_k_factor(132, &t, &gemm(4096, 4096, 4096, false, false)),
+        1
+    );
+    assert_eq!(
+        split_k_factor(132, &t, &gemm(64, 256, 100, false, false)),
+        1
+    );
+    let naive = SgemmKernel::Naive.tile(&gemm(64, 256, 784, false, false));
+    assert_eq!(
+        split_k_factor(132, &naive, &gemm(64, 256, 784, false, false)),
+        1
+    );
 }
 
 #[test]

@@ -153,11 +153,7 @@ impl Tensor {
                 return Err(mismatch(b, format!("bias of shape [{out}]")));
             }
         }
-        let rows = if inp == 0 {
-            numel(&self.shape()[..self.rank() - 1])
-        } else {
-            self.numel() / inp
-        };
+        let rows = numel(&self.shape()[..self.rank() - 1]);
         let (y, z) = {
             let bs = bias.map(|b| b.storage());
             self.storage()

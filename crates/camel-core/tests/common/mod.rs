@@ -5,7 +5,9 @@
 //! computation on the CPU.
 #![allow(dead_code)]
 
+#[allow(unused_imports)]
 pub use camel_core::Activation;
+#[allow(unused_imports)]
 pub use camel_core::Tensor;
 use camel_core::{gradcheck, Device, GradcheckOptions, Result};
 use proptest::prelude::*;

@@ -47,6 +47,8 @@ pub struct TileShape {
     pub bn: u32,
     /// Threads per block (1-D blocks, except steps 1–3 which use 32×32).
     pub threads: u32,
+    /// Whether the kernel can split K (the templated steps 7–11).
+    pub split_k: bool,
 }
 
 impl SgemmKernel {
@@ -120,6 +122,7 @@ impl SgemmKernel {
             bm,
             bn,
             threads,
+            split_k: false,
         };
         match self {
             SgemmKernel::Naive => fixed("matmul/01_naive", "sgemm_01_naive", 32, 32, 1024),
@@ -203,6 +206,7 @@ pub fn parse_tile_kernel(module: &'static str, name: &str) -> Option<TileShape> 
         bm,
         bn,
         threads,
+        split_k: true,
     })
 }
 
@@ -275,8 +279,22 @@ pub fn sgemm_epilogue(
     sgemm_with_tile(dev, &kernel.tile(g), g, a, b, c, epi)
 }
 
-/// Launch one templated kernel by its tile shape (used by the autotuner on candidates loaded
-/// with [`CudaDevice::load_module_image`]).
+/// How many K-splits `t` gets for `g` on a device with `sm_count` multiprocessors: when the
+/// output has fewer tiles than there are multiprocessors and K is long, K is cut so that there
+/// are about two blocks per multiprocessor, each split keeping at least 128 of K.
+pub fn split_k_factor(sm_count: usize, t: &TileShape, g: &Gemm) -> usize {
+    if !t.split_k || g.k < 256 {
+        return 1;
+    }
+    let blocks = g.m.div_ceil(t.bm as usize) * g.n.div_ceil(t.bn as usize) * g.batch;
+    if blocks >= sm_count {
+        return 1;
+    }
+    (2 * sm_count).div_ceil(blocks).min(g.k / 128).max(1)
+}
+
+/// Launch one kernel by its tile shape (used by the autotuner on candidates loaded with
+/// [`CudaDevice::load_module_image`]); K is split where [`split_k_factor`] says so.
 pub fn sgemm_with_tile(
     dev: &CudaDevice,
     t: &TileShape,
@@ -286,18 +304,50 @@ pub fn sgemm_with_tile(
     c: DevPtr,
     epi: &Epilogue,
 ) -> Result<()> {
+    let splits = split_k_factor(dev.limits().sm_count as usize, t, g);
+    sgemm_split_k(dev, t, g, a, b, c, epi, splits)
+}
+
+/// [`sgemm_with_tile`] with an explicit number of K-splits (1 = none). With more than one,
+/// the kernel writes `splits` partial products to a workspace and `splitk_reduce` sums them
+/// and applies the epilogue. Only the templated steps (7–11) can split.
+#[allow(clippy::too_many_arguments)]
+pub fn sgemm_split_k(
+    dev: &CudaDevice,
+    t: &TileShape,
+    g: &Gemm,
+    a: DevPtr,
+    b: DevPtr,
+    c: DevPtr,
+    epi: &Epilogue,
+    splits: usize,
+) -> Result<()> {
     if g.batch == 0 || g.m == 0 || g.n == 0 {
         return Ok(());
     }
+    if splits > 1 && !t.split_k {
+        return Err(Error::LaunchConfig {
+            kernel: t.kernel.clone(),
+            msg: format!("{splits} K-splits requested, but this kernel cannot split K"),
+        });
+    }
+    // each split a multiple of 32 long (keeps the float4 loads aligned); recount the splits
+    let k_split = if splits > 1 {
+        g.k.div_ceil(splits).next_multiple_of(32)
+    } else {
+        0
+    };
+    let splits = if splits > 1 { g.k.div_ceil(k_split) } else { 1 };
     if g.m > i32::MAX as usize
         || g.n > i32::MAX as usize
         || g.k > i32::MAX as usize
-        || g.batch > 65_535
+        || g.batch * splits > 65_535
     {
         return Err(Error::LaunchConfig {
             kernel: t.kernel.clone(),
             msg: format!(
-                "sizes m={} n={} k={} batch={} exceed the kernel's limits (i32 dims, batch ≤ 65535)",
+                "sizes m={} n={} k={} batch={} (× {splits} K-splits) exceed the kernel's limits \
+                 (i32 dims, batch·splits ≤ 65535)",
                 g.m, g.n, g.k, g.batch
             ),
         });
@@ -318,7 +368,7 @@ pub fn sgemm_with_tile(
             Dim3::xyz(
                 g.n.div_ceil(t.bn as usize) as u32,
                 g.m.div_ceil(t.bm as usize) as u32,
-                g.batch as u32,
+                (g.batch * splits) as u32,
             ),
             Dim3::x(t.threads),
         )
@@ -334,15 +384,41 @@ pub fn sgemm_with_tile(
         Activation::Relu => 1,
         Activation::Gelu => 2,
     };
-    // SAFETY: matches GEMM_ARGS in common_gemm.cuh; the caller passes buffers holding the
-    // matrices the strides and sizes describe (bias: n floats; pre_act: like C).
+    let total = g.batch * g.m * g.n;
+    if splits == 1 {
+        // SAFETY: matches GEMM_ARGS in common_gemm.cuh; the caller passes buffers holding the
+        // matrices the strides and sizes describe (bias: n floats; pre_act: like C).
+        return unsafe {
+            dev.launch(
+                &k,
+                LaunchConfig::new(grid, block),
+                &[
+                    &a, &b, &c, &m, &n, &kk, &ta, &tb, &sa, &sb, &sc, &bias, &act, &z, &0i32,
+                ],
+            )
+        };
+    }
+    // partial products into a workspace, then the reduction with the epilogue
+    let work = dev.alloc(splits * total * 4)?;
+    let (wp, null, none, ks) = (work.ptr(), DevPtr::NULL, 0i32, k_split as i32);
+    // SAFETY: as above, with C = the workspace of `splits` × batch × m × n floats.
     unsafe {
         dev.launch(
             &k,
             LaunchConfig::new(grid, block),
             &[
-                &a, &b, &c, &m, &n, &kk, &ta, &tb, &sa, &sb, &sc, &bias, &act, &z,
+                &a, &b, &wp, &m, &n, &kk, &ta, &tb, &sa, &sb, &sc, &null, &none, &null, &ks,
             ],
+        )?;
+    }
+    let r = dev.function("matmul/splitk_reduce", "sgemm_splitk_reduce")?;
+    let (sp, tot, nn) = (splits as i32, total as i64, g.n as i32);
+    // SAFETY: matches sgemm_splitk_reduce: P holds splits × total floats, C total floats.
+    unsafe {
+        dev.launch(
+            &r,
+            crate::launch_1d(total),
+            &[&wp, &c, &sp, &tot, &nn, &bias, &act, &z],
         )
     }
 }
