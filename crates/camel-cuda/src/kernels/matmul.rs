@@ -279,18 +279,36 @@ pub fn sgemm_epilogue(
     sgemm_with_tile(dev, &kernel.tile(g), g, a, b, c, epi)
 }
 
+/// Split-K policy: (shortest K per split, blocks per multiprocessor to aim for). Default
+/// (128, 2); env `CAMEL_SPLITK=min_k,blocks_per_sm` overrides it (for measuring).
+fn split_k_policy() -> (usize, usize) {
+    static P: std::sync::OnceLock<(usize, usize)> = std::sync::OnceLock::new();
+    *P.get_or_init(|| {
+        std::env::var("CAMEL_SPLITK")
+            .ok()
+            .and_then(|v| {
+                let (a, b) = v.split_once(',')?;
+                Some((a.trim().parse().ok()?, b.trim().parse().ok()?))
+            })
+            .filter(|&(a, b): &(usize, usize)| a >= 32 && b >= 1)
+            .unwrap_or((128, 2))
+    })
+}
+
 /// How many K-splits `t` gets for `g` on a device with `sm_count` multiprocessors: when the
 /// output has fewer tiles than there are multiprocessors and K is long, K is cut so that there
-/// are about two blocks per multiprocessor, each split keeping at least 128 of K.
+/// are about two blocks per multiprocessor, each split keeping at least 128 of K (see
+/// `split_k_policy`).
 pub fn split_k_factor(sm_count: usize, t: &TileShape, g: &Gemm) -> usize {
-    if !t.split_k || g.k < 256 {
+    let (min_k, per_sm) = split_k_policy();
+    if !t.split_k || g.k < 2 * min_k {
         return 1;
     }
     let blocks = g.m.div_ceil(t.bm as usize) * g.n.div_ceil(t.bn as usize) * g.batch;
     if blocks >= sm_count {
         return 1;
     }
-    (2 * sm_count).div_ceil(blocks).min(g.k / 128).max(1)
+    (per_sm * sm_count).div_ceil(blocks).min(g.k / min_k).max(1)
 }
 
 /// Launch one kernel by its tile shape (used by the autotuner on candidates loaded with
