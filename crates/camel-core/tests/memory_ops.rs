@@ -109,13 +109,11 @@ fn grads_match(
             .collect()
     };
     let cpu = run(camel_core::Device::Cpu);
-    for g in &cpu {
-        if let Some(g) = g {
-            assert!(
-                g.iter().all(|v| v.is_finite()),
-                "{what}: non-finite CPU grad"
-            );
-        }
+    for g in cpu.iter().flatten() {
+        assert!(
+            g.iter().all(|v| v.is_finite()),
+            "{what}: non-finite CPU grad"
+        );
     }
     for dev in devices().into_iter().filter(|d| d.is_cuda()) {
         let got = run(dev);
@@ -587,7 +585,13 @@ fn multi_tensor_update_rejects_bad_input() {
         bc2: 0.001,
     };
     // Adam without its two state buffers
-    assert!(Tensor::apply_updates(&[p.clone()], &[g.clone()], &[vec![]], &[adam]).is_err());
+    assert!(Tensor::apply_updates(
+        std::slice::from_ref(&p),
+        std::slice::from_ref(&g),
+        &[vec![]],
+        &[adam]
+    )
+    .is_err());
     // the same parameter twice
     let st = || {
         vec![

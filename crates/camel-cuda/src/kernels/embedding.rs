@@ -89,7 +89,7 @@ pub fn index_select_rows_warp_f32(
     if n * d == 0 {
         return Ok(());
     }
-    let vec = d.is_multiple_of(4) && super::rows::aligned16(&[table, out]);
+    let vec = d % 4 == 0 && super::rows::aligned16(&[table, out]);
     let name = if vec {
         "index_select_rows_warp_vec_f32"
     } else {

@@ -24,7 +24,7 @@ pub fn layernorm_fwd_f32(
     if rows == 0 || cols == 0 {
         return Ok(());
     }
-    let vec = cols.is_multiple_of(4) && aligned16(&[x, gamma, beta, y]);
+    let vec = cols % 4 == 0 && aligned16(&[x, gamma, beta, y]);
     let name = if vec {
         "layernorm_fwd_vec_f32"
     } else {
@@ -76,7 +76,7 @@ pub fn layernorm_bwd_f32(
     if cols == 0 {
         return Ok(());
     }
-    let vec = cols.is_multiple_of(4) && aligned16(&[x, gamma, g, dx]);
+    let vec = cols % 4 == 0 && aligned16(&[x, gamma, g, dx]);
     let name = if vec {
         "layernorm_bwd_vec_f32"
     } else {

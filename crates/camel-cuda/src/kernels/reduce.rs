@@ -106,7 +106,7 @@ pub fn reduce_rows2_f32(
         return unsafe { dev.launch(&k, cfg, &[&x, &y, &(rows as i64), &(cols as i64), &op]) };
     }
     // Pass 1: about 8 blocks per SM in all, each reducing one chunk of one row.
-    let vec = cols.is_multiple_of(4) && super::rows::aligned16(&[x]);
+    let vec = cols % 4 == 0 && super::rows::aligned16(&[x]);
     let target = 8 * sms;
     let chunks = target
         .div_ceil(rows)

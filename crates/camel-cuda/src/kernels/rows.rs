@@ -62,7 +62,7 @@ pub(crate) fn row_launch(
     ptrs: &[DevPtr],
 ) -> Result<(bool, bool, LaunchConfig)> {
     let warp = cols <= WARP_ROW_MAX;
-    let vec = cols.is_multiple_of(4) && aligned16(ptrs);
+    let vec = cols % 4 == 0 && aligned16(ptrs);
     let per_block = (ROW_THREADS / 32) as usize;
     let cfg = if warp {
         LaunchConfig::new(
