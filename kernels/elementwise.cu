@@ -81,3 +81,55 @@ extern "C" __global__ void binary_bcast_f32(const float* __restrict__ a, const f
         out[i] = binary_apply(op, a[ia], b[ib]);
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Step 2 (memory-bound issue): float4. Each thread moves 16 bytes per load instead of 4, so a
+// warp issues a quarter of the memory instructions for the same bytes; the grid-stride loop
+// walks float4s and the last n % 4 elements are done by the first threads. The launcher picks
+// these only when every pointer is 16-byte aligned (camel's buffers are 256-byte aligned).
+// Binary op 5 is the fused GELU backward, g·gelu'(x) (a = x, b = g), in both steps: step 1 of
+// it composed two kernels (gelu' then mul). Figures: docs/benchmarks.md.
+
+__device__ __forceinline__ float gelu_grad(float x) {
+    float u = GELU_C * (x + 0.044715f * x * x * x);
+    float t = tanhf(u);
+    float du = GELU_C * (1.0f + 3.0f * 0.044715f * x * x);
+    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
+}
+
+__device__ __forceinline__ float binary_apply2(int op, float a, float b) {
+    return op == 5 ? b * gelu_grad(a) : binary_apply(op, a, b);
+}
+
+// out[i] = a[i] op b[i] with the ops of step 1 plus 5 (gelu backward), scalar.
+extern "C" __global__ void binary2_f32(const float* __restrict__ a, const float* __restrict__ b,
+                                       float* __restrict__ out, long long n, int op) {
+    GRID_STRIDE_LOOP(i, n) out[i] = binary_apply2(op, a[i], b[i]);
+}
+
+extern "C" __global__ void unary_vec4_f32(const float* __restrict__ x, float* __restrict__ y, long long n, int op,
+                                          float s) {
+    const float4* x4 = reinterpret_cast<const float4*>(x);
+    float4* y4 = reinterpret_cast<float4*>(y);
+    GRID_STRIDE_LOOP(i, n / 4) {
+        float4 v = x4[i];
+        y4[i] = make_float4(unary_apply(op, v.x, s), unary_apply(op, v.y, s), unary_apply(op, v.z, s),
+                            unary_apply(op, v.w, s));
+    }
+    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x, i = n / 4 * 4 + t;
+    if (i < n) y[i] = unary_apply(op, x[i], s);
+}
+
+extern "C" __global__ void binary_vec4_f32(const float* __restrict__ a, const float* __restrict__ b,
+                                           float* __restrict__ out, long long n, int op) {
+    const float4* a4 = reinterpret_cast<const float4*>(a);
+    const float4* b4 = reinterpret_cast<const float4*>(b);
+    float4* o4 = reinterpret_cast<float4*>(out);
+    GRID_STRIDE_LOOP(i, n / 4) {
+        float4 u = a4[i], v = b4[i];
+        o4[i] = make_float4(binary_apply2(op, u.x, v.x), binary_apply2(op, u.y, v.y), binary_apply2(op, u.z, v.z),
+                            binary_apply2(op, u.w, v.w));
+    }
+    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x, i = n / 4 * 4 + t;
+    if (i < n) out[i] = binary_apply2(op, a[i], b[i]);
+}

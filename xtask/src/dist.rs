@@ -47,9 +47,9 @@ set -u
 here="$(cd "$(dirname "$0")" && pwd)"
 export CAMEL_REQUIRE_GPU=1 CAMEL_POISON=1
 pass=0; fail=0; bad_bins=""
-for t in "$here"/tests/*; do
-  name="$(basename "$t")"
-  out="$("$t" --test-threads=4 "$@" 2>&1)"; rc=$?
+one() { # name command...
+  local name=$1; shift
+  out="$("$@" 2>&1)"; rc=$?
   line="$(printf '%s\n' "$out" | grep -E '^test result:' | tail -n 1)"
   p=$(printf '%s\n' "$out" | grep -E '^test result:' | sed -E 's/.* ([0-9]+) passed.*/\1/' | awk '{s+=$1} END {print s+0}')
   f=$(printf '%s\n' "$out" | grep -E '^test result:' | sed -E 's/.* ([0-9]+) failed.*/\1/' | awk '{s+=$1} END {print s+0}')
@@ -57,6 +57,12 @@ for t in "$here"/tests/*; do
   pass=$((pass + p)); fail=$((fail + f))
   [ $rc -ne 0 ] && { bad_bins="$bad_bins $name"; printf '%s\n' "$out" | grep -vE '^test .* ok$' | tail -n 60; }
   printf '%-40s %s\n' "$name" "${line:-no test result (exit $rc)}"
+}
+for t in "$here"/tests/*; do one "$(basename "$t")" "$t" --test-threads=4 "$@"; done
+# Step 1 of every memory-bound ladder (issue 4): memory_ops again with each family at step 1.
+for t in "$here"/tests/memory_ops-*; do
+  one "$(basename "$t") [step 1]" env CAMEL_ELEMENTWISE=1 CAMEL_REDUCE=1 CAMEL_SOFTMAX=1 \
+    CAMEL_CROSS_ENTROPY=1 CAMEL_EMBEDDING=1 CAMEL_OPTIM=1 "$t" --test-threads=4 "$@"
 done
 [ -n "$bad_bins" ] && echo "failing binaries:$bad_bins"
 echo "gpu-tests: $pass passed, $fail failed"
@@ -169,7 +175,12 @@ pub fn dist(args: &[String]) -> Result<(), String> {
         copy_strip(exe, &Path::new(OUT).join("tests").join(&*name))?;
         n += 1;
     }
-    for prog in ["camel", "examples/xor"] {
+    for prog in [
+        "camel",
+        "examples/xor",
+        "examples/block",
+        "examples/bench_memory",
+    ] {
         let src = Path::new("target/release").join(prog);
         let dst = Path::new(OUT)
             .join("bin")
@@ -210,7 +221,7 @@ pub fn dist(args: &[String]) -> Result<(), String> {
         .map(|e| e.file_name().unwrap().to_string_lossy())
         .collect();
     println!(
-        "dist: {n} test binaries + camel + xor + {} + {scripts} bench script(s) in {OUT} ({:.1} MiB)",
+        "dist: {n} test binaries + camel, xor, block, bench_memory + {} + {scripts} bench script(s) in {OUT} ({:.1} MiB)",
         names.join(" + "),
         size as f64 / (1 << 20) as f64
     );

@@ -458,3 +458,246 @@ pub fn update(
         }
     }
 }
+
+// ------------------------------------------------------------------ memory-bound ops (issue 4)
+
+impl Storage {
+    /// Backward of softmax / log-softmax (`log`) of each row, from the forward's output.
+    pub fn softmax_last_bwd(
+        &self,
+        g: &Storage,
+        rows: usize,
+        cols: usize,
+        log: bool,
+    ) -> Result<Storage> {
+        self.same_device("softmax backward", g)?;
+        match (self, g) {
+            (Storage::Cpu(_), Storage::Cpu(_)) => {
+                Ok(Storage::Cpu(CpuStorage::F32(cpu::softmax_last_bwd(
+                    self.cpu_f32("softmax backward")?,
+                    g.cpu_f32("softmax backward")?,
+                    rows,
+                    cols,
+                    log,
+                ))))
+            }
+            #[cfg(feature = "cuda")]
+            (Storage::Cuda(y), Storage::Cuda(g)) => Ok(Storage::Cuda(cuda::softmax_last_bwd(
+                y, g, rows, cols, log,
+            )?)),
+            #[cfg(feature = "cuda")]
+            _ => unreachable!("devices checked above"),
+        }
+    }
+
+    /// Per-row cross-entropy and the row statistics (max, Σ exp) its backward can reuse; `None`
+    /// when the selected CUDA step does not save them.
+    pub fn cross_entropy_fwd_stats(
+        &self,
+        t: &Storage,
+        rows: usize,
+        cols: usize,
+    ) -> Result<(Storage, Option<Storage>)> {
+        self.same_device("cross_entropy", t)?;
+        match (self, t) {
+            (Storage::Cpu(_), Storage::Cpu(_)) => {
+                let (loss, stats) = cpu::cross_entropy_fwd_stats(
+                    self.cpu_f32("cross_entropy")?,
+                    t.cpu_i64("cross_entropy")?,
+                    rows,
+                    cols,
+                )?;
+                Ok((
+                    Storage::Cpu(CpuStorage::F32(loss)),
+                    Some(Storage::Cpu(CpuStorage::F32(stats))),
+                ))
+            }
+            #[cfg(feature = "cuda")]
+            (Storage::Cuda(x), Storage::Cuda(t)) => {
+                let (loss, stats) = cuda::cross_entropy_fwd_stats(x, t, rows, cols)?;
+                Ok((Storage::Cuda(loss), stats.map(Storage::Cuda)))
+            }
+            #[cfg(feature = "cuda")]
+            _ => unreachable!("devices checked above"),
+        }
+    }
+
+    /// Gradient of the per-row cross-entropy, from the forward's statistics when it saved them.
+    pub fn cross_entropy_bwd_stats(
+        &self,
+        t: &Storage,
+        stats: Option<&Storage>,
+        g: &Storage,
+        rows: usize,
+        cols: usize,
+    ) -> Result<Storage> {
+        self.same_device("cross_entropy backward", t)?;
+        self.same_device("cross_entropy backward", g)?;
+        match (self, t, g, stats) {
+            (Storage::Cpu(_), Storage::Cpu(_), Storage::Cpu(_), Some(st)) => {
+                Ok(Storage::Cpu(CpuStorage::F32(cpu::cross_entropy_bwd_stats(
+                    self.cpu_f32("cross_entropy backward")?,
+                    t.cpu_i64("cross_entropy backward")?,
+                    st.cpu_f32("cross_entropy backward")?,
+                    g.cpu_f32("cross_entropy backward")?,
+                    rows,
+                    cols,
+                )?)))
+            }
+            (Storage::Cpu(_), Storage::Cpu(_), Storage::Cpu(_), None) => {
+                self.cross_entropy_bwd(t, g, rows, cols)
+            }
+            #[cfg(feature = "cuda")]
+            (Storage::Cuda(x), Storage::Cuda(t), Storage::Cuda(g), st) => {
+                let st = match st {
+                    Some(Storage::Cuda(s)) => Some(s),
+                    Some(_) => unreachable!("statistics live beside the logits"),
+                    None => None,
+                };
+                Ok(Storage::Cuda(cuda::cross_entropy_bwd_stats(
+                    x, t, st, g, rows, cols,
+                )?))
+            }
+            #[cfg(feature = "cuda")]
+            _ => unreachable!("devices checked above"),
+        }
+    }
+
+    /// LayerNorm of each row of `[rows, cols]` with `gamma`, `beta` of `[cols]`:
+    /// `(y, mean, rstd)`.
+    pub fn layer_norm_fwd(
+        &self,
+        gamma: &Storage,
+        beta: &Storage,
+        rows: usize,
+        cols: usize,
+        eps: f32,
+    ) -> Result<(Storage, Storage, Storage)> {
+        self.same_device("layer_norm", gamma)?;
+        self.same_device("layer_norm", beta)?;
+        match (self, gamma, beta) {
+            (Storage::Cpu(_), Storage::Cpu(_), Storage::Cpu(_)) => {
+                let (y, m, r) = cpu::layer_norm_fwd(
+                    self.cpu_f32("layer_norm")?,
+                    gamma.cpu_f32("layer_norm")?,
+                    beta.cpu_f32("layer_norm")?,
+                    rows,
+                    cols,
+                    eps,
+                );
+                let f = |v| Storage::Cpu(CpuStorage::F32(v));
+                Ok((f(y), f(m), f(r)))
+            }
+            #[cfg(feature = "cuda")]
+            (Storage::Cuda(x), Storage::Cuda(gm), Storage::Cuda(bt)) => {
+                let (y, m, r) = cuda::layer_norm_fwd(x, gm, bt, rows, cols, eps)?;
+                Ok((Storage::Cuda(y), Storage::Cuda(m), Storage::Cuda(r)))
+            }
+            #[cfg(feature = "cuda")]
+            _ => unreachable!("devices checked above"),
+        }
+    }
+
+    /// LayerNorm backward from the forward's `mean` and `rstd`: `(dx, dgamma, dbeta)`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn layer_norm_bwd(
+        &self,
+        gamma: &Storage,
+        g: &Storage,
+        mean: &Storage,
+        rstd: &Storage,
+        rows: usize,
+        cols: usize,
+    ) -> Result<(Storage, Storage, Storage)> {
+        for o in [gamma, g, mean, rstd] {
+            self.same_device("layer_norm backward", o)?;
+        }
+        match (self, gamma, g, mean, rstd) {
+            (
+                Storage::Cpu(_),
+                Storage::Cpu(_),
+                Storage::Cpu(_),
+                Storage::Cpu(_),
+                Storage::Cpu(_),
+            ) => {
+                let op = "layer_norm backward";
+                let (dx, dg, db) = cpu::layer_norm_bwd(
+                    self.cpu_f32(op)?,
+                    gamma.cpu_f32(op)?,
+                    g.cpu_f32(op)?,
+                    mean.cpu_f32(op)?,
+                    rstd.cpu_f32(op)?,
+                    rows,
+                    cols,
+                );
+                let f = |v| Storage::Cpu(CpuStorage::F32(v));
+                Ok((f(dx), f(dg), f(db)))
+            }
+            #[cfg(feature = "cuda")]
+            (
+                Storage::Cuda(x),
+                Storage::Cuda(gm),
+                Storage::Cuda(g),
+                Storage::Cuda(m),
+                Storage::Cuda(r),
+            ) => {
+                let (dx, dg, db) = cuda::layer_norm_bwd(x, gm, g, m, r, rows, cols)?;
+                Ok((Storage::Cuda(dx), Storage::Cuda(dg), Storage::Cuda(db)))
+            }
+            #[cfg(feature = "cuda")]
+            _ => unreachable!("devices checked above"),
+        }
+    }
+}
+
+/// Optimizer updates of many parameters in place (`ps[i]`, its gradient `gs[i]`, its state
+/// buffers `states[i]`, its rule `rules[i]`); all on one device. On a GPU, one kernel launch for
+/// all of them (see [`cuda::update_multi`]); on the CPU, [`update`] for each.
+pub fn update_multi(
+    ps: &mut [&mut Storage],
+    gs: &[&Storage],
+    states: &mut [Vec<&mut Storage>],
+    rules: &[UpdateRule],
+) -> Result<()> {
+    let Some(first) = ps.first() else {
+        return Ok(());
+    };
+    let dev = first.device();
+    for (i, p) in ps.iter().enumerate() {
+        p.same_device("optimizer step", gs[i])?;
+        if p.device() != dev {
+            return Err(Error::DeviceMismatch {
+                op: "optimizer step",
+                lhs: dev,
+                rhs: p.device(),
+            });
+        }
+        for s in states[i].iter() {
+            p.same_device("optimizer step", s)?;
+        }
+    }
+    match dev {
+        #[cfg(feature = "cuda")]
+        Device::Cuda(_) => {
+            fn unwrap(s: &Storage) -> &CudaStorage {
+                match s {
+                    Storage::Cuda(c) => c,
+                    _ => unreachable!("devices checked above"),
+                }
+            }
+            let pc: Vec<&CudaStorage> = ps.iter().map(|p| unwrap(p)).collect();
+            let gc: Vec<&CudaStorage> = gs.iter().map(|g| unwrap(g)).collect();
+            let sc: Vec<Vec<&CudaStorage>> = states
+                .iter()
+                .map(|st| st.iter().map(|s| unwrap(s)).collect())
+                .collect();
+            cuda::update_multi(&pc, &gc, &sc, rules)
+        }
+        _ => {
+            for (i, p) in ps.iter_mut().enumerate() {
+                update(p, gs[i], &mut states[i], &rules[i])?;
+            }
+            Ok(())
+        }
+    }
+}

@@ -1,6 +1,7 @@
 //! camel-models: the models camel trains (MLP today), their data loaders and training loops, and
 //! the `camel` command-line program.
 
+pub mod block;
 pub mod data;
 pub mod mlp;
 pub mod train;

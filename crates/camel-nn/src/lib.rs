@@ -22,12 +22,14 @@ mod activation;
 pub mod init;
 mod linear;
 mod module;
+mod norm;
 mod parameter;
 mod sequential;
 
 pub use activation::{ReLU, Sigmoid, Tanh, GELU};
 pub use linear::{Linear, LinearOptions};
 pub use module::Module;
+pub use norm::{Embedding, LayerNorm};
 pub use parameter::Parameter;
 pub use sequential::Sequential;
 

@@ -1,9 +1,9 @@
 //! camel-optim: SGD (momentum, weight decay), Adam and AdamW.
 //!
 //! Each optimizer keeps per-parameter state (momentum, or Adam's first and second moments) on the
-//! parameter's device, created on the first step. The update itself is one device primitive per
-//! parameter ([`camel_nn::Tensor::apply_update`]), so on a GPU it runs as a CUDA kernel and nothing
-//! is copied to the host.
+//! parameter's device, created on the first step. The update of all parameters is one device
+//! primitive ([`camel_nn::Tensor::apply_updates`]): on a GPU, one CUDA kernel launch for the
+//! whole model (the multi-tensor kernels of `kernels/optim.cu`), and nothing is copied to the host.
 
 use camel_nn::{no_grad_guard, Parameter, Result, Tensor, UpdateRule};
 
@@ -43,9 +43,12 @@ impl Slots {
     }
 
     /// Apply `rule(t)` to every parameter with a gradient, `t` being that parameter's own
-    /// 1-based update count, with `nbuf` state buffers each.
+    /// 1-based update count, with `nbuf` state buffers each. All parameters go to the device
+    /// in one call ([`Tensor::apply_updates`]): on a GPU, one kernel launch for the whole model.
     fn step(&mut self, nbuf: usize, rule: impl Fn(u32) -> UpdateRule) -> Result<()> {
         let _ng = no_grad_guard();
+        // Grouped by device (a model normally lives on one).
+        let mut groups: Vec<(camel_nn::Device, Batch)> = Vec::new();
         for ((p, st), t_p) in self
             .params
             .iter()
@@ -57,12 +60,35 @@ impl Slots {
             if st.len() != nbuf || st.first().is_some_and(|s| s.device() != t.device()) {
                 *st = (0..nbuf).map(|_| t.zeros_like()).collect::<Result<_>>()?;
             }
-            let refs: Vec<&Tensor> = st.iter().collect();
             *t_p += 1;
-            t.apply_update(&g, &refs, &rule(*t_p))?;
+            let dev = t.device();
+            let i = match groups.iter().position(|(d, _)| *d == dev) {
+                Some(i) => i,
+                None => {
+                    groups.push((dev, Batch::default()));
+                    groups.len() - 1
+                }
+            };
+            let b = &mut groups[i].1;
+            b.params.push(t);
+            b.grads.push(g);
+            b.states.push(st.clone());
+            b.rules.push(rule(*t_p));
+        }
+        for (_, b) in groups {
+            Tensor::apply_updates(&b.params, &b.grads, &b.states, &b.rules)?;
         }
         Ok(())
     }
+}
+
+/// The parameters of one device updated together.
+#[derive(Default)]
+struct Batch {
+    params: Vec<Tensor>,
+    grads: Vec<Tensor>,
+    states: Vec<Vec<Tensor>>,
+    rules: Vec<UpdateRule>,
 }
 
 /// Stochastic gradient descent with optional momentum and L2 weight decay:

@@ -397,3 +397,134 @@ pub fn update(p: &mut [f32], g: &[f32], state: &mut [&mut [f32]], rule: &UpdateR
         }
     }
 }
+
+// ------------------------------------------------------------------ memory-bound ops (issue 4)
+
+/// Backward of [`softmax_last`] from its output `y`: `dx = y ⊙ (g − Σ g⊙y)`, or for
+/// log-softmax `dx = g − exp(y) · Σ g`, per row.
+pub fn softmax_last_bwd(y: &[f32], g: &[f32], rows: usize, cols: usize, log: bool) -> Vec<f32> {
+    let mut out = vec![0.0; rows * cols];
+    for r in 0..rows {
+        let (yr, gr) = (&y[r * cols..(r + 1) * cols], &g[r * cols..(r + 1) * cols]);
+        let o = &mut out[r * cols..(r + 1) * cols];
+        if log {
+            let s: f32 = gr.iter().sum();
+            for ((oi, &yi), &gi) in o.iter_mut().zip(yr).zip(gr) {
+                *oi = gi - yi.exp() * s;
+            }
+        } else {
+            let dot: f32 = yr.iter().zip(gr).map(|(&a, &b)| a * b).sum();
+            for ((oi, &yi), &gi) in o.iter_mut().zip(yr).zip(gr) {
+                *oi = yi * (gi - dot);
+            }
+        }
+    }
+    out
+}
+
+/// Per-row cross-entropy and the row statistics the backward reuses: `stats[2r]` = max of the
+/// row, `stats[2r+1]` = Σ exp(x − max).
+pub fn cross_entropy_fwd_stats(
+    x: &[f32],
+    t: &[i64],
+    rows: usize,
+    cols: usize,
+) -> Result<(Vec<f32>, Vec<f32>)> {
+    let mut loss = Vec::with_capacity(rows);
+    let mut stats = Vec::with_capacity(2 * rows);
+    for r in 0..rows {
+        let tr = check_target(t[r], cols)?;
+        let row = &x[r * cols..(r + 1) * cols];
+        let mx = row.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+        let s: f32 = row.iter().map(|&v| (v - mx).exp()).sum();
+        loss.push((mx - row[tr]) + s.ln());
+        stats.extend([mx, s]);
+    }
+    Ok((loss, stats))
+}
+
+/// Gradient of the per-row cross-entropy from the forward's statistics:
+/// `dx = g_r · (exp(x − m_r)/s_r − onehot(t_r))`.
+pub fn cross_entropy_bwd_stats(
+    x: &[f32],
+    t: &[i64],
+    stats: &[f32],
+    g: &[f32],
+    rows: usize,
+    cols: usize,
+) -> Result<Vec<f32>> {
+    let mut out = vec![0.0; rows * cols];
+    for r in 0..rows {
+        let tr = check_target(t[r], cols)?;
+        let (m, inv) = (stats[2 * r], 1.0 / stats[2 * r + 1]);
+        let row = &x[r * cols..(r + 1) * cols];
+        let o = &mut out[r * cols..(r + 1) * cols];
+        for (c, (oi, &v)) in o.iter_mut().zip(row).enumerate() {
+            let hot = if c == tr { 1.0 } else { 0.0 };
+            *oi = g[r] * ((v - m).exp() * inv - hot);
+        }
+    }
+    Ok(out)
+}
+
+/// LayerNorm of each row of `[rows, cols]`: `y = (x − mean)·rstd·γ + β`, rstd = 1/√(var + eps)
+/// with the biased variance. Returns `(y, mean, rstd)`; statistics in f64 here.
+pub fn layer_norm_fwd(
+    x: &[f32],
+    gamma: &[f32],
+    beta: &[f32],
+    rows: usize,
+    cols: usize,
+    eps: f32,
+) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let mut y = vec![0.0; rows * cols];
+    let (mut mean, mut rstd) = (Vec::with_capacity(rows), Vec::with_capacity(rows));
+    for r in 0..rows {
+        let row = &x[r * cols..(r + 1) * cols];
+        let mu = row.iter().map(|&v| v as f64).sum::<f64>() / cols as f64;
+        let var = row.iter().map(|&v| (v as f64 - mu).powi(2)).sum::<f64>() / cols as f64;
+        let rs = 1.0 / (var + eps as f64).sqrt();
+        for (c, (o, &v)) in y[r * cols..(r + 1) * cols].iter_mut().zip(row).enumerate() {
+            *o = ((v as f64 - mu) * rs) as f32 * gamma[c] + beta[c];
+        }
+        mean.push(mu as f32);
+        rstd.push(rs as f32);
+    }
+    (y, mean, rstd)
+}
+
+/// LayerNorm backward: `(dx, dγ, dβ)` with x̂ = (x − mean)·rstd and ĝ = g·γ:
+/// `dx = rstd·(ĝ − mean(ĝ) − x̂·mean(ĝ·x̂))`, `dγ = Σ_rows g·x̂`, `dβ = Σ_rows g`.
+#[allow(clippy::too_many_arguments)]
+pub fn layer_norm_bwd(
+    x: &[f32],
+    gamma: &[f32],
+    g: &[f32],
+    mean: &[f32],
+    rstd: &[f32],
+    rows: usize,
+    cols: usize,
+) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let mut dx = vec![0.0; rows * cols];
+    let (mut dgamma, mut dbeta) = (vec![0.0f64; cols], vec![0.0f64; cols]);
+    for r in 0..rows {
+        let (xr, gr) = (&x[r * cols..(r + 1) * cols], &g[r * cols..(r + 1) * cols]);
+        let (mu, rs) = (mean[r] as f64, rstd[r] as f64);
+        let (mut s1, mut s2) = (0.0f64, 0.0f64);
+        for c in 0..cols {
+            let h = gr[c] as f64 * gamma[c] as f64;
+            s1 += h;
+            s2 += h * (xr[c] as f64 - mu) * rs;
+        }
+        let (a, b) = (s1 / cols as f64, s2 / cols as f64);
+        for c in 0..cols {
+            let xh = (xr[c] as f64 - mu) * rs;
+            let h = gr[c] as f64 * gamma[c] as f64;
+            dx[r * cols + c] = (rs * (h - a - xh * b)) as f32;
+            dgamma[c] += gr[c] as f64 * xh;
+            dbeta[c] += gr[c] as f64;
+        }
+    }
+    let f = |v: Vec<f64>| v.into_iter().map(|x| x as f32).collect();
+    (dx, f(dgamma), f(dbeta))
+}

@@ -16,7 +16,7 @@ use super::{BinaryOp, ReduceOp, UnaryOp, UpdateRule};
 use crate::shape::broadcast_strides;
 use crate::storage::CpuStorage;
 use crate::{DType, Device, Error, Result};
-use camel_cuda::kernels::{self as k, matmul::SgemmKernel};
+use camel_cuda::kernels::{self as k, matmul::SgemmKernel, rows::Step};
 use camel_cuda::{Buffer, CudaDevice, DevPtr};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -229,7 +229,10 @@ pub fn unary(x: &CudaStorage, op: UnaryOp) -> Result<CudaStorage> {
     expect("unary", x, DType::F32)?;
     let out = like(x, x.len, DType::F32)?;
     let (code, s) = op.code();
-    k::elementwise::unary_f32(&x.dev, x.ptr(), out.ptr(), x.len, code, s)?;
+    match mem_step(MemFamily::Elementwise) {
+        Step::One => k::elementwise::unary_f32(&x.dev, x.ptr(), out.ptr(), x.len, code, s)?,
+        Step::Two => k::elementwise::unary_vec4_f32(&x.dev, x.ptr(), out.ptr(), x.len, code, s)?,
+    }
     Ok(out)
 }
 
@@ -247,7 +250,23 @@ pub fn binary(
     let n: usize = out_shape.iter().product();
     let out = like(a, n, DType::F32)?;
     if a_shape == b_shape {
-        k::elementwise::binary_f32(&a.dev, a.ptr(), b.ptr(), out.ptr(), n, op.code())?;
+        let (dev, code) = (&a.dev, op.code());
+        match mem_step(MemFamily::Elementwise) {
+            Step::Two => {
+                k::elementwise::binary_vec4_f32(dev, a.ptr(), b.ptr(), out.ptr(), n, code)?
+            }
+            Step::One if op == BinaryOp::GeluBwd => {
+                k::elementwise::binary2_f32(dev, a.ptr(), b.ptr(), out.ptr(), n, code)?
+            }
+            Step::One => k::elementwise::binary_f32(dev, a.ptr(), b.ptr(), out.ptr(), n, code)?,
+        }
+    } else if op == BinaryOp::GeluBwd {
+        return Err(Error::ShapeMismatch {
+            op: "gelu backward",
+            lhs: a_shape.to_vec(),
+            rhs: b_shape.to_vec(),
+            expected: "equal shapes".into(),
+        });
     } else {
         let sa = broadcast_strides(a_shape, out_shape);
         let sb = broadcast_strides(b_shape, out_shape);
@@ -275,7 +294,11 @@ pub fn reduce(
 ) -> Result<CudaStorage> {
     expect("reduce", x, DType::F32)?;
     let out = like(x, outer * inner, DType::F32)?;
-    k::reduce::reduce_f32(&x.dev, x.ptr(), out.ptr(), outer, dim, inner, op.code())?;
+    let (dev, code) = (&x.dev, op.code());
+    match mem_step(MemFamily::Reduce) {
+        Step::One => k::reduce::reduce_f32(dev, x.ptr(), out.ptr(), outer, dim, inner, code)?,
+        Step::Two => k::reduce::reduce2_f32(dev, x.ptr(), out.ptr(), outer, dim, inner, code)?,
+    }
     Ok(out)
 }
 
@@ -360,7 +383,10 @@ pub fn linear(
 pub fn softmax_last(x: &CudaStorage, rows: usize, cols: usize, log: bool) -> Result<CudaStorage> {
     expect("softmax", x, DType::F32)?;
     let out = like(x, rows * cols, DType::F32)?;
-    k::softmax::softmax_last_f32(&x.dev, x.ptr(), out.ptr(), rows, cols, log)?;
+    match mem_step(MemFamily::Softmax) {
+        Step::One => k::softmax::softmax_last_f32(&x.dev, x.ptr(), out.ptr(), rows, cols, log)?,
+        Step::Two => k::softmax::softmax2_f32(&x.dev, x.ptr(), out.ptr(), rows, cols, log)?,
+    }
     Ok(out)
 }
 
@@ -452,7 +478,11 @@ pub fn index_select_rows(
     expect("embedding", idx, DType::I64)?;
     let out = like(table, idx.len * d, DType::F32)?;
     let err = err_slot(&table.dev)?;
-    k::embedding::index_select_rows_f32(
+    let select = match mem_step(MemFamily::Embedding) {
+        Step::One => k::embedding::index_select_rows_f32,
+        Step::Two => k::embedding::index_select_rows_warp_f32,
+    };
+    select(
         &table.dev,
         table.ptr(),
         idx.ptr(),
@@ -476,7 +506,11 @@ pub fn index_add_rows(
     let out = like(g, v * d, DType::F32)?;
     g.dev.memset_zero(&out.buf)?;
     let err = err_slot(&g.dev)?;
-    k::embedding::index_add_rows_f32(&g.dev, g.ptr(), idx.ptr(), out.ptr(), idx.len, v, d, err)?;
+    let add = match mem_step(MemFamily::Embedding) {
+        Step::One => k::embedding::index_add_rows_f32,
+        Step::Two => k::embedding::index_add_rows_warp_f32,
+    };
+    add(&g.dev, g.ptr(), idx.ptr(), out.ptr(), idx.len, v, d, err)?;
     Ok(out)
 }
 
@@ -544,5 +578,268 @@ pub fn update(
             bc2,
         ),
     }?;
+    Ok(())
+}
+
+// ------------------------------------------------------------------ memory-bound ladders (issue 4)
+
+/// The families of memory-bound kernels whose ladder step is selectable, each by an environment
+/// variable read once (`1` or `2`; unset means the best step, 2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemFamily {
+    /// `CAMEL_ELEMENTWISE`: unary and same-shape binary ops (add, mul, relu, scale, GELU ...).
+    Elementwise,
+    /// `CAMEL_REDUCE`: sum and max.
+    Reduce,
+    /// `CAMEL_SOFTMAX`: softmax and log-softmax, forward and backward.
+    Softmax,
+    /// `CAMEL_CROSS_ENTROPY`: fused log-softmax + cross-entropy.
+    CrossEntropy,
+    /// `CAMEL_EMBEDDING`: gather and scatter-add.
+    Embedding,
+    /// `CAMEL_OPTIM`: optimizer updates (step 1 one launch per tensor, step 2 one for all).
+    Optim,
+}
+
+impl MemFamily {
+    /// Every family.
+    pub const ALL: [MemFamily; 6] = [
+        MemFamily::Elementwise,
+        MemFamily::Reduce,
+        MemFamily::Softmax,
+        MemFamily::CrossEntropy,
+        MemFamily::Embedding,
+        MemFamily::Optim,
+    ];
+
+    /// The environment variable selecting this family's step.
+    pub fn env_var(&self) -> &'static str {
+        match self {
+            MemFamily::Elementwise => "CAMEL_ELEMENTWISE",
+            MemFamily::Reduce => "CAMEL_REDUCE",
+            MemFamily::Softmax => "CAMEL_SOFTMAX",
+            MemFamily::CrossEntropy => "CAMEL_CROSS_ENTROPY",
+            MemFamily::Embedding => "CAMEL_EMBEDDING",
+            MemFamily::Optim => "CAMEL_OPTIM",
+        }
+    }
+}
+
+/// The ladder step the backend uses for `family` (see [`MemFamily`]).
+pub fn mem_step(family: MemFamily) -> Step {
+    static STEPS: OnceLock<[Step; 6]> = OnceLock::new();
+    STEPS.get_or_init(|| {
+        MemFamily::ALL.map(|f| Step::parse(std::env::var(f.env_var()).ok().as_deref()))
+    })[family as usize]
+}
+
+/// Backward of softmax / log-softmax from the forward's output `y`.
+pub fn softmax_last_bwd(
+    y: &CudaStorage,
+    g: &CudaStorage,
+    rows: usize,
+    cols: usize,
+    log: bool,
+) -> Result<CudaStorage> {
+    expect("softmax backward", y, DType::F32)?;
+    expect("softmax backward", g, DType::F32)?;
+    let out = like(y, rows * cols, DType::F32)?;
+    let f = match mem_step(MemFamily::Softmax) {
+        Step::One => k::softmax::softmax_bwd_f32,
+        Step::Two => k::softmax::softmax_bwd2_f32,
+    };
+    f(&y.dev, y.ptr(), g.ptr(), out.ptr(), rows, cols, log)?;
+    Ok(out)
+}
+
+/// Per-row cross-entropy and, with step 2, the row statistics (max, Σ exp) for the backward.
+pub fn cross_entropy_fwd_stats(
+    x: &CudaStorage,
+    t: &CudaStorage,
+    rows: usize,
+    cols: usize,
+) -> Result<(CudaStorage, Option<CudaStorage>)> {
+    if mem_step(MemFamily::CrossEntropy) == Step::One {
+        return Ok((cross_entropy_fwd(x, t, rows, cols)?, None));
+    }
+    expect("cross_entropy", x, DType::F32)?;
+    expect("cross_entropy", t, DType::I64)?;
+    let loss = like(x, rows, DType::F32)?;
+    let stats = like(x, 2 * rows, DType::F32)?;
+    let err = err_slot(&x.dev)?;
+    k::loss::cross_entropy_fwd2_f32(
+        &x.dev,
+        x.ptr(),
+        t.ptr(),
+        loss.ptr(),
+        stats.ptr(),
+        rows,
+        cols,
+        err,
+    )?;
+    Ok((loss, Some(stats)))
+}
+
+/// Gradient of the per-row cross-entropy; one pass over the logits when the forward saved
+/// `stats`, else step 1 (which recomputes them).
+pub fn cross_entropy_bwd_stats(
+    x: &CudaStorage,
+    t: &CudaStorage,
+    stats: Option<&CudaStorage>,
+    g: &CudaStorage,
+    rows: usize,
+    cols: usize,
+) -> Result<CudaStorage> {
+    let Some(stats) = stats else {
+        return cross_entropy_bwd(x, t, g, rows, cols);
+    };
+    expect("cross_entropy backward", t, DType::I64)?;
+    let out = like(x, rows * cols, DType::F32)?;
+    let err = err_slot(&x.dev)?;
+    k::loss::cross_entropy_bwd2_f32(
+        &x.dev,
+        x.ptr(),
+        t.ptr(),
+        stats.ptr(),
+        g.ptr(),
+        out.ptr(),
+        rows,
+        cols,
+        err,
+    )?;
+    Ok(out)
+}
+
+/// LayerNorm forward: `(y, mean, rstd)`.
+pub fn layer_norm_fwd(
+    x: &CudaStorage,
+    gamma: &CudaStorage,
+    beta: &CudaStorage,
+    rows: usize,
+    cols: usize,
+    eps: f32,
+) -> Result<(CudaStorage, CudaStorage, CudaStorage)> {
+    for s in [x, gamma, beta] {
+        expect("layer_norm", s, DType::F32)?;
+    }
+    let y = like(x, rows * cols, DType::F32)?;
+    let mean = like(x, rows, DType::F32)?;
+    let rstd = like(x, rows, DType::F32)?;
+    k::layernorm::layernorm_fwd_f32(
+        &x.dev,
+        x.ptr(),
+        gamma.ptr(),
+        beta.ptr(),
+        y.ptr(),
+        mean.ptr(),
+        rstd.ptr(),
+        rows,
+        cols,
+        eps,
+    )?;
+    Ok((y, mean, rstd))
+}
+
+/// LayerNorm backward: `(dx, dgamma, dbeta)`.
+#[allow(clippy::too_many_arguments)]
+pub fn layer_norm_bwd(
+    x: &CudaStorage,
+    gamma: &CudaStorage,
+    g: &CudaStorage,
+    mean: &CudaStorage,
+    rstd: &CudaStorage,
+    rows: usize,
+    cols: usize,
+) -> Result<(CudaStorage, CudaStorage, CudaStorage)> {
+    expect("layer_norm backward", g, DType::F32)?;
+    let dx = like(x, rows * cols, DType::F32)?;
+    let dgamma = like(x, cols, DType::F32)?;
+    let dbeta = like(x, cols, DType::F32)?;
+    k::layernorm::layernorm_bwd_f32(
+        &x.dev,
+        x.ptr(),
+        gamma.ptr(),
+        g.ptr(),
+        mean.ptr(),
+        rstd.ptr(),
+        dx.ptr(),
+        dgamma.ptr(),
+        dbeta.ptr(),
+        rows,
+        cols,
+    )?;
+    Ok((dx, dgamma, dbeta))
+}
+
+/// Optimizer updates of many parameters. With step 2, and when every rule is of one kind with
+/// the same hyper-parameters (Adam's bias corrections may differ per tensor), one launch for
+/// all of them; otherwise one [`update`] per tensor.
+pub fn update_multi(
+    ps: &[&CudaStorage],
+    gs: &[&CudaStorage],
+    states: &[Vec<&CudaStorage>],
+    rules: &[UpdateRule],
+) -> Result<()> {
+    let per_tensor = || -> Result<()> {
+        for i in 0..ps.len() {
+            update(ps[i], gs[i], &states[i], &rules[i])?;
+        }
+        Ok(())
+    };
+    let Some(first) = rules.first() else {
+        return Ok(());
+    };
+    let strip = |r: &UpdateRule| match *r {
+        UpdateRule::Adam { .. } => {
+            let mut r = *r;
+            if let UpdateRule::Adam { bc1, bc2, .. } = &mut r {
+                (*bc1, *bc2) = (1.0, 1.0);
+            }
+            r
+        }
+        sgd => sgd,
+    };
+    let uniform = rules.iter().all(|r| strip(r) == strip(first));
+    if mem_step(MemFamily::Optim) == Step::One || !uniform {
+        return per_tensor();
+    }
+    for (p, g) in ps.iter().zip(gs) {
+        expect("optimizer step", p, DType::F32)?;
+        expect("optimizer step", g, DType::F32)?;
+    }
+    let dev = &ps[0].dev;
+    let mut ts = Vec::with_capacity(ps.len());
+    for i in 0..ps.len() {
+        let (bc1, bc2) = match rules[i] {
+            UpdateRule::Adam { bc1, bc2, .. } => (bc1, bc2),
+            UpdateRule::Sgd { .. } => (1.0, 1.0),
+        };
+        let st = &states[i];
+        ts.push(k::optim::MultiTensor {
+            p: ps[i].ptr(),
+            g: gs[i].ptr(),
+            s1: st.first().map_or(DevPtr(0), |s| s.ptr()),
+            s2: st.get(1).map_or(DevPtr(0), |s| s.ptr()),
+            n: ps[i].len,
+            bc1,
+            bc2,
+        });
+    }
+    match *first {
+        UpdateRule::Sgd {
+            lr,
+            momentum,
+            weight_decay,
+        } => k::optim::sgd_multi_f32(dev, &ts, lr, momentum, weight_decay)?,
+        UpdateRule::Adam {
+            lr,
+            beta1,
+            beta2,
+            eps,
+            weight_decay,
+            decoupled,
+            ..
+        } => k::optim::adam_multi_f32(dev, &ts, lr, beta1, beta2, eps, weight_decay, decoupled)?,
+    }
     Ok(())
 }

@@ -128,6 +128,8 @@ pub enum BinaryOp {
     Div,
     /// 1 where a == b, else 0.
     Eq,
+    /// The fused GELU backward `b · gelu'(a)` (a = x, b = upstream gradient; equal shapes).
+    GeluBwd,
 }
 
 impl BinaryOp {
@@ -145,6 +147,7 @@ impl BinaryOp {
             BinaryOp::Mul => a * b,
             BinaryOp::Div => a / b,
             BinaryOp::Eq => (a == b) as i32 as f32,
+            BinaryOp::GeluBwd => b * UnaryOp::GeluGrad.apply(a),
         }
     }
 }

@@ -173,8 +173,16 @@ impl Tensor {
 
     /// GELU, tanh approximation: `0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³)))`.
     pub fn gelu(&self) -> Result<Tensor> {
+        // backward: g · gelu'(x) in one fused kernel
         self.unary_op(UnaryOp::Gelu, "gelu", |x, _, g| {
-            g.mul(&x.unary_plain(UnaryOp::GeluGrad)?)
+            let s = x.storage().binary(
+                &g.storage(),
+                x.shape(),
+                g.shape(),
+                x.shape(),
+                BinaryOp::GeluBwd,
+            )?;
+            Ok(Tensor::from_storage(s, x.shape().to_vec()))
         })
     }
 

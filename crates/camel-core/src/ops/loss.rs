@@ -29,15 +29,20 @@ impl Tensor {
             });
         }
         let (rows, cols) = (self.shape()[0], self.shape()[1]);
-        let s = self
+        // The forward also returns each row's (max, Σ exp), so the backward reads the logits once.
+        let (s, stats) = self
             .storage()
-            .cross_entropy_fwd(&targets.storage(), rows, cols)?;
+            .cross_entropy_fwd_stats(&targets.storage(), rows, cols)?;
         let x = self.detach();
         let t = targets.clone();
         let per_row = Tensor::from_op(s, vec![rows], "cross_entropy", &[self], move |g| {
-            let gs = x
-                .storage()
-                .cross_entropy_bwd(&t.storage(), &g.storage(), rows, cols)?;
+            let gs = x.storage().cross_entropy_bwd_stats(
+                &t.storage(),
+                stats.as_ref(),
+                &g.storage(),
+                rows,
+                cols,
+            )?;
             Ok(vec![Some(Tensor::from_storage(gs, vec![rows, cols]))])
         });
         per_row.mean()

@@ -10,13 +10,17 @@
 //! | `shape.rs` | reshape, flatten, permute, transpose, pad, narrow, broadcast_to, embedding |
 //! | `softmax.rs` | softmax, log_softmax (last dim) |
 //! | `loss.rs` | cross_entropy, mse |
+//! | `norm.rs` | layer_norm |
+//! | `update.rs` | apply_updates (optimizer step of many parameters) |
 
 pub mod elementwise;
 pub mod loss;
 pub mod matmul;
+pub mod norm;
 pub mod reduce;
 pub mod shape;
 pub mod softmax;
+pub mod update;
 
 use crate::{DType, Error, Result, Tensor};
 

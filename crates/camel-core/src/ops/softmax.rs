@@ -25,11 +25,8 @@ impl Tensor {
             self.shape().to_vec(),
             "softmax",
             &[self],
-            // dx = y ⊙ (g − Σ g⊙y)
-            Box::new(move |g| {
-                let dot = g.mul(&yd)?.sum_dim(-1, true)?;
-                Ok(vec![Some(yd.mul(&g.sub(&dot)?)?)])
-            }),
+            // dx = y ⊙ (g − Σ g⊙y), one fused primitive
+            Box::new(move |g| Ok(vec![Some(yd.softmax_bwd(g, rows, cols, false)?)])),
         ))
     }
 
@@ -45,11 +42,16 @@ impl Tensor {
             self.shape().to_vec(),
             "log_softmax",
             &[self],
-            // dx = g − softmax(x) ⊙ Σ g
-            Box::new(move |g| {
-                let s = g.sum_dim(-1, true)?;
-                Ok(vec![Some(g.sub(&yd.exp()?.mul(&s)?)?)])
-            }),
+            // dx = g − softmax(x) ⊙ Σ g, one fused primitive
+            Box::new(move |g| Ok(vec![Some(yd.softmax_bwd(g, rows, cols, true)?)])),
         ))
+    }
+
+    /// Backward of (log-)softmax: `self` is the forward's output `y`, `g` the upstream grad.
+    fn softmax_bwd(&self, g: &Tensor, rows: usize, cols: usize, log: bool) -> Result<Tensor> {
+        let s = self
+            .storage()
+            .softmax_last_bwd(&g.storage(), rows, cols, log)?;
+        Ok(Tensor::from_storage(s, self.shape().to_vec()))
     }
 }

@@ -92,3 +92,70 @@ pub fn binary_bcast_f32(
     // the strides keep every read inside a and b.
     unsafe { dev.launch(&k, launch_1d(n), &[&a, &b, &out, &(n as i64), &code, &p]) }
 }
+
+// ------------------------------------------------------------------ step 2 (memory-bound issue)
+
+/// Binary op code of the fused GELU backward: `out = b · gelu'(a)` (a = x, b = upstream grad).
+pub const GELU_BWD: i32 = 5;
+
+/// Step 1 of the binary ops including [`GELU_BWD`]: one element per thread per iteration.
+pub fn binary2_f32(
+    dev: &CudaDevice,
+    a: DevPtr,
+    b: DevPtr,
+    out: DevPtr,
+    n: usize,
+    code: i32,
+) -> Result<()> {
+    if n == 0 {
+        return Ok(());
+    }
+    let k = dev.function(MODULE, "binary2_f32")?;
+    // SAFETY: matches `binary2_f32(const float*, const float*, float*, long long, int)`.
+    unsafe { dev.launch(&k, launch_1d(n), &[&a, &b, &out, &(n as i64), &code]) }
+}
+
+/// Step 2 of `unary_f32`: float4 loads and stores. Falls back to step 1 when a pointer is not
+/// 16-byte aligned.
+pub fn unary_vec4_f32(
+    dev: &CudaDevice,
+    x: DevPtr,
+    y: DevPtr,
+    n: usize,
+    code: i32,
+    s: f32,
+) -> Result<()> {
+    if !super::rows::aligned16(&[x, y]) {
+        return unary_f32(dev, x, y, n, code, s);
+    }
+    if n == 0 {
+        return Ok(());
+    }
+    let k = dev.function(MODULE, "unary_vec4_f32")?;
+    // The first n % 4 threads of the grid also do the tail: at least that many threads.
+    let cfg = launch_1d(n.div_ceil(4).max(4));
+    // SAFETY: matches `unary_vec4_f32(const float*, float*, long long, int, float)`; aligned.
+    unsafe { dev.launch(&k, cfg, &[&x, &y, &(n as i64), &code, &s]) }
+}
+
+/// Step 2 of the same-shape binary ops (and [`GELU_BWD`]): float4. Falls back to step 1 when a
+/// pointer is not 16-byte aligned.
+pub fn binary_vec4_f32(
+    dev: &CudaDevice,
+    a: DevPtr,
+    b: DevPtr,
+    out: DevPtr,
+    n: usize,
+    code: i32,
+) -> Result<()> {
+    if !super::rows::aligned16(&[a, b, out]) {
+        return binary2_f32(dev, a, b, out, n, code);
+    }
+    if n == 0 {
+        return Ok(());
+    }
+    let k = dev.function(MODULE, "binary_vec4_f32")?;
+    let cfg = launch_1d(n.div_ceil(4).max(4));
+    // SAFETY: matches `binary_vec4_f32(const float*, const float*, float*, long long, int)`.
+    unsafe { dev.launch(&k, cfg, &[&a, &b, &out, &(n as i64), &code]) }
+}

@@ -59,3 +59,79 @@ pub fn cross_entropy_bwd_f32(
         )
     }
 }
+
+// ------------------------------------------------------------------ step 2 (memory-bound issue)
+
+/// Step 2 forward: per-row loss and the row statistics `stats[2r] = max`, `stats[2r+1] =
+/// Σ exp(x − max)` (2·rows floats) that [`cross_entropy_bwd2_f32`] reads. One online pass.
+#[allow(clippy::too_many_arguments)]
+pub fn cross_entropy_fwd2_f32(
+    dev: &CudaDevice,
+    x: DevPtr,
+    t: DevPtr,
+    loss: DevPtr,
+    stats: DevPtr,
+    rows: usize,
+    cols: usize,
+    err: DevPtr,
+) -> Result<()> {
+    if rows == 0 {
+        return Ok(());
+    }
+    let (warp, vec, cfg) = super::rows::row_launch("cross_entropy_fwd", rows, cols, &[x])?;
+    let k = dev.function(
+        MODULE,
+        &super::rows::variant_name("cross_entropy_fwd", warp, vec),
+    )?;
+    // SAFETY: matches `cross_entropy_fwd_*(const float*, const long long*, float*, float*,
+    // long long, long long, long long*)`.
+    unsafe {
+        dev.launch(
+            &k,
+            cfg,
+            &[&x, &t, &loss, &stats, &(rows as i64), &(cols as i64), &err],
+        )
+    }
+}
+
+/// Step 2 backward: `dx[r] = g[r] · (exp(x[r] − m_r)/s_r − onehot(t[r]))` with the forward's
+/// `stats`; reads the logits once.
+#[allow(clippy::too_many_arguments)]
+pub fn cross_entropy_bwd2_f32(
+    dev: &CudaDevice,
+    x: DevPtr,
+    t: DevPtr,
+    stats: DevPtr,
+    g: DevPtr,
+    dx: DevPtr,
+    rows: usize,
+    cols: usize,
+    err: DevPtr,
+) -> Result<()> {
+    if rows == 0 {
+        return Ok(());
+    }
+    let (warp, vec, cfg) = super::rows::row_launch("cross_entropy_bwd", rows, cols, &[x, dx])?;
+    let k = dev.function(
+        MODULE,
+        &super::rows::variant_name("cross_entropy_bwd", warp, vec),
+    )?;
+    // SAFETY: matches `cross_entropy_bwd_*(const float*, const long long*, const float*,
+    // const float*, float*, long long, long long, long long*)`.
+    unsafe {
+        dev.launch(
+            &k,
+            cfg,
+            &[
+                &x,
+                &t,
+                &stats,
+                &g,
+                &dx,
+                &(rows as i64),
+                &(cols as i64),
+                &err,
+            ],
+        )
+    }
+}

@@ -4,10 +4,12 @@
 
 pub mod elementwise;
 pub mod embedding;
+pub mod layernorm;
 pub mod loss;
 pub mod matmul;
 pub mod optim;
 pub mod reduce;
+pub mod rows;
 pub mod shape;
 pub mod softmax;
 

@@ -76,3 +76,126 @@ pub fn adam_f32(
         )
     }
 }
+
+// ------------------------------------------------------------------ step 2 (memory-bound issue)
+
+/// One tensor of a multi-tensor update: parameter, gradient, state buffers (SGD: `s1` =
+/// momentum, may be null when momentum is 0; Adam: `s1` = m, `s2` = v) and Adam's bias
+/// corrections for this tensor's own step count.
+#[derive(Clone, Copy, Debug)]
+pub struct MultiTensor {
+    /// Parameter (updated in place).
+    pub p: DevPtr,
+    /// Gradient.
+    pub g: DevPtr,
+    /// First state buffer.
+    pub s1: DevPtr,
+    /// Second state buffer (Adam).
+    pub s2: DevPtr,
+    /// Elements.
+    pub n: usize,
+    /// 1 − β₁ᵗ (Adam).
+    pub bc1: f32,
+    /// 1 − β₂ᵗ (Adam).
+    pub bc2: f32,
+}
+
+/// Layout of `MultiTensor` in optim.cu.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct MultiTensorC {
+    p: u64,
+    g: u64,
+    s1: u64,
+    s2: u64,
+    n: i64,
+    first_block: i64,
+    bc1: f32,
+    bc2: f32,
+}
+// SAFETY: integers and floats, 56 bytes, no padding.
+unsafe impl crate::Pod for MultiTensorC {}
+
+/// Elements per block (`MT_CHUNK` in optim.cu).
+const MT_CHUNK: usize = 4096;
+
+/// Upload the tensor table; returns it, the number of tensors and the launch configuration.
+fn multi_table(
+    dev: &CudaDevice,
+    name: &str,
+    ts: &[MultiTensor],
+) -> Result<Option<(crate::Buffer, i32, crate::LaunchConfig)>> {
+    let mut table = Vec::with_capacity(ts.len());
+    let mut blocks = 0usize;
+    for t in ts.iter().filter(|t| t.n > 0) {
+        table.push(MultiTensorC {
+            p: t.p.0,
+            g: t.g.0,
+            s1: t.s1.0,
+            s2: t.s2.0,
+            n: t.n as i64,
+            first_block: blocks as i64,
+            bc1: t.bc1,
+            bc2: t.bc2,
+        });
+        blocks += t.n.div_ceil(MT_CHUNK);
+    }
+    if table.is_empty() {
+        return Ok(None);
+    }
+    if table.len() > i32::MAX as usize {
+        return Err(crate::Error::LaunchConfig {
+            kernel: name.to_string(),
+            msg: format!("{} tensors exceed i32", table.len()),
+        });
+    }
+    let buf = dev.htod(&table)?;
+    let cfg = crate::LaunchConfig::new(super::rows_grid(name, blocks)?, crate::Dim3::x(256));
+    Ok(Some((buf, table.len() as i32, cfg)))
+}
+
+/// Adam / AdamW over every tensor of `ts` in one launch (step 2 of [`adam_f32`]).
+#[allow(clippy::too_many_arguments)]
+pub fn adam_multi_f32(
+    dev: &CudaDevice,
+    ts: &[MultiTensor],
+    lr: f32,
+    beta1: f32,
+    beta2: f32,
+    eps: f32,
+    wd: f32,
+    decoupled: bool,
+) -> Result<()> {
+    let name = "adam_multi_f32";
+    let Some((table, count, cfg)) = multi_table(dev, name, ts)? else {
+        return Ok(());
+    };
+    let k = dev.function(MODULE, name)?;
+    let dec = decoupled as i32;
+    // SAFETY: matches `adam_multi_f32(const MultiTensor*, int, float ×5, int)`; the table lists
+    // buffers of n floats each; `table` is dropped after the launch (reused only by later work).
+    unsafe {
+        dev.launch(
+            &k,
+            cfg,
+            &[&table.ptr(), &count, &lr, &beta1, &beta2, &eps, &wd, &dec],
+        )
+    }
+}
+
+/// SGD (momentum, weight decay) over every tensor of `ts` in one launch (step 2 of [`sgd_f32`]).
+pub fn sgd_multi_f32(
+    dev: &CudaDevice,
+    ts: &[MultiTensor],
+    lr: f32,
+    momentum: f32,
+    wd: f32,
+) -> Result<()> {
+    let name = "sgd_multi_f32";
+    let Some((table, count, cfg)) = multi_table(dev, name, ts)? else {
+        return Ok(());
+    };
+    let k = dev.function(MODULE, name)?;
+    // SAFETY: matches `sgd_multi_f32(const MultiTensor*, int, float, float, float)`.
+    unsafe { dev.launch(&k, cfg, &[&table.ptr(), &count, &lr, &momentum, &wd]) }
+}

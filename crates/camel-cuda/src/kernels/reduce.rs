@@ -50,3 +50,91 @@ pub fn argmax_last_f32(
     // SAFETY: matches `argmax_last_f32(const float*, long long*, long long, long long)`.
     unsafe { dev.launch(&k, cfg, &[&x, &out, &(rows as i64), &(cols as i64)]) }
 }
+
+// ------------------------------------------------------------------ step 2 (memory-bound issue)
+
+/// Step 2 of `reduce_f32`: `y[o, i] = reduce_d x[o, d, i]` (op 0 = sum, 1 = max). A reduced
+/// last dim goes to [`reduce_rows2_f32`]; a middle one to a coalesced thread-per-output kernel.
+#[allow(clippy::too_many_arguments)]
+pub fn reduce2_f32(
+    dev: &CudaDevice,
+    x: DevPtr,
+    y: DevPtr,
+    outer: usize,
+    dim: usize,
+    inner: usize,
+    op: i32,
+) -> Result<()> {
+    if outer * inner == 0 {
+        return Ok(());
+    }
+    if inner == 1 {
+        return reduce_rows2_f32(dev, x, y, outer, dim, op);
+    }
+    let k = dev.function(MODULE, "reduce_cols_f32")?;
+    // SAFETY: matches `reduce_cols_f32(const float*, float*, long long ×3, int)`.
+    unsafe {
+        dev.launch(
+            &k,
+            crate::launch_1d(outer * inner),
+            &[&x, &y, &(outer as i64), &(dim as i64), &(inner as i64), &op],
+        )
+    }
+}
+
+/// Step 2 along the last dim of `[rows, cols]`: a warp per short row, a block per long row
+/// when there are many rows, else two passes (chunks of each row in parallel, then the
+/// partials). `cols == 0` gives the op's identity.
+pub fn reduce_rows2_f32(
+    dev: &CudaDevice,
+    x: DevPtr,
+    y: DevPtr,
+    rows: usize,
+    cols: usize,
+    op: i32,
+) -> Result<()> {
+    if rows == 0 {
+        return Ok(());
+    }
+    let sms = dev.limits().sm_count.max(1) as usize;
+    let long_and_few = cols > super::rows::WARP_ROW_MAX && rows < 4 * sms;
+    if !long_and_few {
+        let (warp, vec, cfg) = super::rows::row_launch("reduce_rows", rows, cols, &[x])?;
+        let name = super::rows::variant_name("reduce_rows", warp, vec);
+        let k = dev.function(MODULE, &name)?;
+        // SAFETY: matches `reduce_rows_*(const float*, float*, long long, long long, int)`.
+        return unsafe { dev.launch(&k, cfg, &[&x, &y, &(rows as i64), &(cols as i64), &op]) };
+    }
+    // Pass 1: about 8 blocks per SM in all, each reducing one chunk of one row.
+    let vec = cols % 4 == 0 && super::rows::aligned16(&[x]);
+    let target = 8 * sms;
+    let chunks = target
+        .div_ceil(rows)
+        .clamp(1, cols.div_ceil(1024))
+        .min(1024);
+    let mut chunk_len = cols.div_ceil(chunks);
+    if vec {
+        chunk_len = chunk_len.next_multiple_of(4);
+    }
+    let chunks = cols.div_ceil(chunk_len);
+    let partial = dev.alloc(rows * chunks * 4)?;
+    let name = if vec {
+        "reduce_partial_vec_f32"
+    } else {
+        "reduce_partial_f32"
+    };
+    let k = dev.function(MODULE, name)?;
+    let cfg = LaunchConfig::new(Dim3::xyz(chunks as u32, rows as u32, 1), Dim3::x(THREADS));
+    // SAFETY: matches `reduce_partial_*(const float*, float*, long long, long long, int)`;
+    // `partial` holds rows × chunks floats.
+    unsafe {
+        dev.launch(
+            &k,
+            cfg,
+            &[&x, &partial.ptr(), &(cols as i64), &(chunk_len as i64), &op],
+        )?;
+    }
+    // Pass 2: the partials are rows of `chunks` (≤ 8·SMs) values. `partial` may be dropped
+    // after the launch: its block is reused only by later work on the stream.
+    reduce_rows2_f32(dev, partial.ptr(), y, rows, chunks, op)
+}

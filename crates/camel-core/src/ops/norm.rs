@@ -1,0 +1,72 @@
+//! LayerNorm over the last dimension, with learned gain and bias.
+
+use super::{expect_f32, same_device};
+use crate::{Error, Result, Tensor};
+
+impl Tensor {
+    /// `(x − mean) / √(var + eps) · gamma + beta` over the last dim (biased variance, as
+    /// PyTorch's `layer_norm`); `gamma` and `beta` have shape `[last dim]`. The forward saves
+    /// each row's mean and 1/√(var + eps); the backward gives dx, dgamma and dbeta in one pass.
+    pub fn layer_norm(&self, gamma: &Tensor, beta: &Tensor, eps: f32) -> Result<Tensor> {
+        let op = "layer_norm";
+        for t in [self, gamma, beta] {
+            expect_f32(op, t)?;
+        }
+        same_device(op, self, gamma)?;
+        same_device(op, self, beta)?;
+        let cols = *self.shape().last().ok_or_else(|| Error::BadShape {
+            op,
+            shape: vec![],
+            expected: "rank ≥ 1".into(),
+        })?;
+        for p in [gamma, beta] {
+            if p.shape() != [cols] {
+                return Err(Error::ShapeMismatch {
+                    op,
+                    lhs: self.shape().to_vec(),
+                    rhs: p.shape().to_vec(),
+                    expected: format!("gamma and beta of shape [{cols}] (the last dim)"),
+                });
+            }
+        }
+        if cols == 0 {
+            return Err(Error::BadShape {
+                op,
+                shape: self.shape().to_vec(),
+                expected: "a non-empty last dim".into(),
+            });
+        }
+        if !(eps.is_finite() && eps >= 0.0) {
+            return Err(Error::InvalidArgument {
+                op,
+                msg: format!("eps must be finite and ≥ 0, got {eps}"),
+            });
+        }
+        let rows = self.numel() / cols;
+        let (y, mean, rstd) =
+            self.storage()
+                .layer_norm_fwd(&gamma.storage(), &beta.storage(), rows, cols, eps)?;
+        let (x, gm) = (self.detach(), gamma.detach());
+        Ok(Tensor::from_op(
+            y,
+            self.shape().to_vec(),
+            op,
+            &[self, gamma, beta],
+            move |g| {
+                let (dx, dg, db) = x.storage().layer_norm_bwd(
+                    &gm.storage(),
+                    &g.storage(),
+                    &mean,
+                    &rstd,
+                    rows,
+                    cols,
+                )?;
+                Ok(vec![
+                    Some(Tensor::from_storage(dx, x.shape().to_vec())),
+                    Some(Tensor::from_storage(dg, vec![cols])),
+                    Some(Tensor::from_storage(db, vec![cols])),
+                ])
+            },
+        ))
+    }
+}

@@ -1,0 +1,611 @@
+//! The memory-bound ops of issue 4 on awkward sizes — rows of 1, 7, 33, 1000 and 4097 columns,
+//! which cross every kernel choice (warp per row ≤ 1024 < block per row; float4 when the
+//! length is a multiple of 4, scalar else; the two-pass split reduction for few long rows) —
+//! against plain-f64 references and, on a GPU, against the CPU. Plus: LayerNorm (values,
+//! gradcheck), fused softmax / cross-entropy backward, GELU backward, embedding backward with
+//! repeated indices, ±1e4 logits, and the multi-tensor optimizer step.
+//!
+//! The GPU run script also runs this binary with every `CAMEL_<FAMILY>=1`, so step 1 of each
+//! ladder passes the same checks.
+
+mod common;
+use camel_core::{Tensor, UpdateRule};
+use common::*;
+
+const COLS: [usize; 5] = [1, 7, 33, 1000, 4097];
+const ROWS: [usize; 3] = [1, 7, 33];
+
+/// Reductions and softmax-like ops accumulate in f32 over up to 4097 terms.
+const ROWTOL: Tol = Tol {
+    atol: 1e-5,
+    rtol: 2e-4,
+};
+
+fn ref_ln(x: &[f32], g: &[f32], b: &[f32], cols: usize, eps: f64) -> Vec<f64> {
+    let mut out = Vec::new();
+    for row in x.chunks(cols) {
+        let mu = row.iter().map(|&v| v as f64).sum::<f64>() / cols as f64;
+        let var = row.iter().map(|&v| (v as f64 - mu).powi(2)).sum::<f64>() / cols as f64;
+        for (c, &v) in row.iter().enumerate() {
+            out.push((v as f64 - mu) / (var + eps).sqrt() * g[c] as f64 + b[c] as f64);
+        }
+    }
+    out
+}
+
+#[test]
+fn layer_norm_matches_reference() {
+    for &rows in &ROWS {
+        for &cols in &COLS {
+            let seed = (rows * 10_000 + cols) as u64;
+            // an offset mean checks the variance is computed about the mean (Welford)
+            let x: Vec<f32> = rand_vec(rows * cols, -2.0, 2.0, seed)
+                .iter()
+                .map(|v| v + 100.0)
+                .collect();
+            let g = rand_vec(cols, 0.5, 1.5, seed ^ 1);
+            let b = rand_vec(cols, -1.0, 1.0, seed ^ 2);
+            let want = ref_ln(&x, &g, &b, cols, 1e-5);
+            let tol = Tol {
+                atol: 2e-4,
+                rtol: 1e-3,
+            };
+            check(
+                &format!("layer_norm [{rows},{cols}]"),
+                &[rows, cols],
+                &want,
+                tol,
+                |d| {
+                    t(&x, &[rows, cols], d).layer_norm(&t(&g, &[cols], d), &t(&b, &[cols], d), 1e-5)
+                },
+            );
+        }
+    }
+}
+
+#[test]
+fn layer_norm_gradcheck() {
+    for (rows, cols) in [(1, 1), (2, 3), (3, 7), (2, 8)] {
+        let ins = [
+            hf(
+                rand_vec(rows * cols, -2.0, 2.0, 7 + cols as u64),
+                &[rows, cols],
+            ),
+            hf(rand_vec(cols, 0.5, 1.5, 8), &[cols]),
+            hf(rand_vec(cols, -1.0, 1.0, 9), &[cols]),
+        ];
+        gradcheck_all(
+            &format!("layer_norm [{rows},{cols}]"),
+            |a| a[0].layer_norm(&a[1], &a[2], 1e-5),
+            &ins,
+        );
+    }
+}
+
+/// Analytic gradients of `Σ w ⊙ f(inputs)` (fixed random weights) on every device, compared
+/// with the CPU's; for the large shapes gradcheck would be too slow.
+fn grads_match(
+    what: &str,
+    f: impl Fn(&[Tensor]) -> camel_core::Result<Tensor>,
+    ins: &[Host],
+    n_out: usize,
+    tol: Tol,
+) {
+    let w = rand_vec(n_out, -1.0, 1.0, 4242);
+    let run = |dev| -> Vec<Option<Vec<f32>>> {
+        let leaves: Vec<Tensor> = ins
+            .iter()
+            .map(|h| match h {
+                Host::F32(..) => h.on(dev).requires_grad_(true).unwrap(),
+                Host::I64(..) => h.on(dev),
+            })
+            .collect();
+        let out = f(&leaves).unwrap();
+        let wt = t(&w, out.shape(), dev);
+        out.mul(&wt).unwrap().sum().unwrap().backward().unwrap();
+        leaves
+            .iter()
+            .map(|l| l.grad().map(|g| g.to_vec().unwrap()))
+            .collect()
+    };
+    let cpu = run(camel_core::Device::Cpu);
+    for g in cpu.iter().flatten() {
+        assert!(
+            g.iter().all(|v| v.is_finite()),
+            "{what}: non-finite CPU grad"
+        );
+    }
+    for dev in devices().into_iter().filter(|d| d.is_cuda()) {
+        let got = run(dev);
+        for (i, (c, g)) in cpu.iter().zip(&got).enumerate() {
+            if let (Some(c), Some(g)) = (c, g) {
+                assert_close(&format!("{what}: grad {i} {dev} vs cpu"), g, &f64s(c), tol);
+            }
+        }
+    }
+}
+
+#[test]
+fn layer_norm_backward_large_rows() {
+    for &rows in &ROWS {
+        for &cols in &COLS {
+            let seed = (rows * 7 + cols) as u64;
+            let ins = [
+                hf(rand_vec(rows * cols, -2.0, 2.0, seed), &[rows, cols]),
+                hf(rand_vec(cols, 0.5, 1.5, seed ^ 3), &[cols]),
+                hf(rand_vec(cols, -1.0, 1.0, seed ^ 4), &[cols]),
+            ];
+            let tol = Tol {
+                atol: 1e-4,
+                rtol: 2e-3,
+            };
+            grads_match(
+                &format!("layer_norm [{rows},{cols}]"),
+                |a| a[0].layer_norm(&a[1], &a[2], 1e-5),
+                &ins,
+                rows * cols,
+                tol,
+            );
+        }
+    }
+}
+
+fn ref_softmax_rows(x: &[f32], cols: usize, log: bool) -> Vec<f64> {
+    let mut out = Vec::new();
+    for row in x.chunks(cols) {
+        let mx = row.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v as f64));
+        let s: f64 = row.iter().map(|&v| (v as f64 - mx).exp()).sum();
+        for &v in row {
+            let v = v as f64;
+            out.push(if log {
+                v - mx - s.ln()
+            } else {
+                (v - mx).exp() / s
+            });
+        }
+    }
+    out
+}
+
+#[test]
+fn softmax_rows_of_every_length() {
+    for &rows in &ROWS {
+        for &cols in &COLS {
+            let x = rand_vec(rows * cols, -10.0, 10.0, (rows + cols) as u64);
+            for log in [false, true] {
+                check(
+                    &format!("softmax(log={log}) [{rows},{cols}]"),
+                    &[rows, cols],
+                    &ref_softmax_rows(&x, cols, log),
+                    ROWTOL,
+                    |d| {
+                        let xt = t(&x, &[rows, cols], d);
+                        if log {
+                            xt.log_softmax()
+                        } else {
+                            xt.softmax()
+                        }
+                    },
+                );
+                let ins = [hf(x.clone(), &[rows, cols])];
+                grads_match(
+                    &format!("softmax(log={log}) backward [{rows},{cols}]"),
+                    |a| {
+                        if log {
+                            a[0].log_softmax()
+                        } else {
+                            a[0].softmax()
+                        }
+                    },
+                    &ins,
+                    rows * cols,
+                    Tol {
+                        atol: 1e-5,
+                        rtol: 1e-3,
+                    },
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn softmax_huge_logits_long_rows() {
+    // ±1e4 in rows long enough for the block-per-row kernels, with and without float4.
+    for cols in [1000usize, 4097] {
+        let x: Vec<f32> = (0..2 * cols)
+            .map(|i| if i % 3 == 0 { 1e4 } else { -1e4 })
+            .collect();
+        for d in devices() {
+            let xt = t(&x, &[2, cols], d).requires_grad_(true).unwrap();
+            let y = xt.log_softmax().unwrap();
+            y.sum().unwrap().backward().unwrap();
+            let v = y.to_vec().unwrap();
+            let g = xt.grad().unwrap().to_vec().unwrap();
+            assert!(
+                v.iter().chain(&g).all(|v| v.is_finite()),
+                "{d}: log_softmax of ±1e4 over {cols} columns is not finite"
+            );
+            let s = t(&x, &[2, cols], d).softmax().unwrap().to_vec().unwrap();
+            assert!(s.iter().all(|v| v.is_finite()), "{d}: softmax ±1e4");
+            let tg = ti(&[1, 0], &[2], d);
+            let ce = t(&x, &[2, cols], d).requires_grad_(true).unwrap();
+            let l = ce.cross_entropy(&tg).unwrap();
+            l.backward().unwrap();
+            assert!(l.item().unwrap().is_finite(), "{d}: CE ±1e4");
+            let g = ce.grad().unwrap().to_vec().unwrap();
+            assert!(g.iter().all(|v| v.is_finite()), "{d}: CE grad ±1e4");
+        }
+    }
+}
+
+#[test]
+fn cross_entropy_rows_of_every_length() {
+    for &rows in &ROWS {
+        for &cols in &COLS {
+            let seed = (rows * 3 + cols) as u64;
+            let x = rand_vec(rows * cols, -8.0, 8.0, seed);
+            let tg = rand_idx(rows, cols, seed ^ 11);
+            let lsm = ref_softmax_rows(&x, cols, true);
+            let want = (0..rows)
+                .map(|r| -lsm[r * cols + tg[r] as usize])
+                .sum::<f64>()
+                / rows as f64;
+            check(
+                &format!("cross_entropy [{rows},{cols}]"),
+                &[],
+                &[want],
+                ROWTOL,
+                |d| t(&x, &[rows, cols], d).cross_entropy(&ti(&tg, &[rows], d)),
+            );
+            // dx = (softmax − onehot) / rows
+            let sm = ref_softmax_rows(&x, cols, false);
+            let dwant: Vec<f64> = (0..rows * cols)
+                .map(|i| {
+                    let hot = if (i % cols) as i64 == tg[i / cols] {
+                        1.0
+                    } else {
+                        0.0
+                    };
+                    (sm[i] - hot) / rows as f64
+                })
+                .collect();
+            for d in devices() {
+                let xt = t(&x, &[rows, cols], d).requires_grad_(true).unwrap();
+                xt.cross_entropy(&ti(&tg, &[rows], d))
+                    .unwrap()
+                    .backward()
+                    .unwrap();
+                assert_close(
+                    &format!("cross_entropy grad [{rows},{cols}] on {d}"),
+                    &xt.grad().unwrap().to_vec().unwrap(),
+                    &dwant,
+                    Tol {
+                        atol: 1e-6,
+                        rtol: 1e-3,
+                    },
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn sum_and_max_along_last_dim_and_all() {
+    let mut shapes: Vec<Vec<usize>> = Vec::new();
+    for &rows in &ROWS {
+        for &cols in &COLS {
+            shapes.push(vec![rows, cols]);
+        }
+    }
+    shapes.push(vec![1000, 4097]); // many long rows: a block per row
+    shapes.push(vec![1, 300_001]); // one very long row: the two-pass split
+    for shape in shapes {
+        let (rows, cols) = (shape[0], shape[1]);
+        // distinct values (no ties) for max, values in [-1, 1) for sums
+        let x = rand_distinct(rows * cols, 1e-3, (rows ^ cols) as u64);
+        let xs = rand_vec(rows * cols, -1.0, 1.0, (rows + cols) as u64);
+        let sum: Vec<f64> = xs
+            .chunks(cols)
+            .map(|r| r.iter().map(|&v| v as f64).sum())
+            .collect();
+        let max: Vec<f64> = x
+            .chunks(cols)
+            .map(|r| r.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v as f64)))
+            .collect();
+        // f32 sums of n values in [-1, 1): error grows like √n
+        let stol = Tol {
+            atol: 1e-5 * (cols as f64).sqrt(),
+            rtol: 1e-4,
+        };
+        check(&format!("sum_dim {shape:?}"), &[rows], &sum, stol, |d| {
+            t(&xs, &shape, d).sum_dim(-1, false)
+        });
+        check(&format!("max_dim {shape:?}"), &[rows], &max, EXACT, |d| {
+            t(&x, &shape, d).max_dim(-1, false)
+        });
+        let all: f64 = sum.iter().sum();
+        let atol = Tol {
+            atol: 1e-5 * ((rows * cols) as f64).sqrt() * 10.0,
+            rtol: 1e-4,
+        };
+        check(&format!("sum {shape:?}"), &[], &[all], atol, |d| {
+            t(&xs, &shape, d).sum()
+        });
+        let mx = max.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        check(&format!("max {shape:?}"), &[], &[mx], EXACT, |d| {
+            t(&x, &shape, d).max()
+        });
+    }
+    // a middle dim: [7, 1000, 33] summed over dim 1
+    let shape = [7usize, 1000, 33];
+    let x = rand_vec(numel(&shape), -1.0, 1.0, 5);
+    let mut want = vec![0.0f64; 7 * 33];
+    for o in 0..7 {
+        for dd in 0..1000 {
+            for i in 0..33 {
+                want[o * 33 + i] += x[(o * 1000 + dd) * 33 + i] as f64;
+            }
+        }
+    }
+    check(
+        "sum_dim(1) [7,1000,33]",
+        &[7, 33],
+        &want,
+        Tol {
+            atol: 1e-4,
+            rtol: 1e-4,
+        },
+        |d| t(&x, &shape, d).sum_dim(1, false),
+    );
+}
+
+#[test]
+fn max_propagates_nan() {
+    for cols in [7usize, 4097, 300_001] {
+        let mut x = rand_vec(cols, -1.0, 1.0, 1);
+        x[cols / 2] = f32::NAN;
+        for d in devices() {
+            let m = t(&x, &[cols], d).max().unwrap().item().unwrap();
+            assert!(m.is_nan(), "{d}: max over {cols} with a NaN gave {m}");
+        }
+    }
+}
+
+#[test]
+fn elementwise_float4_tails() {
+    for n in [1usize, 7, 33, 1000, 4097] {
+        let a = rand_vec(n, -3.0, 3.0, n as u64);
+        let b = rand_away(n, 0.5, 2.0, n as u64 ^ 9);
+        let f = |g: &dyn Fn(f64, f64) -> f64| -> Vec<f64> {
+            a.iter()
+                .zip(&b)
+                .map(|(&x, &y)| g(x as f64, y as f64))
+                .collect()
+        };
+        check(&format!("add {n}"), &[n], &f(&|x, y| x + y), ELEM, |d| {
+            t(&a, &[n], d).add(&t(&b, &[n], d))
+        });
+        check(&format!("mul {n}"), &[n], &f(&|x, y| x * y), ELEM, |d| {
+            t(&a, &[n], d).mul(&t(&b, &[n], d))
+        });
+        check(
+            &format!("relu {n}"),
+            &[n],
+            &f(&|x, _| x.max(0.0)),
+            ELEM,
+            |d| t(&a, &[n], d).relu(),
+        );
+        check(
+            &format!("scale {n}"),
+            &[n],
+            &f(&|x, _| 0.37 * x),
+            ELEM,
+            |d| t(&a, &[n], d).mul_scalar(0.37),
+        );
+        let gelu = |x: f64| {
+            0.5 * x
+                * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x.powi(3))).tanh())
+        };
+        check(&format!("gelu {n}"), &[n], &f(&|x, _| gelu(x)), ELEM, |d| {
+            t(&a, &[n], d).gelu()
+        });
+        // gelu backward with upstream grad b: b · gelu'(a), central difference in f64
+        let want = f(&|x, y| y * (gelu(x + 1e-6) - gelu(x - 1e-6)) / 2e-6);
+        for d in devices() {
+            let x = t(&a, &[n], d).requires_grad_(true).unwrap();
+            x.gelu().unwrap().backward_with(&t(&b, &[n], d)).unwrap();
+            assert_close(
+                &format!("gelu backward {n} on {d}"),
+                &x.grad().unwrap().to_vec().unwrap(),
+                &want,
+                Tol {
+                    atol: 1e-5,
+                    rtol: 1e-4,
+                },
+            );
+        }
+    }
+}
+
+#[test]
+fn embedding_backward_with_repeated_indices() {
+    for dim in [1usize, 7, 33, 1000] {
+        let v = 5;
+        let idx: Vec<i64> = (0..37).map(|i| [0, 3, 3, 1, 3, 0, 4][i % 7]).collect();
+        let n = idx.len();
+        let table = rand_vec(v * dim, -1.0, 1.0, dim as u64);
+        let g = rand_vec(n * dim, -1.0, 1.0, dim as u64 ^ 5);
+        let fwd: Vec<f64> = idx
+            .iter()
+            .flat_map(|&i| {
+                table[i as usize * dim..(i as usize + 1) * dim]
+                    .iter()
+                    .map(|&x| x as f64)
+            })
+            .collect();
+        check(&format!("embedding d={dim}"), &[n, dim], &fwd, EXACT, |d| {
+            t(&table, &[v, dim], d).embedding(&ti(&idx, &[n], d))
+        });
+        let mut want = vec![0.0f64; v * dim];
+        for (k, &i) in idx.iter().enumerate() {
+            for c in 0..dim {
+                want[i as usize * dim + c] += g[k * dim + c] as f64;
+            }
+        }
+        for d in devices() {
+            let w = t(&table, &[v, dim], d).requires_grad_(true).unwrap();
+            w.embedding(&ti(&idx, &[n], d))
+                .unwrap()
+                .backward_with(&t(&g, &[n, dim], d))
+                .unwrap();
+            assert_close(
+                &format!("embedding backward d={dim} on {d}"),
+                &w.grad().unwrap().to_vec().unwrap(),
+                &want,
+                ELEM,
+            );
+        }
+    }
+}
+
+#[test]
+fn multi_tensor_update_matches_one_by_one() {
+    let sizes = [1usize, 7, 4097, 5000];
+    let rules = |t: i32| {
+        [
+            UpdateRule::Sgd {
+                lr: 0.1,
+                momentum: 0.9,
+                weight_decay: 0.01,
+            },
+            UpdateRule::Sgd {
+                lr: 0.1,
+                momentum: 0.0,
+                weight_decay: 0.0,
+            },
+            UpdateRule::Adam {
+                lr: 0.01,
+                beta1: 0.9,
+                beta2: 0.999,
+                eps: 1e-8,
+                weight_decay: 0.1,
+                decoupled: false,
+                bc1: 1.0 - 0.9f32.powi(t),
+                bc2: 1.0 - 0.999f32.powi(t),
+            },
+            UpdateRule::Adam {
+                lr: 0.01,
+                beta1: 0.9,
+                beta2: 0.999,
+                eps: 1e-8,
+                weight_decay: 0.1,
+                decoupled: true,
+                bc1: 1.0 - 0.9f32.powi(t),
+                bc2: 1.0 - 0.999f32.powi(t),
+            },
+        ]
+    };
+    for which in 0..4 {
+        let nbuf = match rules(1)[which] {
+            UpdateRule::Sgd { momentum, .. } => usize::from(momentum != 0.0),
+            UpdateRule::Adam { .. } => 2,
+        };
+        let p0: Vec<Vec<f32>> = sizes
+            .iter()
+            .map(|&n| rand_vec(n, -1.0, 1.0, n as u64))
+            .collect();
+        let gs: Vec<Vec<f32>> = sizes
+            .iter()
+            .map(|&n| rand_vec(n, -1.0, 1.0, n as u64 ^ 3))
+            .collect();
+        // reference: apply_update one tensor at a time on the CPU, three steps, with per-tensor
+        // step counts (tensor k starts at step k+1, so bias corrections differ per tensor)
+        let run = |dev, multi: bool| -> Vec<Vec<f32>> {
+            let ps: Vec<Tensor> = p0
+                .iter()
+                .zip(&sizes)
+                .map(|(p, &n)| t(p, &[n], dev))
+                .collect();
+            let gts: Vec<Tensor> = gs
+                .iter()
+                .zip(&sizes)
+                .map(|(g, &n)| t(g, &[n], dev))
+                .collect();
+            let states: Vec<Vec<Tensor>> = ps
+                .iter()
+                .map(|p| (0..nbuf).map(|_| p.zeros_like().unwrap()).collect())
+                .collect();
+            for step in 1..=3 {
+                let rs: Vec<UpdateRule> = (0..sizes.len())
+                    .map(|k| rules(step + k as i32)[which])
+                    .collect();
+                if multi {
+                    Tensor::apply_updates(&ps, &gts, &states, &rs).unwrap();
+                } else {
+                    for k in 0..sizes.len() {
+                        let refs: Vec<&Tensor> = states[k].iter().collect();
+                        ps[k].apply_update(&gts[k], &refs, &rs[k]).unwrap();
+                    }
+                }
+            }
+            ps.iter().map(|p| p.to_vec().unwrap()).collect()
+        };
+        let want = run(camel_core::Device::Cpu, false);
+        for d in devices() {
+            let got = run(d, true);
+            for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert_close(
+                    &format!("rule {which} tensor {k} ({} elements) on {d}", sizes[k]),
+                    g,
+                    &f64s(w),
+                    Tol {
+                        atol: 1e-6,
+                        rtol: 1e-5,
+                    },
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn multi_tensor_update_rejects_bad_input() {
+    let d = camel_core::Device::Cpu;
+    let p = Tensor::zeros(&[3], d).unwrap();
+    let g = Tensor::zeros(&[3], d).unwrap();
+    let adam = UpdateRule::Adam {
+        lr: 0.1,
+        beta1: 0.9,
+        beta2: 0.999,
+        eps: 1e-8,
+        weight_decay: 0.0,
+        decoupled: false,
+        bc1: 0.1,
+        bc2: 0.001,
+    };
+    // Adam without its two state buffers
+    assert!(Tensor::apply_updates(
+        std::slice::from_ref(&p),
+        std::slice::from_ref(&g),
+        &[vec![]],
+        &[adam]
+    )
+    .is_err());
+    // the same parameter twice
+    let st = || {
+        vec![
+            Tensor::zeros(&[3], d).unwrap(),
+            Tensor::zeros(&[3], d).unwrap(),
+        ]
+    };
+    assert!(Tensor::apply_updates(
+        &[p.clone(), p.clone()],
+        &[g.clone(), Tensor::zeros(&[3], d).unwrap()],
+        &[st(), st()],
+        &[adam, adam]
+    )
+    .is_err());
+    // length mismatch
+    assert!(Tensor::apply_updates(&[p], &[], &[], &[]).is_err());
+}

@@ -1,0 +1,140 @@
+//! Launchers for `kernels/layernorm.cu`: LayerNorm over the last dim, a warp per row.
+
+use super::rows::{aligned16, ROW_THREADS};
+use super::rows_grid;
+use crate::{launch_1d, CudaDevice, DevPtr, Dim3, Error, LaunchConfig, Result};
+
+const MODULE: &str = "layernorm";
+
+/// `y = (x − mean)·rstd·γ + β` per row of `[rows, cols]`; writes `mean[rows]` and
+/// `rstd[rows]` (rstd = 1/√(var + eps), biased variance) for the backward.
+#[allow(clippy::too_many_arguments)]
+pub fn layernorm_fwd_f32(
+    dev: &CudaDevice,
+    x: DevPtr,
+    gamma: DevPtr,
+    beta: DevPtr,
+    y: DevPtr,
+    mean: DevPtr,
+    rstd: DevPtr,
+    rows: usize,
+    cols: usize,
+    eps: f32,
+) -> Result<()> {
+    if rows == 0 || cols == 0 {
+        return Ok(());
+    }
+    let vec = cols % 4 == 0 && aligned16(&[x, gamma, beta, y]);
+    let name = if vec {
+        "layernorm_fwd_vec_f32"
+    } else {
+        "layernorm_fwd_f32"
+    };
+    let k = dev.function(MODULE, name)?;
+    let per_block = (ROW_THREADS / 32) as usize;
+    let cfg = LaunchConfig::new(
+        rows_grid(name, rows.div_ceil(per_block))?,
+        Dim3::x(ROW_THREADS),
+    );
+    // SAFETY: matches `layernorm_fwd_*(const float* ×3, float* ×3, long long, long long, float)`.
+    unsafe {
+        dev.launch(
+            &k,
+            cfg,
+            &[
+                &x,
+                &gamma,
+                &beta,
+                &y,
+                &mean,
+                &rstd,
+                &(rows as i64),
+                &(cols as i64),
+                &eps,
+            ],
+        )
+    }
+}
+
+/// Backward: `dx` (`[rows, cols]`), `dgamma` and `dbeta` (`[cols]`) from the upstream grad
+/// `g` and the forward's `mean`/`rstd`. Two launches: the row pass (with per-block partial
+/// sums of dγ, dβ) and the column sum of the partials. Deterministic (no atomics).
+#[allow(clippy::too_many_arguments)]
+pub fn layernorm_bwd_f32(
+    dev: &CudaDevice,
+    x: DevPtr,
+    gamma: DevPtr,
+    g: DevPtr,
+    mean: DevPtr,
+    rstd: DevPtr,
+    dx: DevPtr,
+    dgamma: DevPtr,
+    dbeta: DevPtr,
+    rows: usize,
+    cols: usize,
+) -> Result<()> {
+    if cols == 0 {
+        return Ok(());
+    }
+    let vec = cols % 4 == 0 && aligned16(&[x, gamma, g, dx]);
+    let name = if vec {
+        "layernorm_bwd_vec_f32"
+    } else {
+        "layernorm_bwd_f32"
+    };
+    // Each warp keeps dγ and dβ for all columns in shared memory: 8·cols bytes a warp. Aim for
+    // 24 KiB a block (several blocks per SM), at least one warp, at most 8.
+    let per_warp = 8 * cols;
+    let warps = (24 * 1024 / per_warp).clamp(1, 8);
+    let smem = warps * per_warp;
+    let limit = dev.limits().max_shared_per_block_optin as usize;
+    if smem > limit {
+        return Err(Error::LaunchConfig {
+            kernel: name.to_string(),
+            msg: format!(
+                "{cols} columns need {smem} bytes of shared memory for dγ/dβ, more than the device's {limit}"
+            ),
+        });
+    }
+    let sms = dev.limits().sm_count.max(1) as usize;
+    let blocks = rows.div_ceil(warps).clamp(1, 4 * sms);
+    let partial = dev.alloc(2 * blocks * cols * 4)?;
+    let k = dev.function(MODULE, name)?;
+    let cfg = LaunchConfig::new(Dim3::x(blocks as u32), Dim3::x(32 * warps as u32))
+        .with_shared_mem(smem as u32);
+    // SAFETY: matches `layernorm_bwd_*(const float* ×5, float*, float*, long long, long long)`;
+    // `partial` holds 2 × blocks × cols floats.
+    unsafe {
+        dev.launch(
+            &k,
+            cfg,
+            &[
+                &x,
+                &gamma,
+                &g,
+                &mean,
+                &rstd,
+                &dx,
+                &partial.ptr(),
+                &(rows as i64),
+                &(cols as i64),
+            ],
+        )?;
+    }
+    let name = "layernorm_param_grad_f32";
+    let k = dev.function(MODULE, name)?;
+    // SAFETY: matches `layernorm_param_grad_f32(const float*, float*, float*, long long, long long)`.
+    unsafe {
+        dev.launch(
+            &k,
+            launch_1d(2 * cols),
+            &[
+                &partial.ptr(),
+                &dgamma,
+                &dbeta,
+                &(blocks as i64),
+                &(cols as i64),
+            ],
+        )
+    }
+}

@@ -1,0 +1,86 @@
+//! What the memory-bound ladders share (issue 4: reductions, softmax, cross-entropy, LayerNorm,
+//! elementwise, embedding, optimizer updates): the [`Step`] selector and the choice between a
+//! warp and a block per row (`kernels/rows.cuh`).
+
+use super::rows_grid;
+use crate::{DevPtr, Dim3, LaunchConfig, Result};
+
+/// A step of a memory-bound ladder, selectable at run time for tests and benchmarks (the
+/// camel-core CUDA backend reads it from an environment variable per family, e.g.
+/// `CAMEL_SOFTMAX=1`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Step {
+    /// 1: the simple kernel of the CUDA backend issue (a block per row or a thread per element).
+    One,
+    /// 2: warp- or block-per-row with shuffles, online statistics, float4, one launch for many
+    /// tensors (the memory-bound issue).
+    Two,
+}
+
+impl Step {
+    /// Every step, in ladder order.
+    pub const ALL: [Step; 2] = [Step::One, Step::Two];
+    /// The library default.
+    pub const BEST: Step = Step::Two;
+
+    /// `"1"` → One, `"2"` → Two, anything else (or unset) → [`Step::BEST`].
+    pub fn parse(s: Option<&str>) -> Step {
+        match s {
+            Some("1") => Step::One,
+            Some("2") => Step::Two,
+            _ => Step::BEST,
+        }
+    }
+
+    /// The step's number (1, 2).
+    pub fn number(&self) -> u32 {
+        match self {
+            Step::One => 1,
+            Step::Two => 2,
+        }
+    }
+}
+
+/// True when every pointer is 16-byte aligned (float4 access).
+pub fn aligned16(ptrs: &[DevPtr]) -> bool {
+    ptrs.iter().all(|p| p.0 % 16 == 0)
+}
+
+/// Rows up to this length get a warp each; longer rows get a block.
+pub const WARP_ROW_MAX: usize = 1024;
+
+/// Threads per block of the row kernels.
+pub const ROW_THREADS: u32 = 256;
+
+/// The `(warp, vec)` variant for rows of `cols` and the launch configuration: a warp per row
+/// (8 rows per block of 256) when `cols ≤ WARP_ROW_MAX`, else a block per row (512 threads
+/// from 16384 columns on). `vec` when `cols % 4 == 0` and the pointers are aligned.
+pub(crate) fn row_launch(
+    name: &str,
+    rows: usize,
+    cols: usize,
+    ptrs: &[DevPtr],
+) -> Result<(bool, bool, LaunchConfig)> {
+    let warp = cols <= WARP_ROW_MAX;
+    let vec = cols % 4 == 0 && aligned16(ptrs);
+    let per_block = (ROW_THREADS / 32) as usize;
+    let cfg = if warp {
+        LaunchConfig::new(
+            rows_grid(name, rows.div_ceil(per_block))?,
+            Dim3::x(ROW_THREADS),
+        )
+    } else {
+        let threads = if cols >= 16384 { 512 } else { ROW_THREADS };
+        LaunchConfig::new(rows_grid(name, rows)?, Dim3::x(threads))
+    };
+    Ok((warp, vec, cfg))
+}
+
+/// Kernel name of a row variant: `{base}_{warp|block}{_vec}_f32`.
+pub(crate) fn variant_name(base: &str, warp: bool, vec: bool) -> String {
+    format!(
+        "{base}_{}{}_f32",
+        if warp { "warp" } else { "block" },
+        if vec { "_vec" } else { "" }
+    )
+}

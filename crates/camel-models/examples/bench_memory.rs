@@ -1,0 +1,398 @@
+//! GPU benchmark of the memory-bound kernel ladders (issue 4): every step of every family at the
+//! issue's sizes, timed with CUDA events (3 warm-up launches, median of 20), reported as GB/s of
+//! the bytes the op must move (inputs read once, outputs written once), the ratio to the
+//! device's copy bandwidth measured in the same run (`cuMemcpyDtoD` of 2^28 floats), and the
+//! ratio to PyTorch when a file of PyTorch timings (`bench/memory_torch.py`) is given.
+//!
+//! `bench_memory [--torch torch.txt] [--reps N]` — prints a Markdown table.
+//! Kernels are called through their camel-cuda launchers (no tensor overhead).
+
+use camel_cuda::kernels::{
+    elementwise as ew, embedding as emb, layernorm as ln, loss, optim, reduce, softmax,
+};
+use camel_cuda::{Buffer, CudaDevice, DevPtr, Result};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+struct Bench {
+    dev: Arc<CudaDevice>,
+    reps: usize,
+    copy_gbs: f64,
+    torch: HashMap<String, f64>,
+    rows: Vec<String>,
+}
+
+impl Bench {
+    /// Median milliseconds of `f` over `reps` timed launches after 3 warm-ups.
+    fn time(&self, f: &mut dyn FnMut() -> Result<()>) -> Result<f64> {
+        for _ in 0..3 {
+            f()?;
+        }
+        let mut ms = Vec::with_capacity(self.reps);
+        for _ in 0..self.reps {
+            let a = self.dev.record_event()?;
+            f()?;
+            let b = self.dev.record_event()?;
+            ms.push(a.elapsed_ms(&b)? as f64);
+        }
+        ms.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        Ok(ms[ms.len() / 2])
+    }
+
+    /// Time one ladder step of `op` at `size`, moving `bytes`.
+    fn row(
+        &mut self,
+        op: &str,
+        size: &str,
+        step: u32,
+        bytes: f64,
+        f: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<()> {
+        let ms = self.time(f)?;
+        let gbs = bytes / (ms * 1e-3) / 1e9;
+        let key = format!("{op} {size}");
+        let (torch_gbs, ratio) = match self.torch.get(&key) {
+            Some(&tms) => {
+                let t = bytes / (tms * 1e-3) / 1e9;
+                (format!("{t:.0}"), format!("{:.2}×", tms / ms))
+            }
+            None => ("—".into(), "—".into()),
+        };
+        let step = match step {
+            0 => "—".to_string(),
+            s => s.to_string(),
+        };
+        let line = format!(
+            "| {op} | {size} | {step} | {:.1} | {gbs:.0} | {:.0} % | {torch_gbs} | {ratio} |",
+            ms * 1e3,
+            100.0 * gbs / self.copy_gbs
+        );
+        println!("{line}");
+        self.rows.push(line);
+        Ok(())
+    }
+}
+
+fn buf(dev: &CudaDevice, n: usize, v: f32) -> Result<Buffer> {
+    let b = dev.alloc(n * 4)?;
+    ew::fill_f32(dev, b.ptr(), n, v)?;
+    Ok(b)
+}
+
+/// Pseudo-random values in [-2, 2) from a tiny LCG (no host RNG needed at these sizes).
+fn rand_buf(dev: &CudaDevice, n: usize, seed: u64) -> Result<Buffer> {
+    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+    let v: Vec<f32> = (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 4.0 - 2.0
+        })
+        .collect();
+    dev.htod(&v)
+}
+
+fn idx_buf(dev: &CudaDevice, n: usize, hi: usize, seed: u64) -> Result<Buffer> {
+    let mut s = seed.wrapping_add(12345);
+    let v: Vec<i64> = (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 33) % hi as u64) as i64
+        })
+        .collect();
+    dev.htod(&v)
+}
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("bench_memory: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let arg = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1).cloned())
+    };
+    let reps = arg("--reps").map_or(20, |s| s.parse().expect("--reps N"));
+    let mut torch = HashMap::new();
+    let mut torch_copy = None;
+    if let Some(path) = arg("--torch") {
+        let text = std::fs::read_to_string(&path).expect("reading the PyTorch timings");
+        for line in text.lines() {
+            // "<op> <size>\t<ms>"
+            if let Some((k, v)) = line.split_once('\t') {
+                if let Ok(ms) = v.trim().parse::<f64>() {
+                    if k == "copy 2^28" {
+                        torch_copy = Some(ms);
+                    }
+                    torch.insert(k.to_string(), ms);
+                }
+            }
+        }
+    }
+    let dev = camel_cuda::device(0)?;
+    let mut b = Bench {
+        dev: dev.clone(),
+        reps,
+        copy_gbs: 1.0,
+        torch,
+        rows: Vec::new(),
+    };
+    let d = &*dev;
+
+    // ---- copy bandwidth, same run
+    let n: usize = 1 << 28;
+    let x = buf(d, n, 0.5)?;
+    let y = buf(d, n, 0.25)?;
+    let copy_ms = b.time(&mut || d.dtod(&x, &y, n * 4))?;
+    b.copy_gbs = 8.0 * n as f64 / (copy_ms * 1e-3) / 1e9;
+    println!(
+        "device: {} ({} SMs); copy (cuMemcpyDtoD, 2^28 f32, read + write): {:.0} GB/s",
+        d.name(),
+        d.limits().sm_count,
+        b.copy_gbs
+    );
+    if let Some(t) = torch_copy {
+        println!(
+            "PyTorch copy_ (same sizes, same GPU): {:.0} GB/s",
+            8.0 * n as f64 / (t * 1e-3) / 1e9
+        );
+    }
+    println!("timing: CUDA events, 3 warm-up launches, median of {reps}; GB/s = bytes the op must move / time\n");
+    println!(
+        "| op | size | step | time (µs) | GB/s | of copy BW | PyTorch GB/s | speed-up vs PyTorch |"
+    );
+    println!("|---|---|---:|---:|---:|---:|---:|---:|");
+    b.row("copy", "2^28", 0, 8.0 * n as f64, &mut || {
+        d.dtod(&x, &y, n * 4)
+    })?;
+
+    // ---- elementwise, 2^28
+    let z = buf(d, n, 0.0)?;
+    let (px, py, pz) = (x.ptr(), y.ptr(), z.ptr());
+    let nf = n as f64;
+    for (name, code, s) in [("relu", 1, 0.0f32), ("scale", 12, 0.37), ("gelu", 4, 0.0)] {
+        b.row(name, "2^28", 1, 8.0 * nf, &mut || {
+            ew::unary_f32(d, px, pz, n, code, s)
+        })?;
+        b.row(name, "2^28", 2, 8.0 * nf, &mut || {
+            ew::unary_vec4_f32(d, px, pz, n, code, s)
+        })?;
+    }
+    for (name, code) in [("add", 0), ("mul", 2), ("gelu_bwd", ew::GELU_BWD)] {
+        b.row(name, "2^28", 1, 12.0 * nf, &mut || {
+            ew::binary2_f32(d, px, py, pz, n, code)
+        })?;
+        b.row(name, "2^28", 2, 12.0 * nf, &mut || {
+            ew::binary_vec4_f32(d, px, py, pz, n, code)
+        })?;
+    }
+
+    // ---- reductions, 2^28
+    let out = buf(d, 65536, 0.0)?;
+    let po = out.ptr();
+    for (name, op) in [("sum", 0), ("max", 1)] {
+        b.row(name, "2^28", 1, 4.0 * nf, &mut || {
+            reduce::reduce_f32(d, px, po, 1, n, 1, op)
+        })?;
+        b.row(name, "2^28", 2, 4.0 * nf, &mut || {
+            reduce::reduce2_f32(d, px, po, 1, n, 1, op)
+        })?;
+        let last = format!("{name}_last");
+        b.row(&last, "65536x4096", 1, 4.0 * nf, &mut || {
+            reduce::reduce_f32(d, px, po, 65536, 4096, 1, op)
+        })?;
+        b.row(&last, "65536x4096", 2, 4.0 * nf, &mut || {
+            reduce::reduce2_f32(d, px, po, 65536, 4096, 1, op)
+        })?;
+    }
+    drop((x, y, z, out));
+
+    // ---- softmax, forward and backward
+    for (r, c) in [(16384usize, 1024usize), (4096, 4096), (65536, 65)] {
+        let size = format!("{r}x{c}");
+        let e = (r * c) as f64;
+        let xs = rand_buf(d, r * c, 1)?;
+        let gs = rand_buf(d, r * c, 2)?;
+        let ys = buf(d, r * c, 0.0)?;
+        let dx = buf(d, r * c, 0.0)?;
+        let (px, pg, py, pd) = (xs.ptr(), gs.ptr(), ys.ptr(), dx.ptr());
+        b.row("softmax", &size, 1, 8.0 * e, &mut || {
+            softmax::softmax_last_f32(d, px, py, r, c, false)
+        })?;
+        b.row("softmax", &size, 2, 8.0 * e, &mut || {
+            softmax::softmax2_f32(d, px, py, r, c, false)
+        })?;
+        b.row("softmax_bwd", &size, 1, 12.0 * e, &mut || {
+            softmax::softmax_bwd_f32(d, py, pg, pd, r, c, false)
+        })?;
+        b.row("softmax_bwd", &size, 2, 12.0 * e, &mut || {
+            softmax::softmax_bwd2_f32(d, py, pg, pd, r, c, false)
+        })?;
+        b.row("log_softmax", &size, 2, 8.0 * e, &mut || {
+            softmax::softmax2_f32(d, px, py, r, c, true)
+        })?;
+    }
+
+    // ---- LayerNorm 16384×768
+    {
+        let (r, c) = (16384usize, 768usize);
+        let e = (r * c) as f64;
+        let xs = rand_buf(d, r * c, 3)?;
+        let gs = rand_buf(d, r * c, 4)?;
+        let (gm, bt) = (rand_buf(d, c, 5)?, rand_buf(d, c, 6)?);
+        let (ys, dx) = (buf(d, r * c, 0.0)?, buf(d, r * c, 0.0)?);
+        let (mean, rstd) = (buf(d, r, 0.0)?, buf(d, r, 0.0)?);
+        let (dg, db) = (buf(d, c, 0.0)?, buf(d, c, 0.0)?);
+        let p = |bf: &Buffer| -> DevPtr { bf.ptr() };
+        b.row("layernorm", "16384x768", 0, 8.0 * e, &mut || {
+            ln::layernorm_fwd_f32(
+                d,
+                p(&xs),
+                p(&gm),
+                p(&bt),
+                p(&ys),
+                p(&mean),
+                p(&rstd),
+                r,
+                c,
+                1e-5,
+            )
+        })?;
+        b.row("layernorm_bwd", "16384x768", 0, 12.0 * e, &mut || {
+            ln::layernorm_bwd_f32(
+                d,
+                p(&xs),
+                p(&gm),
+                p(&gs),
+                p(&mean),
+                p(&rstd),
+                p(&dx),
+                p(&dg),
+                p(&db),
+                r,
+                c,
+            )
+        })?;
+    }
+
+    // ---- cross-entropy (per-row loss; the mean over rows is a separate tiny reduction)
+    for (r, c) in [(16384usize, 65usize), (4096, 50257)] {
+        let size = format!("{r}x{c}");
+        let e = (r * c) as f64;
+        let xs = rand_buf(d, r * c, 7)?;
+        let tg = idx_buf(d, r, c, 8)?;
+        let (lo, st, g) = (
+            buf(d, r, 0.0)?,
+            buf(d, 2 * r, 0.0)?,
+            buf(d, r, 1.0 / r as f32)?,
+        );
+        let dx = buf(d, r * c, 0.0)?;
+        let err = d.alloc(32)?;
+        d.memset_zero(&err)?;
+        let (px, pt, pl, ps, pg, pd, pe) = (
+            xs.ptr(),
+            tg.ptr(),
+            lo.ptr(),
+            st.ptr(),
+            g.ptr(),
+            dx.ptr(),
+            err.ptr(),
+        );
+        b.row("cross_entropy", &size, 1, 4.0 * e, &mut || {
+            loss::cross_entropy_fwd_f32(d, px, pt, pl, r, c, pe)
+        })?;
+        b.row("cross_entropy", &size, 2, 4.0 * e, &mut || {
+            loss::cross_entropy_fwd2_f32(d, px, pt, pl, ps, r, c, pe)
+        })?;
+        b.row("cross_entropy_bwd", &size, 1, 8.0 * e, &mut || {
+            loss::cross_entropy_bwd_f32(d, px, pt, pg, pd, r, c, pe)
+        })?;
+        b.row("cross_entropy_bwd", &size, 2, 8.0 * e, &mut || {
+            loss::cross_entropy_bwd2_f32(d, px, pt, ps, pg, pd, r, c, pe)
+        })?;
+    }
+
+    // ---- embedding: 2^28 / 768 tokens into a GPT-2 sized table
+    {
+        let (v, dim) = (50257usize, 768usize);
+        let tokens = (1usize << 28) / dim;
+        let e = (tokens * dim) as f64;
+        let table = rand_buf(d, v * dim, 9)?;
+        let idx = idx_buf(d, tokens, v, 10)?;
+        let out = buf(d, tokens * dim, 0.0)?;
+        let grad = buf(d, v * dim, 0.0)?;
+        let err = d.alloc(32)?;
+        d.memset_zero(&err)?;
+        let (pt, pi, po, pg, pe) = (table.ptr(), idx.ptr(), out.ptr(), grad.ptr(), err.ptr());
+        let size = format!("{tokens}x{dim}");
+        b.row("embedding", &size, 1, 8.0 * e, &mut || {
+            emb::index_select_rows_f32(d, pt, pi, po, tokens, v, dim, pe)
+        })?;
+        b.row("embedding", &size, 2, 8.0 * e, &mut || {
+            emb::index_select_rows_warp_f32(d, pt, pi, po, tokens, v, dim, pe)
+        })?;
+        // backward: read the upstream rows, add into the table's gradient (not zeroed between
+        // repetitions: the timing is of the scatter-add alone)
+        b.row("embedding_bwd", &size, 1, 8.0 * e, &mut || {
+            emb::index_add_rows_f32(d, po, pi, pg, tokens, v, dim, pe)
+        })?;
+        b.row("embedding_bwd", &size, 2, 8.0 * e, &mut || {
+            emb::index_add_rows_warp_f32(d, po, pi, pg, tokens, v, dim, pe)
+        })?;
+    }
+
+    // ---- optimizers over 10M parameters in 10 tensors of 1M (step 1: one launch each)
+    {
+        let sizes = [1_000_000usize; 10];
+        let total: usize = sizes.iter().sum();
+        let mk =
+            |seed| -> Result<Vec<Buffer>> { sizes.iter().map(|&s| rand_buf(d, s, seed)).collect() };
+        let (ps, gs, ms, vs) = (mk(11)?, mk(12)?, mk(13)?, mk(14)?);
+        // v ≥ 0
+        for v in &vs {
+            ew::fill_f32(d, v.ptr(), v.bytes() / 4, 0.01)?;
+        }
+        let ts: Vec<optim::MultiTensor> = (0..sizes.len())
+            .map(|i| optim::MultiTensor {
+                p: ps[i].ptr(),
+                g: gs[i].ptr(),
+                s1: ms[i].ptr(),
+                s2: vs[i].ptr(),
+                n: sizes[i],
+                bc1: 0.1,
+                bc2: 0.001,
+            })
+            .collect();
+        let tf = total as f64;
+        b.row("adam", "10M", 1, 28.0 * tf, &mut || {
+            for t in &ts {
+                optim::adam_f32(
+                    d, t.p, t.g, t.s1, t.s2, t.n, 1e-4, 0.9, 0.999, 1e-8, 0.01, true, 0.1, 0.001,
+                )?;
+            }
+            Ok(())
+        })?;
+        b.row("adam", "10M", 2, 28.0 * tf, &mut || {
+            optim::adam_multi_f32(d, &ts, 1e-4, 0.9, 0.999, 1e-8, 0.01, true)
+        })?;
+        b.row("sgd_momentum", "10M", 1, 20.0 * tf, &mut || {
+            for t in &ts {
+                optim::sgd_f32(d, t.p, t.g, t.s1, t.n, 1e-4, 0.9, 0.0)?;
+            }
+            Ok(())
+        })?;
+        b.row("sgd_momentum", "10M", 2, 20.0 * tf, &mut || {
+            optim::sgd_multi_f32(d, &ts, 1e-4, 0.9, 0.0)
+        })?;
+    }
+    d.synchronize()?;
+    Ok(())
+}

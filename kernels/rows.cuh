@@ -1,0 +1,152 @@
+// rows.cuh — helpers of the memory-bound ladder steps (reductions, softmax, cross-entropy,
+// LayerNorm): a row is owned by a *group* of threads that is either one warp (short rows: a
+// block of 256 threads holds 8 rows, no __syncthreads) or the whole block (long rows). The
+// group reduces with warp shuffles (__shfl_xor_sync) and, for a block, one shared-memory hop.
+// Loads are float4 where the row starts on a 16-byte boundary (cols % 4 == 0 and an aligned
+// base, which the launchers check).
+#pragma once
+#include "common.cuh"
+
+namespace camel {
+
+// Row of this group, for a grid laid out by camel_cuda's `rows_grid` (x then y).
+template <bool WARP>
+__device__ __forceinline__ long long group_row() {
+    long long b = blockIdx.x + (long long)blockIdx.y * gridDim.x;
+    return WARP ? b * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE : b;
+}
+template <bool WARP>
+__device__ __forceinline__ int group_tid() {
+    return WARP ? threadIdx.x % WARP_SIZE : threadIdx.x;
+}
+template <bool WARP>
+__device__ __forceinline__ int group_size() {
+    return WARP ? WARP_SIZE : blockDim.x;
+}
+
+// Reduction combine: op 0 sum, 1 max (NaN wins, as in PyTorch and the CPU reference).
+__device__ __forceinline__ float combine(int op, float a, float b) {
+    return op == 0 ? a + b : ((b > a || isnan(b)) ? b : a);
+}
+__device__ __forceinline__ float identity(int op) { return op == 0 ? 0.0f : -INFINITY; }
+
+__device__ __forceinline__ float warp_reduce(int op, float v) {
+#pragma unroll
+    for (int o = WARP_SIZE / 2; o > 0; o >>= 1) v = combine(op, v, __shfl_xor_sync(FULL_MASK, v, o));
+    return v;
+}
+
+// Every thread of the group gets the result. `scratch`: __shared__ float[32] (block mode only).
+template <bool WARP>
+__device__ __forceinline__ float group_reduce(int op, float v, float* scratch) {
+    v = warp_reduce(op, v);
+    if (WARP) return v;
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
+    __syncthreads();  // scratch may still be read by a previous call
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    v = lane < (int)(blockDim.x / WARP_SIZE) ? scratch[lane] : identity(op);
+    return warp_reduce(op, v);
+}
+
+template <bool WARP>
+__device__ __forceinline__ float group_sum(float v, float* scratch) {
+    return group_reduce<WARP>(0, v, scratch);
+}
+
+// ---- online softmax: a running (max m, sum s of exp(x - m)) ------------------------------------
+
+__device__ __forceinline__ void online_add(float& m, float& s, float v) {
+    if (v > m) {
+        s = s * expf(m - v) + 1.0f;
+        m = v;
+    } else if (v != -INFINITY) {  // (-inf, -inf) adds nothing; NaN propagates through s
+        s += expf(v - m);
+    }
+}
+
+__device__ __forceinline__ void online_merge(float& m, float& s, float m2, float s2) {
+    float mn = fmaxf(m, m2);
+    if (mn == -INFINITY) {  // both empty
+        s += s2;
+        return;
+    }
+    s = s * expf(m - mn) + s2 * expf(m2 - mn);
+    m = mn;
+}
+
+// Every thread of the group gets the merged (m, s). `scratch`: __shared__ float[64].
+template <bool WARP>
+__device__ __forceinline__ void group_online(float& m, float& s, float* scratch) {
+#pragma unroll
+    for (int o = WARP_SIZE / 2; o > 0; o >>= 1) {
+        float m2 = __shfl_xor_sync(FULL_MASK, m, o), s2 = __shfl_xor_sync(FULL_MASK, s, o);
+        online_merge(m, s, m2, s2);
+    }
+    if (WARP) return;
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
+    __syncthreads();
+    if (lane == 0) {
+        scratch[warp] = m;
+        scratch[32 + warp] = s;
+    }
+    __syncthreads();
+    bool live = lane < (int)(blockDim.x / WARP_SIZE);
+    m = live ? scratch[lane] : -INFINITY;
+    s = live ? scratch[32 + lane] : 0.0f;
+#pragma unroll
+    for (int o = WARP_SIZE / 2; o > 0; o >>= 1) {
+        float m2 = __shfl_xor_sync(FULL_MASK, m, o), s2 = __shfl_xor_sync(FULL_MASK, s, o);
+        online_merge(m, s, m2, s2);
+    }
+}
+
+// Online (m, s) of one row, read with float4 when VEC.
+template <bool WARP, bool VEC>
+__device__ __forceinline__ void row_online(const float* __restrict__ xr, long long cols, float& m, float& s) {
+    const int tid = group_tid<WARP>(), gs = group_size<WARP>();
+    m = -INFINITY;
+    s = 0.0f;
+    if (VEC) {
+        const float4* x4 = reinterpret_cast<const float4*>(xr);
+        for (long long c = tid; c < cols / 4; c += gs) {
+            float4 v = x4[c];
+            online_add(m, s, v.x);
+            online_add(m, s, v.y);
+            online_add(m, s, v.z);
+            online_add(m, s, v.w);
+        }
+    } else {
+        for (long long c = tid; c < cols; c += gs) online_add(m, s, xr[c]);
+    }
+}
+
+// ---- Welford (count n, mean, M2 = sum of squared deviations) ----------------------------------
+
+__device__ __forceinline__ void welford_add(float& n, float& mean, float& m2, float v) {
+    n += 1.0f;
+    float d = v - mean;
+    mean += d / n;
+    m2 += d * (v - mean);
+}
+
+__device__ __forceinline__ void welford_merge(float& n, float& mean, float& m2, float nb, float meanb, float m2b) {
+    float nn = n + nb;
+    if (nn == 0.0f) return;
+    float d = meanb - mean, fb = nb / nn;
+    mean += d * fb;
+    m2 += m2b + d * d * n * fb;
+    n = nn;
+}
+
+__device__ __forceinline__ void warp_welford(float& n, float& mean, float& m2) {
+#pragma unroll
+    for (int o = WARP_SIZE / 2; o > 0; o >>= 1) {
+        float nb = __shfl_xor_sync(FULL_MASK, n, o);
+        float meanb = __shfl_xor_sync(FULL_MASK, mean, o);
+        float m2b = __shfl_xor_sync(FULL_MASK, m2, o);
+        welford_merge(n, mean, m2, nb, meanb, m2b);
+    }
+}
+
+}  // namespace camel
