@@ -96,14 +96,15 @@ run() { # tool binary [filter]
 }
 for t in "$here"/tests/*; do
   case "$(basename "$t")" in
-    sgemm-*) run memcheck "$t" ladder_small; run memcheck "$t" ladder_batched ;;
+    sgemm-*) run memcheck "$t" ladder_small; run memcheck "$t" ladder_batched
+             run memcheck "$t" every_tuned; run memcheck "$t" ladder_fused ;;
     *) run memcheck "$t" ;;
   esac
 done
-for t in "$here"/tests/reduce-* "$here"/tests/softmax_loss-* "$here"/tests/matmul-* "$here"/tests/cuda-*; do
+for t in "$here"/tests/reduce-* "$here"/tests/softmax_loss-* "$here"/tests/matmul-* "$here"/tests/cuda-* "$here"/tests/memory_ops-*; do
   run racecheck "$t"; run synccheck "$t"
 done
-for t in "$here"/tests/sgemm-*; do run racecheck "$t" ladder_small; done
+for t in "$here"/tests/sgemm-*; do run racecheck "$t" ladder_small; run racecheck "$t" every_tuned; done
 echo "sanitizer: $clean clean, $dirty with errors"
 [ $dirty -eq 0 ]
 "#;

@@ -353,8 +353,11 @@ fn split_k_only_for_small_outputs_with_long_k() {
         split_k_factor(132, &t, &gemm(4096, 4096, 4096, false, false)),
         1
     );
+    assert_eq!(split_k_factor(132, &t, &gemm(64, 256, 40, false, false)), 1);
+    // a grid that fills half the device is not split (8192×512 in its tuned tiles)
+    let big = SgemmKernel::DoubleBuffering.tile(&gemm(8192, 512, 128, false, false));
     assert_eq!(
-        split_k_factor(132, &t, &gemm(64, 256, 100, false, false)),
+        split_k_factor(132, &big, &gemm(8192, 512, 128, false, false)),
         1
     );
     let naive = SgemmKernel::Naive.tile(&gemm(64, 256, 784, false, false));

@@ -280,7 +280,8 @@ pub fn sgemm_epilogue(
 }
 
 /// Split-K policy: (shortest K per split, blocks per multiprocessor to aim for). Default
-/// (128, 2); env `CAMEL_SPLITK=min_k,blocks_per_sm` overrides it (for measuring).
+/// (32, 4), the best of (128, 2), (64, 4) and (32, 4) at the MLP's shapes on the H200 (see
+/// docs/gemm.md); env `CAMEL_SPLITK=min_k,blocks_per_sm` overrides it (for measuring).
 fn split_k_policy() -> (usize, usize) {
     static P: std::sync::OnceLock<(usize, usize)> = std::sync::OnceLock::new();
     *P.get_or_init(|| {
@@ -291,21 +292,22 @@ fn split_k_policy() -> (usize, usize) {
                 Some((a.trim().parse().ok()?, b.trim().parse().ok()?))
             })
             .filter(|&(a, b): &(usize, usize)| a >= 32 && b >= 1)
-            .unwrap_or((128, 2))
+            .unwrap_or((32, 4))
     })
 }
 
 /// How many K-splits `t` gets for `g` on a device with `sm_count` multiprocessors: when the
-/// output has fewer tiles than there are multiprocessors and K is long, K is cut so that there
-/// are about two blocks per multiprocessor, each split keeping at least 128 of K (see
-/// `split_k_policy`).
+/// output's tiles fill fewer than half of the multiprocessors and K is long, K is cut so that
+/// there are about four blocks per multiprocessor, each split keeping at least 32 of K (see
+/// `split_k_policy`). A half-full grid is left alone: splitting 8192×512 with K = 128 halved
+/// its speed.
 pub fn split_k_factor(sm_count: usize, t: &TileShape, g: &Gemm) -> usize {
     let (min_k, per_sm) = split_k_policy();
     if !t.split_k || g.k < 2 * min_k {
         return 1;
     }
     let blocks = g.m.div_ceil(t.bm as usize) * g.n.div_ceil(t.bn as usize) * g.batch;
-    if blocks >= sm_count {
+    if 2 * blocks >= sm_count {
         return 1;
     }
     (per_sm * sm_count).div_ceil(blocks).min(g.k / min_k).max(1)
