@@ -230,6 +230,9 @@ fn run() -> Result<()> {
         b.row("softmax", &size, 2, 8.0 * e, &mut || {
             softmax::softmax2_f32(d, px, py, r, c, false)
         })?;
+        b.row("softmax", &size, 3, 8.0 * e, &mut || {
+            softmax::softmax3_f32(d, px, py, r, c, false)
+        })?;
         b.row("softmax_bwd", &size, 1, 12.0 * e, &mut || {
             softmax::softmax_bwd_f32(d, py, pg, pd, r, c, false)
         })?;
@@ -238,6 +241,9 @@ fn run() -> Result<()> {
         })?;
         b.row("log_softmax", &size, 2, 8.0 * e, &mut || {
             softmax::softmax2_f32(d, px, py, r, c, true)
+        })?;
+        b.row("log_softmax", &size, 3, 8.0 * e, &mut || {
+            softmax::softmax3_f32(d, px, py, r, c, true)
         })?;
     }
 

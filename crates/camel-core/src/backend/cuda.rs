@@ -231,7 +231,9 @@ pub fn unary(x: &CudaStorage, op: UnaryOp) -> Result<CudaStorage> {
     let (code, s) = op.code();
     match mem_step(MemFamily::Elementwise) {
         Step::One => k::elementwise::unary_f32(&x.dev, x.ptr(), out.ptr(), x.len, code, s)?,
-        Step::Two => k::elementwise::unary_vec4_f32(&x.dev, x.ptr(), out.ptr(), x.len, code, s)?,
+        Step::Two | Step::Three => {
+            k::elementwise::unary_vec4_f32(&x.dev, x.ptr(), out.ptr(), x.len, code, s)?
+        }
     }
     Ok(out)
 }
@@ -252,7 +254,7 @@ pub fn binary(
     if a_shape == b_shape {
         let (dev, code) = (&a.dev, op.code());
         match mem_step(MemFamily::Elementwise) {
-            Step::Two => {
+            Step::Two | Step::Three => {
                 k::elementwise::binary_vec4_f32(dev, a.ptr(), b.ptr(), out.ptr(), n, code)?
             }
             Step::One if op == BinaryOp::GeluBwd => {
@@ -297,7 +299,9 @@ pub fn reduce(
     let (dev, code) = (&x.dev, op.code());
     match mem_step(MemFamily::Reduce) {
         Step::One => k::reduce::reduce_f32(dev, x.ptr(), out.ptr(), outer, dim, inner, code)?,
-        Step::Two => k::reduce::reduce2_f32(dev, x.ptr(), out.ptr(), outer, dim, inner, code)?,
+        Step::Two | Step::Three => {
+            k::reduce::reduce2_f32(dev, x.ptr(), out.ptr(), outer, dim, inner, code)?
+        }
     }
     Ok(out)
 }
@@ -386,6 +390,7 @@ pub fn softmax_last(x: &CudaStorage, rows: usize, cols: usize, log: bool) -> Res
     match mem_step(MemFamily::Softmax) {
         Step::One => k::softmax::softmax_last_f32(&x.dev, x.ptr(), out.ptr(), rows, cols, log)?,
         Step::Two => k::softmax::softmax2_f32(&x.dev, x.ptr(), out.ptr(), rows, cols, log)?,
+        Step::Three => k::softmax::softmax3_f32(&x.dev, x.ptr(), out.ptr(), rows, cols, log)?,
     }
     Ok(out)
 }
@@ -480,7 +485,7 @@ pub fn index_select_rows(
     let err = err_slot(&table.dev)?;
     let select = match mem_step(MemFamily::Embedding) {
         Step::One => k::embedding::index_select_rows_f32,
-        Step::Two => k::embedding::index_select_rows_warp_f32,
+        Step::Two | Step::Three => k::embedding::index_select_rows_warp_f32,
     };
     select(
         &table.dev,
@@ -508,7 +513,7 @@ pub fn index_add_rows(
     let err = err_slot(&g.dev)?;
     let add = match mem_step(MemFamily::Embedding) {
         Step::One => k::embedding::index_add_rows_f32,
-        Step::Two => k::embedding::index_add_rows_warp_f32,
+        Step::Two | Step::Three => k::embedding::index_add_rows_warp_f32,
     };
     add(&g.dev, g.ptr(), idx.ptr(), out.ptr(), idx.len, v, d, err)?;
     Ok(out)
@@ -584,7 +589,8 @@ pub fn update(
 // ------------------------------------------------------------------ memory-bound ladders (issue 4)
 
 /// The families of memory-bound kernels whose ladder step is selectable, each by an environment
-/// variable read once (`1` or `2`; unset means the best step, 2).
+/// variable read once (`1`, `2` or `3`; unset means the best step, 3; a family without a step
+/// 3 — all but softmax — runs its step 2 for `3`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MemFamily {
     /// `CAMEL_ELEMENTWISE`: unary and same-shape binary ops (add, mul, relu, scale, GELU ...).
@@ -646,7 +652,8 @@ pub fn softmax_last_bwd(
     let out = like(y, rows * cols, DType::F32)?;
     let f = match mem_step(MemFamily::Softmax) {
         Step::One => k::softmax::softmax_bwd_f32,
-        Step::Two => k::softmax::softmax_bwd2_f32,
+        // no step-3 backward yet: it reads y and g once already
+        Step::Two | Step::Three => k::softmax::softmax_bwd2_f32,
     };
     f(&y.dev, y.ptr(), g.ptr(), out.ptr(), rows, cols, log)?;
     Ok(out)
