@@ -272,6 +272,20 @@ fn run() -> Result<()> {
                 1e-5,
             )
         })?;
+        b.row("layernorm", "16384x768", 3, 8.0 * e, &mut || {
+            ln::layernorm3_fwd_f32(
+                d,
+                p(&xs),
+                p(&gm),
+                p(&bt),
+                p(&ys),
+                p(&mean),
+                p(&rstd),
+                r,
+                c,
+                1e-5,
+            )
+        })?;
         b.row("layernorm_bwd", "16384x768", 0, 12.0 * e, &mut || {
             ln::layernorm_bwd_f32(
                 d,

@@ -590,7 +590,7 @@ pub fn update(
 
 /// The families of memory-bound kernels whose ladder step is selectable, each by an environment
 /// variable read once (`1`, `2` or `3`; unset means the best step, 3; a family without a step
-/// 3 — all but softmax — runs its step 2 for `3`).
+/// 3 — all but softmax and LayerNorm — runs its step 2 for `3`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MemFamily {
     /// `CAMEL_ELEMENTWISE`: unary and same-shape binary ops (add, mul, relu, scale, GELU ...).
@@ -605,17 +605,21 @@ pub enum MemFamily {
     Embedding,
     /// `CAMEL_OPTIM`: optimizer updates (step 1 one launch per tensor, step 2 one for all).
     Optim,
+    /// `CAMEL_LAYERNORM`: LayerNorm forward (1 and 2: the warp-per-row Welford kernel; 3: the
+    /// row in registers). The backward has one step.
+    LayerNorm,
 }
 
 impl MemFamily {
     /// Every family.
-    pub const ALL: [MemFamily; 6] = [
+    pub const ALL: [MemFamily; 7] = [
         MemFamily::Elementwise,
         MemFamily::Reduce,
         MemFamily::Softmax,
         MemFamily::CrossEntropy,
         MemFamily::Embedding,
         MemFamily::Optim,
+        MemFamily::LayerNorm,
     ];
 
     /// The environment variable selecting this family's step.
@@ -627,13 +631,14 @@ impl MemFamily {
             MemFamily::CrossEntropy => "CAMEL_CROSS_ENTROPY",
             MemFamily::Embedding => "CAMEL_EMBEDDING",
             MemFamily::Optim => "CAMEL_OPTIM",
+            MemFamily::LayerNorm => "CAMEL_LAYERNORM",
         }
     }
 }
 
 /// The ladder step the backend uses for `family` (see [`MemFamily`]).
 pub fn mem_step(family: MemFamily) -> Step {
-    static STEPS: OnceLock<[Step; 6]> = OnceLock::new();
+    static STEPS: OnceLock<[Step; 7]> = OnceLock::new();
     STEPS.get_or_init(|| {
         MemFamily::ALL.map(|f| Step::parse(std::env::var(f.env_var()).ok().as_deref()))
     })[family as usize]
@@ -732,7 +737,11 @@ pub fn layer_norm_fwd(
     let y = like(x, rows * cols, DType::F32)?;
     let mean = like(x, rows, DType::F32)?;
     let rstd = like(x, rows, DType::F32)?;
-    k::layernorm::layernorm_fwd_f32(
+    let f = match mem_step(MemFamily::LayerNorm) {
+        Step::One | Step::Two => k::layernorm::layernorm_fwd_f32,
+        Step::Three => k::layernorm::layernorm3_fwd_f32,
+    };
+    f(
         &x.dev,
         x.ptr(),
         gamma.ptr(),
