@@ -177,7 +177,8 @@ extern "C" __global__ void layernorm_param_grad_f32(const float* __restrict__ pa
 // Here a warp loads its row once into registers (NV float4 or scalars per lane, compile time,
 // so rows up to 1024 columns), then takes the mean (one shuffle sum), the variance as Σ(x − mean)²
 // from the registers (the exact two-pass formula, no Welford merges), and writes y from the
-// registers. Longer rows stay on the kernel above. Figures: docs/benchmarks.md.
+// registers. Longer rows stay on the kernel above. Measured (H200, 16384×768): 2606 → 3155 GB/s
+// (74 % of copy; PyTorch 1536).
 template <int VEC, int NV>
 __device__ __forceinline__ void ln3_fwd_row(const float* __restrict__ x, const float* __restrict__ gamma,
                                             const float* __restrict__ beta, float* __restrict__ y,

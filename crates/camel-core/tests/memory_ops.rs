@@ -262,6 +262,29 @@ fn softmax_huge_logits_long_rows() {
                 v.iter().chain(&g).all(|v| v.is_finite()),
                 "{d}: log_softmax of ±1e4 over {cols} columns is not finite"
             );
+            // values too, in rows of equal huge logits (log Σ must not round at the ulp of 1e4)
+            let eq: Vec<f32> = (0..2 * cols)
+                .map(|i| {
+                    if i < cols {
+                        -1e4
+                    } else {
+                        1e4 - (i % 5) as f32 * 0.5
+                    }
+                })
+                .collect();
+            for log in [false, true] {
+                let e = t(&eq, &[2, cols], d);
+                let got = if log { e.log_softmax() } else { e.softmax() };
+                assert_close(
+                    &format!("{d}: softmax(log={log}) of equal ±1e4 over {cols}"),
+                    &got.unwrap().to_vec().unwrap(),
+                    &ref_softmax_rows(&eq, cols, log),
+                    Tol {
+                        atol: 1e-5,
+                        rtol: 1e-4,
+                    },
+                );
+            }
             let s = t(&x, &[2, cols], d).softmax().unwrap().to_vec().unwrap();
             assert!(s.iter().all(|v| v.is_finite()), "{d}: softmax ±1e4");
             let tg = ti(&[(1 % cols) as i64, 0], &[2], d);
