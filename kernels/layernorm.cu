@@ -169,3 +169,100 @@ extern "C" __global__ void layernorm_param_grad_f32(const float* __restrict__ pa
         (which == 0 ? dgamma : dbeta)[col] = s;
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Step 3 of the forward (`CAMEL_LAYERNORM=3`, the default): the row lives in registers. The
+// kernel above reads x twice (Welford pass, then the write pass from L1) and divides once per
+// float4 in Welford's update; on the H200 it got 2628 GB/s at 16384×768 (62 % of copy).
+// Here a warp loads its row once into registers (NV float4 or scalars per lane, compile time,
+// so rows up to 1024 columns), then takes the mean (one shuffle sum), the variance as Σ(x − mean)²
+// from the registers (the exact two-pass formula, no Welford merges), and writes y from the
+// registers. Longer rows stay on the kernel above. Measured (H200, 16384×768): 2606 → 3155 GB/s
+// (74 % of copy; PyTorch 1536).
+template <int VEC, int NV>
+__device__ __forceinline__ void ln3_fwd_row(const float* __restrict__ x, const float* __restrict__ gamma,
+                                            const float* __restrict__ beta, float* __restrict__ y,
+                                            float* __restrict__ mean, float* __restrict__ rstd, long long rows,
+                                            long long cols, float eps) {
+    long long r = camel::group_row<true>();
+    if (r >= rows) return;  // whole warps: a warp owns a row
+    const int lane = threadIdx.x % 32;
+    const float* xr = x + r * cols;
+    float* yr = y + r * cols;
+    float v[NV * VEC];
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < NV; ++i) {
+        const long long c = (long long)(i * 32 + lane) * VEC;
+        if (c < cols) {
+            if (VEC == 4) {
+                float4 q = *reinterpret_cast<const float4*>(xr + c);
+                v[4 * i] = q.x;
+                v[4 * i + 1] = q.y;
+                v[4 * i + 2] = q.z;
+                v[4 * i + 3] = q.w;
+            } else {
+                v[i] = xr[c];
+            }
+        } else {
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) v[VEC * i + k] = 0.0f;
+        }
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) s += v[VEC * i + k];
+    }
+    const float mu = camel::warp_reduce(0, s) / (float)cols;
+    float q = 0.0f;
+#pragma unroll
+    for (int i = 0; i < NV; ++i) {
+        const long long c = (long long)(i * 32 + lane) * VEC;
+        if (c < cols) {
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) {
+                float d = v[VEC * i + k] - mu;
+                q += d * d;
+            }
+        }
+    }
+    const float rs = 1.0f / sqrtf(camel::warp_reduce(0, q) / (float)cols + eps);
+#pragma unroll
+    for (int i = 0; i < NV; ++i) {
+        const long long c = (long long)(i * 32 + lane) * VEC;
+        if (c < cols) {
+            if (VEC == 4) {
+                float4 g = *reinterpret_cast<const float4*>(gamma + c), b = *reinterpret_cast<const float4*>(beta + c);
+                const float* w = v + 4 * i;
+                *reinterpret_cast<float4*>(yr + c) = make_float4((w[0] - mu) * rs * g.x + b.x, (w[1] - mu) * rs * g.y + b.y,
+                                                                 (w[2] - mu) * rs * g.z + b.z, (w[3] - mu) * rs * g.w + b.w);
+            } else {
+                yr[c] = (v[i] - mu) * rs * gamma[c] + beta[c];
+            }
+        }
+    }
+    if (lane == 0) {
+        mean[r] = mu;
+        rstd[r] = rs;
+    }
+}
+
+// Kernel names: layernorm3_fwd_v{VEC}_n{NV}_f32 (the launcher builds the same name).
+#define LAYERNORM3(VEC, NV)                                                                                \
+    extern "C" __global__ void __launch_bounds__(256) layernorm3_fwd_v##VEC##_n##NV##_f32(                 \
+        const float* __restrict__ x, const float* __restrict__ gamma, const float* __restrict__ beta,      \
+        float* __restrict__ y, float* __restrict__ mean, float* __restrict__ rstd, long long rows,          \
+        long long cols, float eps) {                                                                        \
+        ln3_fwd_row<VEC, NV>(x, gamma, beta, y, mean, rstd, rows, cols, eps);                              \
+    }
+LAYERNORM3(4, 1)
+LAYERNORM3(4, 2)
+LAYERNORM3(4, 3)
+LAYERNORM3(4, 4)
+LAYERNORM3(4, 6)
+LAYERNORM3(4, 8)
+LAYERNORM3(1, 1)
+LAYERNORM3(1, 2)
+LAYERNORM3(1, 4)
+LAYERNORM3(1, 8)
+LAYERNORM3(1, 16)
+LAYERNORM3(1, 24)
+LAYERNORM3(1, 32)

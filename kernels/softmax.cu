@@ -149,3 +149,150 @@ extern "C" __global__ void softmax_bwd_f32(const float* __restrict__ y, const fl
     for (long long c = threadIdx.x; c < cols; c += blockDim.x)
         dr[c] = log_out ? gr[c] - expf(yr[c]) * dot : yr[c] * (gr[c] - dot);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Step 3 (memory-bound issue): the row lives in registers. Step 2 read the row once for the
+// online (max, Σ exp) and once more (from L1/L2) for the write, paid an exp per element in the
+// online pass and another in the write, and gave a whole warp to every row — at 65 columns
+// two thirds of the lanes idled through five shuffle rounds of (m, s) merges (860 GB/s against
+// PyTorch's 1611 on the H200). Step 3 loads the row from global memory exactly once into
+// registers (NV loads of VEC floats per thread, unrolled, a compile-time capacity), then takes
+// the max, computes each exp once, sums, and stores from the registers: a plain max, no online
+// rescaling. The row belongs to a group of G threads: G ≤ 32 lanes of a warp (short rows pack
+// 32/G rows per warp: 65 columns → groups of 16 lanes, 2 rows per warp, shuffles limited to the
+// group's width), or the whole block (G = blockDim.x ∈ {128 … 1024}, one shared-memory hop) for
+// rows longer than 1024. Rows too long for the registers (> 16384 columns) stay on step 2; the
+// launcher (`softmax3_f32`) picks (G, VEC, NV).
+// Measured (H200, copy 4239 GB/s; bench_memory, softmax forward, GB/s step 2 → step 3, PyTorch):
+// 16384×1024 2589 → 3510 (2905), 4096×4096 2589 → 3487 (2145), 65536×65 850 → 2096 (1455);
+// log_softmax alike (3438, 3438, 2092). Step 3 is the default (CAMEL_SOFTMAX=3).
+// Element j of a thread's registers is column (j·G + lane)·VEC (+0..3): each load instruction of
+// a group is contiguous, so a warp's loads coalesce.
+
+namespace camel {
+// op 0: sum, 1: max over the G threads of a group (every thread gets the result).
+template <int G>
+__device__ __forceinline__ float g_reduce(int op, float v, float* scratch) {
+    constexpr int W = G < WARP_SIZE ? G : WARP_SIZE;
+#pragma unroll
+    for (int o = W / 2; o > 0; o >>= 1) {
+        float u = __shfl_xor_sync(FULL_MASK, v, o, W);
+        v = op == 0 ? v + u : fmaxf(v, u);
+    }
+    if (G <= WARP_SIZE) return v;
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
+    __syncthreads();  // scratch may still be read by the previous reduction
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    v = lane < G / WARP_SIZE ? scratch[lane] : (op == 0 ? 0.0f : -INFINITY);
+#pragma unroll
+    for (int o = WARP_SIZE / 2; o > 0; o >>= 1) {
+        float u = __shfl_xor_sync(FULL_MASK, v, o);
+        v = op == 0 ? v + u : fmaxf(v, u);
+    }
+    return v;
+}
+}  // namespace camel
+
+template <int G, int VEC, int NV>
+__device__ __forceinline__ void softmax3_row(const float* __restrict__ x, float* __restrict__ y, long long rows,
+                                             long long cols, int log_out) {
+    __shared__ float scratch[32];
+    constexpr int PER_BLOCK = G <= 32 ? 256 / G : 1;  // rows per block (blocks of 256 for G ≤ 32)
+    const long long b = blockIdx.x + (long long)blockIdx.y * gridDim.x;
+    const long long r = G <= 32 ? b * PER_BLOCK + threadIdx.x / G : b;
+    const int lane = G <= 32 ? threadIdx.x % G : threadIdx.x;
+    // A group past the last row still takes part in its warp's shuffles (full mask), with no loads.
+    const bool live = r < rows;
+    if (G > 32 && !live) return;  // the whole block: uniform
+    const float* xr = x + (live ? r : 0) * cols;
+    float* yr = y + (live ? r : 0) * cols;
+    float v[NV * VEC];
+    float mx = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < NV; ++i) {
+        const long long c = (long long)(i * G + lane) * VEC;
+        if (live && c < cols) {
+            if (VEC == 4) {
+                float4 q = *reinterpret_cast<const float4*>(xr + c);
+                v[4 * i] = q.x;
+                v[4 * i + 1] = q.y;
+                v[4 * i + 2] = q.z;
+                v[4 * i + 3] = q.w;
+            } else {
+                v[i] = xr[c];
+            }
+        } else {
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) v[VEC * i + k] = -INFINITY;
+        }
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) mx = fmaxf(mx, v[VEC * i + k]);  // NaN reaches the sum instead
+    }
+    mx = camel::g_reduce<G>(1, mx, scratch);
+    const float mref = mx == -INFINITY ? 0.0f : mx;  // an all −inf row: exp(−inf) = 0, then 0/0
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < NV * VEC; ++i) {
+        float e = expf(v[i] - mref);  // padding is −inf: adds 0
+        s += e;
+        if (!log_out) v[i] = e;
+    }
+    s = camel::g_reduce<G>(0, s, scratch);
+    if (!live) return;
+    // log: (x − max) − log Σ, in that order: folding max + log Σ first rounds at the ulp of the
+    // max (≈ 1e-3 for logits of 1e4) — the CPU-compared ±1e4 tests caught it.
+    const float lse = logf(s), inv = 1.0f / s;
+#pragma unroll
+    for (int i = 0; i < NV; ++i) {
+        const long long c = (long long)(i * G + lane) * VEC;
+        if (c < cols) {
+            float o[VEC];
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) o[k] = log_out ? (v[VEC * i + k] - mref) - lse : v[VEC * i + k] * inv;
+            if (VEC == 4) {
+                *reinterpret_cast<float4*>(yr + c) = make_float4(o[0], o[1 % VEC], o[2 % VEC], o[3 % VEC]);
+            } else {
+                yr[c] = o[0];
+            }
+        }
+    }
+}
+
+// Kernel names: softmax3_g{G}_v{VEC}_n{NV}_f32 (the launcher builds the same name).
+#define SOFTMAX3(G, VEC, NV)                                                                              \
+    extern "C" __global__ void __launch_bounds__(G <= 32 ? 256 : G)                                       \
+        softmax3_g##G##_v##VEC##_n##NV##_f32(const float* __restrict__ x, float* __restrict__ y,           \
+                                              long long rows, long long cols, int log_out) {              \
+        softmax3_row<G, VEC, NV>(x, y, rows, cols, log_out);                                              \
+    }
+// Short rows: G = the largest power of two ≤ n/4 (n = cols / VEC vector elements), NV rounded up
+// to a power of two. Warp rows (n ≥ 128): G = 32, NV up to 32 (scalar) / 8 (float4).
+#define SOFTMAX3_WARPS(VEC)                                                                               \
+    SOFTMAX3(1, VEC, 1)                                                                                   \
+    SOFTMAX3(1, VEC, 2)                                                                                   \
+    SOFTMAX3(1, VEC, 4)                                                                                   \
+    SOFTMAX3(1, VEC, 8)                                                                                   \
+    SOFTMAX3(2, VEC, 4)                                                                                   \
+    SOFTMAX3(2, VEC, 8)                                                                                   \
+    SOFTMAX3(4, VEC, 4)                                                                                   \
+    SOFTMAX3(4, VEC, 8)                                                                                   \
+    SOFTMAX3(8, VEC, 4)                                                                                   \
+    SOFTMAX3(8, VEC, 8)                                                                                   \
+    SOFTMAX3(16, VEC, 4)                                                                                  \
+    SOFTMAX3(16, VEC, 8)                                                                                  \
+    SOFTMAX3(32, VEC, 4)                                                                                  \
+    SOFTMAX3(32, VEC, 8)
+SOFTMAX3_WARPS(1)
+SOFTMAX3_WARPS(4)
+SOFTMAX3(32, 1, 16)
+SOFTMAX3(32, 1, 32)
+// Block rows (cols > 1024): NV = 4 float4 or 16 scalars per thread, G = 128 … 1024 threads.
+SOFTMAX3(128, 4, 4)
+SOFTMAX3(256, 4, 4)
+SOFTMAX3(512, 4, 4)
+SOFTMAX3(1024, 4, 4)
+SOFTMAX3(128, 1, 16)
+SOFTMAX3(256, 1, 16)
+SOFTMAX3(512, 1, 16)
+SOFTMAX3(1024, 1, 16)

@@ -1,18 +1,19 @@
-//! The memory-bound ops of issue 4 on awkward sizes — rows of 1, 7, 33, 1000 and 4097 columns,
-//! which cross every kernel choice (warp per row ≤ 1024 < block per row; float4 when the
-//! length is a multiple of 4, scalar else; the two-pass split reduction for few long rows) —
+//! The memory-bound ops of issue 4 on awkward sizes — rows of 1, 7, 33, 65, 1000 and 4097
+//! columns, which cross every kernel choice (warp per row ≤ 1024 < block per row; float4 when
+//! the length is a multiple of 4, scalar else; the two-pass split reduction for few long rows;
+//! softmax step 3's groups of 1 … 16 lanes packing several short rows per warp) —
 //! against plain-f64 references and, on a GPU, against the CPU. Plus: LayerNorm (values,
 //! gradcheck), fused softmax / cross-entropy backward, GELU backward, embedding backward with
 //! repeated indices, ±1e4 logits, and the multi-tensor optimizer step.
 //!
 //! The GPU run script also runs this binary with every `CAMEL_<FAMILY>=1`, so step 1 of each
-//! ladder passes the same checks.
+//! ladder passes the same checks, and with `CAMEL_SOFTMAX=2` (the default is softmax step 3).
 
 mod common;
 use camel_core::{Tensor, UpdateRule};
 use common::*;
 
-const COLS: [usize; 5] = [1, 7, 33, 1000, 4097];
+const COLS: [usize; 6] = [1, 7, 33, 65, 1000, 4097];
 const ROWS: [usize; 3] = [1, 7, 33];
 
 /// Reductions and softmax-like ops accumulate in f32 over up to 4097 terms.
@@ -35,8 +36,13 @@ fn ref_ln(x: &[f32], g: &[f32], b: &[f32], cols: usize, eps: f64) -> Vec<f64> {
 
 #[test]
 fn layer_norm_matches_reference() {
-    for &rows in &ROWS {
-        for &cols in &COLS {
+    // plus the lengths around the register-resident step 3's shapes (a warp per row, ≤ 1024)
+    let cases = ROWS
+        .iter()
+        .flat_map(|&r| COLS.iter().map(move |&c| (r, c)))
+        .chain([96, 768, 1024, 1025].map(|c| (9, c)));
+    for (rows, cols) in cases {
+        {
             let seed = (rows * 10_000 + cols) as u64;
             // an offset mean checks the variance is computed about the mean (Welford)
             let x: Vec<f32> = rand_vec(rows * cols, -2.0, 2.0, seed)
@@ -210,9 +216,39 @@ fn softmax_rows_of_every_length() {
 }
 
 #[test]
+fn softmax_every_step3_shape() {
+    // Softmax step 3 picks its lane group and register count from the row length: lengths on
+    // each side of its boundaries (groups of 1 … 16 lanes, a warp, a block of 128 … 1024, past
+    // 16384 step 2), float4 and scalar, 37 rows so the last block is partly empty.
+    let rows = 37;
+    for cols in [
+        2usize, 8, 31, 64, 65, 127, 128, 129, 513, 1024, 1025, 4096, 16384, 16385,
+    ] {
+        let x = rand_vec(rows * cols, -20.0, 20.0, cols as u64);
+        for log in [false, true] {
+            check(
+                &format!("softmax(log={log}) [{rows},{cols}]"),
+                &[rows, cols],
+                &ref_softmax_rows(&x, cols, log),
+                ROWTOL,
+                |d| {
+                    let xt = t(&x, &[rows, cols], d);
+                    if log {
+                        xt.log_softmax()
+                    } else {
+                        xt.softmax()
+                    }
+                },
+            );
+        }
+    }
+}
+
+#[test]
 fn softmax_huge_logits_long_rows() {
-    // ±1e4 in rows long enough for the block-per-row kernels, with and without float4.
-    for cols in [1000usize, 4097] {
+    // ±1e4 in short rows (step 3's lane groups) and rows long enough for the block-per-row
+    // kernels, with and without float4.
+    for cols in [1usize, 7, 33, 65, 1000, 4097] {
         let x: Vec<f32> = (0..2 * cols)
             .map(|i| if i % 3 == 0 { 1e4 } else { -1e4 })
             .collect();
@@ -226,9 +262,32 @@ fn softmax_huge_logits_long_rows() {
                 v.iter().chain(&g).all(|v| v.is_finite()),
                 "{d}: log_softmax of ±1e4 over {cols} columns is not finite"
             );
+            // values too, in rows of equal huge logits (log Σ must not round at the ulp of 1e4)
+            let eq: Vec<f32> = (0..2 * cols)
+                .map(|i| {
+                    if i < cols {
+                        -1e4
+                    } else {
+                        1e4 - (i % 5) as f32 * 0.5
+                    }
+                })
+                .collect();
+            for log in [false, true] {
+                let e = t(&eq, &[2, cols], d);
+                let got = if log { e.log_softmax() } else { e.softmax() };
+                assert_close(
+                    &format!("{d}: softmax(log={log}) of equal ±1e4 over {cols}"),
+                    &got.unwrap().to_vec().unwrap(),
+                    &ref_softmax_rows(&eq, cols, log),
+                    Tol {
+                        atol: 1e-5,
+                        rtol: 1e-4,
+                    },
+                );
+            }
             let s = t(&x, &[2, cols], d).softmax().unwrap().to_vec().unwrap();
             assert!(s.iter().all(|v| v.is_finite()), "{d}: softmax ±1e4");
-            let tg = ti(&[1, 0], &[2], d);
+            let tg = ti(&[(1 % cols) as i64, 0], &[2], d);
             let ce = t(&x, &[2, cols], d).requires_grad_(true).unwrap();
             let l = ce.cross_entropy(&tg).unwrap();
             l.backward().unwrap();

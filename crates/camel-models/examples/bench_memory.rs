@@ -230,6 +230,9 @@ fn run() -> Result<()> {
         b.row("softmax", &size, 2, 8.0 * e, &mut || {
             softmax::softmax2_f32(d, px, py, r, c, false)
         })?;
+        b.row("softmax", &size, 3, 8.0 * e, &mut || {
+            softmax::softmax3_f32(d, px, py, r, c, false)
+        })?;
         b.row("softmax_bwd", &size, 1, 12.0 * e, &mut || {
             softmax::softmax_bwd_f32(d, py, pg, pd, r, c, false)
         })?;
@@ -238,6 +241,9 @@ fn run() -> Result<()> {
         })?;
         b.row("log_softmax", &size, 2, 8.0 * e, &mut || {
             softmax::softmax2_f32(d, px, py, r, c, true)
+        })?;
+        b.row("log_softmax", &size, 3, 8.0 * e, &mut || {
+            softmax::softmax3_f32(d, px, py, r, c, true)
         })?;
     }
 
@@ -254,6 +260,20 @@ fn run() -> Result<()> {
         let p = |bf: &Buffer| -> DevPtr { bf.ptr() };
         b.row("layernorm", "16384x768", 0, 8.0 * e, &mut || {
             ln::layernorm_fwd_f32(
+                d,
+                p(&xs),
+                p(&gm),
+                p(&bt),
+                p(&ys),
+                p(&mean),
+                p(&rstd),
+                r,
+                c,
+                1e-5,
+            )
+        })?;
+        b.row("layernorm", "16384x768", 3, 8.0 * e, &mut || {
+            ln::layernorm3_fwd_f32(
                 d,
                 p(&xs),
                 p(&gm),

@@ -231,7 +231,9 @@ pub fn unary(x: &CudaStorage, op: UnaryOp) -> Result<CudaStorage> {
     let (code, s) = op.code();
     match mem_step(MemFamily::Elementwise) {
         Step::One => k::elementwise::unary_f32(&x.dev, x.ptr(), out.ptr(), x.len, code, s)?,
-        Step::Two => k::elementwise::unary_vec4_f32(&x.dev, x.ptr(), out.ptr(), x.len, code, s)?,
+        Step::Two | Step::Three => {
+            k::elementwise::unary_vec4_f32(&x.dev, x.ptr(), out.ptr(), x.len, code, s)?
+        }
     }
     Ok(out)
 }
@@ -252,7 +254,7 @@ pub fn binary(
     if a_shape == b_shape {
         let (dev, code) = (&a.dev, op.code());
         match mem_step(MemFamily::Elementwise) {
-            Step::Two => {
+            Step::Two | Step::Three => {
                 k::elementwise::binary_vec4_f32(dev, a.ptr(), b.ptr(), out.ptr(), n, code)?
             }
             Step::One if op == BinaryOp::GeluBwd => {
@@ -297,7 +299,9 @@ pub fn reduce(
     let (dev, code) = (&x.dev, op.code());
     match mem_step(MemFamily::Reduce) {
         Step::One => k::reduce::reduce_f32(dev, x.ptr(), out.ptr(), outer, dim, inner, code)?,
-        Step::Two => k::reduce::reduce2_f32(dev, x.ptr(), out.ptr(), outer, dim, inner, code)?,
+        Step::Two | Step::Three => {
+            k::reduce::reduce2_f32(dev, x.ptr(), out.ptr(), outer, dim, inner, code)?
+        }
     }
     Ok(out)
 }
@@ -386,6 +390,7 @@ pub fn softmax_last(x: &CudaStorage, rows: usize, cols: usize, log: bool) -> Res
     match mem_step(MemFamily::Softmax) {
         Step::One => k::softmax::softmax_last_f32(&x.dev, x.ptr(), out.ptr(), rows, cols, log)?,
         Step::Two => k::softmax::softmax2_f32(&x.dev, x.ptr(), out.ptr(), rows, cols, log)?,
+        Step::Three => k::softmax::softmax3_f32(&x.dev, x.ptr(), out.ptr(), rows, cols, log)?,
     }
     Ok(out)
 }
@@ -480,7 +485,7 @@ pub fn index_select_rows(
     let err = err_slot(&table.dev)?;
     let select = match mem_step(MemFamily::Embedding) {
         Step::One => k::embedding::index_select_rows_f32,
-        Step::Two => k::embedding::index_select_rows_warp_f32,
+        Step::Two | Step::Three => k::embedding::index_select_rows_warp_f32,
     };
     select(
         &table.dev,
@@ -508,7 +513,7 @@ pub fn index_add_rows(
     let err = err_slot(&g.dev)?;
     let add = match mem_step(MemFamily::Embedding) {
         Step::One => k::embedding::index_add_rows_f32,
-        Step::Two => k::embedding::index_add_rows_warp_f32,
+        Step::Two | Step::Three => k::embedding::index_add_rows_warp_f32,
     };
     add(&g.dev, g.ptr(), idx.ptr(), out.ptr(), idx.len, v, d, err)?;
     Ok(out)
@@ -584,7 +589,8 @@ pub fn update(
 // ------------------------------------------------------------------ memory-bound ladders (issue 4)
 
 /// The families of memory-bound kernels whose ladder step is selectable, each by an environment
-/// variable read once (`1` or `2`; unset means the best step, 2).
+/// variable read once (`1`, `2` or `3`; unset means the best step, 3; a family without a step
+/// 3 — all but softmax and LayerNorm — runs its step 2 for `3`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MemFamily {
     /// `CAMEL_ELEMENTWISE`: unary and same-shape binary ops (add, mul, relu, scale, GELU ...).
@@ -599,17 +605,21 @@ pub enum MemFamily {
     Embedding,
     /// `CAMEL_OPTIM`: optimizer updates (step 1 one launch per tensor, step 2 one for all).
     Optim,
+    /// `CAMEL_LAYERNORM`: LayerNorm forward (1 and 2: the warp-per-row Welford kernel; 3: the
+    /// row in registers). The backward has one step.
+    LayerNorm,
 }
 
 impl MemFamily {
     /// Every family.
-    pub const ALL: [MemFamily; 6] = [
+    pub const ALL: [MemFamily; 7] = [
         MemFamily::Elementwise,
         MemFamily::Reduce,
         MemFamily::Softmax,
         MemFamily::CrossEntropy,
         MemFamily::Embedding,
         MemFamily::Optim,
+        MemFamily::LayerNorm,
     ];
 
     /// The environment variable selecting this family's step.
@@ -621,13 +631,14 @@ impl MemFamily {
             MemFamily::CrossEntropy => "CAMEL_CROSS_ENTROPY",
             MemFamily::Embedding => "CAMEL_EMBEDDING",
             MemFamily::Optim => "CAMEL_OPTIM",
+            MemFamily::LayerNorm => "CAMEL_LAYERNORM",
         }
     }
 }
 
 /// The ladder step the backend uses for `family` (see [`MemFamily`]).
 pub fn mem_step(family: MemFamily) -> Step {
-    static STEPS: OnceLock<[Step; 6]> = OnceLock::new();
+    static STEPS: OnceLock<[Step; 7]> = OnceLock::new();
     STEPS.get_or_init(|| {
         MemFamily::ALL.map(|f| Step::parse(std::env::var(f.env_var()).ok().as_deref()))
     })[family as usize]
@@ -646,7 +657,8 @@ pub fn softmax_last_bwd(
     let out = like(y, rows * cols, DType::F32)?;
     let f = match mem_step(MemFamily::Softmax) {
         Step::One => k::softmax::softmax_bwd_f32,
-        Step::Two => k::softmax::softmax_bwd2_f32,
+        // no step-3 backward yet: it reads y and g once already
+        Step::Two | Step::Three => k::softmax::softmax_bwd2_f32,
     };
     f(&y.dev, y.ptr(), g.ptr(), out.ptr(), rows, cols, log)?;
     Ok(out)
@@ -725,7 +737,11 @@ pub fn layer_norm_fwd(
     let y = like(x, rows * cols, DType::F32)?;
     let mean = like(x, rows, DType::F32)?;
     let rstd = like(x, rows, DType::F32)?;
-    k::layernorm::layernorm_fwd_f32(
+    let f = match mem_step(MemFamily::LayerNorm) {
+        Step::One | Step::Two => k::layernorm::layernorm_fwd_f32,
+        Step::Three => k::layernorm::layernorm3_fwd_f32,
+    };
+    f(
         &x.dev,
         x.ptr(),
         gamma.ptr(),

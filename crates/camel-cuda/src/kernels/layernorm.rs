@@ -56,6 +56,71 @@ pub fn layernorm_fwd_f32(
     }
 }
 
+/// Step 3's `(VEC, NV)` for rows of `cols`: a warp per row, `NV` loads of `VEC` floats per lane
+/// held in registers; `None` past 1024 columns ([`layernorm_fwd_f32`] then).
+pub fn layernorm3_shape(cols: usize, vec: bool) -> Option<(usize, usize)> {
+    let (vw, nvs): (usize, &[usize]) = if vec {
+        (4, &[1, 2, 3, 4, 6, 8])
+    } else {
+        (1, &[1, 2, 4, 8, 16, 24, 32])
+    };
+    let need = (cols / vw).div_ceil(32);
+    nvs.iter()
+        .find(|&&nv| nv >= need)
+        .map(|&nv| (vw, nv))
+        .filter(|_| cols > 0)
+}
+
+/// Step 3 of [`layernorm_fwd_f32`] (same arguments and outputs): the row read once into
+/// registers, mean and variance (two-pass) and the write from there. Rows longer than 1024
+/// columns run [`layernorm_fwd_f32`].
+#[allow(clippy::too_many_arguments)]
+pub fn layernorm3_fwd_f32(
+    dev: &CudaDevice,
+    x: DevPtr,
+    gamma: DevPtr,
+    beta: DevPtr,
+    y: DevPtr,
+    mean: DevPtr,
+    rstd: DevPtr,
+    rows: usize,
+    cols: usize,
+    eps: f32,
+) -> Result<()> {
+    if rows == 0 || cols == 0 {
+        return Ok(());
+    }
+    let vec = cols % 4 == 0 && aligned16(&[x, gamma, beta, y]);
+    let Some((vw, nv)) = layernorm3_shape(cols, vec) else {
+        return layernorm_fwd_f32(dev, x, gamma, beta, y, mean, rstd, rows, cols, eps);
+    };
+    let name = format!("layernorm3_fwd_v{vw}_n{nv}_f32");
+    let k = dev.function(MODULE, &name)?;
+    let per_block = (ROW_THREADS / 32) as usize;
+    let cfg = LaunchConfig::new(
+        rows_grid(&name, rows.div_ceil(per_block))?,
+        Dim3::x(ROW_THREADS),
+    );
+    // SAFETY: matches `layernorm3_fwd_*(const float* ×3, float* ×3, long long, long long, float)`.
+    unsafe {
+        dev.launch(
+            &k,
+            cfg,
+            &[
+                &x,
+                &gamma,
+                &beta,
+                &y,
+                &mean,
+                &rstd,
+                &(rows as i64),
+                &(cols as i64),
+                &eps,
+            ],
+        )
+    }
+}
+
 /// Backward: `dx` (`[rows, cols]`), `dgamma` and `dbeta` (`[cols]`) from the upstream grad
 /// `g` and the forward's `mean`/`rstd`. Two launches: the row pass (with per-block partial
 /// sums of dγ, dβ) and the column sum of the partials. Deterministic (no atomics).
@@ -136,5 +201,31 @@ pub fn layernorm_bwd_f32(
                 &(cols as i64),
             ],
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every shape step 3 can pick is instantiated in `kernels/layernorm.cu` and holds the row.
+    #[test]
+    fn layernorm3_shapes_are_instantiated() {
+        let src = include_str!("../../../../kernels/layernorm.cu");
+        for cols in 1..=1100 {
+            for vec in [false, true] {
+                if vec && cols % 4 != 0 {
+                    continue;
+                }
+                match super::layernorm3_shape(cols, vec) {
+                    Some((vw, nv)) => {
+                        assert!(32 * vw * nv >= cols, "cols {cols}");
+                        assert!(
+                            src.contains(&format!("LAYERNORM3({vw}, {nv})")),
+                            "cols {cols}"
+                        );
+                    }
+                    None => assert!(cols > 1024, "cols {cols}"),
+                }
+            }
+        }
     }
 }

@@ -15,28 +15,33 @@ pub enum Step {
     /// 2: warp- or block-per-row with shuffles, online statistics, float4, one launch for many
     /// tensors (the memory-bound issue).
     Two,
+    /// 3: the row held in registers, read from global memory once, several short rows per warp
+    /// (softmax so far; a family without a step 3 runs its step 2).
+    Three,
 }
 
 impl Step {
     /// Every step, in ladder order.
-    pub const ALL: [Step; 2] = [Step::One, Step::Two];
+    pub const ALL: [Step; 3] = [Step::One, Step::Two, Step::Three];
     /// The library default.
-    pub const BEST: Step = Step::Two;
+    pub const BEST: Step = Step::Three;
 
-    /// `"1"` → One, `"2"` → Two, anything else (or unset) → [`Step::BEST`].
+    /// `"1"` → One, `"2"` → Two, `"3"` → Three, anything else (or unset) → [`Step::BEST`].
     pub fn parse(s: Option<&str>) -> Step {
         match s {
             Some("1") => Step::One,
             Some("2") => Step::Two,
+            Some("3") => Step::Three,
             _ => Step::BEST,
         }
     }
 
-    /// The step's number (1, 2).
+    /// The step's number (1, 2, 3).
     pub fn number(&self) -> u32 {
         match self {
             Step::One => 1,
             Step::Two => 2,
+            Step::Three => 3,
         }
     }
 }

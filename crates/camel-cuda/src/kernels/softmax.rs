@@ -110,3 +110,103 @@ pub fn softmax_bwd2_f32(
         )
     }
 }
+
+// ------------------------------------------------------------------ step 3 (memory-bound issue)
+
+/// Longest row step 3 holds in registers (1024 threads × 16 floats); longer rows run step 2.
+pub const SOFTMAX3_MAX_COLS: usize = 16384;
+
+/// Step 3's kernel for rows of `cols`: `(G, VEC, NV)` — a group of `G` threads per row (≤ 32:
+/// lanes of a warp, several rows per warp; more: the whole block), `NV` loads of `VEC` floats per
+/// thread. `None` when the row does not fit the registers (step 2 then).
+pub fn softmax3_shape(cols: usize, vec: bool) -> Option<(usize, usize, usize)> {
+    if cols == 0 || cols > SOFTMAX3_MAX_COLS {
+        return None;
+    }
+    let vw = if vec { 4 } else { 1 };
+    let n = cols / vw; // vector elements per row
+    if cols <= super::rows::WARP_ROW_MAX {
+        if n < 128 {
+            // short rows: G = the largest power of two ≤ n / 4, NV a power of two ≥ n / G
+            let g = if n < 8 {
+                1
+            } else {
+                1usize << (usize::BITS - 1 - (n / 4).leading_zeros())
+            };
+            let nv = n.div_ceil(g).next_power_of_two();
+            Some((g, vw, if g == 1 { nv } else { nv.max(4) }))
+        } else {
+            Some((32, vw, n.div_ceil(32).next_power_of_two()))
+        }
+    } else {
+        let nv = if vec { 4 } else { 16 };
+        let g = n.div_ceil(nv).next_power_of_two().max(128);
+        (g <= 1024).then_some((g, vw, nv))
+    }
+}
+
+/// Step 3: softmax (or log-softmax) of each row held in registers (`softmax3_*` in
+/// `kernels/softmax.cu`); rows longer than [`SOFTMAX3_MAX_COLS`] run [`softmax2_f32`].
+pub fn softmax3_f32(
+    dev: &CudaDevice,
+    x: DevPtr,
+    y: DevPtr,
+    rows: usize,
+    cols: usize,
+    log: bool,
+) -> Result<()> {
+    if rows == 0 || cols == 0 {
+        return Ok(());
+    }
+    let vec = cols % 4 == 0 && super::rows::aligned16(&[x, y]);
+    let Some((g, vw, nv)) = softmax3_shape(cols, vec) else {
+        return softmax2_f32(dev, x, y, rows, cols, log);
+    };
+    let name = format!("softmax3_g{g}_v{vw}_n{nv}_f32");
+    let cfg = if g <= 32 {
+        let per_block = 256 / g;
+        LaunchConfig::new(rows_grid(&name, rows.div_ceil(per_block))?, Dim3::x(256))
+    } else {
+        LaunchConfig::new(rows_grid(&name, rows)?, Dim3::x(g as u32))
+    };
+    let k = dev.function(MODULE, &name)?;
+    // SAFETY: matches `softmax3_*(const float*, float*, long long, long long, int)`.
+    unsafe {
+        dev.launch(
+            &k,
+            cfg,
+            &[&x, &y, &(rows as i64), &(cols as i64), &(log as i32)],
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::softmax3_shape;
+
+    /// Every shape the launcher can pick is a kernel instantiated in `kernels/softmax.cu`, and
+    /// its capacity covers the row.
+    #[test]
+    fn softmax3_shapes_are_instantiated() {
+        let src = include_str!("../../../../kernels/softmax.cu");
+        for cols in 1..=super::SOFTMAX3_MAX_COLS + 1 {
+            for vec in [false, true] {
+                if vec && cols % 4 != 0 {
+                    continue;
+                }
+                match softmax3_shape(cols, vec) {
+                    Some((g, vw, nv)) => {
+                        assert!(g * vw * nv >= cols, "cols {cols}: ({g}, {vw}, {nv})");
+                        let inst = format!("SOFTMAX3({g}, {vw}, {nv})");
+                        let fam = format!("SOFTMAX3({g}, VEC, {nv})");
+                        assert!(
+                            src.contains(&inst) || src.contains(&fam),
+                            "cols {cols} vec {vec}: {inst} is not instantiated"
+                        );
+                    }
+                    None => assert!(cols > super::SOFTMAX3_MAX_COLS, "cols {cols}"),
+                }
+            }
+        }
+    }
+}
