@@ -354,7 +354,7 @@ fn split_k_only_for_small_outputs_with_long_k() {
         1
     );
     assert_eq!(split_k_factor(132, &t, &gemm(64, 256, 40, false, false)), 1);
-    // a grid that fills half the device is not split (8192×512 in its tuned tiles)
+    // short K is not split (8192×512 with K = 128)
     let big = SgemmKernel::DoubleBuffering.tile(&gemm(8192, 512, 128, false, false));
     assert_eq!(
         split_k_factor(132, &big, &gemm(8192, 512, 128, false, false)),

@@ -297,17 +297,17 @@ fn split_k_policy() -> (usize, usize) {
 }
 
 /// How many K-splits `t` gets for `g` on a device with `sm_count` multiprocessors: when the
-/// output's tiles fill fewer than half of the multiprocessors and K is long, K is cut so that
-/// there are about four blocks per multiprocessor, each split keeping at least 32 of K (see
-/// `split_k_policy`). A half-full grid is left alone: splitting 8192×512 with K = 128 halved
-/// its speed.
+/// output's tiles do not fill one wave (fewer blocks than multiprocessors) and K ≥ 256, K is
+/// cut so that there are about four blocks per multiprocessor, each split keeping at least 32
+/// of K (see `split_k_policy`). Short K is left alone: splitting 8192×512 with K = 128 into
+/// chunks of 32 halved its speed on the H200.
 pub fn split_k_factor(sm_count: usize, t: &TileShape, g: &Gemm) -> usize {
     let (min_k, per_sm) = split_k_policy();
-    if !t.split_k || g.k < 2 * min_k {
+    if !t.split_k || g.k < 256 || g.k < 2 * min_k {
         return 1;
     }
     let blocks = g.m.div_ceil(t.bm as usize) * g.n.div_ceil(t.bn as usize) * g.batch;
-    if 2 * blocks >= sm_count {
+    if blocks >= sm_count {
         return 1;
     }
     (per_sm * sm_count).div_ceil(blocks).min(g.k / min_k).max(1)
