@@ -59,26 +59,18 @@ impl Config {
         }
     }
 
-    /// The macro line that instantiates it (see the end of gemm_tile.cuh).
+    /// The macro line that instantiates it (see the end of gemm_tile.cuh): the kernel name's
+    /// numbers, in order, are the macro's arguments (`sgemm_bt_64x64x16_4x4` → `BT(64, 64, 16, 4, 4)`).
     fn line(&self) -> String {
-        match *self {
-            Config::Block { bm, bn, bk, tm, tn } => format!("BT({bm}, {bn}, {bk}, {tm}, {tn})"),
-            Config::Warp {
-                db,
-                bm,
-                bn,
-                bk,
-                wm,
-                wn,
-                wni,
-                tm,
-                tn,
-                nt,
-            } => format!(
-                "{}({bm}, {bn}, {bk}, {wm}, {wn}, {wni}, {tm}, {tn}, {nt})",
-                if db { "DB" } else { "WT" }
-            ),
-        }
+        let name = self.kernel();
+        let (kind, nums) = name["sgemm_".len()..]
+            .split_once('_')
+            .expect("sgemm_<kind>_...");
+        format!(
+            "{}({})",
+            kind.to_uppercase(),
+            nums.replace(['x', '_'], ", ")
+        )
     }
 }
 

@@ -133,6 +133,7 @@ fn run() -> Result<(), String> {
                 .map_err(|e| e.to_string())?;
             loaded.insert(file.to_string(), ());
         }
+        let kernel: &'static str = Box::leak(kernel.to_string().into_boxed_str());
         cands.push(parse_tile_kernel(module, kernel).ok_or(format!("bad kernel name `{kernel}`"))?);
     }
     println!("{} candidates from {} cubins", cands.len(), loaded.len());
@@ -198,7 +199,7 @@ fn run() -> Result<(), String> {
         let reps = if large { 3 } else { reps };
         let mut best: BTreeMap<&str, (f64, String)> = BTreeMap::new();
         for t in &good {
-            let fam = family(&t.kernel);
+            let fam = family(t.kernel);
             if large {
                 let top = rank4096
                     .get(fam)
@@ -217,11 +218,11 @@ fn run() -> Result<(), String> {
                 rank4096
                     .entry(fam)
                     .or_default()
-                    .push((ms, t.kernel.clone()));
+                    .push((ms, t.kernel.to_string()));
             }
             let e = best.entry(fam).or_insert((f64::INFINITY, String::new()));
             if ms < e.0 {
-                *e = (ms, t.kernel.clone());
+                *e = (ms, t.kernel.to_string());
             }
         }
         for v in rank4096.values_mut() {

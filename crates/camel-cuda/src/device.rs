@@ -713,7 +713,7 @@ impl CudaDevice {
     /// found by [`CudaDevice::function`]. A name already loaded or embedded is an error.
     pub fn load_module_image(&self, module: &str, image: &[u8]) -> Result<()> {
         let mut mods = self.modules.write().unwrap_or_else(PoisonError::into_inner);
-        if mods.handles.contains_key(module) || crate::ptx::find(module).is_some() {
+        if mods.handles.contains_key(module) || crate::ptx::embedded_modules().contains(&module) {
             return Err(Error::invalid(
                 format!("load_module_image({module})"),
                 "a module of that name is already loaded or embedded",

@@ -40,7 +40,7 @@ pub struct TileShape {
     /// PTX module (path under `kernels/`, no extension).
     pub module: &'static str,
     /// `extern "C"` kernel name.
-    pub kernel: String,
+    pub kernel: &'static str,
     /// Rows of C per block.
     pub bm: u32,
     /// Columns of C per block.
@@ -116,9 +116,9 @@ impl SgemmKernel {
 
     /// The kernel and tile shape this step launches for `g`.
     pub fn tile(&self, g: &Gemm) -> TileShape {
-        let fixed = |module: &'static str, kernel: &str, bm, bn, threads| TileShape {
+        let fixed = |module: &'static str, kernel: &'static str, bm, bn, threads| TileShape {
             module,
-            kernel: kernel.to_string(),
+            kernel,
             bm,
             bn,
             threads,
@@ -164,7 +164,11 @@ impl SgemmKernel {
 }
 
 /// The winner recorded for the tuned shape nearest to `g` (in log space of m, n, k).
-fn tuned_tile(module: &'static str, table: &[(usize, usize, usize, &str)], g: &Gemm) -> TileShape {
+fn tuned_tile(
+    module: &'static str,
+    table: &[(usize, usize, usize, &'static str)],
+    g: &Gemm,
+) -> TileShape {
     let d = |a: usize, b: usize| ((a.max(1) as f64).ln() - (b.max(1) as f64).ln()).powi(2);
     let (_, _, _, name) = table
         .iter()
@@ -180,29 +184,40 @@ fn tuned_tile(module: &'static str, table: &[(usize, usize, usize, &str)], g: &G
 /// The tile shape encoded in a templated kernel's name: `sgemm_bt_{BM}x{BN}x{BK}_{TM}x{TN}`
 /// (block tiling, (BM/TM)·(BN/TN) threads) or `sgemm_{wt|db}_{BM}x{BN}x{BK}_{WM}x{WN}x{WNITER}_{TM}x{TN}_{NT}`
 /// (warp tiling, NT threads).
-pub fn parse_tile_kernel(module: &'static str, name: &str) -> Option<TileShape> {
-    let nums = |s: &str| -> Option<Vec<u32>> { s.split('x').map(|v| v.parse().ok()).collect() };
-    let parts: Vec<&str> = name.strip_prefix("sgemm_")?.split('_').collect();
-    let (bm, bn, threads) = match parts.as_slice() {
-        ["bt", blk, thr] => {
-            let (b, t) = (nums(blk)?, nums(thr)?);
-            if b.len() != 3 || t.len() != 2 || t[0] == 0 || t[1] == 0 {
-                return None;
-            }
-            (b[0], b[1], (b[0] / t[0]) * (b[1] / t[1]))
+pub fn parse_tile_kernel(module: &'static str, name: &'static str) -> Option<TileShape> {
+    // parsed on every launch of a tuned step, so without allocating
+    fn nums<const N: usize>(s: &str) -> Option<[u32; N]> {
+        let mut out = [0u32; N];
+        let mut it = s.split('x');
+        for v in out.iter_mut() {
+            *v = it.next()?.parse().ok()?;
         }
-        ["wt" | "db", blk, _warp, _thr, nt] => {
-            let b = nums(blk)?;
-            if b.len() != 3 {
+        it.next().is_none().then_some(out)
+    }
+    let mut parts = name.strip_prefix("sgemm_")?.split('_');
+    let (kind, blk) = (parts.next()?, parts.next()?);
+    let [bm, bn, _bk] = nums::<3>(blk)?;
+    let threads = match kind {
+        "bt" => {
+            let [tm, tn] = nums::<2>(parts.next()?)?;
+            if tm == 0 || tn == 0 {
                 return None;
             }
-            (b[0], b[1], nt.parse().ok()?)
+            (bm / tm) * (bn / tn)
+        }
+        "wt" | "db" => {
+            nums::<3>(parts.next()?)?;
+            nums::<2>(parts.next()?)?;
+            parts.next()?.parse().ok()?
         }
         _ => return None,
     };
+    if parts.next().is_some() {
+        return None;
+    }
     Some(TileShape {
         module,
-        kernel: name.to_string(),
+        kernel: name,
         bm,
         bn,
         threads,
@@ -347,7 +362,7 @@ pub fn sgemm_split_k(
     }
     if splits > 1 && !t.split_k {
         return Err(Error::LaunchConfig {
-            kernel: t.kernel.clone(),
+            kernel: t.kernel.to_string(),
             msg: format!("{splits} K-splits requested, but this kernel cannot split K"),
         });
     }
@@ -364,7 +379,7 @@ pub fn sgemm_split_k(
         || g.batch * splits > 65_535
     {
         return Err(Error::LaunchConfig {
-            kernel: t.kernel.clone(),
+            kernel: t.kernel.to_string(),
             msg: format!(
                 "sizes m={} n={} k={} batch={} (× {splits} K-splits) exceed the kernel's limits \
                  (i32 dims, batch·splits ≤ 65535)",
@@ -393,7 +408,7 @@ pub fn sgemm_split_k(
             Dim3::x(t.threads),
         )
     };
-    let k = dev.function(t.module, &t.kernel)?;
+    let k = dev.function(t.module, t.kernel)?;
     let (m, n, kk) = (g.m as i32, g.n as i32, g.k as i32);
     let (ta, tb) = (g.trans_a as i32, g.trans_b as i32);
     let (sa, sb, sc) = (g.stride_a as i64, g.stride_b as i64, (g.m * g.n) as i64);
