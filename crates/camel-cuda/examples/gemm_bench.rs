@@ -33,7 +33,7 @@ usage: gemm_bench [options]
                               (default all)
   --kernels NAME,NAME         steps to time, by name (default: every step + tf32); names:
                               naive coalesced smem blocktile1d blocktile2d vectorized autotuned
-                              warptiling doublebuffer tf32
+                              warptiling doublebuffer async tf32
   --reps N                    most timed runs per (kernel, shape) (default 50; at least 3 run)
   --budget-ms MS              time budget per (kernel, shape) for the timed runs (default 500)
   --warmup N                  warm-up launches after the first one (default 3)

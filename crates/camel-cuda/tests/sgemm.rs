@@ -2,7 +2,9 @@
 //! sizes, in every transpose combination, batched and broadcast. Relative error bound:
 //! ‖C − C_ref‖_max ≤ 1e-5 · √k · max|A| · max|B| (f32 accumulation of k products).
 
-use camel_cuda::kernels::matmul::{sgemm, sgemm_epilogue, Activation, Epilogue, Gemm, SgemmKernel};
+use camel_cuda::kernels::matmul::{
+    sgemm, sgemm_epilogue, sgemm_split_k, Activation, Epilogue, Gemm, SgemmKernel,
+};
 use camel_cuda::test_device;
 
 fn lcg(seed: u64, n: usize) -> Vec<f32> {
@@ -81,16 +83,35 @@ fn check_all(kernels: &[SgemmKernel], g: Gemm, seed: u64) {
     let refs: Vec<_> = (0..g.batch).map(|bi| reference(&a, &b, &g, bi)).collect();
     let da = dev.htod(&a).unwrap();
     let db = dev.htod(&b).unwrap();
-    for &kernel in kernels {
+    // every step through `sgemm`, then step 13's own kernel forced on this shape (`sgemm`
+    // hands small outputs to step 11), without and with a K split
+    let forced = [
+        (SgemmKernel::AsyncPipeline, 1),
+        (SgemmKernel::AsyncPipeline, 3),
+    ];
+    let runs = kernels.iter().map(|&k| (k, 0)).chain(
+        kernels
+            .contains(&SgemmKernel::AsyncPipeline)
+            .then_some(forced)
+            .into_iter()
+            .flatten(),
+    );
+    for (kernel, splits) in runs {
         let dc = dev.htod(&vec![f32::NAN; g.batch * g.m * g.n]).unwrap(); // poisoned
-        sgemm(&dev, kernel, &g, da.ptr(), db.ptr(), dc.ptr()).unwrap();
+        if splits == 0 {
+            sgemm(&dev, kernel, &g, da.ptr(), db.ptr(), dc.ptr()).unwrap();
+        } else {
+            let t = SgemmKernel::async_tile();
+            let epi = Epilogue::default();
+            sgemm_split_k(&dev, &t, &g, da.ptr(), db.ptr(), dc.ptr(), &epi, splits).unwrap();
+        }
         let c: Vec<f32> = dev.dtoh_vec(&dc, g.batch * g.m * g.n).unwrap();
         for (bi, (r, abs)) in refs.iter().enumerate() {
             for (idx, &x) in c[bi * g.m * g.n..(bi + 1) * g.m * g.n].iter().enumerate() {
                 let tol = tolerance(kernel, g.k, abs[idx]);
                 assert!(
                     ((x as f64) - r[idx]).abs() <= tol,
-                    "{kernel:?} {g:?}: batch {bi} element {idx}: got {x}, want {} (tol {tol})",
+                    "{kernel:?} (forced tile with {splits} splits if > 0) {g:?}: batch {bi} element {idx}: got {x}, want {} (tol {tol})",
                     r[idx]
                 );
             }
@@ -235,7 +256,8 @@ fn ladder_fused_epilogue() {
             dev.htod(&b).unwrap(),
             dev.htod(&bias).unwrap(),
         );
-        for kernel in every_step() {
+        let forced = [(SgemmKernel::AsyncPipeline, true)]; // step 13's own kernel on these shapes
+        for (kernel, force) in every_step().into_iter().map(|k| (k, false)).chain(forced) {
             for act in [Activation::Identity, Activation::Relu, Activation::Gelu] {
                 let dc = dev.htod(&vec![f32::NAN; m * n]).unwrap();
                 let dz = dev.htod(&vec![f32::NAN; m * n]).unwrap();
@@ -244,7 +266,12 @@ fn ladder_fused_epilogue() {
                     act,
                     pre_act: Some(dz.ptr()),
                 };
-                sgemm_epilogue(&dev, kernel, &g, da.ptr(), db.ptr(), dc.ptr(), &epi).unwrap();
+                if force {
+                    let t = SgemmKernel::async_tile();
+                    sgemm_split_k(&dev, &t, &g, da.ptr(), db.ptr(), dc.ptr(), &epi, 1).unwrap();
+                } else {
+                    sgemm_epilogue(&dev, kernel, &g, da.ptr(), db.ptr(), dc.ptr(), &epi).unwrap();
+                }
                 let c: Vec<f32> = dev.dtoh_vec(&dc, m * n).unwrap();
                 let z: Vec<f32> = dev.dtoh_vec(&dz, m * n).unwrap();
                 for idx in 0..m * n {
@@ -296,33 +323,40 @@ fn every_tuned_configuration_with_and_without_split_k() {
         dev.htod(&bias).unwrap(),
     );
     let total = g.batch * g.m * g.n;
-    for (module, table) in [
+    let mut tiles: Vec<_> = [
         ("matmul/07_autotuned", tuned::TUNED_07),
         ("matmul/10_warptiling", tuned::TUNED_10),
         ("matmul/11_double_buffering", tuned::TUNED_11),
-    ] {
-        for (_, _, _, name) in table {
-            let t = parse_tile_kernel(module, name).expect(name);
-            for splits in [1, 3, 11] {
-                let dc = dev.htod(&vec![f32::NAN; total]).unwrap();
-                let dz = dev.htod(&vec![f32::NAN; total]).unwrap();
-                let epi = Epilogue {
-                    bias: Some(dbias.ptr()),
-                    act: Activation::Relu,
-                    pre_act: Some(dz.ptr()),
-                };
-                sgemm_split_k(&dev, &t, &g, da.ptr(), db.ptr(), dc.ptr(), &epi, splits).unwrap();
-                let c: Vec<f32> = dev.dtoh_vec(&dc, total).unwrap();
-                let z: Vec<f32> = dev.dtoh_vec(&dz, total).unwrap();
-                for (idx, (&x, &zz)) in c.iter().zip(&z).enumerate() {
-                    let (bi, e) = (idx / (g.m * g.n), idx % (g.m * g.n));
-                    let pre = refs[bi][e] + bias[e % g.n] as f64;
-                    assert!(
-                        ((zz as f64) - pre).abs() <= 2e-4 && ((x as f64) - pre.max(0.0)).abs() <= 2e-4,
-                        "{name} with {splits} K-splits: element {idx}: got {x} (pre {zz}), want {} (pre {pre})",
-                        pre.max(0.0)
-                    );
-                }
+    ]
+    .into_iter()
+    .flat_map(|(module, table)| {
+        table
+            .iter()
+            .map(move |(_, _, _, name)| parse_tile_kernel(module, name).expect(name))
+    })
+    .collect();
+    tiles.push(SgemmKernel::async_tile()); // step 13's kernel, also forced on this small shape
+    for t in &tiles {
+        let name = t.kernel;
+        for splits in [1, 3, 11] {
+            let dc = dev.htod(&vec![f32::NAN; total]).unwrap();
+            let dz = dev.htod(&vec![f32::NAN; total]).unwrap();
+            let epi = Epilogue {
+                bias: Some(dbias.ptr()),
+                act: Activation::Relu,
+                pre_act: Some(dz.ptr()),
+            };
+            sgemm_split_k(&dev, t, &g, da.ptr(), db.ptr(), dc.ptr(), &epi, splits).unwrap();
+            let c: Vec<f32> = dev.dtoh_vec(&dc, total).unwrap();
+            let z: Vec<f32> = dev.dtoh_vec(&dz, total).unwrap();
+            for (idx, (&x, &zz)) in c.iter().zip(&z).enumerate() {
+                let (bi, e) = (idx / (g.m * g.n), idx % (g.m * g.n));
+                let pre = refs[bi][e] + bias[e % g.n] as f64;
+                assert!(
+                    ((zz as f64) - pre).abs() <= 2e-4 && ((x as f64) - pre.max(0.0)).abs() <= 2e-4,
+                    "{name} with {splits} K-splits: element {idx}: got {x} (pre {zz}), want {} (pre {pre})",
+                    pre.max(0.0)
+                );
             }
         }
     }

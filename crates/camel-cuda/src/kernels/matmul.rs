@@ -1,7 +1,8 @@
 //! Launchers for the SGEMM ladder in `kernels/matmul/`. Every step computes, for each batch,
 //! `C = act(op(A)·op(B) + bias)` with `C` row-major `m × n`; see `kernels/matmul/common_gemm.cuh`.
 //! Steps 7, 10 and 11 are templates whose tile shapes come from the autotuner
-//! (`cargo xtask gemm-search`, then `gemm_tune` on the GPU; winners in [`tuned`]).
+//! (`cargo xtask gemm-search`, then `gemm_tune` on the GPU; winners in [`tuned`]); step 13 is
+//! one fixed 128×256 `cp.async` pipeline for large outputs.
 
 use crate::{CudaDevice, DevPtr, Dim3, Error, LaunchConfig, Result};
 
@@ -29,6 +30,10 @@ pub enum SgemmKernel {
     Warptiling,
     /// 11: warp tiling with double-buffered shared memory (autotuned tile shapes).
     DoubleBuffering,
+    /// 13: a 3-stage `cp.async` pipeline with 128×256 tiles (one block per SM). For outputs
+    /// with fewer than [`ASYNC_MIN_BLOCKS`] such tiles it launches step 11's tuned tile
+    /// instead (too few blocks to fill the GPU); [`SgemmKernel::async_tile`] forces it.
+    AsyncPipeline,
     /// 12 (opt-in): TF32 tensor cores through `mma.sync`; inputs are rounded to TF32
     /// (10-bit mantissa), so results differ from FP32 by up to ~1e-3 relative.
     Tf32,
@@ -53,7 +58,7 @@ pub struct TileShape {
 
 impl SgemmKernel {
     /// Every FP32 step, in ladder order (the opt-in TF32 step is [`SgemmKernel::Tf32`]).
-    pub const ALL: [SgemmKernel; 9] = [
+    pub const ALL: [SgemmKernel; 10] = [
         SgemmKernel::Naive,
         SgemmKernel::Coalesced,
         SgemmKernel::SmemTiling,
@@ -63,10 +68,11 @@ impl SgemmKernel {
         SgemmKernel::Autotuned,
         SgemmKernel::Warptiling,
         SgemmKernel::DoubleBuffering,
+        SgemmKernel::AsyncPipeline,
     ];
 
     /// The best FP32 step (the library default for `matmul` and `Linear`).
-    pub const BEST: SgemmKernel = SgemmKernel::DoubleBuffering;
+    pub const BEST: SgemmKernel = SgemmKernel::AsyncPipeline;
 
     /// Short name, as accepted by `CAMEL_SGEMM` and printed by the benchmarks.
     pub fn name(&self) -> &'static str {
@@ -80,6 +86,7 @@ impl SgemmKernel {
             SgemmKernel::Autotuned => "autotuned",
             SgemmKernel::Warptiling => "warptiling",
             SgemmKernel::DoubleBuffering => "doublebuffer",
+            SgemmKernel::AsyncPipeline => "async",
             SgemmKernel::Tf32 => "tf32",
         }
     }
@@ -96,6 +103,7 @@ impl SgemmKernel {
             SgemmKernel::Autotuned => "07",
             SgemmKernel::Warptiling => "10",
             SgemmKernel::DoubleBuffering => "11",
+            SgemmKernel::AsyncPipeline => "13",
             SgemmKernel::Tf32 => "12",
         }
     }
@@ -158,7 +166,35 @@ impl SgemmKernel {
             SgemmKernel::DoubleBuffering => {
                 tuned_tile("matmul/11_double_buffering", tuned::TUNED_11, g)
             }
+            SgemmKernel::AsyncPipeline => {
+                let t = Self::async_tile();
+                let blocks = g.m.div_ceil(t.bm as usize) * g.n.div_ceil(t.bn as usize) * g.batch;
+                if blocks >= ASYNC_MIN_BLOCKS {
+                    t
+                } else {
+                    SgemmKernel::DoubleBuffering.tile(g)
+                }
+            }
             SgemmKernel::Tf32 => fixed("matmul/12_tf32_mma", "sgemm_12_tf32_mma", 128, 128, 256),
+        }
+    }
+}
+
+/// Fewest 128×256 output tiles for which step 13 launches its own kernel: about one wave of
+/// one block per SM on the H100 (132 SMs). At 2048² (128 tiles) it beat step 11 by 13 %;
+/// below that the tuned smaller tiles of step 11 (with split-K) keep more SMs busy.
+pub const ASYNC_MIN_BLOCKS: usize = 120;
+
+impl SgemmKernel {
+    /// Step 13's own kernel, whatever the shape (for tests and benchmarks of the kernel itself).
+    pub fn async_tile() -> TileShape {
+        TileShape {
+            module: "matmul/13_async_pipeline",
+            kernel: "sgemm_13_async_128x256x8",
+            bm: 128,
+            bn: 256,
+            threads: 256,
+            split_k: true,
         }
     }
 }
@@ -312,7 +348,7 @@ fn split_k_policy() -> (usize, usize) {
 }
 
 /// How many K-splits `t` gets for `g` on a device with `sm_count` multiprocessors: when the
-/// output's tiles do not fill one wave (fewer blocks than multiprocessors) and K ≥ 256, K is
+/// output's tiles do not fill 90 % of one wave (of one block per multiprocessor) and K ≥ 256, K is
 /// cut so that there are about four blocks per multiprocessor, each split keeping at least 32
 /// of K (see `split_k_policy`). Short K is left alone: splitting 8192×512 with K = 128 into
 /// chunks of 32 halved its speed on the H200.
@@ -322,8 +358,8 @@ pub fn split_k_factor(sm_count: usize, t: &TileShape, g: &Gemm) -> usize {
         return 1;
     }
     let blocks = g.m.div_ceil(t.bm as usize) * g.n.div_ceil(t.bn as usize) * g.batch;
-    if blocks >= sm_count {
-        return 1;
+    if blocks * 10 >= sm_count * 9 {
+        return 1; // ≥ 90 % of a wave already (step 13 launches from 120 tiles on 132 SMs)
     }
     (per_sm * sm_count).div_ceil(blocks).min(g.k / min_k).max(1)
 }

@@ -1,0 +1,342 @@
+// SGEMM lab: candidate FP32 kernels for the top of the ladder, timed beside the library's step 11
+// in one program (llm.c dev/cuda style: kernels, validation, benchmark in one file). Not part of
+// the library; the winner moves into kernels/matmul/ as a step of its own.
+//
+// Build and run on the GPU host:  nvcc -O3 -arch=sm_90 -o lab bench/sgemm_lab.cu && ./lab
+// Layout: C = A·B, all row-major, M, N multiples of the block tile and K of BK (the lab's
+// kernels have no bounds checks; the library step does).
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+#include <algorithm>
+#include <cuda_runtime.h>
+
+#include "../kernels/matmul/gemm_tile.cuh"
+DB(128, 128, 8, 64, 32, 1, 8, 8, 256)  // the library's step 11 winner at 4096³
+
+#define CK(x)                                                                     \
+    do {                                                                          \
+        cudaError_t e_ = (x);                                                     \
+        if (e_ != cudaSuccess) {                                                  \
+            printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
+            exit(1);                                                              \
+        }                                                                         \
+    } while (0)
+
+// 256 threads as a 16×16 grid; thread (ty, tx) owns the rows {i·64 + ty·4 + r} and columns
+// {j·64 + tx·4 + c} of the block tile (TMR × TNR sub-tiles of 4×4). A warp is 4 thread-rows ×
+// 8 thread-columns, so a fragment read is a broadcast for A and 128 contiguous bytes for B.
+// Shared memory and the register fragments are both double-buffered: the fragments of k+1 are
+// read while k is multiplied, and the next slice is fetched from global memory while the
+// current one is used, with one barrier per slice.
+template <int BM, int BN, int BK, int MINB>
+__global__ void __launch_bounds__(256, MINB)
+    lab_sgemm(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, int M,
+              int N, int K) {
+    constexpr int TMR = BM / 64, TNR = BN / 64;
+    constexpr int SA = BM + 4, SB = BN;
+    constexpr int LA = BM * BK / 4 / 256, LB = BN * BK / 4 / 256;
+    static_assert(LA >= 1 && LB >= 1, "at least one float4 per thread per operand");
+    __shared__ __align__(16) float As[2][BK * SA];
+    __shared__ __align__(16) float Bs[2][BK * SB];
+    const int t = threadIdx.x, w = t / 32, l = t % 32;
+    const int ty = (w / 2) * 4 + l / 8, tx = (w % 2) * 8 + l % 8;
+    A += (size_t)blockIdx.y * BM * K;
+    B += (size_t)blockIdx.x * BN;
+    C += (size_t)blockIdx.y * BM * N + (size_t)blockIdx.x * BN;
+    float4 ra[LA], rb[LB];
+    float acc[TMR * 4][TNR * 4];
+#pragma unroll
+    for (int a = 0; a < TMR * 4; ++a)
+#pragma unroll
+        for (int b = 0; b < TNR * 4; ++b) acc[a][b] = 0.0f;
+    float fa[2][TMR * 4], fb[2][TNR * 4];
+
+    auto gload = [&](int k0) {
+#pragma unroll
+        for (int p = 0; p < LA; ++p) {
+            int e = t + p * 256, r = e / (BK / 4), c = (e % (BK / 4)) * 4;
+            ra[p] = __ldg(reinterpret_cast<const float4*>(A + (size_t)r * K + k0 + c));
+        }
+#pragma unroll
+        for (int p = 0; p < LB; ++p) {
+            int e = t + p * 256, k = e / (BN / 4), c = (e % (BN / 4)) * 4;
+            rb[p] = __ldg(reinterpret_cast<const float4*>(B + (size_t)(k0 + k) * N + c));
+        }
+    };
+    auto sstore = [&](int buf) {
+#pragma unroll
+        for (int p = 0; p < LA; ++p) {
+            int e = t + p * 256, r = e / (BK / 4), c = (e % (BK / 4)) * 4;
+            As[buf][(c + 0) * SA + r] = ra[p].x;
+            As[buf][(c + 1) * SA + r] = ra[p].y;
+            As[buf][(c + 2) * SA + r] = ra[p].z;
+            As[buf][(c + 3) * SA + r] = ra[p].w;
+        }
+#pragma unroll
+        for (int p = 0; p < LB; ++p) {
+            int e = t + p * 256, k = e / (BN / 4), c = (e % (BN / 4)) * 4;
+            *reinterpret_cast<float4*>(&Bs[buf][k * SB + c]) = rb[p];
+        }
+    };
+    auto fload = [&](int buf, int kk, int f) {
+#pragma unroll
+        for (int i = 0; i < TMR; ++i)
+            *reinterpret_cast<float4*>(&fa[f][i * 4]) =
+                *reinterpret_cast<const float4*>(&As[buf][kk * SA + i * 64 + ty * 4]);
+#pragma unroll
+        for (int j = 0; j < TNR; ++j)
+            *reinterpret_cast<float4*>(&fb[f][j * 4]) =
+                *reinterpret_cast<const float4*>(&Bs[buf][kk * SB + j * 64 + tx * 4]);
+    };
+
+    gload(0);
+    sstore(0);
+    __syncthreads();
+    fload(0, 0, 0);
+    int cur = 0;
+    for (int k0 = 0; k0 < K; k0 += BK) {
+        const bool nxt = k0 + BK < K;
+        if (nxt) gload(k0 + BK);
+#pragma unroll
+        for (int kk = 0; kk < BK; ++kk) {
+            if (kk < BK - 1) {
+                fload(cur, kk + 1, (kk + 1) & 1);
+            } else if (nxt) {
+                sstore(cur ^ 1);
+                __syncthreads();
+                fload(cur ^ 1, 0, (kk + 1) & 1);
+            }
+#pragma unroll
+            for (int a = 0; a < TMR * 4; ++a)
+#pragma unroll
+                for (int b = 0; b < TNR * 4; ++b)
+                    acc[a][b] = fmaf(fa[kk & 1][a], fb[kk & 1][b], acc[a][b]);
+        }
+        cur ^= 1;
+    }
+#pragma unroll
+    for (int i = 0; i < TMR; ++i)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+            const int row = i * 64 + ty * 4 + r;
+#pragma unroll
+            for (int j = 0; j < TNR; ++j)
+                *reinterpret_cast<float4*>(&C[(size_t)row * N + j * 64 + tx * 4]) =
+                    make_float4(acc[i * 4 + r][j * 4 + 0], acc[i * 4 + r][j * 4 + 1],
+                                acc[i * 4 + r][j * 4 + 2], acc[i * 4 + r][j * 4 + 3]);
+        }
+}
+
+__device__ __forceinline__ void cp_async4(float* smem, const float* gmem) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(gmem));
+}
+__device__ __forceinline__ void cp_async16(float* smem, const float* gmem) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// The same thread layout, but global → shared through an ST-stage cp.async pipeline (no staging
+// registers; A is transposed on the way in by 4-byte copies, B copied 16 bytes at a time), the
+// shape of cuBLAS's sm80_xmma ffma kernel (256×128×8, 3 stages) that ncu showed on the H100.
+template <int BM, int BN, int BK, int ST, int MINB, int LAY = 0, bool SERP = false>
+__global__ void __launch_bounds__(256, MINB)
+    lab_async(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, int M,
+              int N, int K) {
+    constexpr int TMR = BM / 64, TNR = BN / 64;
+    constexpr int SA = BM + 4, SB = BN;
+    constexpr int PA = BM * BK / 256, PB = BK * BN / 1024;
+    static_assert(BK % 8 == 0 && PB >= 1, "tile");
+    extern __shared__ __align__(16) float smem[];
+    float* As = smem;
+    float* Bs = smem + ST * BK * SA;
+    const int t = threadIdx.x, w = t / 32, l = t % 32;
+    const int ty = LAY == 0 ? (w / 2) * 4 + l / 8 : (w / 4) * 8 + l / 4;
+    const int tx = LAY == 0 ? (w % 2) * 8 + l % 8 : (w % 4) * 4 + l % 4;
+    const float* Ab = A + (size_t)blockIdx.y * BM * K;
+    const float* Bb = B + (size_t)blockIdx.x * BN;
+    C += (size_t)blockIdx.y * BM * N + (size_t)blockIdx.x * BN;
+    const int nk = K / BK;
+    auto issue = [&](int ks) {
+        if (ks < nk) {
+            const int st = ks % ST, k0 = ks * BK;
+#pragma unroll
+            for (int p = 0; p < PA; ++p) {
+                int e = t + p * 256, ln = e % 32, ch = e / 32;
+                int k = ln % 8 + 8 * (ch % (BK / 8)), m = ln / 8 + 4 * (ch / (BK / 8));
+                cp_async4(&As[st * BK * SA + k * SA + m], Ab + (size_t)m * K + k0 + k);
+            }
+#pragma unroll
+            for (int p = 0; p < PB; ++p) {
+                int e = t + p * 256, k = e / (BN / 4), n = (e % (BN / 4)) * 4;
+                cp_async16(&Bs[st * BK * SB + k * SB + n], Bb + (size_t)(k0 + k) * N + n);
+            }
+        }
+        cp_async_commit();
+    };
+    float acc[TMR * 4][TNR * 4];
+#pragma unroll
+    for (int a = 0; a < TMR * 4; ++a)
+#pragma unroll
+        for (int b = 0; b < TNR * 4; ++b) acc[a][b] = 0.0f;
+    float fa[2][TMR * 4], fb[2][TNR * 4];
+#pragma unroll
+    for (int s = 0; s < ST - 1; ++s) issue(s);
+    for (int ks = 0; ks < nk; ++ks) {
+        cp_async_wait<ST - 2>();
+        __syncthreads();
+        issue(ks + ST - 1);
+        const float* as = As + (ks % ST) * BK * SA;
+        const float* bs = Bs + (ks % ST) * BK * SB;
+#pragma unroll
+        for (int kk = 0; kk < BK; ++kk) {
+            if (kk == 0) {
+#pragma unroll
+                for (int i = 0; i < TMR; ++i)
+                    *reinterpret_cast<float4*>(&fa[0][i * 4]) =
+                        *reinterpret_cast<const float4*>(&as[i * 64 + ty * 4]);
+#pragma unroll
+                for (int j = 0; j < TNR; ++j)
+                    *reinterpret_cast<float4*>(&fb[0][j * 4]) =
+                        *reinterpret_cast<const float4*>(&bs[j * 64 + tx * 4]);
+            }
+            if (kk + 1 < BK) {
+                const int f = (kk + 1) & 1;
+#pragma unroll
+                for (int i = 0; i < TMR; ++i)
+                    *reinterpret_cast<float4*>(&fa[f][i * 4]) =
+                        *reinterpret_cast<const float4*>(&as[(kk + 1) * SA + i * 64 + ty * 4]);
+#pragma unroll
+                for (int j = 0; j < TNR; ++j)
+                    *reinterpret_cast<float4*>(&fb[f][j * 4]) =
+                        *reinterpret_cast<const float4*>(&bs[(kk + 1) * SB + j * 64 + tx * 4]);
+            }
+#pragma unroll
+            for (int a = 0; a < TMR * 4; ++a)
+#pragma unroll
+                for (int b0 = 0; b0 < TNR * 4; ++b0) {
+                    const int b = (SERP && (a & 1)) ? TNR * 4 - 1 - b0 : b0;
+                    acc[a][b] = fmaf(fa[kk & 1][a], fb[kk & 1][b], acc[a][b]);
+                }
+        }
+    }
+    cp_async_wait<0>();
+#pragma unroll
+    for (int i = 0; i < TMR; ++i)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+            const int row = i * 64 + ty * 4 + r;
+#pragma unroll
+            for (int j = 0; j < TNR; ++j)
+                *reinterpret_cast<float4*>(&C[(size_t)row * N + j * 64 + tx * 4]) =
+                    make_float4(acc[i * 4 + r][j * 4 + 0], acc[i * 4 + r][j * 4 + 1],
+                                acc[i * 4 + r][j * 4 + 2], acc[i * 4 + r][j * 4 + 3]);
+        }
+}
+
+struct Variant {
+    const char* name;
+    int bm, bn;
+    void (*fn)(const float*, const float*, float*, int, int, int);
+};
+
+template <int BM, int BN, int BK, int MINB>
+void launch_lab(const float* A, const float* B, float* C, int M, int N, int K) {
+    dim3 grid(N / BN, M / BM);
+    lab_sgemm<BM, BN, BK, MINB><<<grid, 256>>>(A, B, C, M, N, K);
+}
+template <int BM, int BN, int BK, int ST, int MINB, int LAY = 0, bool SERP = false>
+void launch_async(const float* A, const float* B, float* C, int M, int N, int K) {
+    constexpr int bytes = ST * BK * ((BM + 4) + BN) * 4;
+    static bool init = false;
+    if (!init) {
+        CK(cudaFuncSetAttribute(lab_async<BM, BN, BK, ST, MINB, LAY, SERP>,
+                                cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+        init = true;
+    }
+    dim3 grid(N / BN, M / BM);
+    lab_async<BM, BN, BK, ST, MINB, LAY, SERP><<<grid, 256, bytes>>>(A, B, C, M, N, K);
+}
+void launch_lib(const float* A, const float* B, float* C, int M, int N, int K) {
+    dim3 grid((N + 127) / 128, (M + 127) / 128);
+    sgemm_db_128x128x8_64x32x1_8x8_256<<<grid, 256>>>(A, B, C, M, N, K, 0, 0, 0, 0, 0, nullptr, 0,
+                                                      nullptr, 0);
+}
+
+int main(int argc, char** argv) {
+    bool once = argc > 1;  // under ncu: each kernel once at 4096³
+    Variant vs[] = {
+        {"lib_step11_128x128x8", 128, 128, launch_lib},
+        {"lab_128x128x8", 128, 128, launch_lab<128, 128, 8, 2>},
+        {"async_128x256x8_s3", 128, 256, launch_async<128, 256, 8, 3, 1>},
+        {"async_128x256x8_s4", 128, 256, launch_async<128, 256, 8, 4, 1>},
+        {"async_128x256x16_s3", 128, 256, launch_async<128, 256, 16, 3, 1>},
+        {"async_128x256x8_s3_lay1", 128, 256, launch_async<128, 256, 8, 3, 1, 1>},
+        {"async_128x256x8_s3_serp", 128, 256, launch_async<128, 256, 8, 3, 1, 0, true>},
+        {"async_128x256x8_s4_serp", 128, 256, launch_async<128, 256, 8, 4, 1, 0, true>},
+        {"async_256x128x8_s3_lay1", 256, 128, launch_async<256, 128, 8, 3, 1, 1>},
+        {"async_128x128x8_s4", 128, 128, launch_async<128, 128, 8, 4, 2>},
+        {"async_128x128x8_s4_serp", 128, 128, launch_async<128, 128, 8, 4, 2, 0, true>},
+    };
+    std::vector<int> sizes = once ? std::vector<int>{4096} : std::vector<int>{2048, 4096, 8192};
+    for (int n : sizes) {
+        size_t bytes = (size_t)n * n * sizeof(float);
+        std::vector<float> h(n * (size_t)n);
+        float *A, *B, *C, *R;
+        CK(cudaMalloc(&A, bytes));
+        CK(cudaMalloc(&B, bytes));
+        CK(cudaMalloc(&C, bytes));
+        CK(cudaMalloc(&R, bytes));
+        srand(1);
+        for (auto& x : h) x = (rand() / (float)RAND_MAX) * 2.0f - 1.0f;
+        CK(cudaMemcpy(A, h.data(), bytes, cudaMemcpyHostToDevice));
+        for (auto& x : h) x = (rand() / (float)RAND_MAX) * 2.0f - 1.0f;
+        CK(cudaMemcpy(B, h.data(), bytes, cudaMemcpyHostToDevice));
+        launch_lib(A, B, R, n, n, n);
+        CK(cudaDeviceSynchronize());
+        std::vector<float> ref(h.size()), got(h.size());
+        CK(cudaMemcpy(ref.data(), R, bytes, cudaMemcpyDeviceToHost));
+        cudaEvent_t e0, e1;
+        cudaEventCreate(&e0);
+        cudaEventCreate(&e1);
+        for (auto& v : vs) {
+            CK(cudaMemset(C, 0xff, bytes));  // poison: NaN where nothing is written
+            v.fn(A, B, C, n, n, n);
+            CK(cudaGetLastError());
+            CK(cudaDeviceSynchronize());
+            if (once) continue;
+            CK(cudaMemcpy(got.data(), C, bytes, cudaMemcpyDeviceToHost));
+            double maxd = 0;
+            for (size_t i = 0; i < got.size(); ++i) {
+                double d = fabs((double)got[i] - ref[i]);
+                if (!(d <= maxd)) maxd = d;  // NaN propagates
+            }
+            for (int w = 0; w < 3; ++w) v.fn(A, B, C, n, n, n);
+            std::vector<float> ms;
+            for (int r = 0; r < 15; ++r) {
+                cudaEventRecord(e0);
+                v.fn(A, B, C, n, n, n);
+                cudaEventRecord(e1);
+                cudaEventSynchronize(e1);
+                float t;
+                cudaEventElapsedTime(&t, e0, e1);
+                ms.push_back(t);
+            }
+            std::sort(ms.begin(), ms.end());
+            double med = ms[ms.size() / 2];
+            printf("%-24s %5d  %8.3f ms  %8.0f GFLOP/s  maxdiff-vs-lib %.2e\n", v.name, n, med,
+                   2.0 * n * (double)n * n / (med * 1e-3) / 1e9, maxd);
+        }
+        cudaFree(A);
+        cudaFree(B);
+        cudaFree(C);
+        cudaFree(R);
+    }
+    return 0;
+}

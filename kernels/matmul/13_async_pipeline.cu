@@ -1,0 +1,157 @@
+// SGEMM step 13 — an asynchronous-copy pipeline with 128×256 tiles, after what ncu showed of
+// cuBLAS's FP32 kernel on the H100 (sm80_xmma_gemm_…_ffma, 256×128×8 tiles, 3 stages, 254
+// registers, one block per SM).
+//
+// What it changes over step 11:
+// - Global → shared memory through `cp.async` (LDGSTS), three stages deep. No staging registers
+//   and no separate store pass: a slice is requested two slices ahead, and the only wait is
+//   `cp.async.wait_group` + one barrier per slice. Operands stored with k contiguous (A, or a
+//   transposed B) are transposed on the way in by 4-byte copies; the others are copied 16 bytes
+//   at a time. Tiles that stick out of the matrix are zero-filled by the copy itself (src-size 0).
+// - 128×256 block tile, 256 threads, each thread 8×16 outputs as 2×4 sub-tiles of 4×4 spread 64
+//   apart, and 255 registers (one block per SM, 8 warps): the fragment reads are float4
+//   broadcasts (A) and 128 contiguous bytes (B) per 8-lane phase.
+// - The fragments of k+1 are read from shared memory while k is multiplied (register double
+//   buffering), and the FMAs walk the 8×16 tile in a serpentine so consecutive FMAs share an
+//   operand (fewer register-bank conflicts).
+//
+// Measured (bench/sgemm_lab.cu, H100, same call as cuBLAS FP32): the lab's aligned version of
+// this kernel 45.6 TFLOP/s at 4096³ (0.89× cuBLAS), 45.7 at 8192³ (0.89×), 44.6 at 2048³ (0.94×),
+// against step 11's 39.9–40.3 (0.78×). The stall profile (ncu): issue slots busy 79 % (cuBLAS
+// 91 %); the difference is dispatch stalls (0.26 vs 0.10 per issue) and shared-memory latency.
+// The library figures are in docs/gemm.md.
+#include "gemm_tile.cuh"
+
+// cp.async of 4 or 16 bytes; `ok` false copies nothing and zero-fills the destination (src-size
+// 0), so the source address is not read (it is still a valid pointer: the matrix base).
+__device__ __forceinline__ void cp_async4(float* s, const float* g, bool ok) {
+    const unsigned sa = (unsigned)__cvta_generic_to_shared(s);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(sa), "l"(g),
+                 "r"(ok ? 4 : 0));
+}
+__device__ __forceinline__ void cp_async16(float* s, const float* g, bool ok) {
+    const unsigned sa = (unsigned)__cvta_generic_to_shared(s);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(g),
+                 "r"(ok ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Requests one BK × BX slice of an operand into shared memory, k-major (S[k*SS + x] =
+// X(k0+k, x0+x)), with the layouts of TileLoader (gemm_tile.cuh). `kcontig`: 4-byte copies, a
+// warp covering 8 k × 4 x so that the transposed shared stores hit 32 distinct banks (SS = BX+4);
+// otherwise 16-byte copies when `vec`, else 4-byte copies along x.
+template <int BK, int BX>
+__device__ __forceinline__ void async_slice(float* S, const float* X, bool kcontig, bool vec,
+                                            int ld, int Kd, int Xd, int k0, int x0, int t) {
+    constexpr int SS = BX + 4;
+    if (kcontig) {
+#pragma unroll
+        for (int p = 0; p < BK * BX / 256; ++p) {
+            const int e = t + p * 256, ln = e % 32, ch = e / 32;
+            const int k = ln % 8 + 8 * (ch % (BK / 8)), x = ln / 8 + 4 * (ch / (BK / 8));
+            const int gk = k0 + k, gx = x0 + x;
+            const bool ok = gk < Kd && gx < Xd;
+            cp_async4(&S[k * SS + x], ok ? X + (long long)gx * ld + gk : X, ok);
+        }
+    } else if (vec) {
+#pragma unroll
+        for (int p = 0; p < BK * BX / 1024; ++p) {
+            const int e = t + p * 256, k = e / (BX / 4), x = (e % (BX / 4)) * 4;
+            const int gk = k0 + k, gx = x0 + x;
+            const bool ok = gk < Kd && gx < Xd;  // Xd % 4 == 0: the whole float4 is inside
+            cp_async16(&S[k * SS + x], ok ? X + (long long)gk * ld + gx : X, ok);
+        }
+    } else {
+#pragma unroll
+        for (int p = 0; p < BK * BX / 256; ++p) {
+            const int e = t + p * 256, k = e / BX, x = e % BX;
+            const int gk = k0 + k, gx = x0 + x;
+            const bool ok = gk < Kd && gx < Xd;
+            cp_async4(&S[k * SS + x], ok ? X + (long long)gk * ld + gx : X, ok);
+        }
+    }
+}
+
+template <int BM, int BN, int BK, int ST>
+__device__ __forceinline__ void async_tile_gemm(GEMM_ARGS) {
+    constexpr int TMR = BM / 64, TNR = BN / 64;  // 4×4 sub-tiles per thread
+    constexpr int SA = BM + 4, SB = BN + 4;
+    static_assert(BM % 64 == 0 && BN % 64 == 0 && BK % 8 == 0, "tile shape");
+    __shared__ __align__(16) float As[ST][BK * SA];
+    __shared__ __align__(16) float Bs[ST][BK * SB];
+    GEMM_SPLIT_K(kBegin, kEnd, zb);
+    const int t = threadIdx.x, w = t / 32, l = t % 32;
+    // a warp is 4 thread-rows × 8 thread-columns of the 16×16 thread grid
+    const int ty = (w / 2) * 4 + l / 8, tx = (w % 2) * 8 + l % 8;
+    const int i0 = blockIdx.y * BM, j0 = blockIdx.x * BN;
+    const bool ka = !transA, kb = transB;
+    const int lda = transA ? M : K, ldb = transB ? K : N;
+    const bool va = can_vec(A, lda), vb = can_vec(B, ldb);
+    const int nk = (kEnd - kBegin + BK - 1) / BK;
+    auto issue = [&](int ks) {
+        if (ks < nk) {
+            const int k0 = kBegin + ks * BK;
+            async_slice<BK, BM>(As[ks % ST], A, ka, va, lda, kEnd, M, k0, i0, t);
+            async_slice<BK, BN>(Bs[ks % ST], B, kb, vb, ldb, kEnd, N, k0, j0, t);
+        }
+        cp_async_commit();  // an empty group past the end keeps the wait counts uniform
+    };
+    float acc[TMR * 4][TNR * 4];
+#pragma unroll
+    for (int a = 0; a < TMR * 4; ++a)
+#pragma unroll
+        for (int b = 0; b < TNR * 4; ++b) acc[a][b] = 0.0f;
+    float fa[2][TMR * 4], fb[2][TNR * 4];
+    auto frag = [&](const float* as, const float* bs, int kk, int f) {
+#pragma unroll
+        for (int i = 0; i < TMR; ++i)
+            *reinterpret_cast<float4*>(&fa[f][i * 4]) =
+                *reinterpret_cast<const float4*>(&as[kk * SA + i * 64 + ty * 4]);
+#pragma unroll
+        for (int j = 0; j < TNR; ++j)
+            *reinterpret_cast<float4*>(&fb[f][j * 4]) =
+                *reinterpret_cast<const float4*>(&bs[kk * SB + j * 64 + tx * 4]);
+    };
+
+#pragma unroll
+    for (int s = 0; s < ST - 1; ++s) issue(s);
+    for (int ks = 0; ks < nk; ++ks) {
+        cp_async_wait<ST - 2>();  // slice ks has landed (this thread's copies) …
+        __syncthreads();          // … everyone's, and slice ks-1's stage is free again
+        issue(ks + ST - 1);
+        const float* as = As[ks % ST];
+        const float* bs = Bs[ks % ST];
+        frag(as, bs, 0, 0);
+#pragma unroll
+        for (int kk = 0; kk < BK; ++kk) {
+            if (kk + 1 < BK) frag(as, bs, kk + 1, (kk + 1) & 1);
+#pragma unroll
+            for (int a = 0; a < TMR * 4; ++a)
+#pragma unroll
+                for (int b0 = 0; b0 < TNR * 4; ++b0) {
+                    const int b = (a & 1) ? TNR * 4 - 1 - b0 : b0;  // serpentine
+                    acc[a][b] = fmaf(fa[kk & 1][a], fb[kk & 1][b], acc[a][b]);
+                }
+        }
+    }
+    cp_async_wait<0>();
+    const bool vc = (N % 4 == 0) && ((reinterpret_cast<size_t>(C) & 15) == 0) &&
+                    (!Z || (reinterpret_cast<size_t>(Z) & 15) == 0);
+#pragma unroll
+    for (int i = 0; i < TMR; ++i)
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+#pragma unroll
+            for (int j = 0; j < TNR; ++j)
+                store_row<4>(&acc[i * 4 + r][j * 4], i0 + i * 64 + ty * 4 + r,
+                             j0 + j * 64 + tx * 4, M, N, vc, C, bias, act, Z);
+}
+
+// 128×256×8, 3 stages: 37 KB of static shared memory, one block of 256 threads per SM.
+extern "C" __global__ void __launch_bounds__(256, 1) sgemm_13_async_128x256x8(GEMM_ARGS) {
+    async_tile_gemm<128, 256, 8, 3>(GEMM_CALL_ARGS);
+}
