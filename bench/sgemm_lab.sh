@@ -6,6 +6,8 @@ OUT=${OUT:-lab-out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv | tee "$OUT/gpu.txt"
 nvcc -O3 -arch=sm_90 -Xptxas -v -o /tmp/lab bench/sgemm_lab.cu > "$OUT/ptxas.txt" 2>&1 || { cat "$OUT/ptxas.txt"; exit 1; }
 /tmp/lab | tee "$OUT/lab.txt"
+# the same kernels JIT-compiled by the driver from compute_80 PTX, as the library loads them
+nvcc -O3 -gencode arch=compute_80,code=compute_80 -o /tmp/lab_ptx bench/sgemm_lab.cu && /tmp/lab_ptx | sed 's/^/ptx80 /' | tee "$OUT/lab_ptx.txt"
 python3 - <<'PY' | tee "$OUT/cublas.txt"
 import torch
 torch.backends.cuda.matmul.allow_tf32 = False

@@ -34,6 +34,15 @@ __device__ __forceinline__ void cp_async16(float* s, const float* g, bool ok) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(g),
                  "r"(ok ? 16 : 0));
 }
+// Unpredicated forms for the interior fast path.
+__device__ __forceinline__ void cp_async4(float* s, const float* g) {
+    const unsigned sa = (unsigned)__cvta_generic_to_shared(s);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(sa), "l"(g));
+}
+__device__ __forceinline__ void cp_async16(float* s, const float* g) {
+    const unsigned sa = (unsigned)__cvta_generic_to_shared(s);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(g));
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
@@ -76,6 +85,27 @@ __device__ __forceinline__ void async_slice(float* S, const float* X, bool kcont
     }
 }
 
+// The interior fast path of the most common layout (A row-major, B row-major and float4-able,
+// the block's tile inside C, whole slices): the same copies as async_slice without bounds
+// tests or zero-fill. These cost step 13 about 9 % in the generic form (41.1 against
+// 45.6 TFLOP/s at 4096³ on the H100, bench/sgemm_lab.cu).
+template <int BK, int BM, int BN>
+__device__ __forceinline__ void async_slice_nn(float* SA_, float* SB_, const float* A,
+                                               const float* B, int lda, int ldb, int k0, int i0,
+                                               int j0, int t) {
+#pragma unroll
+    for (int p = 0; p < BK * BM / 256; ++p) {
+        const int e = t + p * 256, ln = e % 32, ch = e / 32;
+        const int k = ln % 8 + 8 * (ch % (BK / 8)), x = ln / 8 + 4 * (ch / (BK / 8));
+        cp_async4(&SA_[k * (BM + 4) + x], A + (long long)(i0 + x) * lda + k0 + k);
+    }
+#pragma unroll
+    for (int p = 0; p < BK * BN / 1024; ++p) {
+        const int e = t + p * 256, k = e / (BN / 4), x = (e % (BN / 4)) * 4;
+        cp_async16(&SB_[k * (BN + 4) + x], B + (long long)(k0 + k) * ldb + j0 + x);
+    }
+}
+
 template <int BM, int BN, int BK, int ST>
 __device__ __forceinline__ void async_tile_gemm(GEMM_ARGS) {
     constexpr int TMR = BM / 64, TNR = BN / 64;  // 4×4 sub-tiles per thread
@@ -92,11 +122,16 @@ __device__ __forceinline__ void async_tile_gemm(GEMM_ARGS) {
     const int lda = transA ? M : K, ldb = transB ? K : N;
     const bool va = can_vec(A, lda), vb = can_vec(B, ldb);
     const int nk = (kEnd - kBegin + BK - 1) / BK;
+    const bool fast = ka && !kb && vb && i0 + BM <= M && j0 + BN <= N && (kEnd - kBegin) % BK == 0;
     auto issue = [&](int ks) {
         if (ks < nk) {
             const int k0 = kBegin + ks * BK;
-            async_slice<BK, BM>(As[ks % ST], A, ka, va, lda, kEnd, M, k0, i0, t);
-            async_slice<BK, BN>(Bs[ks % ST], B, kb, vb, ldb, kEnd, N, k0, j0, t);
+            if (fast) {
+                async_slice_nn<BK, BM, BN>(As[ks % ST], Bs[ks % ST], A, B, lda, ldb, k0, i0, j0, t);
+            } else {
+                async_slice<BK, BM>(As[ks % ST], A, ka, va, lda, kEnd, M, k0, i0, t);
+                async_slice<BK, BN>(Bs[ks % ST], B, kb, vb, ldb, kEnd, N, k0, j0, t);
+            }
         }
         cp_async_commit();  // an empty group past the end keeps the wait counts uniform
     };
