@@ -7,7 +7,8 @@
 //! repeated indices, ±1e4 logits, and the multi-tensor optimizer step.
 //!
 //! The GPU run script also runs this binary with every `CAMEL_<FAMILY>=1`, so step 1 of each
-//! ladder passes the same checks, and with `CAMEL_SOFTMAX=2` (the default is softmax step 3).
+//! ladder passes the same checks, and with `CAMEL_SOFTMAX=2 CAMEL_LAYERNORM=2` (the defaults
+//! are step 3: softmax and LayerNorm, forward and backward).
 
 mod common;
 use camel_core::{Tensor, UpdateRule};
@@ -153,6 +154,38 @@ fn layer_norm_backward_large_rows() {
                 tol,
             );
         }
+    }
+}
+
+#[test]
+fn layer_norm_backward_step3_shapes() {
+    // LayerNorm backward step 3 picks (VEC, NV) from the row length (a warp per row ≤ 1024,
+    // float4 when cols % 4 == 0) and walks rows grid-stride, keeping dγ/dβ in registers: lengths
+    // around its register shapes, and 3001 rows so every warp visits several rows (at most
+    // 4 blocks × 8 warps per SM) and the partial rows of dγ/dβ are many.
+    let cases = [37usize, 129, 132, 513, 640, 1023, 1024, 1025]
+        .map(|c| (37usize, c))
+        .into_iter()
+        .chain([(3001, 768), (3001, 100), (3001, 33)]);
+    for (rows, cols) in cases {
+        let seed = (rows * 13 + cols) as u64;
+        let ins = [
+            hf(rand_vec(rows * cols, -2.0, 2.0, seed), &[rows, cols]),
+            hf(rand_vec(cols, 0.5, 1.5, seed ^ 3), &[cols]),
+            hf(rand_vec(cols, -1.0, 1.0, seed ^ 4), &[cols]),
+        ];
+        // dγ, dβ sum over up to 3001 rows of f32 terms
+        let tol = Tol {
+            atol: 1e-4 * (rows as f64).sqrt(),
+            rtol: 2e-3,
+        };
+        grads_match(
+            &format!("layer_norm [{rows},{cols}]"),
+            |a| a[0].layer_norm(&a[1], &a[2], 1e-5),
+            &ins,
+            rows * cols,
+            tol,
+        );
     }
 }
 

@@ -292,7 +292,7 @@ fn run() -> Result<()> {
         let (mean, rstd) = (buf(d, r, 0.0)?, buf(d, r, 0.0)?);
         let (dg, db) = (buf(d, c, 0.0)?, buf(d, c, 0.0)?);
         let p = |bf: &Buffer| -> DevPtr { bf.ptr() };
-        b.row("layernorm", "16384x768", 0, 8.0 * e, &mut || {
+        b.row("layernorm", "16384x768", 2, 8.0 * e, &mut || {
             ln::layernorm_fwd_f32(
                 d,
                 p(&xs),
@@ -320,8 +320,23 @@ fn run() -> Result<()> {
                 1e-5,
             )
         })?;
-        b.row("layernorm_bwd", "16384x768", 0, 12.0 * e, &mut || {
+        b.row("layernorm_bwd", "16384x768", 2, 12.0 * e, &mut || {
             ln::layernorm_bwd_f32(
+                d,
+                p(&xs),
+                p(&gm),
+                p(&gs),
+                p(&mean),
+                p(&rstd),
+                p(&dx),
+                p(&dg),
+                p(&db),
+                r,
+                c,
+            )
+        })?;
+        b.row("layernorm_bwd", "16384x768", 3, 12.0 * e, &mut || {
+            ln::layernorm3_bwd_f32(
                 d,
                 p(&xs),
                 p(&gm),

@@ -605,8 +605,8 @@ pub enum MemFamily {
     Embedding,
     /// `CAMEL_OPTIM`: optimizer updates (step 1 one launch per tensor, step 2 one for all).
     Optim,
-    /// `CAMEL_LAYERNORM`: LayerNorm forward (1 and 2: the warp-per-row Welford kernel; 3: the
-    /// row in registers). The backward has one step.
+    /// `CAMEL_LAYERNORM`: LayerNorm forward and backward (1 and 2: the warp-per-row kernels,
+    /// Welford forward; 3: the row in registers, and in the backward dγ/dβ in registers too).
     LayerNorm,
 }
 
@@ -771,7 +771,11 @@ pub fn layer_norm_bwd(
     let dx = like(x, rows * cols, DType::F32)?;
     let dgamma = like(x, cols, DType::F32)?;
     let dbeta = like(x, cols, DType::F32)?;
-    k::layernorm::layernorm_bwd_f32(
+    let f = match mem_step(MemFamily::LayerNorm) {
+        Step::One | Step::Two => k::layernorm::layernorm_bwd_f32,
+        Step::Three => k::layernorm::layernorm3_bwd_f32,
+    };
+    f(
         &x.dev,
         x.ptr(),
         gamma.ptr(),
