@@ -250,9 +250,10 @@ fn softmax_rows_of_every_length() {
 
 #[test]
 fn softmax_every_step3_shape() {
-    // Softmax step 3 picks its lane group and register count from the row length: lengths on
-    // each side of its boundaries (groups of 1 … 16 lanes, a warp, a block of 128 … 1024, past
-    // 16384 step 2), float4 and scalar, 37 rows so the last block is partly empty.
+    // Softmax step 3 (forward and backward) picks its lane group and register count from the
+    // row length: lengths on each side of its boundaries (groups of 1 … 16 lanes, a warp, a
+    // block of 128 … 1024, past 16384 step 2), float4 and scalar, 37 rows so the last block is
+    // partly empty.
     let rows = 37;
     for cols in [
         2usize, 8, 31, 64, 65, 127, 128, 129, 513, 1024, 1025, 4096, 16384, 16385,
@@ -271,6 +272,22 @@ fn softmax_every_step3_shape() {
                     } else {
                         xt.softmax()
                     }
+                },
+            );
+            grads_match(
+                &format!("softmax(log={log}) backward [{rows},{cols}]"),
+                |a| {
+                    if log {
+                        a[0].log_softmax()
+                    } else {
+                        a[0].softmax()
+                    }
+                },
+                &[hf(x.clone(), &[rows, cols])],
+                rows * cols,
+                Tol {
+                    atol: 1e-5,
+                    rtol: 1e-3,
                 },
             );
         }
@@ -327,6 +344,29 @@ fn softmax_huge_logits_long_rows() {
             assert!(l.item().unwrap().is_finite(), "{d}: CE ±1e4");
             let g = ce.grad().unwrap().to_vec().unwrap();
             assert!(g.iter().all(|v| v.is_finite()), "{d}: CE grad ±1e4");
+        }
+        // the backward of equal huge logits against the CPU's (softmax backward step 3 holds
+        // these rows in registers like the forward)
+        let eq: Vec<f32> = (0..2 * cols)
+            .map(|i| 1e4 - (i % 5) as f32 * 0.5 - if i < cols { 2e4 } else { 0.0 })
+            .collect();
+        for log in [false, true] {
+            grads_match(
+                &format!("softmax(log={log}) backward of ±1e4 over {cols}"),
+                |a| {
+                    if log {
+                        a[0].log_softmax()
+                    } else {
+                        a[0].softmax()
+                    }
+                },
+                &[hf(eq.clone(), &[2, cols])],
+                2 * cols,
+                Tol {
+                    atol: 1e-5,
+                    rtol: 1e-3,
+                },
+            );
         }
     }
 }

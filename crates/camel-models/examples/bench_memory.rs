@@ -273,11 +273,21 @@ fn run() -> Result<()> {
         b.row("softmax_bwd", &size, 2, 12.0 * e, &mut || {
             softmax::softmax_bwd2_f32(d, py, pg, pd, r, c, false)
         })?;
+        b.row("softmax_bwd", &size, 3, 12.0 * e, &mut || {
+            softmax::softmax3_bwd_f32(d, py, pg, pd, r, c, false)
+        })?;
         b.row("log_softmax", &size, 2, 8.0 * e, &mut || {
             softmax::softmax2_f32(d, px, py, r, c, true)
         })?;
         b.row("log_softmax", &size, 3, 8.0 * e, &mut || {
             softmax::softmax3_f32(d, px, py, r, c, true)
+        })?;
+        // y now holds log-softmax values
+        b.row("log_softmax_bwd", &size, 2, 12.0 * e, &mut || {
+            softmax::softmax_bwd2_f32(d, py, pg, pd, r, c, true)
+        })?;
+        b.row("log_softmax_bwd", &size, 3, 12.0 * e, &mut || {
+            softmax::softmax3_bwd_f32(d, py, pg, pd, r, c, true)
         })?;
     }
 

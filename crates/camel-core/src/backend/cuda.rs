@@ -657,8 +657,8 @@ pub fn softmax_last_bwd(
     let out = like(y, rows * cols, DType::F32)?;
     let f = match mem_step(MemFamily::Softmax) {
         Step::One => k::softmax::softmax_bwd_f32,
-        // no step-3 backward yet: it reads y and g once already
-        Step::Two | Step::Three => k::softmax::softmax_bwd2_f32,
+        Step::Two => k::softmax::softmax_bwd2_f32,
+        Step::Three => k::softmax::softmax3_bwd_f32,
     };
     f(&y.dev, y.ptr(), g.ptr(), out.ptr(), rows, cols, log)?;
     Ok(out)
