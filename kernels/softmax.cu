@@ -169,30 +169,7 @@ extern "C" __global__ void softmax_bwd_f32(const float* __restrict__ y, const fl
 // Element j of a thread's registers is column (j·G + lane)·VEC (+0..3): each load instruction of
 // a group is contiguous, so a warp's loads coalesce.
 
-namespace camel {
-// op 0: sum, 1: max over the G threads of a group (every thread gets the result).
-template <int G>
-__device__ __forceinline__ float g_reduce(int op, float v, float* scratch) {
-    constexpr int W = G < WARP_SIZE ? G : WARP_SIZE;
-#pragma unroll
-    for (int o = W / 2; o > 0; o >>= 1) {
-        float u = __shfl_xor_sync(FULL_MASK, v, o, W);
-        v = op == 0 ? v + u : fmaxf(v, u);
-    }
-    if (G <= WARP_SIZE) return v;
-    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
-    __syncthreads();  // scratch may still be read by the previous reduction
-    if (lane == 0) scratch[warp] = v;
-    __syncthreads();
-    v = lane < G / WARP_SIZE ? scratch[lane] : (op == 0 ? 0.0f : -INFINITY);
-#pragma unroll
-    for (int o = WARP_SIZE / 2; o > 0; o >>= 1) {
-        float u = __shfl_xor_sync(FULL_MASK, v, o);
-        v = op == 0 ? v + u : fmaxf(v, u);
-    }
-    return v;
-}
-}  // namespace camel
+// camel::g_reduce<G> (rows.cuh): the sum or max over a group of G threads.
 
 template <int G, int VEC, int NV>
 __device__ __forceinline__ void softmax3_row(const float* __restrict__ x, float* __restrict__ y, long long rows,

@@ -423,6 +423,70 @@ fn cross_entropy_rows_of_every_length() {
 }
 
 #[test]
+fn cross_entropy_every_step3_shape() {
+    // Cross-entropy step 3: rows ≤ 16384 in softmax step 3's register layout (lengths on each
+    // side of its shape boundaries), longer rows a block each with a scalar prologue up to the
+    // first 16-byte boundary, unrolled float4, a scalar tail: lengths of every residue mod 4, so
+    // consecutive rows start at every alignment (50257: the GPT-2 vocabulary). Random logits
+    // and ±1e4 ones; the mean loss and the gradient against f64.
+    let rows = 37;
+    for cols in [
+        2usize, 8, 31, 64, 65, 127, 128, 129, 1025, 4096, 16384, 16385, 16386, 16388, 20003, 50257,
+    ] {
+        for huge in [false, true] {
+            let seed = cols as u64 ^ u64::from(huge);
+            let x: Vec<f32> = if huge {
+                (0..rows * cols)
+                    .map(|i| if (i * 7) % 5 == 0 { 1e4 } else { -1e4 } - (i % 3) as f32)
+                    .collect()
+            } else {
+                rand_vec(rows * cols, -8.0, 8.0, seed)
+            };
+            let tg = rand_idx(rows, cols, seed ^ 11);
+            let lsm = ref_softmax_rows(&x, cols, true);
+            let want = (0..rows)
+                .map(|r| -lsm[r * cols + tg[r] as usize])
+                .sum::<f64>()
+                / rows as f64;
+            let ltol = Tol {
+                atol: 1e-5,
+                rtol: if huge { 1e-4 } else { 2e-4 },
+            };
+            check(
+                &format!("cross_entropy [{rows},{cols}] huge={huge}"),
+                &[],
+                &[want],
+                ltol,
+                |d| t(&x, &[rows, cols], d).cross_entropy(&ti(&tg, &[rows], d)),
+            );
+            let sm = ref_softmax_rows(&x, cols, false);
+            let dwant: Vec<f64> = (0..rows * cols)
+                .map(|i| {
+                    let hot = f64::from(u8::from((i % cols) as i64 == tg[i / cols]));
+                    (sm[i] - hot) / rows as f64
+                })
+                .collect();
+            for d in devices() {
+                let xt = t(&x, &[rows, cols], d).requires_grad_(true).unwrap();
+                xt.cross_entropy(&ti(&tg, &[rows], d))
+                    .unwrap()
+                    .backward()
+                    .unwrap();
+                assert_close(
+                    &format!("cross_entropy grad [{rows},{cols}] huge={huge} on {d}"),
+                    &xt.grad().unwrap().to_vec().unwrap(),
+                    &dwant,
+                    Tol {
+                        atol: 1e-6,
+                        rtol: 1e-3,
+                    },
+                );
+            }
+        }
+    }
+}
+
+#[test]
 fn sum_and_max_along_last_dim_and_all() {
     let mut shapes: Vec<Vec<usize>> = Vec::new();
     for &rows in &ROWS {

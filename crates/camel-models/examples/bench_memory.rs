@@ -391,11 +391,17 @@ fn run() -> Result<()> {
         b.row("cross_entropy", &size, 2, 4.0 * e, &mut || {
             loss::cross_entropy_fwd2_f32(d, px, pt, pl, ps, r, c, pe)
         })?;
+        b.row("cross_entropy", &size, 3, 4.0 * e, &mut || {
+            loss::cross_entropy_fwd3_f32(d, px, pt, pl, ps, r, c, pe)
+        })?;
         b.row("cross_entropy_bwd", &size, 1, 8.0 * e, &mut || {
             loss::cross_entropy_bwd_f32(d, px, pt, pg, pd, r, c, pe)
         })?;
         b.row("cross_entropy_bwd", &size, 2, 8.0 * e, &mut || {
             loss::cross_entropy_bwd2_f32(d, px, pt, ps, pg, pd, r, c, pe)
+        })?;
+        b.row("cross_entropy_bwd", &size, 3, 8.0 * e, &mut || {
+            loss::cross_entropy_bwd3_f32(d, px, pt, ps, pg, pd, r, c, pe)
         })?;
     }
 

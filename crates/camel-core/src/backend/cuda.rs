@@ -590,7 +590,7 @@ pub fn update(
 
 /// The families of memory-bound kernels whose ladder step is selectable, each by an environment
 /// variable read once (`1`, `2` or `3`; unset means the best step, 3; a family without a step
-/// 3 — all but softmax and LayerNorm — runs its step 2 for `3`).
+/// 3 — all but softmax, LayerNorm and cross-entropy — runs its step 2 for `3`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MemFamily {
     /// `CAMEL_ELEMENTWISE`: unary and same-shape binary ops (add, mul, relu, scale, GELU ...).
@@ -599,7 +599,8 @@ pub enum MemFamily {
     Reduce,
     /// `CAMEL_SOFTMAX`: softmax and log-softmax, forward and backward.
     Softmax,
-    /// `CAMEL_CROSS_ENTROPY`: fused log-softmax + cross-entropy.
+    /// `CAMEL_CROSS_ENTROPY`: fused log-softmax + cross-entropy (3: short rows in registers,
+    /// long rows with aligned float4 after a scalar prologue; the backward elementwise).
     CrossEntropy,
     /// `CAMEL_EMBEDDING`: gather and scatter-add.
     Embedding,
@@ -664,7 +665,8 @@ pub fn softmax_last_bwd(
     Ok(out)
 }
 
-/// Per-row cross-entropy and, with step 2, the row statistics (max, Σ exp) for the backward.
+/// Per-row cross-entropy and, with steps 2 and 3, the row statistics (max, Σ exp) for the
+/// backward.
 pub fn cross_entropy_fwd_stats(
     x: &CudaStorage,
     t: &CudaStorage,
@@ -679,7 +681,11 @@ pub fn cross_entropy_fwd_stats(
     let loss = like(x, rows, DType::F32)?;
     let stats = like(x, 2 * rows, DType::F32)?;
     let err = err_slot(&x.dev)?;
-    k::loss::cross_entropy_fwd2_f32(
+    let f = match mem_step(MemFamily::CrossEntropy) {
+        Step::Three => k::loss::cross_entropy_fwd3_f32,
+        Step::One | Step::Two => k::loss::cross_entropy_fwd2_f32,
+    };
+    f(
         &x.dev,
         x.ptr(),
         t.ptr(),
@@ -708,7 +714,12 @@ pub fn cross_entropy_bwd_stats(
     expect("cross_entropy backward", t, DType::I64)?;
     let out = like(x, rows * cols, DType::F32)?;
     let err = err_slot(&x.dev)?;
-    k::loss::cross_entropy_bwd2_f32(
+    // the stats are the same (max, Σ exp) in steps 2 and 3
+    let f = match mem_step(MemFamily::CrossEntropy) {
+        Step::Three => k::loss::cross_entropy_bwd3_f32,
+        Step::One | Step::Two => k::loss::cross_entropy_bwd2_f32,
+    };
+    f(
         &x.dev,
         x.ptr(),
         t.ptr(),

@@ -177,7 +177,7 @@ pub fn softmax3_f32(
 
 /// Launch configuration of a step-3 kernel of shape `(g, _, _)`: blocks of 256 holding 256 / g
 /// rows when `g ≤ 32`, else a block of `g` threads per row.
-fn softmax3_config(name: &str, rows: usize, g: usize) -> Result<LaunchConfig> {
+pub(crate) fn softmax3_config(name: &str, rows: usize, g: usize) -> Result<LaunchConfig> {
     Ok(if g <= 32 {
         let per_block = 256 / g;
         LaunchConfig::new(rows_grid(name, rows.div_ceil(per_block))?, Dim3::x(256))
