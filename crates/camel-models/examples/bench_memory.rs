@@ -424,12 +424,18 @@ fn run() -> Result<()> {
         b.row("embedding", &size, 2, 8.0 * e, &mut || {
             emb::index_select_rows_warp_f32(d, pt, pi, po, tokens, v, dim, pe)
         })?;
-        // backward: read the upstream rows, add into the table's gradient (not zeroed between
-        // repetitions: the timing is of the scatter-add alone)
-        b.row("embedding_bwd", &size, 1, 8.0 * e, &mut || {
+        // backward, as the backend runs it (`index_add_rows`) and as PyTorch's
+        // embedding_dense_backward does: zero the table's gradient, then read the upstream rows
+        // and add them in. Every repetition starts from zeros, so the atomics see the same
+        // values each time; the bytes are the upstream read, the adds' write (8 B/element) and
+        // the zeroing of the [v, dim] gradient.
+        let bwd_bytes = 8.0 * e + 4.0 * (v * dim) as f64;
+        b.row("embedding_bwd", &size, 1, bwd_bytes, &mut || {
+            d.memset_zero(&grad)?;
             emb::index_add_rows_f32(d, po, pi, pg, tokens, v, dim, pe)
         })?;
-        b.row("embedding_bwd", &size, 2, 8.0 * e, &mut || {
+        b.row("embedding_bwd", &size, 2, bwd_bytes, &mut || {
+            d.memset_zero(&grad)?;
             emb::index_add_rows_warp_f32(d, po, pi, pg, tokens, v, dim, pe)
         })?;
     }
