@@ -495,6 +495,9 @@ fn sum_and_max_along_last_dim_and_all() {
         }
     }
     shapes.push(vec![1000, 4097]); // many long rows: a block per row
+    shapes.push(vec![1100, 4096]); // the same with float4 (reduce step 3: 4 loads in flight)
+    shapes.push(vec![1100, 1030]); // a block per row, scalar, an unrolled body and a remainder
+    shapes.push(vec![300, 1000]); // a warp per row, float4, 250 float4: body + remainder
     shapes.push(vec![1, 300_001]); // one very long row: the two-pass split
     for shape in shapes {
         let (rows, cols) = (shape[0], shape[1]);
@@ -558,6 +561,19 @@ fn sum_and_max_along_last_dim_and_all() {
 
 #[test]
 fn max_propagates_nan() {
+    // many rows along the last dim (reduce step 3's unrolled accumulators), NaN in one row
+    let (rows, cols) = (1100usize, 4100usize);
+    let mut x = rand_vec(rows * cols, -1.0, 1.0, 2);
+    x[517 * cols + 3001] = f32::NAN;
+    for d in devices() {
+        let m = t(&x, &[rows, cols], d)
+            .max_dim(-1, false)
+            .unwrap()
+            .to_vec()
+            .unwrap();
+        assert!(m[517].is_nan(), "{d}: row max with a NaN gave {}", m[517]);
+        assert!(m[516].is_finite() && m[518].is_finite(), "{d}: NaN leaked");
+    }
     for cols in [7usize, 4097, 300_001] {
         let mut x = rand_vec(cols, -1.0, 1.0, 1);
         x[cols / 2] = f32::NAN;

@@ -246,6 +246,9 @@ fn run() -> Result<()> {
         b.row(&last, "65536x4096", 2, 4.0 * nf, &mut || {
             reduce::reduce2_f32(d, px, po, 65536, 4096, 1, op)
         })?;
+        b.row(&last, "65536x4096", 3, 4.0 * nf, &mut || {
+            reduce::reduce3_f32(d, px, po, 65536, 4096, 1, op)
+        })?;
     }
     drop((x, y, z, out));
 

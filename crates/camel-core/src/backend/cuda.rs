@@ -299,9 +299,8 @@ pub fn reduce(
     let (dev, code) = (&x.dev, op.code());
     match mem_step(MemFamily::Reduce) {
         Step::One => k::reduce::reduce_f32(dev, x.ptr(), out.ptr(), outer, dim, inner, code)?,
-        Step::Two | Step::Three => {
-            k::reduce::reduce2_f32(dev, x.ptr(), out.ptr(), outer, dim, inner, code)?
-        }
+        Step::Two => k::reduce::reduce2_f32(dev, x.ptr(), out.ptr(), outer, dim, inner, code)?,
+        Step::Three => k::reduce::reduce3_f32(dev, x.ptr(), out.ptr(), outer, dim, inner, code)?,
     }
     Ok(out)
 }
@@ -590,12 +589,13 @@ pub fn update(
 
 /// The families of memory-bound kernels whose ladder step is selectable, each by an environment
 /// variable read once (`1`, `2` or `3`; unset means the best step, 3; a family without a step
-/// 3 — all but softmax, LayerNorm and cross-entropy — runs its step 2 for `3`).
+/// 3 — elementwise, embedding, optimizers — runs its step 2 for `3`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MemFamily {
     /// `CAMEL_ELEMENTWISE`: unary and same-shape binary ops (add, mul, relu, scale, GELU ...).
     Elementwise,
-    /// `CAMEL_REDUCE`: sum and max.
+    /// `CAMEL_REDUCE`: sum and max (3: many rows along the last dim with 4 loads in flight per
+    /// thread; the rest as step 2).
     Reduce,
     /// `CAMEL_SOFTMAX`: softmax and log-softmax, forward and backward.
     Softmax,
