@@ -56,6 +56,9 @@ for r, c in [(16384, 1024), (4096, 4096), (65536, 65)]:
     out(f"softmax {r}x{c}", med(lambda: torch.softmax(xs, -1)))
     out(f"softmax_bwd {r}x{c}", med(lambda: torch.ops.aten._softmax_backward_data(gs, ys, -1, torch.float32)))
     out(f"log_softmax {r}x{c}", med(lambda: torch.log_softmax(xs, -1)))
+    ls = torch.log_softmax(xs, -1)
+    out(f"log_softmax_bwd {r}x{c}",
+        med(lambda: torch.ops.aten._log_softmax_backward_data(gs, ls, -1, torch.float32)))
 
 r, c = 16384, 768
 xs = torch.rand(r, c, device=dev) * 4 - 2

@@ -266,3 +266,184 @@ LAYERNORM3(1, 8)
 LAYERNORM3(1, 16)
 LAYERNORM3(1, 24)
 LAYERNORM3(1, 32)
+
+// ---------------------------------------------------------------------------------------------
+// Step 3 of the backward (`CAMEL_LAYERNORM=3`, the default): the row in registers, dγ/dβ in
+// registers. The backward above reads x, g and γ twice per row (the two sums, then the write
+// pass from L1), adds each row's dγ/dβ into shared memory (a read-modify-write of 2·cols floats
+// per row), and its column sum of the partials is one thread per column walking every block's
+// partial row in a dependent chain (≈ 500 loads in a row at 16384×768): 39 % of copy on the
+// H200. Here, for rows up to 1024 columns:
+// - a warp owns a row at a time (grid-stride over rows, a few blocks per SM); each lane loads
+//   its columns of x and g once (NV float4 or scalars, unrolled, all loads independent),
+//   recomputes x̂ = (x − mean)·rstd from the saved statistics, takes Σ ĝ and Σ ĝ·x̂ (ĝ = g·γ)
+//   with two warp sums and writes dx from the registers;
+// - a lane owns the *same columns* in every row it visits, so it keeps its dγ, dβ partial sums
+//   in registers across rows: no shared memory per row, no atomics;
+// - at the end the block adds its warps' registers in warp order (shared memory, one pass) and
+//   writes one partial row per block, [2][nblocks][cols] as the kernel above;
+// - `layernorm3_param_grad_f32` sums the partials in a fixed order with 16 threads per column
+//   (each a short strided chain, unrolled) and a shared-memory tree: deterministic, and no
+//   longer a long dependent chain.
+// Bytes that must move: x, g read, dx written (12 B/element) plus γ, mean, rstd and dγ/dβ.
+// Longer rows stay on the kernel above.
+// Measured: (placeholder — to be filled from an H200 run of bench_memory, layernorm_bwd 16384x768)
+template <int VEC, int NV>
+__device__ __forceinline__ void ln3_bwd(const float* __restrict__ x, const float* __restrict__ gamma,
+                                        const float* __restrict__ g, const float* __restrict__ mean,
+                                        const float* __restrict__ rstd, float* __restrict__ dx,
+                                        float* __restrict__ partial, long long rows, long long cols) {
+    constexpr int PER_LANE = NV * VEC;         // floats of a row a lane holds
+    constexpr int CAP = 32 * PER_LANE;         // longest row this instantiation holds
+    __shared__ float red[2 * CAP];             // the block's dγ (first CAP) and dβ
+    const int lane = threadIdx.x % 32, w = threadIdx.x / 32, W = blockDim.x / 32;
+    float ag[PER_LANE], ab[PER_LANE];  // this lane's Σ g·x̂ (dγ) and Σ g (dβ) over its rows
+#pragma unroll
+    for (int j = 0; j < PER_LANE; ++j) ag[j] = ab[j] = 0.0f;
+    const float inv_cols = 1.0f / (float)cols;
+    for (long long r = (long long)blockIdx.x * W + w; r < rows; r += (long long)gridDim.x * W) {
+        const float* xr = x + r * cols;
+        const float* gr = g + r * cols;
+        float* dr = dx + r * cols;
+        const float mu = mean[r], rs = rstd[r];
+        float xv[PER_LANE], gv[PER_LANE];
+        // element j·VEC + k of a lane is column (j·32 + lane)·VEC + k: each load instruction of the
+        // warp is contiguous
+#pragma unroll
+        for (int i = 0; i < NV; ++i) {
+            const long long c = (long long)(i * 32 + lane) * VEC;
+            if (c < cols) {
+                if (VEC == 4) {
+                    float4 a = *reinterpret_cast<const float4*>(xr + c);
+                    float4 b = *reinterpret_cast<const float4*>(gr + c);
+                    xv[4 * i] = a.x, xv[4 * i + 1] = a.y, xv[4 * i + 2] = a.z, xv[4 * i + 3] = a.w;
+                    gv[4 * i] = b.x, gv[4 * i + 1] = b.y, gv[4 * i + 2] = b.z, gv[4 * i + 3] = b.w;
+                } else {
+                    xv[i] = xr[c];
+                    gv[i] = gr[c];
+                }
+            } else {
+#pragma unroll
+                for (int k = 0; k < VEC; ++k) xv[VEC * i + k] = gv[VEC * i + k] = 0.0f;
+            }
+        }
+        // x → x̂, g → ĝ = g·γ in place; dγ, dβ need g and x̂ only, so they accumulate here
+        float s1 = 0.0f, s2 = 0.0f;  // Σ ĝ, Σ ĝ·x̂ over this lane's columns
+#pragma unroll
+        for (int i = 0; i < NV; ++i) {
+            const long long c = (long long)(i * 32 + lane) * VEC;
+            if (c < cols) {
+                float wv[VEC];
+                if (VEC == 4) {
+                    float4 q = *reinterpret_cast<const float4*>(gamma + c);  // L1/L2: γ is small
+                    wv[0] = q.x, wv[1 % VEC] = q.y, wv[2 % VEC] = q.z, wv[3 % VEC] = q.w;
+                } else {
+                    wv[0] = gamma[c];
+                }
+#pragma unroll
+                for (int k = 0; k < VEC; ++k) {
+                    const int j = VEC * i + k;
+                    const float xh = (xv[j] - mu) * rs;
+                    ag[j] += gv[j] * xh;
+                    ab[j] += gv[j];
+                    const float h = gv[j] * wv[k];
+                    xv[j] = xh;
+                    gv[j] = h;
+                    s1 += h;
+                    s2 += h * xh;
+                }
+            }
+        }
+        s1 = camel::warp_sum(s1) * inv_cols;
+        s2 = camel::warp_sum(s2) * inv_cols;
+#pragma unroll
+        for (int i = 0; i < NV; ++i) {
+            const long long c = (long long)(i * 32 + lane) * VEC;
+            if (c < cols) {
+                float o[VEC];
+#pragma unroll
+                for (int k = 0; k < VEC; ++k) o[k] = rs * (gv[VEC * i + k] - s1 - xv[VEC * i + k] * s2);
+                if (VEC == 4) {
+                    *reinterpret_cast<float4*>(dr + c) = make_float4(o[0], o[1 % VEC], o[2 % VEC], o[3 % VEC]);
+                } else {
+                    dr[c] = o[0];
+                }
+            }
+        }
+    }
+    // The block's partial row: its warps' registers added in warp order (deterministic). Each
+    // lane writes only its own columns, so a warp's turn needs no atomics.
+    for (int turn = 0; turn < W; ++turn) {
+        if (w == turn) {
+#pragma unroll
+            for (int i = 0; i < NV; ++i) {
+                const int c = (i * 32 + lane) * VEC;
+                if (c < cols) {
+#pragma unroll
+                    for (int k = 0; k < VEC; ++k) {
+                        const int j = VEC * i + k;
+                        red[c + k] = turn == 0 ? ag[j] : red[c + k] + ag[j];
+                        red[CAP + c + k] = turn == 0 ? ab[j] : red[CAP + c + k] + ab[j];
+                    }
+                }
+            }
+        }
+        __syncthreads();
+    }
+    for (long long c = threadIdx.x; c < cols; c += blockDim.x) {
+        partial[(long long)blockIdx.x * cols + c] = red[c];                      // dγ
+        partial[((long long)gridDim.x + blockIdx.x) * cols + c] = red[CAP + c];  // dβ
+    }
+}
+
+// Kernel names: layernorm3_bwd_v{VEC}_n{NV}_f32 (the launcher builds the same name). Blocks of
+// 256 threads; rows of up to 768 float4 columns (512 scalar) fit 2 blocks per SM in registers
+// (≤ 128 a thread, no spills with nvcc 13 for sm_90), longer ones get the registers of 1.
+#define LAYERNORM3_BWD(VEC, NV)                                                                            \
+    extern "C" __global__ void __launch_bounds__(256, ((VEC) == 4 ? (NV) <= 6 : (NV) <= 16) ? 2 : 1)       \
+        layernorm3_bwd_v##VEC##_n##NV##_f32(const float* __restrict__ x, const float* __restrict__ gamma,   \
+                                            const float* __restrict__ g, const float* __restrict__ mean,   \
+                                            const float* __restrict__ rstd, float* __restrict__ dx,        \
+                                            float* __restrict__ partial, long long rows, long long cols) { \
+        ln3_bwd<VEC, NV>(x, gamma, g, mean, rstd, dx, partial, rows, cols);                                \
+    }
+LAYERNORM3_BWD(4, 1)
+LAYERNORM3_BWD(4, 2)
+LAYERNORM3_BWD(4, 3)
+LAYERNORM3_BWD(4, 4)
+LAYERNORM3_BWD(4, 6)
+LAYERNORM3_BWD(4, 8)
+LAYERNORM3_BWD(1, 1)
+LAYERNORM3_BWD(1, 2)
+LAYERNORM3_BWD(1, 4)
+LAYERNORM3_BWD(1, 8)
+LAYERNORM3_BWD(1, 16)
+LAYERNORM3_BWD(1, 24)
+LAYERNORM3_BWD(1, 32)
+
+// dγ[c] = Σ_b partial[0, b, c], dβ[c] = Σ_b partial[1, b, c] for step 3. Blocks of 32 × 16
+// threads: threadIdx.x picks one of 32 consecutive entries of the [2·cols] output (coalesced
+// reads of a partial row), threadIdx.y sums the partial rows b ≡ y (mod 16) in order, then
+// the 16 sums are added in y order from shared memory: the same order on every run.
+extern "C" __global__ void __launch_bounds__(512) layernorm3_param_grad_f32(const float* __restrict__ partial,
+                                                                            float* __restrict__ dgamma,
+                                                                            float* __restrict__ dbeta,
+                                                                            long long nblocks, long long cols) {
+    __shared__ float part[16][33];
+    const long long k = (long long)blockIdx.x * 32 + threadIdx.x;  // index into [dγ | dβ]
+    float s = 0.0f;
+    if (k < 2 * cols) {
+        const long long which = k / cols, col = k % cols;
+        const float* p = partial + which * nblocks * cols + col;
+#pragma unroll 4
+        for (long long b = threadIdx.y; b < nblocks; b += 16) s += p[b * cols];
+    }
+    part[threadIdx.y][threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.y == 0 && k < 2 * cols) {
+        float t = 0.0f;
+#pragma unroll
+        for (int y = 0; y < 16; ++y) t += part[y][threadIdx.x];
+        (k < cols ? dgamma : dbeta)[k < cols ? k : k - cols] = t;
+    }
+}

@@ -135,3 +135,276 @@ CE_VARIANT(warp_f32, true, false)
 CE_VARIANT(warp_vec_f32, true, true)
 CE_VARIANT(block_f32, false, false)
 CE_VARIANT(block_vec_f32, false, true)
+
+// ---------------------------------------------------------------------------------------------
+// Step 3 (`CAMEL_CROSS_ENTROPY=3`, the default). Step 2 got 42 % of copy forward and 58 %
+// backward at 4096×50257 on the H200, and 8 % / 22 % at 16384×65:
+// - long rows (50257 columns: 201 KB a row) are not a multiple of 4, so step 2 read them with
+//   scalar loads, one load in flight per thread (the online update's exp depends on the
+//   previous one), and a data-dependent branch and exp per element;
+// - short rows (65 columns) gave a whole warp, and five rounds of (m, s) shuffles, to each row.
+// Step 3 forward, rows > 16384 columns (`cross_entropy3_fwd_long_f32`, a block of 512 per
+// row): a scalar prologue of 0–3 elements reaches the row's first 16-byte boundary (rows of
+// 50257 floats start at every alignment), then float4 loads, 4 of them issued before any is
+// used (16 floats in flight per thread), folded into the running (m, s) with one rescale per
+// 16 values (their max first, then 16 independent exps); a scalar tail; the block merges
+// (m, s) with shuffles. Rows ≤ 16384 (`ce3_fwd_g*`): the softmax step 3 layout — the row in
+// registers of a group of G threads (G < 32 packs several short rows per warp), a plain max
+// then Σ exp, no online rescaling.
+// Step 3 backward: with the saved (m, s) it is elementwise, dx = g·(exp(x − m)/s − onehot):
+// long rows with the same prologue / 4-float4-unrolled body / tail (x and dx rows share their
+// alignment when the two buffers do, which the launcher checks; else all scalar), short rows
+// with the group layout (NV independent loads a thread, no reduction at all).
+// Measured: (placeholder — to be filled from an H200 run of bench_memory, cross_entropy and
+// cross_entropy_bwd step 3 at 16384x65 and 4096x50257)
+
+namespace {
+// Fold N values into the running (m, s): one rescale for the group (its max first), then N
+// independent exps. A NaN among them sets `nan` (fmaxf would skip it).
+template <int N>
+__device__ __forceinline__ void online_add_n(float& m, float& s, bool& nan, const float* v) {
+    float cm = v[0];
+#pragma unroll
+    for (int k = 1; k < N; ++k) cm = fmaxf(cm, v[k]);
+#pragma unroll
+    for (int k = 0; k < N; ++k) nan |= v[k] != v[k];
+    if (cm > m) {
+        s *= expf(m - cm);  // m = −inf: s is 0 and stays 0
+        m = cm;
+    }
+    if (m == -INFINITY) return;  // every value so far −inf: adds nothing
+#pragma unroll
+    for (int k = 0; k < N; ++k) s += expf(v[k] - m);
+}
+
+// Floats before the first 16-byte boundary of `p` (0–3), at most n.
+__device__ __forceinline__ long long head_to_16(const float* p, long long n) {
+    long long h = (long long)(((16u - ((unsigned)(unsigned long long)p & 15u)) & 15u) / 4u);
+    return h < n ? h : n;
+}
+
+// The loss and stats of row r from its (m, s); one thread calls.
+__device__ __forceinline__ void ce_finish(const float* __restrict__ xr, const long long* __restrict__ t,
+                                          float* __restrict__ loss, float* __restrict__ stats, long long r,
+                                          long long cols, float m, float s, long long* err) {
+    long long tr = t[r];
+    stats[2 * r] = m;
+    stats[2 * r + 1] = s;
+    if (tr < 0 || tr >= cols) {
+        record_index_error(err, CAMEL_OP_CROSS_ENTROPY, tr, cols);
+        loss[r] = NAN;
+    } else {
+        loss[r] = (m - xr[tr]) + logf(s);
+    }
+}
+}  // namespace
+
+constexpr int CE3_UNROLL = 4;  // float4 loads issued together per thread in the long-row loops
+
+extern "C" __global__ void __launch_bounds__(512)
+    cross_entropy3_fwd_long_f32(const float* __restrict__ x, const long long* __restrict__ t,
+                                float* __restrict__ loss, float* __restrict__ stats, long long rows, long long cols,
+                                long long* err) {
+    __shared__ float scratch[64];
+    const long long r = blockIdx.x + (long long)blockIdx.y * gridDim.x;
+    if (r >= rows) return;  // whole block
+    const float* xr = x + r * cols;
+    const int tid = threadIdx.x, nt = blockDim.x;
+    float m = -INFINITY, s = 0.0f;
+    bool nan = false;
+    const long long head = head_to_16(xr, cols);
+    if (tid < head) camel::online_add(m, s, xr[tid]);
+    const long long n4 = (cols - head) / 4;
+    const float4* x4 = reinterpret_cast<const float4*>(xr + head);
+    long long c = tid;
+    for (; c + (long long)(CE3_UNROLL - 1) * nt < n4; c += (long long)CE3_UNROLL * nt) {
+        float v[4 * CE3_UNROLL];
+#pragma unroll
+        for (int u = 0; u < CE3_UNROLL; ++u) {
+            float4 q = x4[c + (long long)u * nt];
+            v[4 * u] = q.x, v[4 * u + 1] = q.y, v[4 * u + 2] = q.z, v[4 * u + 3] = q.w;
+        }
+        online_add_n<4 * CE3_UNROLL>(m, s, nan, v);
+    }
+    for (; c < n4; c += nt) {
+        float4 q = x4[c];
+        float v[4] = {q.x, q.y, q.z, q.w};
+        online_add_n<4>(m, s, nan, v);
+    }
+    for (long long k = head + 4 * n4 + tid; k < cols; k += nt) camel::online_add(m, s, xr[k]);
+    if (nan) s = NAN;
+    camel::group_online<false>(m, s, scratch);
+    if (tid == 0) ce_finish(xr, t, loss, stats, r, cols, m, s, err);
+}
+
+// `vec`: x and dx rows share their 16-byte alignment (the launcher checks x ≡ dx mod 16), so one
+// prologue aligns both; else every element goes the scalar way.
+extern "C" __global__ void __launch_bounds__(512)
+    cross_entropy3_bwd_long_f32(const float* __restrict__ x, const long long* __restrict__ t,
+                                const float* __restrict__ stats, const float* __restrict__ g, float* __restrict__ dx,
+                                long long rows, long long cols, long long* err, int vec) {
+    const long long r = blockIdx.x + (long long)blockIdx.y * gridDim.x;
+    if (r >= rows) return;
+    const float* xr = x + r * cols;
+    float* dr = dx + r * cols;
+    const int tid = threadIdx.x, nt = blockDim.x;
+    const long long tr = t[r];
+    const bool bad = tr < 0 || tr >= cols;
+    const float m = stats[2 * r], inv = 1.0f / stats[2 * r + 1];
+    const float gr = bad ? NAN : g[r];
+    const long long head = vec ? head_to_16(xr, cols) : cols;
+    for (long long k = tid; k < head; k += nt) dr[k] = gr * (expf(xr[k] - m) * inv - (k == tr ? 1.0f : 0.0f));
+    const long long n4 = (cols - head) / 4;
+    const float4* x4 = reinterpret_cast<const float4*>(xr + head);
+    float4* d4 = reinterpret_cast<float4*>(dr + head);
+    auto grad4 = [&](float4 q, long long c4) {  // c4: index of the float4 in the aligned body
+        const long long c0 = head + 4 * c4;
+        return make_float4(gr * (expf(q.x - m) * inv - (c0 == tr ? 1.0f : 0.0f)),
+                           gr * (expf(q.y - m) * inv - (c0 + 1 == tr ? 1.0f : 0.0f)),
+                           gr * (expf(q.z - m) * inv - (c0 + 2 == tr ? 1.0f : 0.0f)),
+                           gr * (expf(q.w - m) * inv - (c0 + 3 == tr ? 1.0f : 0.0f)));
+    };
+    long long c = tid;
+    for (; c + (long long)(CE3_UNROLL - 1) * nt < n4; c += (long long)CE3_UNROLL * nt) {
+        float4 q[CE3_UNROLL];
+#pragma unroll
+        for (int u = 0; u < CE3_UNROLL; ++u) q[u] = x4[c + (long long)u * nt];
+#pragma unroll
+        for (int u = 0; u < CE3_UNROLL; ++u) d4[c + (long long)u * nt] = grad4(q[u], c + (long long)u * nt);
+    }
+    for (; c < n4; c += nt) d4[c] = grad4(x4[c], c);
+    for (long long k = head + 4 * n4 + tid; k < cols; k += nt)
+        dr[k] = gr * (expf(xr[k] - m) * inv - (k == tr ? 1.0f : 0.0f));
+    if (bad && tid == 0) record_index_error(err, CAMEL_OP_CROSS_ENTROPY, tr, cols);
+}
+
+// Rows ≤ 16384 columns: the softmax step 3 layout (kernels/softmax.cu, `softmax3_shape` picks
+// (G, VEC, NV)): a group of G threads per row, NV loads of VEC floats per thread.
+template <int G, int VEC, int NV>
+__device__ __forceinline__ void ce3_fwd_row(const float* __restrict__ x, const long long* __restrict__ t,
+                                            float* __restrict__ loss, float* __restrict__ stats, long long rows,
+                                            long long cols, long long* err) {
+    __shared__ float scratch[32];
+    constexpr int PER_BLOCK = G <= 32 ? 256 / G : 1;
+    const long long b = blockIdx.x + (long long)blockIdx.y * gridDim.x;
+    const long long r = G <= 32 ? b * PER_BLOCK + threadIdx.x / G : b;
+    const int lane = G <= 32 ? threadIdx.x % G : threadIdx.x;
+    // A group past the last row still takes part in its warp's shuffles (full mask), with no loads.
+    const bool live = r < rows;
+    if (G > 32 && !live) return;  // the whole block: uniform
+    const float* xr = x + (live ? r : 0) * cols;
+    float v[NV * VEC];
+    float mx = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < NV; ++i) {
+        const long long c = (long long)(i * G + lane) * VEC;
+        if (live && c < cols) {
+            if (VEC == 4) {
+                float4 q = *reinterpret_cast<const float4*>(xr + c);
+                v[4 * i] = q.x, v[4 * i + 1] = q.y, v[4 * i + 2] = q.z, v[4 * i + 3] = q.w;
+            } else {
+                v[i] = xr[c];
+            }
+        } else {
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) v[VEC * i + k] = -INFINITY;
+        }
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) mx = fmaxf(mx, v[VEC * i + k]);  // NaN reaches the sum instead
+    }
+    mx = camel::g_reduce<G>(1, mx, scratch);
+    const float mref = mx == -INFINITY ? 0.0f : mx;  // an all −inf row: Σ = 0, loss NaN as step 2
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < NV * VEC; ++i) s += expf(v[i] - mref);  // padding is −inf: adds 0
+    s = camel::g_reduce<G>(0, s, scratch);
+    if (live && lane == 0) ce_finish(xr, t, loss, stats, r, cols, mx, s, err);
+}
+
+template <int G, int VEC, int NV>
+__device__ __forceinline__ void ce3_bwd_row(const float* __restrict__ x, const long long* __restrict__ t,
+                                            const float* __restrict__ stats, const float* __restrict__ g,
+                                            float* __restrict__ dx, long long rows, long long cols, long long* err) {
+    constexpr int PER_BLOCK = G <= 32 ? 256 / G : 1;
+    const long long b = blockIdx.x + (long long)blockIdx.y * gridDim.x;
+    const long long r = G <= 32 ? b * PER_BLOCK + threadIdx.x / G : b;
+    const int lane = G <= 32 ? threadIdx.x % G : threadIdx.x;
+    if (r >= rows) return;  // no reduction here: a finished group may leave
+    const float* xr = x + r * cols;
+    float* dr = dx + r * cols;
+    const long long tr = t[r];
+    const bool bad = tr < 0 || tr >= cols;
+    const float m = stats[2 * r], inv = 1.0f / stats[2 * r + 1];
+    const float gr = bad ? NAN : g[r];
+    float v[NV * VEC];
+#pragma unroll
+    for (int i = 0; i < NV; ++i) {  // every load first: NV independent loads in flight
+        const long long c = (long long)(i * G + lane) * VEC;
+        if (c < cols) {
+            if (VEC == 4) {
+                float4 q = *reinterpret_cast<const float4*>(xr + c);
+                v[4 * i] = q.x, v[4 * i + 1] = q.y, v[4 * i + 2] = q.z, v[4 * i + 3] = q.w;
+            } else {
+                v[i] = xr[c];
+            }
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < NV; ++i) {
+        const long long c = (long long)(i * G + lane) * VEC;
+        if (c < cols) {
+            float o[VEC];
+#pragma unroll
+            for (int k = 0; k < VEC; ++k)
+                o[k] = gr * (expf(v[VEC * i + k] - m) * inv - (c + k == tr ? 1.0f : 0.0f));
+            if (VEC == 4) {
+                *reinterpret_cast<float4*>(dr + c) = make_float4(o[0], o[1 % VEC], o[2 % VEC], o[3 % VEC]);
+            } else {
+                dr[c] = o[0];
+            }
+        }
+    }
+    if (bad && lane == 0) record_index_error(err, CAMEL_OP_CROSS_ENTROPY, tr, cols);
+}
+
+// Kernel names: ce3_fwd_g{G}_v{VEC}_n{NV}_f32 and ce3_bwd_g{G}_v{VEC}_n{NV}_f32 (the launchers
+// build the same names); the shapes are softmax step 3's (kernels/softmax.cu), listed again here.
+#define CE3(G, VEC, NV)                                                                                    \
+    extern "C" __global__ void __launch_bounds__(G <= 32 ? 256 : G)                                        \
+        ce3_fwd_g##G##_v##VEC##_n##NV##_f32(const float* __restrict__ x, const long long* __restrict__ t,    \
+                                             float* __restrict__ loss, float* __restrict__ stats,          \
+                                             long long rows, long long cols, long long* err) {             \
+        ce3_fwd_row<G, VEC, NV>(x, t, loss, stats, rows, cols, err);                                       \
+    }                                                                                                      \
+    extern "C" __global__ void __launch_bounds__(G <= 32 ? 256 : G) ce3_bwd_g##G##_v##VEC##_n##NV##_f32(   \
+        const float* __restrict__ x, const long long* __restrict__ t, const float* __restrict__ stats,     \
+        const float* __restrict__ g, float* __restrict__ dx, long long rows, long long cols, long long* err) { \
+        ce3_bwd_row<G, VEC, NV>(x, t, stats, g, dx, rows, cols, err);                                      \
+    }
+#define CE3_WARPS(VEC) \
+    CE3(1, VEC, 1)     \
+    CE3(1, VEC, 2)     \
+    CE3(1, VEC, 4)     \
+    CE3(1, VEC, 8)     \
+    CE3(2, VEC, 4)     \
+    CE3(2, VEC, 8)     \
+    CE3(4, VEC, 4)     \
+    CE3(4, VEC, 8)     \
+    CE3(8, VEC, 4)     \
+    CE3(8, VEC, 8)     \
+    CE3(16, VEC, 4)    \
+    CE3(16, VEC, 8)    \
+    CE3(32, VEC, 4)    \
+    CE3(32, VEC, 8)
+CE3_WARPS(1)
+CE3_WARPS(4)
+CE3(32, 1, 16)
+CE3(32, 1, 32)
+CE3(128, 4, 4)
+CE3(256, 4, 4)
+CE3(512, 4, 4)
+CE3(1024, 4, 4)
+CE3(128, 1, 16)
+CE3(256, 1, 16)
+CE3(512, 1, 16)
+CE3(1024, 1, 16)

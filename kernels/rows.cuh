@@ -149,4 +149,31 @@ __device__ __forceinline__ void warp_welford(float& n, float& mean, float& m2) {
     }
 }
 
+// ---- groups of G threads per row (the step-3 kernels: softmax, cross-entropy) ---------------
+// G ≤ 32: G consecutive lanes of a warp own a row (several rows per warp; shuffles of width G,
+// but every lane of the warp must call, FULL_MASK); G > 32: the whole block (G = blockDim.x),
+// one shared-memory hop through `scratch` (__shared__ float[32]).
+// op 0: sum, 1: max over the G threads of a group (every thread gets the result).
+template <int G>
+__device__ __forceinline__ float g_reduce(int op, float v, float* scratch) {
+    constexpr int W = G < WARP_SIZE ? G : WARP_SIZE;
+#pragma unroll
+    for (int o = W / 2; o > 0; o >>= 1) {
+        float u = __shfl_xor_sync(FULL_MASK, v, o, W);
+        v = op == 0 ? v + u : fmaxf(v, u);
+    }
+    if (G <= WARP_SIZE) return v;
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
+    __syncthreads();  // scratch may still be read by the previous reduction
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    v = lane < G / WARP_SIZE ? scratch[lane] : (op == 0 ? 0.0f : -INFINITY);
+#pragma unroll
+    for (int o = WARP_SIZE / 2; o > 0; o >>= 1) {
+        float u = __shfl_xor_sync(FULL_MASK, v, o);
+        v = op == 0 ? v + u : fmaxf(v, u);
+    }
+    return v;
+}
+
 }  // namespace camel

@@ -169,30 +169,7 @@ extern "C" __global__ void softmax_bwd_f32(const float* __restrict__ y, const fl
 // Element j of a thread's registers is column (j·G + lane)·VEC (+0..3): each load instruction of
 // a group is contiguous, so a warp's loads coalesce.
 
-namespace camel {
-// op 0: sum, 1: max over the G threads of a group (every thread gets the result).
-template <int G>
-__device__ __forceinline__ float g_reduce(int op, float v, float* scratch) {
-    constexpr int W = G < WARP_SIZE ? G : WARP_SIZE;
-#pragma unroll
-    for (int o = W / 2; o > 0; o >>= 1) {
-        float u = __shfl_xor_sync(FULL_MASK, v, o, W);
-        v = op == 0 ? v + u : fmaxf(v, u);
-    }
-    if (G <= WARP_SIZE) return v;
-    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
-    __syncthreads();  // scratch may still be read by the previous reduction
-    if (lane == 0) scratch[warp] = v;
-    __syncthreads();
-    v = lane < G / WARP_SIZE ? scratch[lane] : (op == 0 ? 0.0f : -INFINITY);
-#pragma unroll
-    for (int o = WARP_SIZE / 2; o > 0; o >>= 1) {
-        float u = __shfl_xor_sync(FULL_MASK, v, o);
-        v = op == 0 ? v + u : fmaxf(v, u);
-    }
-    return v;
-}
-}  // namespace camel
+// camel::g_reduce<G> (rows.cuh): the sum or max over a group of G threads.
 
 template <int G, int VEC, int NV>
 __device__ __forceinline__ void softmax3_row(const float* __restrict__ x, float* __restrict__ y, long long rows,
@@ -259,12 +236,90 @@ __device__ __forceinline__ void softmax3_row(const float* __restrict__ x, float*
     }
 }
 
-// Kernel names: softmax3_g{G}_v{VEC}_n{NV}_f32 (the launcher builds the same name).
+// ---------------------------------------------------------------------------------------------
+// Step 3 of the backward (`CAMEL_SOFTMAX=3`, the default): the rows of y and g live in
+// registers, with the forward step 3's layout and shapes. Step 2's backward reads y and g once
+// for Σ g·y (Σ g for log-softmax) and once more (from L1/L2) for the write, and gives a whole
+// warp to every short row (65 columns: two thirds of the lanes idle through the shuffles);
+// on the H200 it moved 2522 GB/s at 16384×1024 (59 % of copy), 3053 at 4096×4096, 1918 at
+// 65536×65. Here a group of G threads (G ≤ 32: lanes of a warp, 32/G rows per warp; more: the
+// whole block) loads its row of y and g from global memory exactly once (NV loads of VEC
+// floats each, unrolled and independent), reduces the dot product over the group, and writes
+// dx = y ⊙ (g − Σ g⊙y) (softmax) or g − exp(y)·Σ g (log-softmax) from the registers. Same
+// (G, VEC, NV) as the forward for the same row (`softmax3_shape`), twice the registers (y and g:
+// at most 64 floats a thread). Rows past 16384 columns stay on step 2.
+// Measured: (placeholder — to be filled from an H200 run of bench_memory, softmax_bwd and
+// log_softmax_bwd step 3)
+template <int G, int VEC, int NV>
+__device__ __forceinline__ void softmax3_bwd_row(const float* __restrict__ y, const float* __restrict__ g,
+                                                 float* __restrict__ dx, long long rows, long long cols,
+                                                 int log_out) {
+    __shared__ float scratch[32];
+    constexpr int PER_BLOCK = G <= 32 ? 256 / G : 1;
+    const long long b = blockIdx.x + (long long)blockIdx.y * gridDim.x;
+    const long long r = G <= 32 ? b * PER_BLOCK + threadIdx.x / G : b;
+    const int lane = G <= 32 ? threadIdx.x % G : threadIdx.x;
+    // A group past the last row still takes part in its warp's shuffles (full mask), with no loads.
+    const bool live = r < rows;
+    if (G > 32 && !live) return;  // the whole block: uniform
+    const long long base = (live ? r : 0) * cols;
+    float yv[NV * VEC], gv[NV * VEC];
+    float dot = 0.0f;  // Σ g·y (softmax) or Σ g (log-softmax) over this thread's columns
+#pragma unroll
+    for (int i = 0; i < NV; ++i) {
+        const long long c = (long long)(i * G + lane) * VEC;
+        if (live && c < cols) {
+            if (VEC == 4) {
+                float4 p = *reinterpret_cast<const float4*>(y + base + c);
+                float4 q = *reinterpret_cast<const float4*>(g + base + c);
+                yv[4 * i] = p.x, yv[4 * i + 1] = p.y, yv[4 * i + 2] = p.z, yv[4 * i + 3] = p.w;
+                gv[4 * i] = q.x, gv[4 * i + 1] = q.y, gv[4 * i + 2] = q.z, gv[4 * i + 3] = q.w;
+            } else {
+                yv[i] = y[base + c];
+                gv[i] = g[base + c];
+            }
+        } else {
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) yv[VEC * i + k] = gv[VEC * i + k] = 0.0f;  // adds nothing
+        }
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) dot += log_out ? gv[VEC * i + k] : gv[VEC * i + k] * yv[VEC * i + k];
+    }
+    dot = camel::g_reduce<G>(0, dot, scratch);
+    if (!live) return;
+#pragma unroll
+    for (int i = 0; i < NV; ++i) {
+        const long long c = (long long)(i * G + lane) * VEC;
+        if (c < cols) {
+            float o[VEC];
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) {
+                const float a = gv[VEC * i + k], p = yv[VEC * i + k];
+                o[k] = log_out ? a - expf(p) * dot : p * (a - dot);
+            }
+            if (VEC == 4) {
+                *reinterpret_cast<float4*>(dx + base + c) = make_float4(o[0], o[1 % VEC], o[2 % VEC], o[3 % VEC]);
+            } else {
+                dx[base + c] = o[0];
+            }
+        }
+    }
+}
+
+// Kernel names: softmax3_g{G}_v{VEC}_n{NV}_f32 (forward) and softmax3_bwd_g{G}_v{VEC}_n{NV}_f32
+// (backward); the launchers build the same names. One SOFTMAX3 line instantiates both, so every
+// shape the forward can pick exists for the backward too.
 #define SOFTMAX3(G, VEC, NV)                                                                              \
     extern "C" __global__ void __launch_bounds__(G <= 32 ? 256 : G)                                       \
         softmax3_g##G##_v##VEC##_n##NV##_f32(const float* __restrict__ x, float* __restrict__ y,           \
                                               long long rows, long long cols, int log_out) {              \
         softmax3_row<G, VEC, NV>(x, y, rows, cols, log_out);                                              \
+    }                                                                                                     \
+    extern "C" __global__ void __launch_bounds__(G <= 32 ? 256 : G)                                       \
+        softmax3_bwd_g##G##_v##VEC##_n##NV##_f32(const float* __restrict__ y, const float* __restrict__ g,  \
+                                                  float* __restrict__ dx, long long rows, long long cols,  \
+                                                  int log_out) {                                          \
+        softmax3_bwd_row<G, VEC, NV>(y, g, dx, rows, cols, log_out);                                      \
     }
 // Short rows: G = the largest power of two ≤ n/4 (n = cols / VEC vector elements), NV rounded up
 // to a power of two. Warp rows (n ≥ 128): G = 32, NV up to 32 (scalar) / 8 (float4).

@@ -64,9 +64,9 @@ for t in "$here"/tests/*; do one "$(basename "$t")" "$t" --test-threads=4 "$@"; 
 for t in "$here"/tests/memory_ops-*; do
   one "$(basename "$t") [step 1]" env CAMEL_ELEMENTWISE=1 CAMEL_REDUCE=1 CAMEL_SOFTMAX=1 \
     CAMEL_CROSS_ENTROPY=1 CAMEL_EMBEDDING=1 CAMEL_OPTIM=1 "$t" --test-threads=4 "$@"
-  # softmax and LayerNorm have a step 3 (the default): step 2 stays tested too
-  one "$(basename "$t") [softmax, layernorm step 2]" env CAMEL_SOFTMAX=2 CAMEL_LAYERNORM=2 \
-    "$t" --test-threads=4 "$@"
+  # softmax, LayerNorm, cross-entropy and reduce have a step 3 (the default): step 2 stays tested
+  one "$(basename "$t") [softmax, layernorm, cross-entropy, reduce step 2]" env CAMEL_SOFTMAX=2 \
+    CAMEL_LAYERNORM=2 CAMEL_CROSS_ENTROPY=2 CAMEL_REDUCE=2 "$t" --test-threads=4 "$@"
 done
 [ -n "$bad_bins" ] && echo "failing binaries:$bad_bins"
 echo "gpu-tests: $pass passed, $fail failed"

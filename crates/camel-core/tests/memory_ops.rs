@@ -7,7 +7,8 @@
 //! repeated indices, ±1e4 logits, and the multi-tensor optimizer step.
 //!
 //! The GPU run script also runs this binary with every `CAMEL_<FAMILY>=1`, so step 1 of each
-//! ladder passes the same checks, and with `CAMEL_SOFTMAX=2` (the default is softmax step 3).
+//! ladder passes the same checks, and with `CAMEL_SOFTMAX=2 CAMEL_LAYERNORM=2` (the defaults
+//! are step 3: softmax and LayerNorm, forward and backward).
 
 mod common;
 use camel_core::{Tensor, UpdateRule};
@@ -156,6 +157,38 @@ fn layer_norm_backward_large_rows() {
     }
 }
 
+#[test]
+fn layer_norm_backward_step3_shapes() {
+    // LayerNorm backward step 3 picks (VEC, NV) from the row length (a warp per row ≤ 1024,
+    // float4 when cols % 4 == 0) and walks rows grid-stride, keeping dγ/dβ in registers: lengths
+    // around its register shapes, and 3001 rows so every warp visits several rows (at most
+    // 4 blocks × 8 warps per SM) and the partial rows of dγ/dβ are many.
+    let cases = [37usize, 129, 132, 513, 640, 1023, 1024, 1025]
+        .map(|c| (37usize, c))
+        .into_iter()
+        .chain([(3001, 768), (3001, 100), (3001, 33)]);
+    for (rows, cols) in cases {
+        let seed = (rows * 13 + cols) as u64;
+        let ins = [
+            hf(rand_vec(rows * cols, -2.0, 2.0, seed), &[rows, cols]),
+            hf(rand_vec(cols, 0.5, 1.5, seed ^ 3), &[cols]),
+            hf(rand_vec(cols, -1.0, 1.0, seed ^ 4), &[cols]),
+        ];
+        // dγ, dβ sum over up to 3001 rows of f32 terms
+        let tol = Tol {
+            atol: 1e-4 * (rows as f64).sqrt(),
+            rtol: 2e-3,
+        };
+        grads_match(
+            &format!("layer_norm [{rows},{cols}]"),
+            |a| a[0].layer_norm(&a[1], &a[2], 1e-5),
+            &ins,
+            rows * cols,
+            tol,
+        );
+    }
+}
+
 fn ref_softmax_rows(x: &[f32], cols: usize, log: bool) -> Vec<f64> {
     let mut out = Vec::new();
     for row in x.chunks(cols) {
@@ -217,9 +250,10 @@ fn softmax_rows_of_every_length() {
 
 #[test]
 fn softmax_every_step3_shape() {
-    // Softmax step 3 picks its lane group and register count from the row length: lengths on
-    // each side of its boundaries (groups of 1 … 16 lanes, a warp, a block of 128 … 1024, past
-    // 16384 step 2), float4 and scalar, 37 rows so the last block is partly empty.
+    // Softmax step 3 (forward and backward) picks its lane group and register count from the
+    // row length: lengths on each side of its boundaries (groups of 1 … 16 lanes, a warp, a
+    // block of 128 … 1024, past 16384 step 2), float4 and scalar, 37 rows so the last block is
+    // partly empty.
     let rows = 37;
     for cols in [
         2usize, 8, 31, 64, 65, 127, 128, 129, 513, 1024, 1025, 4096, 16384, 16385,
@@ -238,6 +272,22 @@ fn softmax_every_step3_shape() {
                     } else {
                         xt.softmax()
                     }
+                },
+            );
+            grads_match(
+                &format!("softmax(log={log}) backward [{rows},{cols}]"),
+                |a| {
+                    if log {
+                        a[0].log_softmax()
+                    } else {
+                        a[0].softmax()
+                    }
+                },
+                &[hf(x.clone(), &[rows, cols])],
+                rows * cols,
+                Tol {
+                    atol: 1e-5,
+                    rtol: 1e-3,
                 },
             );
         }
@@ -295,6 +345,29 @@ fn softmax_huge_logits_long_rows() {
             let g = ce.grad().unwrap().to_vec().unwrap();
             assert!(g.iter().all(|v| v.is_finite()), "{d}: CE grad ±1e4");
         }
+        // the backward of equal huge logits against the CPU's (softmax backward step 3 holds
+        // these rows in registers like the forward)
+        let eq: Vec<f32> = (0..2 * cols)
+            .map(|i| 1e4 - (i % 5) as f32 * 0.5 - if i < cols { 2e4 } else { 0.0 })
+            .collect();
+        for log in [false, true] {
+            grads_match(
+                &format!("softmax(log={log}) backward of ±1e4 over {cols}"),
+                |a| {
+                    if log {
+                        a[0].log_softmax()
+                    } else {
+                        a[0].softmax()
+                    }
+                },
+                &[hf(eq.clone(), &[2, cols])],
+                2 * cols,
+                Tol {
+                    atol: 1e-5,
+                    rtol: 1e-3,
+                },
+            );
+        }
     }
 }
 
@@ -350,6 +423,70 @@ fn cross_entropy_rows_of_every_length() {
 }
 
 #[test]
+fn cross_entropy_every_step3_shape() {
+    // Cross-entropy step 3: rows ≤ 16384 in softmax step 3's register layout (lengths on each
+    // side of its shape boundaries), longer rows a block each with a scalar prologue up to the
+    // first 16-byte boundary, unrolled float4, a scalar tail: lengths of every residue mod 4, so
+    // consecutive rows start at every alignment (50257: the GPT-2 vocabulary). Random logits
+    // and ±1e4 ones; the mean loss and the gradient against f64.
+    let rows = 37;
+    for cols in [
+        2usize, 8, 31, 64, 65, 127, 128, 129, 1025, 4096, 16384, 16385, 16386, 16388, 20003, 50257,
+    ] {
+        for huge in [false, true] {
+            let seed = cols as u64 ^ u64::from(huge);
+            let x: Vec<f32> = if huge {
+                (0..rows * cols)
+                    .map(|i| if (i * 7) % 5 == 0 { 1e4 } else { -1e4 } - (i % 3) as f32)
+                    .collect()
+            } else {
+                rand_vec(rows * cols, -8.0, 8.0, seed)
+            };
+            let tg = rand_idx(rows, cols, seed ^ 11);
+            let lsm = ref_softmax_rows(&x, cols, true);
+            let want = (0..rows)
+                .map(|r| -lsm[r * cols + tg[r] as usize])
+                .sum::<f64>()
+                / rows as f64;
+            let ltol = Tol {
+                atol: 1e-5,
+                rtol: if huge { 1e-4 } else { 2e-4 },
+            };
+            check(
+                &format!("cross_entropy [{rows},{cols}] huge={huge}"),
+                &[],
+                &[want],
+                ltol,
+                |d| t(&x, &[rows, cols], d).cross_entropy(&ti(&tg, &[rows], d)),
+            );
+            let sm = ref_softmax_rows(&x, cols, false);
+            let dwant: Vec<f64> = (0..rows * cols)
+                .map(|i| {
+                    let hot = f64::from(u8::from((i % cols) as i64 == tg[i / cols]));
+                    (sm[i] - hot) / rows as f64
+                })
+                .collect();
+            for d in devices() {
+                let xt = t(&x, &[rows, cols], d).requires_grad_(true).unwrap();
+                xt.cross_entropy(&ti(&tg, &[rows], d))
+                    .unwrap()
+                    .backward()
+                    .unwrap();
+                assert_close(
+                    &format!("cross_entropy grad [{rows},{cols}] huge={huge} on {d}"),
+                    &xt.grad().unwrap().to_vec().unwrap(),
+                    &dwant,
+                    Tol {
+                        atol: 1e-6,
+                        rtol: 1e-3,
+                    },
+                );
+            }
+        }
+    }
+}
+
+#[test]
 fn sum_and_max_along_last_dim_and_all() {
     let mut shapes: Vec<Vec<usize>> = Vec::new();
     for &rows in &ROWS {
@@ -358,6 +495,9 @@ fn sum_and_max_along_last_dim_and_all() {
         }
     }
     shapes.push(vec![1000, 4097]); // many long rows: a block per row
+    shapes.push(vec![1100, 4096]); // the same with float4 (reduce step 3: 4 loads in flight)
+    shapes.push(vec![1100, 1030]); // a block per row, scalar, an unrolled body and a remainder
+    shapes.push(vec![300, 1000]); // a warp per row, float4, 250 float4: body + remainder
     shapes.push(vec![1, 300_001]); // one very long row: the two-pass split
     for shape in shapes {
         let (rows, cols) = (shape[0], shape[1]);
@@ -421,6 +561,19 @@ fn sum_and_max_along_last_dim_and_all() {
 
 #[test]
 fn max_propagates_nan() {
+    // many rows along the last dim (reduce step 3's unrolled accumulators), NaN in one row
+    let (rows, cols) = (1100usize, 4100usize);
+    let mut x = rand_vec(rows * cols, -1.0, 1.0, 2);
+    x[517 * cols + 3001] = f32::NAN;
+    for d in devices() {
+        let m = t(&x, &[rows, cols], d)
+            .max_dim(-1, false)
+            .unwrap()
+            .to_vec()
+            .unwrap();
+        assert!(m[517].is_nan(), "{d}: row max with a NaN gave {}", m[517]);
+        assert!(m[516].is_finite() && m[518].is_finite(), "{d}: NaN leaked");
+    }
     for cols in [7usize, 4097, 300_001] {
         let mut x = rand_vec(cols, -1.0, 1.0, 1);
         x[cols / 2] = f32::NAN;

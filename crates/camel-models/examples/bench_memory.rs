@@ -1,8 +1,11 @@
 //! GPU benchmark of the memory-bound kernel ladders (issue 4): every step of every family at the
 //! issue's sizes, timed with CUDA events (3 warm-up launches, median of 20), reported as GB/s of
 //! the bytes the op must move (inputs read once, outputs written once), the ratio to the
-//! device's copy bandwidth measured in the same run (`cuMemcpyDtoD` of 2^28 floats), and the
-//! ratio to PyTorch when a file of PyTorch timings (`bench/memory_torch.py`) is given.
+//! device's copy bandwidth measured in the same run (`cuMemcpyDtoD` of 2^28 floats), the ratio
+//! to a copy of the *same number of bytes* (a `cuMemcpyDtoD` of half the op's bytes: read +
+//! write), and the ratio to PyTorch when a file of PyTorch timings (`bench/memory_torch.py`) is
+//! given. The size-matched copy is the honest roofline for small problems: 17 MB cannot stream
+//! at the rate of a 2 GB copy (launch, ramp-up and tail weigh), whatever the kernel does.
 //!
 //! `bench_memory [--torch torch.txt] [--reps N]` — prints a Markdown table.
 //! Kernels are called through their camel-cuda launchers (no tensor overhead).
@@ -18,6 +21,11 @@ struct Bench {
     dev: Arc<CudaDevice>,
     reps: usize,
     copy_gbs: f64,
+    /// Source and destination of the size-matched copies (large enough for the largest op).
+    copy_src: Buffer,
+    copy_dst: Buffer,
+    /// Size-matched copy GB/s by the op's byte count (each size timed once).
+    same_copy: HashMap<u64, f64>,
     torch: HashMap<String, f64>,
     rows: Vec<String>,
 }
@@ -39,6 +47,23 @@ impl Bench {
         Ok(ms[ms.len() / 2])
     }
 
+    /// GB/s of a device copy moving `bytes` in all (`bytes / 2` read, `bytes / 2` written),
+    /// timed like the ops; cached per byte count.
+    fn same_size_copy_gbs(&mut self, bytes: f64) -> Result<f64> {
+        let key = bytes as u64;
+        if let Some(&g) = self.same_copy.get(&key) {
+            return Ok(g);
+        }
+        // half the bytes, in whole floats, at most the copy buffers' size
+        let half = ((key / 2) as usize / 4 * 4).clamp(4, self.copy_src.bytes());
+        let (src, dst) = (&self.copy_src, &self.copy_dst);
+        let dev = self.dev.clone();
+        let ms = self.time(&mut || dev.dtod(src, dst, half))?;
+        let gbs = 2.0 * half as f64 / (ms * 1e-3) / 1e9;
+        self.same_copy.insert(key, gbs);
+        Ok(gbs)
+    }
+
     /// Time one ladder step of `op` at `size`, moving `bytes`.
     fn row(
         &mut self,
@@ -50,6 +75,7 @@ impl Bench {
     ) -> Result<()> {
         let ms = self.time(f)?;
         let gbs = bytes / (ms * 1e-3) / 1e9;
+        let same_gbs = self.same_size_copy_gbs(bytes)?;
         let key = format!("{op} {size}");
         let (torch_gbs, ratio) = match self.torch.get(&key) {
             Some(&tms) => {
@@ -63,9 +89,10 @@ impl Bench {
             s => s.to_string(),
         };
         let line = format!(
-            "| {op} | {size} | {step} | {:.1} | {gbs:.0} | {:.0} % | {torch_gbs} | {ratio} |",
+            "| {op} | {size} | {step} | {:.1} | {gbs:.0} | {:.0} % | {:.0} % | {torch_gbs} | {ratio} |",
             ms * 1e3,
-            100.0 * gbs / self.copy_gbs
+            100.0 * gbs / self.copy_gbs,
+            100.0 * gbs / same_gbs
         );
         println!("{line}");
         self.rows.push(line);
@@ -138,10 +165,16 @@ fn run() -> Result<()> {
         }
     }
     let dev = camel_cuda::device(0)?;
+    // The largest op moves 12 B × 2^28 (add, mul, GELU backward): its size-matched copy moves
+    // half of that each way, 1.5 GiB.
+    let copy_bytes = 6usize << 28;
     let mut b = Bench {
         dev: dev.clone(),
         reps,
         copy_gbs: 1.0,
+        copy_src: dev.alloc(copy_bytes)?,
+        copy_dst: dev.alloc(copy_bytes)?,
+        same_copy: HashMap::new(),
         torch,
         rows: Vec::new(),
     };
@@ -165,11 +198,12 @@ fn run() -> Result<()> {
             8.0 * n as f64 / (t * 1e-3) / 1e9
         );
     }
-    println!("timing: CUDA events, 3 warm-up launches, median of {reps}; GB/s = bytes the op must move / time\n");
+    println!("timing: CUDA events, 3 warm-up launches, median of {reps}; GB/s = bytes the op must move / time");
+    println!("\"of same-size copy\": GB/s over a cuMemcpyDtoD moving the same bytes (half read, half written)\n");
     println!(
-        "| op | size | step | time (µs) | GB/s | of copy BW | PyTorch GB/s | speed-up vs PyTorch |"
+        "| op | size | step | time (µs) | GB/s | of copy BW | of same-size copy | PyTorch GB/s | speed-up vs PyTorch |"
     );
-    println!("|---|---|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|");
     b.row("copy", "2^28", 0, 8.0 * n as f64, &mut || {
         d.dtod(&x, &y, n * 4)
     })?;
@@ -212,6 +246,9 @@ fn run() -> Result<()> {
         b.row(&last, "65536x4096", 2, 4.0 * nf, &mut || {
             reduce::reduce2_f32(d, px, po, 65536, 4096, 1, op)
         })?;
+        b.row(&last, "65536x4096", 3, 4.0 * nf, &mut || {
+            reduce::reduce3_f32(d, px, po, 65536, 4096, 1, op)
+        })?;
     }
     drop((x, y, z, out));
 
@@ -239,11 +276,21 @@ fn run() -> Result<()> {
         b.row("softmax_bwd", &size, 2, 12.0 * e, &mut || {
             softmax::softmax_bwd2_f32(d, py, pg, pd, r, c, false)
         })?;
+        b.row("softmax_bwd", &size, 3, 12.0 * e, &mut || {
+            softmax::softmax3_bwd_f32(d, py, pg, pd, r, c, false)
+        })?;
         b.row("log_softmax", &size, 2, 8.0 * e, &mut || {
             softmax::softmax2_f32(d, px, py, r, c, true)
         })?;
         b.row("log_softmax", &size, 3, 8.0 * e, &mut || {
             softmax::softmax3_f32(d, px, py, r, c, true)
+        })?;
+        // y now holds log-softmax values
+        b.row("log_softmax_bwd", &size, 2, 12.0 * e, &mut || {
+            softmax::softmax_bwd2_f32(d, py, pg, pd, r, c, true)
+        })?;
+        b.row("log_softmax_bwd", &size, 3, 12.0 * e, &mut || {
+            softmax::softmax3_bwd_f32(d, py, pg, pd, r, c, true)
         })?;
     }
 
@@ -258,7 +305,7 @@ fn run() -> Result<()> {
         let (mean, rstd) = (buf(d, r, 0.0)?, buf(d, r, 0.0)?);
         let (dg, db) = (buf(d, c, 0.0)?, buf(d, c, 0.0)?);
         let p = |bf: &Buffer| -> DevPtr { bf.ptr() };
-        b.row("layernorm", "16384x768", 0, 8.0 * e, &mut || {
+        b.row("layernorm", "16384x768", 2, 8.0 * e, &mut || {
             ln::layernorm_fwd_f32(
                 d,
                 p(&xs),
@@ -286,8 +333,23 @@ fn run() -> Result<()> {
                 1e-5,
             )
         })?;
-        b.row("layernorm_bwd", "16384x768", 0, 12.0 * e, &mut || {
+        b.row("layernorm_bwd", "16384x768", 2, 12.0 * e, &mut || {
             ln::layernorm_bwd_f32(
+                d,
+                p(&xs),
+                p(&gm),
+                p(&gs),
+                p(&mean),
+                p(&rstd),
+                p(&dx),
+                p(&dg),
+                p(&db),
+                r,
+                c,
+            )
+        })?;
+        b.row("layernorm_bwd", "16384x768", 3, 12.0 * e, &mut || {
+            ln::layernorm3_bwd_f32(
                 d,
                 p(&xs),
                 p(&gm),
@@ -332,11 +394,17 @@ fn run() -> Result<()> {
         b.row("cross_entropy", &size, 2, 4.0 * e, &mut || {
             loss::cross_entropy_fwd2_f32(d, px, pt, pl, ps, r, c, pe)
         })?;
+        b.row("cross_entropy", &size, 3, 4.0 * e, &mut || {
+            loss::cross_entropy_fwd3_f32(d, px, pt, pl, ps, r, c, pe)
+        })?;
         b.row("cross_entropy_bwd", &size, 1, 8.0 * e, &mut || {
             loss::cross_entropy_bwd_f32(d, px, pt, pg, pd, r, c, pe)
         })?;
         b.row("cross_entropy_bwd", &size, 2, 8.0 * e, &mut || {
             loss::cross_entropy_bwd2_f32(d, px, pt, ps, pg, pd, r, c, pe)
+        })?;
+        b.row("cross_entropy_bwd", &size, 3, 8.0 * e, &mut || {
+            loss::cross_entropy_bwd3_f32(d, px, pt, ps, pg, pd, r, c, pe)
         })?;
     }
 
@@ -359,12 +427,18 @@ fn run() -> Result<()> {
         b.row("embedding", &size, 2, 8.0 * e, &mut || {
             emb::index_select_rows_warp_f32(d, pt, pi, po, tokens, v, dim, pe)
         })?;
-        // backward: read the upstream rows, add into the table's gradient (not zeroed between
-        // repetitions: the timing is of the scatter-add alone)
-        b.row("embedding_bwd", &size, 1, 8.0 * e, &mut || {
+        // backward, as the backend runs it (`index_add_rows`) and as PyTorch's
+        // embedding_dense_backward does: zero the table's gradient, then read the upstream rows
+        // and add them in. Every repetition starts from zeros, so the atomics see the same
+        // values each time; the bytes are the upstream read, the adds' write (8 B/element) and
+        // the zeroing of the [v, dim] gradient.
+        let bwd_bytes = 8.0 * e + 4.0 * (v * dim) as f64;
+        b.row("embedding_bwd", &size, 1, bwd_bytes, &mut || {
+            d.memset_zero(&grad)?;
             emb::index_add_rows_f32(d, po, pi, pg, tokens, v, dim, pe)
         })?;
-        b.row("embedding_bwd", &size, 2, 8.0 * e, &mut || {
+        b.row("embedding_bwd", &size, 2, bwd_bytes, &mut || {
+            d.memset_zero(&grad)?;
             emb::index_add_rows_warp_f32(d, po, pi, pg, tokens, v, dim, pe)
         })?;
     }

@@ -299,9 +299,8 @@ pub fn reduce(
     let (dev, code) = (&x.dev, op.code());
     match mem_step(MemFamily::Reduce) {
         Step::One => k::reduce::reduce_f32(dev, x.ptr(), out.ptr(), outer, dim, inner, code)?,
-        Step::Two | Step::Three => {
-            k::reduce::reduce2_f32(dev, x.ptr(), out.ptr(), outer, dim, inner, code)?
-        }
+        Step::Two => k::reduce::reduce2_f32(dev, x.ptr(), out.ptr(), outer, dim, inner, code)?,
+        Step::Three => k::reduce::reduce3_f32(dev, x.ptr(), out.ptr(), outer, dim, inner, code)?,
     }
     Ok(out)
 }
@@ -590,23 +589,25 @@ pub fn update(
 
 /// The families of memory-bound kernels whose ladder step is selectable, each by an environment
 /// variable read once (`1`, `2` or `3`; unset means the best step, 3; a family without a step
-/// 3 — all but softmax and LayerNorm — runs its step 2 for `3`).
+/// 3 — elementwise, embedding, optimizers — runs its step 2 for `3`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MemFamily {
     /// `CAMEL_ELEMENTWISE`: unary and same-shape binary ops (add, mul, relu, scale, GELU ...).
     Elementwise,
-    /// `CAMEL_REDUCE`: sum and max.
+    /// `CAMEL_REDUCE`: sum and max (3: many rows along the last dim with 4 loads in flight per
+    /// thread; the rest as step 2).
     Reduce,
     /// `CAMEL_SOFTMAX`: softmax and log-softmax, forward and backward.
     Softmax,
-    /// `CAMEL_CROSS_ENTROPY`: fused log-softmax + cross-entropy.
+    /// `CAMEL_CROSS_ENTROPY`: fused log-softmax + cross-entropy (3: short rows in registers,
+    /// long rows with aligned float4 after a scalar prologue; the backward elementwise).
     CrossEntropy,
     /// `CAMEL_EMBEDDING`: gather and scatter-add.
     Embedding,
     /// `CAMEL_OPTIM`: optimizer updates (step 1 one launch per tensor, step 2 one for all).
     Optim,
-    /// `CAMEL_LAYERNORM`: LayerNorm forward (1 and 2: the warp-per-row Welford kernel; 3: the
-    /// row in registers). The backward has one step.
+    /// `CAMEL_LAYERNORM`: LayerNorm forward and backward (1 and 2: the warp-per-row kernels,
+    /// Welford forward; 3: the row in registers, and in the backward dγ/dβ in registers too).
     LayerNorm,
 }
 
@@ -657,14 +658,15 @@ pub fn softmax_last_bwd(
     let out = like(y, rows * cols, DType::F32)?;
     let f = match mem_step(MemFamily::Softmax) {
         Step::One => k::softmax::softmax_bwd_f32,
-        // no step-3 backward yet: it reads y and g once already
-        Step::Two | Step::Three => k::softmax::softmax_bwd2_f32,
+        Step::Two => k::softmax::softmax_bwd2_f32,
+        Step::Three => k::softmax::softmax3_bwd_f32,
     };
     f(&y.dev, y.ptr(), g.ptr(), out.ptr(), rows, cols, log)?;
     Ok(out)
 }
 
-/// Per-row cross-entropy and, with step 2, the row statistics (max, Σ exp) for the backward.
+/// Per-row cross-entropy and, with steps 2 and 3, the row statistics (max, Σ exp) for the
+/// backward.
 pub fn cross_entropy_fwd_stats(
     x: &CudaStorage,
     t: &CudaStorage,
@@ -679,7 +681,11 @@ pub fn cross_entropy_fwd_stats(
     let loss = like(x, rows, DType::F32)?;
     let stats = like(x, 2 * rows, DType::F32)?;
     let err = err_slot(&x.dev)?;
-    k::loss::cross_entropy_fwd2_f32(
+    let f = match mem_step(MemFamily::CrossEntropy) {
+        Step::Three => k::loss::cross_entropy_fwd3_f32,
+        Step::One | Step::Two => k::loss::cross_entropy_fwd2_f32,
+    };
+    f(
         &x.dev,
         x.ptr(),
         t.ptr(),
@@ -708,7 +714,12 @@ pub fn cross_entropy_bwd_stats(
     expect("cross_entropy backward", t, DType::I64)?;
     let out = like(x, rows * cols, DType::F32)?;
     let err = err_slot(&x.dev)?;
-    k::loss::cross_entropy_bwd2_f32(
+    // the stats are the same (max, Σ exp) in steps 2 and 3
+    let f = match mem_step(MemFamily::CrossEntropy) {
+        Step::Three => k::loss::cross_entropy_bwd3_f32,
+        Step::One | Step::Two => k::loss::cross_entropy_bwd2_f32,
+    };
+    f(
         &x.dev,
         x.ptr(),
         t.ptr(),
@@ -771,7 +782,11 @@ pub fn layer_norm_bwd(
     let dx = like(x, rows * cols, DType::F32)?;
     let dgamma = like(x, cols, DType::F32)?;
     let dbeta = like(x, cols, DType::F32)?;
-    k::layernorm::layernorm_bwd_f32(
+    let f = match mem_step(MemFamily::LayerNorm) {
+        Step::One | Step::Two => k::layernorm::layernorm_bwd_f32,
+        Step::Three => k::layernorm::layernorm3_bwd_f32,
+    };
+    f(
         &x.dev,
         x.ptr(),
         gamma.ptr(),

@@ -1,4 +1,6 @@
 //! Launchers for `kernels/layernorm.cu`: LayerNorm over the last dim, a warp per row.
+//! Steps: forward 2 (`layernorm_fwd_f32`) and 3 (`layernorm3_fwd_f32`), backward 2
+//! (`layernorm_bwd_f32`) and 3 (`layernorm3_bwd_f32`); the backend's steps 1 and 2 share step 2.
 
 use super::rows::{aligned16, ROW_THREADS};
 use super::rows_grid;
@@ -204,6 +206,86 @@ pub fn layernorm_bwd_f32(
     }
 }
 
+/// Step 3 of [`layernorm_bwd_f32`] (same arguments and outputs): a warp per row with the row
+/// in registers (x and g read once, x̂ recomputed from `mean`/`rstd`, dx written from the
+/// registers), each lane's dγ/dβ kept in registers across the rows it visits, one partial row
+/// per block, then a deterministic column sum (`layernorm3_param_grad_f32`). Rows longer than
+/// 1024 columns run [`layernorm_bwd_f32`].
+#[allow(clippy::too_many_arguments)]
+pub fn layernorm3_bwd_f32(
+    dev: &CudaDevice,
+    x: DevPtr,
+    gamma: DevPtr,
+    g: DevPtr,
+    mean: DevPtr,
+    rstd: DevPtr,
+    dx: DevPtr,
+    dgamma: DevPtr,
+    dbeta: DevPtr,
+    rows: usize,
+    cols: usize,
+) -> Result<()> {
+    if cols == 0 {
+        return Ok(());
+    }
+    let vec = cols % 4 == 0 && aligned16(&[x, gamma, g, dx]);
+    let Some((vw, nv)) = layernorm3_shape(cols, vec) else {
+        return layernorm_bwd_f32(dev, x, gamma, g, mean, rstd, dx, dgamma, dbeta, rows, cols);
+    };
+    let name = format!("layernorm3_bwd_v{vw}_n{nv}_f32");
+    let k = dev.function(MODULE, &name)?;
+    // A grid-stride loop over rows: as many blocks of 256 as fit on the GPU at once (by the
+    // kernel's registers, 64 Ki a SM from sm_80 to sm_90), so each warp visits several rows and
+    // the partial rows stay few. At least one block, even for zero rows (it writes zero partials).
+    let per_block = (ROW_THREADS / 32) as usize;
+    let regs = (k.limits().num_regs.max(1) as usize).div_ceil(8) * 8;
+    let per_sm = (65536 / (regs * ROW_THREADS as usize)).clamp(1, 4);
+    let sms = dev.limits().sm_count.max(1) as usize;
+    let blocks = rows.div_ceil(per_block).clamp(1, per_sm * sms);
+    let partial = dev.alloc(2 * blocks * cols * 4)?;
+    let cfg = LaunchConfig::new(Dim3::x(blocks as u32), Dim3::x(ROW_THREADS));
+    // SAFETY: matches `layernorm3_bwd_*(const float* ×5, float*, float*, long long, long long)`;
+    // `partial` holds 2 × blocks × cols floats, the grid has `blocks` blocks.
+    unsafe {
+        dev.launch(
+            &k,
+            cfg,
+            &[
+                &x,
+                &gamma,
+                &g,
+                &mean,
+                &rstd,
+                &dx,
+                &partial.ptr(),
+                &(rows as i64),
+                &(cols as i64),
+            ],
+        )?;
+    }
+    let name = "layernorm3_param_grad_f32";
+    let k = dev.function(MODULE, name)?;
+    let cfg = LaunchConfig::new(
+        Dim3::x((2 * cols).div_ceil(32) as u32),
+        Dim3::xyz(32, 16, 1),
+    );
+    // SAFETY: matches `layernorm3_param_grad_f32(const float*, float*, float*, long long, long long)`;
+    // blocks of 32 × 16 as the kernel assumes, 32 outputs a block.
+    unsafe {
+        dev.launch(
+            &k,
+            cfg,
+            &[
+                &partial.ptr(),
+                &dgamma,
+                &dbeta,
+                &(blocks as i64),
+                &(cols as i64),
+            ],
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     /// Every shape step 3 can pick is instantiated in `kernels/layernorm.cu` and holds the row.
@@ -221,6 +303,10 @@ mod tests {
                         assert!(
                             src.contains(&format!("LAYERNORM3({vw}, {nv})")),
                             "cols {cols}"
+                        );
+                        assert!(
+                            src.contains(&format!("LAYERNORM3_BWD({vw}, {nv})")),
+                            "cols {cols} (backward)"
                         );
                     }
                     None => assert!(cols > 1024, "cols {cols}"),

@@ -135,3 +135,127 @@ pub fn cross_entropy_bwd2_f32(
         )
     }
 }
+
+// ------------------------------------------------------------------ step 3 (memory-bound issue)
+
+/// Threads of the block per row of the long-row step-3 kernels (`cross_entropy3_*_long_f32`).
+pub const CE3_LONG_THREADS: u32 = 512;
+
+/// Step 3 forward (same arguments and outputs as [`cross_entropy_fwd2_f32`], the same
+/// `stats`): rows up to [`super::softmax::SOFTMAX3_MAX_COLS`] columns held in registers with
+/// softmax step 3's layout (`ce3_fwd_*`), longer rows one block each with an alignment prologue
+/// and unrolled float4 loads (`cross_entropy3_fwd_long_f32`).
+#[allow(clippy::too_many_arguments)]
+pub fn cross_entropy_fwd3_f32(
+    dev: &CudaDevice,
+    x: DevPtr,
+    t: DevPtr,
+    loss: DevPtr,
+    stats: DevPtr,
+    rows: usize,
+    cols: usize,
+    err: DevPtr,
+) -> Result<()> {
+    if rows == 0 {
+        return Ok(());
+    }
+    if cols == 0 {
+        // every target is out of range: step 2 records the error and writes NaN
+        return cross_entropy_fwd2_f32(dev, x, t, loss, stats, rows, cols, err);
+    }
+    let vec = cols % 4 == 0 && super::rows::aligned16(&[x]);
+    let (name, cfg) = match super::softmax::softmax3_shape(cols, vec) {
+        Some((g, vw, nv)) => {
+            let name = format!("ce3_fwd_g{g}_v{vw}_n{nv}_f32");
+            let cfg = super::softmax::softmax3_config(&name, rows, g)?;
+            (name, cfg)
+        }
+        None => {
+            let name = "cross_entropy3_fwd_long_f32".to_string();
+            let cfg = LaunchConfig::new(rows_grid(&name, rows)?, Dim3::x(CE3_LONG_THREADS));
+            (name, cfg)
+        }
+    };
+    let k = dev.function(MODULE, &name)?;
+    // SAFETY: matches `ce3_fwd_*` / `cross_entropy3_fwd_long_f32(const float*, const long long*,
+    // float*, float*, long long, long long, long long*)`.
+    unsafe {
+        dev.launch(
+            &k,
+            cfg,
+            &[&x, &t, &loss, &stats, &(rows as i64), &(cols as i64), &err],
+        )
+    }
+}
+
+/// Step 3 backward (same arguments as [`cross_entropy_bwd2_f32`]): elementwise with the saved
+/// statistics; short rows with softmax step 3's layout (`ce3_bwd_*`), long rows a block each
+/// with an alignment prologue and unrolled float4 (`cross_entropy3_bwd_long_f32`, vectorized
+/// when `x` and `dx` have the same address mod 16, so their rows align together).
+#[allow(clippy::too_many_arguments)]
+pub fn cross_entropy_bwd3_f32(
+    dev: &CudaDevice,
+    x: DevPtr,
+    t: DevPtr,
+    stats: DevPtr,
+    g: DevPtr,
+    dx: DevPtr,
+    rows: usize,
+    cols: usize,
+    err: DevPtr,
+) -> Result<()> {
+    if rows == 0 || cols == 0 {
+        return cross_entropy_bwd2_f32(dev, x, t, stats, g, dx, rows, cols, err);
+    }
+    let vec = cols % 4 == 0 && super::rows::aligned16(&[x, dx]);
+    let args = |name: &str, cfg: LaunchConfig, with_vec: Option<i32>| -> Result<()> {
+        let k = dev.function(MODULE, name)?;
+        let (rows, cols) = (rows as i64, cols as i64);
+        // SAFETY: matches `ce3_bwd_*(const float*, const long long*, const float*, const float*,
+        // float*, long long, long long, long long*)`, and `cross_entropy3_bwd_long_f32` with the
+        // trailing `int vec`.
+        unsafe {
+            match with_vec {
+                None => dev.launch(&k, cfg, &[&x, &t, &stats, &g, &dx, &rows, &cols, &err]),
+                Some(v) => dev.launch(&k, cfg, &[&x, &t, &stats, &g, &dx, &rows, &cols, &err, &v]),
+            }
+        }
+    };
+    match super::softmax::softmax3_shape(cols, vec) {
+        Some((gs, vw, nv)) => {
+            let name = format!("ce3_bwd_g{gs}_v{vw}_n{nv}_f32");
+            let cfg = super::softmax::softmax3_config(&name, rows, gs)?;
+            args(&name, cfg, None)
+        }
+        None => {
+            let name = "cross_entropy3_bwd_long_f32";
+            let cfg = LaunchConfig::new(rows_grid(name, rows)?, Dim3::x(CE3_LONG_THREADS));
+            let same_alignment = x.0 % 16 == dx.0 % 16;
+            args(name, cfg, Some(same_alignment as i32))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every short-row shape step 3 can pick (softmax step 3's) is instantiated in
+    /// `kernels/loss.cu`.
+    #[test]
+    fn ce3_shapes_are_instantiated() {
+        let src = include_str!("../../../../kernels/loss.cu");
+        for cols in 1..=super::super::softmax::SOFTMAX3_MAX_COLS {
+            for vec in [false, true] {
+                if vec && cols % 4 != 0 {
+                    continue;
+                }
+                let (g, vw, nv) = super::super::softmax::softmax3_shape(cols, vec).unwrap();
+                let inst = format!("CE3({g}, {vw}, {nv})");
+                let fam = format!("CE3({g}, VEC, {nv})");
+                assert!(
+                    src.contains(&inst) || src.contains(&fam),
+                    "cols {cols} vec {vec}: {inst} is not instantiated"
+                );
+            }
+        }
+    }
+}

@@ -138,3 +138,31 @@ pub fn reduce_rows2_f32(
     // after the launch: its block is reused only by later work on the stream.
     reduce_rows2_f32(dev, partial.ptr(), y, rows, chunks, op)
 }
+
+// ------------------------------------------------------------------ step 3 (memory-bound issue)
+
+/// Step 3 of `reduce_f32`: as [`reduce2_f32`], but many rows reduced along the last dim run
+/// `reduce3_rows_*` (4 independent loads in flight per thread). Few long rows (the two-pass
+/// split) and a middle dim stay on step 2's kernels.
+#[allow(clippy::too_many_arguments)]
+pub fn reduce3_f32(
+    dev: &CudaDevice,
+    x: DevPtr,
+    y: DevPtr,
+    outer: usize,
+    dim: usize,
+    inner: usize,
+    op: i32,
+) -> Result<()> {
+    let sms = dev.limits().sm_count.max(1) as usize;
+    let long_and_few = dim > super::rows::WARP_ROW_MAX && outer < 4 * sms;
+    if inner != 1 || outer == 0 || long_and_few {
+        return reduce2_f32(dev, x, y, outer, dim, inner, op);
+    }
+    let (rows, cols) = (outer, dim);
+    let (warp, vec, cfg) = super::rows::row_launch("reduce3_rows", rows, cols, &[x])?;
+    let name = super::rows::variant_name("reduce3_rows", warp, vec);
+    let k = dev.function(MODULE, &name)?;
+    // SAFETY: matches `reduce3_rows_*(const float*, float*, long long, long long, int)`.
+    unsafe { dev.launch(&k, cfg, &[&x, &y, &(rows as i64), &(cols as i64), &op]) }
+}

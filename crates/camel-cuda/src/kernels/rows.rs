@@ -16,7 +16,7 @@ pub enum Step {
     /// tensors (the memory-bound issue).
     Two,
     /// 3: the row held in registers, read from global memory once, several short rows per warp
-    /// (softmax so far; a family without a step 3 runs its step 2).
+    /// (softmax, LayerNorm, cross-entropy; a family without a step 3 runs its step 2).
     Three,
 }
 

@@ -163,12 +163,7 @@ pub fn softmax3_f32(
         return softmax2_f32(dev, x, y, rows, cols, log);
     };
     let name = format!("softmax3_g{g}_v{vw}_n{nv}_f32");
-    let cfg = if g <= 32 {
-        let per_block = 256 / g;
-        LaunchConfig::new(rows_grid(&name, rows.div_ceil(per_block))?, Dim3::x(256))
-    } else {
-        LaunchConfig::new(rows_grid(&name, rows)?, Dim3::x(g as u32))
-    };
+    let cfg = softmax3_config(&name, rows, g)?;
     let k = dev.function(MODULE, &name)?;
     // SAFETY: matches `softmax3_*(const float*, float*, long long, long long, int)`.
     unsafe {
@@ -176,6 +171,50 @@ pub fn softmax3_f32(
             &k,
             cfg,
             &[&x, &y, &(rows as i64), &(cols as i64), &(log as i32)],
+        )
+    }
+}
+
+/// Launch configuration of a step-3 kernel of shape `(g, _, _)`: blocks of 256 holding 256 / g
+/// rows when `g ≤ 32`, else a block of `g` threads per row.
+pub(crate) fn softmax3_config(name: &str, rows: usize, g: usize) -> Result<LaunchConfig> {
+    Ok(if g <= 32 {
+        let per_block = 256 / g;
+        LaunchConfig::new(rows_grid(name, rows.div_ceil(per_block))?, Dim3::x(256))
+    } else {
+        LaunchConfig::new(rows_grid(name, rows)?, Dim3::x(g as u32))
+    })
+}
+
+/// Step 3 of [`softmax_bwd_f32`] (same arguments): the rows of `y` and `g` held in registers
+/// (`softmax3_bwd_*` in `kernels/softmax.cu`, the forward step 3's shapes); rows longer than
+/// [`SOFTMAX3_MAX_COLS`] run [`softmax_bwd2_f32`].
+#[allow(clippy::too_many_arguments)]
+pub fn softmax3_bwd_f32(
+    dev: &CudaDevice,
+    y: DevPtr,
+    g: DevPtr,
+    dx: DevPtr,
+    rows: usize,
+    cols: usize,
+    log: bool,
+) -> Result<()> {
+    if rows == 0 || cols == 0 {
+        return Ok(());
+    }
+    let vec = cols % 4 == 0 && super::rows::aligned16(&[y, g, dx]);
+    let Some((gs, vw, nv)) = softmax3_shape(cols, vec) else {
+        return softmax_bwd2_f32(dev, y, g, dx, rows, cols, log);
+    };
+    let name = format!("softmax3_bwd_g{gs}_v{vw}_n{nv}_f32");
+    let cfg = softmax3_config(&name, rows, gs)?;
+    let k = dev.function(MODULE, &name)?;
+    // SAFETY: matches `softmax3_bwd_*(const float*, const float*, float*, long long, long long, int)`.
+    unsafe {
+        dev.launch(
+            &k,
+            cfg,
+            &[&y, &g, &dx, &(rows as i64), &(cols as i64), &(log as i32)],
         )
     }
 }
@@ -189,6 +228,8 @@ mod tests {
     #[test]
     fn softmax3_shapes_are_instantiated() {
         let src = include_str!("../../../../kernels/softmax.cu");
+        // one SOFTMAX3 line instantiates the forward and the backward of a shape
+        assert!(src.contains("softmax3_bwd_g##G##_v##VEC##_n##NV##_f32("));
         for cols in 1..=super::SOFTMAX3_MAX_COLS + 1 {
             for vec in [false, true] {
                 if vec && cols % 4 != 0 {
