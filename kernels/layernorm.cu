@@ -287,7 +287,8 @@ LAYERNORM3(1, 32)
 //   longer a long dependent chain.
 // Bytes that must move: x, g read, dx written (12 B/element) plus γ, mean, rstd and dγ/dβ.
 // Longer rows stay on the kernel above.
-// Measured: (placeholder — to be filled from an H200 run of bench_memory, layernorm_bwd 16384x768)
+// Measured (H100, copy 2988 GB/s, bench_memory, layernorm_bwd 16384×768): step 2 1450 GB/s (49 %)
+// → step 3 2219 GB/s (74 % of copy, 83 % of a same-size copy), 2.27× PyTorch.
 template <int VEC, int NV>
 __device__ __forceinline__ void ln3_bwd(const float* __restrict__ x, const float* __restrict__ gamma,
                                         const float* __restrict__ g, const float* __restrict__ mean,

@@ -155,8 +155,9 @@ CE_VARIANT(block_vec_f32, false, true)
 // long rows with the same prologue / 4-float4-unrolled body / tail (x and dx rows share their
 // alignment when the two buffers do, which the launcher checks; else all scalar), short rows
 // with the group layout (NV independent loads a thread, no reduction at all).
-// Measured: (placeholder — to be filled from an H200 run of bench_memory, cross_entropy and
-// cross_entropy_bwd step 3 at 16384x65 and 4096x50257)
+// Measured (H100, copy 2988 GB/s, bench_memory; GB/s step 2 → step 3, % of copy, vs PyTorch):
+// 4096×50257 forward 1727 → 2926 (98 %, 3.89×), backward 1822 → 2705 (91 %, 2.61×);
+// 16384×65 forward 307 → 481 (16 %; 84 % of a same-size copy, 5.25×), backward 814 → 853.
 
 namespace {
 // Fold N values into the running (m, s): one rescale for the group (its max first), then N

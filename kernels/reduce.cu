@@ -162,8 +162,8 @@ extern "C" __global__ void reduce_cols_f32(const float* __restrict__ x, float* _
 // round); at 65536×4096 it reached 87–89 % of copy on the H200. Here each thread issues 4
 // float4 (or 4 scalar) loads before combining any of them: 4× the bytes in flight per thread.
 // The split two-pass path for few long rows and the middle-dim kernel stay step 2's.
-// Measured: (placeholder — to be filled from an H200 run of bench_memory, sum_last / max_last
-// 65536x4096 step 3)
+// Measured (H100, copy 2988 GB/s, bench_memory, 65536×4096): sum_last 2785 → 2812 GB/s (94 %),
+// max_last 2780 → 2827 GB/s (95 %); PyTorch 2899 and 2874.
 template <bool WARP, bool VEC>
 __device__ __forceinline__ void reduce3_row(const float* __restrict__ x, float* __restrict__ y, long long rows,
                                             long long cols, int op) {

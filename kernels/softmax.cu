@@ -248,8 +248,9 @@ __device__ __forceinline__ void softmax3_row(const float* __restrict__ x, float*
 // dx = y ⊙ (g − Σ g⊙y) (softmax) or g − exp(y)·Σ g (log-softmax) from the registers. Same
 // (G, VEC, NV) as the forward for the same row (`softmax3_shape`), twice the registers (y and g:
 // at most 64 floats a thread). Rows past 16384 columns stay on step 2.
-// Measured: (placeholder — to be filled from an H200 run of bench_memory, softmax_bwd and
-// log_softmax_bwd step 3)
+// Measured (H100, copy 2988 GB/s, bench_memory; softmax_bwd GB/s step 2 → step 3, % of copy):
+// 16384×1024 1807 → 2752 (92 %), 4096² 1933 → 2734 (91 %), 65536×65 1635 → 2165 (72 %; 94 % of a
+// same-size copy); log_softmax_bwd 91–93 % and 71 %; 1.13–2.24× PyTorch.
 template <int G, int VEC, int NV>
 __device__ __forceinline__ void softmax3_bwd_row(const float* __restrict__ y, const float* __restrict__ g,
                                                  float* __restrict__ dx, long long rows, long long cols,

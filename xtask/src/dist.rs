@@ -230,8 +230,9 @@ pub fn dist(args: &[String]) -> Result<(), String> {
         names.join(" + "),
         size as f64 / (1 << 20) as f64
     );
-    if size > 60 << 20 {
-        return Err(format!("{OUT} is {size} bytes, over the 60 MiB budget"));
+    // the GPU host's carry limit is 64 MiB for the gzipped bundle (about 0.8 of this size)
+    if size > 76 << 20 {
+        return Err(format!("{OUT} is {size} bytes, over the 76 MiB budget"));
     }
     Ok(())
 }

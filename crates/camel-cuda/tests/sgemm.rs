@@ -401,6 +401,19 @@ fn split_k_only_for_small_outputs_with_long_k() {
     );
 }
 
+/// Step 13 runs its own kernel only where it measured faster than step 11 (H100).
+#[test]
+fn async_pipeline_only_where_it_wins() {
+    let own = |m, k, n| {
+        SgemmKernel::AsyncPipeline.tile(&gemm(m, n, k, false, false)) == SgemmKernel::async_tile()
+    };
+    assert!(own(2048, 2048, 2048) && own(4096, 4096, 4096) && own(16384, 384, 1536));
+    assert!(!own(1024, 1024, 1024)); // 32 tiles: step 11 with its tuned tile
+    assert!(!own(64, 784, 256));
+    assert!(!own(8192, 128, 512)); // short K
+    assert!(!own(16384, 1536, 384)); // N = 384: tiles 75 % filled
+}
+
 #[test]
 fn tile_kernel_names_parse() {
     use camel_cuda::kernels::matmul::parse_tile_kernel;

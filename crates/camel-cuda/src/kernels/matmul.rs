@@ -167,10 +167,8 @@ impl SgemmKernel {
                 tuned_tile("matmul/11_double_buffering", tuned::TUNED_11, g)
             }
             SgemmKernel::AsyncPipeline => {
-                let t = Self::async_tile();
-                let blocks = g.m.div_ceil(t.bm as usize) * g.n.div_ceil(t.bn as usize) * g.batch;
-                if blocks >= ASYNC_MIN_BLOCKS {
-                    t
+                if async_suits(g) {
+                    Self::async_tile()
                 } else {
                     SgemmKernel::DoubleBuffering.tile(g)
                 }
@@ -181,9 +179,20 @@ impl SgemmKernel {
 }
 
 /// Fewest 128×256 output tiles for which step 13 launches its own kernel: about one wave of
-/// one block per SM on the H100 (132 SMs). At 2048² (128 tiles) it beat step 11 by 13 %;
+/// one block per SM on the H100 (132 SMs). At 2048² (128 tiles) it beat step 11 by 8 %;
 /// below that the tuned smaller tiles of step 11 (with split-K) keep more SMs busy.
 pub const ASYNC_MIN_BLOCKS: usize = 120;
+
+/// Whether step 13's 128×256 kernel suits `g` (else step 11's tuned tile runs): at least
+/// [`ASYNC_MIN_BLOCKS`] tiles, K ≥ 256 (its 3-stage pipeline needs slices to overlap; at
+/// 8192×128×512 it ran at 0.83× step 11 on the H100) and tiles at least 90 % filled (at
+/// N = 384 a third of the second column of tiles is padding: 0.82× step 11).
+pub fn async_suits(g: &Gemm) -> bool {
+    let (bm, bn) = (128, 256);
+    let (tm, tn) = (g.m.div_ceil(bm), g.n.div_ceil(bn));
+    let filled = (g.m * g.n) as f64 / ((tm * bm) * (tn * bn)) as f64;
+    tm * tn * g.batch >= ASYNC_MIN_BLOCKS && g.k >= 256 && filled >= 0.9
+}
 
 impl SgemmKernel {
     /// Step 13's own kernel, whatever the shape (for tests and benchmarks of the kernel itself).
