@@ -96,11 +96,12 @@ pub fn layernorm3_fwd_f32(
     let Some((vw, nv)) = layernorm3_shape(cols, vec) else {
         return layernorm_fwd_f32(dev, x, gamma, beta, y, mean, rstd, rows, cols, eps);
     };
-    let name = format!("layernorm3_fwd_v{vw}_n{nv}_f32");
-    let k = dev.function(MODULE, &name)?;
+    let name = super::rows::KernelName::new(format_args!("layernorm3_fwd_v{vw}_n{nv}_f32"));
+    let name = name.as_str();
+    let k = dev.function(MODULE, name)?;
     let per_block = (ROW_THREADS / 32) as usize;
     let cfg = LaunchConfig::new(
-        rows_grid(&name, rows.div_ceil(per_block))?,
+        rows_grid(name, rows.div_ceil(per_block))?,
         Dim3::x(ROW_THREADS),
     );
     // SAFETY: matches `layernorm3_fwd_*(const float* ×3, float* ×3, long long, long long, float)`.
@@ -232,8 +233,9 @@ pub fn layernorm3_bwd_f32(
     let Some((vw, nv)) = layernorm3_shape(cols, vec) else {
         return layernorm_bwd_f32(dev, x, gamma, g, mean, rstd, dx, dgamma, dbeta, rows, cols);
     };
-    let name = format!("layernorm3_bwd_v{vw}_n{nv}_f32");
-    let k = dev.function(MODULE, &name)?;
+    let name = super::rows::KernelName::new(format_args!("layernorm3_bwd_v{vw}_n{nv}_f32"));
+    let name = name.as_str();
+    let k = dev.function(MODULE, name)?;
     // A grid-stride loop over rows: as many blocks of 256 as fit on the GPU at once (by the
     // kernel's registers, 64 Ki a SM from sm_80 to sm_90), so each warp visits several rows and
     // the partial rows stay few. At least one block, even for zero rows (it writes zero partials).

@@ -1,5 +1,6 @@
 //! Launchers for `kernels/loss.cu`. `err` points at the device's index-error slot (4 × i64).
 
+use super::rows::KernelName;
 use super::rows_grid;
 use crate::{CudaDevice, DevPtr, Dim3, LaunchConfig, Result};
 
@@ -166,17 +167,17 @@ pub fn cross_entropy_fwd3_f32(
     let vec = cols % 4 == 0 && super::rows::aligned16(&[x]);
     let (name, cfg) = match super::softmax::softmax3_shape(cols, vec) {
         Some((g, vw, nv)) => {
-            let name = format!("ce3_fwd_g{g}_v{vw}_n{nv}_f32");
-            let cfg = super::softmax::softmax3_config(&name, rows, g)?;
+            let name = KernelName::new(format_args!("ce3_fwd_g{g}_v{vw}_n{nv}_f32"));
+            let cfg = super::softmax::softmax3_config(name.as_str(), rows, g)?;
             (name, cfg)
         }
         None => {
-            let name = "cross_entropy3_fwd_long_f32".to_string();
-            let cfg = LaunchConfig::new(rows_grid(&name, rows)?, Dim3::x(CE3_LONG_THREADS));
+            let name = KernelName::new(format_args!("cross_entropy3_fwd_long_f32"));
+            let cfg = LaunchConfig::new(rows_grid(name.as_str(), rows)?, Dim3::x(CE3_LONG_THREADS));
             (name, cfg)
         }
     };
-    let k = dev.function(MODULE, &name)?;
+    let k = dev.function(MODULE, name.as_str())?;
     // SAFETY: matches `ce3_fwd_*` / `cross_entropy3_fwd_long_f32(const float*, const long long*,
     // float*, float*, long long, long long, long long*)`.
     unsafe {
@@ -223,9 +224,9 @@ pub fn cross_entropy_bwd3_f32(
     };
     match super::softmax::softmax3_shape(cols, vec) {
         Some((gs, vw, nv)) => {
-            let name = format!("ce3_bwd_g{gs}_v{vw}_n{nv}_f32");
-            let cfg = super::softmax::softmax3_config(&name, rows, gs)?;
-            args(&name, cfg, None)
+            let name = KernelName::new(format_args!("ce3_bwd_g{gs}_v{vw}_n{nv}_f32"));
+            let cfg = super::softmax::softmax3_config(name.as_str(), rows, gs)?;
+            args(name.as_str(), cfg, None)
         }
         None => {
             let name = "cross_entropy3_bwd_long_f32";

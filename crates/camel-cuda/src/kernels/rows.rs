@@ -5,6 +5,45 @@
 use super::rows_grid;
 use crate::{DevPtr, Dim3, LaunchConfig, Result};
 
+/// A kernel name built on the stack: step-3 launchers pick one of many instantiations by shape
+/// (`softmax3_g32_v4_n8_f32`) on every launch, and formatting it into a `String` would allocate
+/// in each training step. Names longer than the buffer are cut (and then not found by
+/// `CudaDevice::function`, which reports the name).
+pub struct KernelName {
+    buf: [u8; 64],
+    len: usize,
+}
+
+impl KernelName {
+    /// Formats `args` (e.g. `format_args!("softmax3_g{g}_v{v}_n{n}_f32")`).
+    pub fn new(args: std::fmt::Arguments<'_>) -> KernelName {
+        let mut n = KernelName {
+            buf: [0; 64],
+            len: 0,
+        };
+        let _ = std::fmt::Write::write_fmt(&mut n, args);
+        n
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        // only whole `&str`s are copied in, so the bytes are valid UTF-8
+        std::str::from_utf8(&self.buf[..self.len]).unwrap_or("")
+    }
+}
+
+impl std::fmt::Write for KernelName {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let end = self.len + s.len();
+        if end > self.buf.len() {
+            return Err(std::fmt::Error);
+        }
+        self.buf[self.len..end].copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
+
 /// A step of a memory-bound ladder, selectable at run time for tests and benchmarks (the
 /// camel-core CUDA backend reads it from an environment variable per family, e.g.
 /// `CAMEL_SOFTMAX=1`).
@@ -88,4 +127,14 @@ pub(crate) fn variant_name(base: &str, warp: bool, vec: bool) -> String {
         if warp { "warp" } else { "block" },
         if vec { "_vec" } else { "" }
     )
+}
+
+#[cfg(test)]
+mod kernel_name_tests {
+    #[test]
+    fn kernel_name_formats_like_format() {
+        let (g, v, n) = (32, 4, 8);
+        let k = super::KernelName::new(format_args!("softmax3_bwd_g{g}_v{v}_n{n}_f32"));
+        assert_eq!(k.as_str(), format!("softmax3_bwd_g{g}_v{v}_n{n}_f32"));
+    }
 }

@@ -162,9 +162,10 @@ pub fn softmax3_f32(
     let Some((g, vw, nv)) = softmax3_shape(cols, vec) else {
         return softmax2_f32(dev, x, y, rows, cols, log);
     };
-    let name = format!("softmax3_g{g}_v{vw}_n{nv}_f32");
-    let cfg = softmax3_config(&name, rows, g)?;
-    let k = dev.function(MODULE, &name)?;
+    let name = super::rows::KernelName::new(format_args!("softmax3_g{g}_v{vw}_n{nv}_f32"));
+    let name = name.as_str();
+    let cfg = softmax3_config(name, rows, g)?;
+    let k = dev.function(MODULE, name)?;
     // SAFETY: matches `softmax3_*(const float*, float*, long long, long long, int)`.
     unsafe {
         dev.launch(
@@ -206,9 +207,10 @@ pub fn softmax3_bwd_f32(
     let Some((gs, vw, nv)) = softmax3_shape(cols, vec) else {
         return softmax_bwd2_f32(dev, y, g, dx, rows, cols, log);
     };
-    let name = format!("softmax3_bwd_g{gs}_v{vw}_n{nv}_f32");
-    let cfg = softmax3_config(&name, rows, gs)?;
-    let k = dev.function(MODULE, &name)?;
+    let name = super::rows::KernelName::new(format_args!("softmax3_bwd_g{gs}_v{vw}_n{nv}_f32"));
+    let name = name.as_str();
+    let cfg = softmax3_config(name, rows, gs)?;
+    let k = dev.function(MODULE, name)?;
     // SAFETY: matches `softmax3_bwd_*(const float*, const float*, float*, long long, long long, int)`.
     unsafe {
         dev.launch(
