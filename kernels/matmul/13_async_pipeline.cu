@@ -191,3 +191,12 @@ __device__ __forceinline__ void async_tile_gemm(GEMM_ARGS) {
 extern "C" __global__ void __launch_bounds__(256, 1) sgemm_13_async_128x256x8(GEMM_ARGS) {
     async_tile_gemm<128, 256, 8, 3>(GEMM_CALL_ARGS);
 }
+
+// Small tiles for small outputs (split-K shapes such as 64×784×256): 4×4 per thread, and with
+// BK = 16 and 4 stages a 64-long K-split has all of its copies in flight at once.
+extern "C" __global__ void __launch_bounds__(256) sgemm_13_async_64x64x16(GEMM_ARGS) {
+    async_tile_gemm<64, 64, 16, 4>(GEMM_CALL_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(256) sgemm_13_async_64x128x16(GEMM_ARGS) {
+    async_tile_gemm<64, 128, 16, 3>(GEMM_CALL_ARGS);
+}

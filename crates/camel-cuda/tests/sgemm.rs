@@ -85,23 +85,35 @@ fn check_all(kernels: &[SgemmKernel], g: Gemm, seed: u64) {
     let db = dev.htod(&b).unwrap();
     // every step through `sgemm`, then step 13's own kernel forced on this shape (`sgemm`
     // hands small outputs to step 11), without and with a K split
+    // (and step 13's small tiles, without and with a split)
+    use camel_cuda::kernels::matmul::ASYNC_SMALL;
+    let small = |i: usize| {
+        let (name, bm, bn) = ASYNC_SMALL[i];
+        SgemmKernel::async_small_tile(name, bm, bn)
+    };
+    let big = SgemmKernel::async_tile();
     let forced = [
-        (SgemmKernel::AsyncPipeline, 1),
-        (SgemmKernel::AsyncPipeline, 3),
+        (big, 1),
+        (big, 3),
+        (small(0), 1),
+        (small(0), 2),
+        (small(1), 1),
+        (small(1), 3),
     ];
-    let runs = kernels.iter().map(|&k| (k, 0)).chain(
+    let runs = kernels.iter().map(|&k| (k, None, 0)).chain(
         kernels
             .contains(&SgemmKernel::AsyncPipeline)
             .then_some(forced)
             .into_iter()
-            .flatten(),
+            .flatten()
+            .map(|(t, s)| (SgemmKernel::AsyncPipeline, Some(t), s)),
     );
-    for (kernel, splits) in runs {
+    for (kernel, tile, splits) in runs {
         let dc = dev.htod(&vec![f32::NAN; g.batch * g.m * g.n]).unwrap(); // poisoned
         if splits == 0 {
             sgemm(&dev, kernel, &g, da.ptr(), db.ptr(), dc.ptr()).unwrap();
         } else {
-            let t = SgemmKernel::async_tile();
+            let t = tile.expect("forced runs name their tile");
             let epi = Epilogue::default();
             sgemm_split_k(&dev, &t, &g, da.ptr(), db.ptr(), dc.ptr(), &epi, splits).unwrap();
         }
@@ -111,7 +123,7 @@ fn check_all(kernels: &[SgemmKernel], g: Gemm, seed: u64) {
                 let tol = tolerance(kernel, g.k, abs[idx]);
                 assert!(
                     ((x as f64) - r[idx]).abs() <= tol,
-                    "{kernel:?} (forced tile with {splits} splits if > 0) {g:?}: batch {bi} element {idx}: got {x}, want {} (tol {tol})",
+                    "{kernel:?} (forced tile {tile:?} with {splits} splits if > 0) {g:?}: batch {bi} element {idx}: got {x}, want {} (tol {tol})",
                     r[idx]
                 );
             }
@@ -336,6 +348,9 @@ fn every_tuned_configuration_with_and_without_split_k() {
     })
     .collect();
     tiles.push(SgemmKernel::async_tile()); // step 13's kernel, also forced on this small shape
+    for (name, bm, bn) in camel_cuda::kernels::matmul::ASYNC_SMALL {
+        tiles.push(SgemmKernel::async_small_tile(name, bm, bn));
+    }
     for t in &tiles {
         let name = t.kernel;
         for splits in [1, 3, 11] {
@@ -349,6 +364,7 @@ fn every_tuned_configuration_with_and_without_split_k() {
             sgemm_split_k(&dev, t, &g, da.ptr(), db.ptr(), dc.ptr(), &epi, splits).unwrap();
             let c: Vec<f32> = dev.dtoh_vec(&dc, total).unwrap();
             let z: Vec<f32> = dev.dtoh_vec(&dz, total).unwrap();
+
             for (idx, (&x, &zz)) in c.iter().zip(&z).enumerate() {
                 let (bi, e) = (idx / (g.m * g.n), idx % (g.m * g.n));
                 let pre = refs[bi][e] + bias[e % g.n] as f64;
@@ -412,6 +428,16 @@ fn async_pipeline_only_where_it_wins() {
     assert!(!own(64, 784, 256));
     assert!(!own(8192, 128, 512)); // short K
     assert!(!own(16384, 1536, 384)); // N = 384: tiles 75 % filled
+                                     // small outputs with a long K (split-K shapes) get step 13's 64×64×16 kernel
+    let kernel = |m, k, n| {
+        SgemmKernel::AsyncPipeline
+            .tile(&gemm(m, n, k, false, false))
+            .kernel
+    };
+    assert_eq!(kernel(64, 784, 256), "sgemm_13_async_64x64x16");
+    assert_eq!(kernel(256, 784, 256), "sgemm_13_async_64x64x16");
+    assert!(kernel(8192, 128, 512).starts_with("sgemm_db_")); // K not split: step 11
+    assert!(kernel(64, 200, 256).starts_with("sgemm_db_")); // short K
 }
 
 #[test]

@@ -40,7 +40,7 @@ pub enum SgemmKernel {
 }
 
 /// Grid-independent launch shape of one kernel: its symbol, block tile and thread count.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TileShape {
     /// PTX module (path under `kernels/`, no extension).
     pub module: &'static str,
@@ -169,6 +169,8 @@ impl SgemmKernel {
             SgemmKernel::AsyncPipeline => {
                 if async_suits(g) {
                     Self::async_tile()
+                } else if let Some(t) = async_small(g) {
+                    t
                 } else {
                     SgemmKernel::DoubleBuffering.tile(g)
                 }
@@ -194,7 +196,51 @@ pub fn async_suits(g: &Gemm) -> bool {
     tm * tn * g.batch >= ASYNC_MIN_BLOCKS && g.k >= 256 && filled >= 0.9
 }
 
+/// Step 13's small-tile kernels (64×64×16 and 64×128×16, 256 threads).
+pub const ASYNC_SMALL: [(&str, u32, u32); 2] = [
+    ("sgemm_13_async_64x64x16", 64, 64),
+    ("sgemm_13_async_64x128x16", 64, 128),
+];
+
+/// Where step 13's 128×256 tile does not suit, a small output with a long K (fewer than
+/// [`ASYNC_MIN_BLOCKS`] 64×64 tiles, K ≥ 256: the shapes that split K) gets step 13's 64×64×16
+/// kernel, whose four stages put a whole 64-long K-split in flight at once. On the H100 it beat
+/// step 11's tuned 64×64 tile by 11 % at 64×784×256 and matched it at 256×784×256; where K is
+/// not split (8192×128×512) it lost (0.78×), so step 11 keeps those. Env
+/// `CAMEL_ASYNC_SMALL=off` keeps step 11 everywhere, `=<kernel>` (one of [`ASYNC_SMALL`]) forces
+/// that kernel on every shape the big tile does not suit (for measuring).
+fn async_small(g: &Gemm) -> Option<TileShape> {
+    static ENV: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    let tile = |i: usize| {
+        let (name, bm, bn) = ASYNC_SMALL[i];
+        SgemmKernel::async_small_tile(name, bm, bn)
+    };
+    match ENV
+        .get_or_init(|| std::env::var("CAMEL_ASYNC_SMALL").ok())
+        .as_deref()
+    {
+        Some("off") => None,
+        Some(v) => ASYNC_SMALL.iter().position(|(n, _, _)| *n == v).map(tile),
+        None => {
+            let tiles = g.m.div_ceil(64) * g.n.div_ceil(64) * g.batch;
+            (tiles < ASYNC_MIN_BLOCKS && g.k >= 256).then(|| tile(0))
+        }
+    }
+}
+
 impl SgemmKernel {
+    /// One of step 13's small-tile kernels ([`ASYNC_SMALL`]).
+    pub fn async_small_tile(kernel: &'static str, bm: u32, bn: u32) -> TileShape {
+        TileShape {
+            module: "matmul/13_async_pipeline",
+            kernel,
+            bm,
+            bn,
+            threads: 256,
+            split_k: true,
+        }
+    }
+
     /// Step 13's own kernel, whatever the shape (for tests and benchmarks of the kernel itself).
     pub fn async_tile() -> TileShape {
         TileShape {
@@ -340,8 +386,9 @@ pub fn sgemm_epilogue(
 }
 
 /// Split-K policy: (shortest K per split, blocks per multiprocessor to aim for). Default
-/// (32, 4), the best of (128, 2), (64, 4) and (32, 4) at the MLP's shapes on the H200 (see
-/// docs/gemm.md); env `CAMEL_SPLITK=min_k,blocks_per_sm` overrides it (for measuring).
+/// (32, 2): with step 13's 64×64 tile on the H100 it beat (32, 4) by 4–6 % and (32, 1) at
+/// 64×784×256 (docs/gemm.md); env `CAMEL_SPLITK=min_k,blocks_per_sm` overrides it (for
+/// measuring).
 fn split_k_policy() -> (usize, usize) {
     static P: std::sync::OnceLock<(usize, usize)> = std::sync::OnceLock::new();
     *P.get_or_init(|| {
@@ -352,13 +399,13 @@ fn split_k_policy() -> (usize, usize) {
                 Some((a.trim().parse().ok()?, b.trim().parse().ok()?))
             })
             .filter(|&(a, b): &(usize, usize)| a >= 32 && b >= 1)
-            .unwrap_or((32, 4))
+            .unwrap_or((32, 2))
     })
 }
 
 /// How many K-splits `t` gets for `g` on a device with `sm_count` multiprocessors: when the
 /// output's tiles do not fill 90 % of one wave (of one block per multiprocessor) and K ≥ 256, K is
-/// cut so that there are about four blocks per multiprocessor, each split keeping at least 32
+/// cut so that there are about two blocks per multiprocessor, each split keeping at least 32
 /// of K (see `split_k_policy`). Short K is left alone: splitting 8192×512 with K = 128 into
 /// chunks of 32 halved its speed on the H200.
 pub fn split_k_factor(sm_count: usize, t: &TileShape, g: &Gemm) -> usize {
@@ -390,7 +437,7 @@ pub fn sgemm_with_tile(
 
 /// [`sgemm_with_tile`] with an explicit number of K-splits (1 = none). With more than one,
 /// the kernel writes `splits` partial products to a workspace and `splitk_reduce` sums them
-/// and applies the epilogue. Only the templated steps (7–11) can split.
+/// and applies the epilogue. Only the templated steps (7–11, 13) can split.
 #[allow(clippy::too_many_arguments)]
 pub fn sgemm_split_k(
     dev: &CudaDevice,
@@ -497,7 +544,7 @@ pub fn sgemm_split_k(
     unsafe {
         dev.launch(
             &r,
-            crate::launch_1d(total),
+            crate::launch_1d(total.div_ceil(4)), // 4 elements per thread
             &[&wp, &c, &sp, &tot, &nn, &bias, &act, &z],
         )
     }
