@@ -477,6 +477,9 @@ fn run() -> Result<()> {
         b.row("adam", "10M", 2, 28.0 * tf, &mut || {
             optim::adam_multi_f32(d, &ts, 1e-4, 0.9, 0.999, 1e-8, 0.01, true)
         })?;
+        b.row("adam", "10M", 3, 28.0 * tf, &mut || {
+            optim::adam_multi3_f32(d, &ts, 1e-4, 0.9, 0.999, 1e-8, 0.01, true)
+        })?;
         b.row("sgd_momentum", "10M", 1, 20.0 * tf, &mut || {
             for t in &ts {
                 optim::sgd_f32(d, t.p, t.g, t.s1, t.n, 1e-4, 0.9, 0.0)?;
@@ -485,6 +488,16 @@ fn run() -> Result<()> {
         })?;
         b.row("sgd_momentum", "10M", 2, 20.0 * tf, &mut || {
             optim::sgd_multi_f32(d, &ts, 1e-4, 0.9, 0.0)
+        })?;
+        b.row("sgd_momentum", "10M", 3, 20.0 * tf, &mut || {
+            optim::sgd_multi3_f32(d, &ts, 1e-4, 0.9, 0.0)
+        })?;
+        // plain SGD (momentum 0: no buffer read or written): p and g read, p written
+        b.row("sgd", "10M", 2, 12.0 * tf, &mut || {
+            optim::sgd_multi_f32(d, &ts, 1e-4, 0.0, 0.0)
+        })?;
+        b.row("sgd", "10M", 3, 12.0 * tf, &mut || {
+            optim::sgd_multi3_f32(d, &ts, 1e-4, 0.0, 0.0)
         })?;
     }
     d.synchronize()?;

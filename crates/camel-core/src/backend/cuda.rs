@@ -589,7 +589,7 @@ pub fn update(
 
 /// The families of memory-bound kernels whose ladder step is selectable, each by an environment
 /// variable read once (`1`, `2` or `3`; unset means the best step, 3; a family without a step
-/// 3 — elementwise, embedding, optimizers — runs its step 2 for `3`).
+/// 3 — elementwise, embedding — runs its step 2 for `3`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MemFamily {
     /// `CAMEL_ELEMENTWISE`: unary and same-shape binary ops (add, mul, relu, scale, GELU ...).
@@ -604,7 +604,8 @@ pub enum MemFamily {
     CrossEntropy,
     /// `CAMEL_EMBEDDING`: gather and scatter-add.
     Embedding,
-    /// `CAMEL_OPTIM`: optimizer updates (step 1 one launch per tensor, step 2 one for all).
+    /// `CAMEL_OPTIM`: optimizer updates (step 1 one launch per tensor, step 2 one for all,
+    /// step 3 one for all with each thread's loads of its chunk issued before any store).
     Optim,
     /// `CAMEL_LAYERNORM`: LayerNorm forward and backward (1 and 2: the warp-per-row kernels,
     /// Welford forward; 3: the row in registers, and in the backward dγ/dβ in registers too).
@@ -802,9 +803,10 @@ pub fn layer_norm_bwd(
     Ok((dx, dgamma, dbeta))
 }
 
-/// Optimizer updates of many parameters. With step 2, and when every rule is of one kind with
-/// the same hyper-parameters (Adam's bias corrections may differ per tensor), one launch for
-/// all of them; otherwise one [`update`] per tensor.
+/// Optimizer updates of many parameters. With step 2 or 3, and when every rule is of one kind
+/// with the same hyper-parameters (Adam's bias corrections may differ per tensor), one launch
+/// for all of them (step 3: all of a thread's loads issued before its stores); otherwise one
+/// [`update`] per tensor.
 pub fn update_multi(
     ps: &[&CudaStorage],
     gs: &[&CudaStorage],
@@ -856,12 +858,20 @@ pub fn update_multi(
             bc2,
         });
     }
+    let step3 = mem_step(MemFamily::Optim) != Step::Two;
     match *first {
         UpdateRule::Sgd {
             lr,
             momentum,
             weight_decay,
-        } => k::optim::sgd_multi_f32(dev, &ts, lr, momentum, weight_decay)?,
+        } => {
+            let f = if step3 {
+                k::optim::sgd_multi3_f32
+            } else {
+                k::optim::sgd_multi_f32
+            };
+            f(dev, &ts, lr, momentum, weight_decay)?
+        }
         UpdateRule::Adam {
             lr,
             beta1,
@@ -870,7 +880,14 @@ pub fn update_multi(
             weight_decay,
             decoupled,
             ..
-        } => k::optim::adam_multi_f32(dev, &ts, lr, beta1, beta2, eps, weight_decay, decoupled)?,
+        } => {
+            let f = if step3 {
+                k::optim::adam_multi3_f32
+            } else {
+                k::optim::adam_multi_f32
+            };
+            f(dev, &ts, lr, beta1, beta2, eps, weight_decay, decoupled)?
+        }
     }
     Ok(())
 }

@@ -1,0 +1,208 @@
+//! Ladder steps of the memory-bound kernels that promise the *same arithmetic* as the step below
+//! them, checked bit for bit through their launchers: the optimizer updates' step 3 against
+//! step 2 (and, where step 2 cannot run — pointers not 16-byte aligned — against step 1). The
+//! values themselves are checked against CPU
+//! references in camel-core's `memory_ops` tests. GPU only: skips without a device.
+
+use camel_cuda::kernels::optim;
+use camel_cuda::{test_device, CudaDevice, DevPtr};
+
+/// Values in [lo, hi) from a small LCG (no RNG dependency).
+fn rand_vec(n: usize, lo: f32, hi: f32, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            lo + (hi - lo) * ((s >> 40) as f32 / (1u64 << 24) as f32)
+        })
+        .collect()
+}
+
+fn assert_bits(what: &str, got: &[f32], want: &[f32]) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (i, (a, b)) in got.iter().zip(want).enumerate() {
+        assert!(
+            a.to_bits() == b.to_bits(),
+            "{what}: element {i}: {a:e} vs {b:e} (bits {:#x} vs {:#x})",
+            a.to_bits(),
+            b.to_bits()
+        );
+    }
+}
+
+fn assert_near(what: &str, got: &[f32], want: &[f32], atol: f32, rtol: f32) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (i, (a, b)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (a - b).abs() <= atol + rtol * b.abs(),
+            "{what}: element {i}: {a:e} vs {b:e}"
+        );
+    }
+}
+
+/// Tensor sizes of one multi-tensor table: single elements, a float4 tail of 3, exactly one
+/// chunk (4096), one chunk and one element, three chunks and a partial one, and a partial one.
+const SIZES: [usize; 7] = [1, 7, 4096, 4097, 4096 * 3 + 5, 5000, 2];
+
+/// The optimizer state of one run: per tensor p, g, s1, s2 on the host.
+#[derive(Clone)]
+struct State {
+    p: Vec<Vec<f32>>,
+    g: Vec<Vec<f32>>,
+    s1: Vec<Vec<f32>>,
+    s2: Vec<Vec<f32>>,
+}
+
+fn state() -> State {
+    let mk = |seed: u64, lo: f32, hi: f32| -> Vec<Vec<f32>> {
+        SIZES
+            .iter()
+            .enumerate()
+            .map(|(k, &n)| rand_vec(n, lo, hi, seed * 100 + k as u64))
+            .collect()
+    };
+    State {
+        p: mk(1, -1.0, 1.0),
+        g: mk(2, -1.0, 1.0),
+        s1: mk(3, -0.5, 0.5),
+        s2: mk(4, 0.0, 0.01), // Adam's v ≥ 0
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Kind {
+    /// SGD; momentum 0 passes null momentum buffers.
+    Sgd {
+        momentum: f32,
+    },
+    Adam {
+        decoupled: bool,
+    },
+}
+
+/// Which kernel runs the update.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Via {
+    PerTensor, // step 1
+    Multi2,
+    Multi3,
+}
+
+/// Runs one update of `st` on the GPU and returns the new state. `offset` floats shift every
+/// buffer off its allocation's (aligned) start: 1 makes every pointer misaligned for float4.
+fn run(dev: &CudaDevice, st: &State, kind: Kind, via: Via, offset: usize) -> State {
+    let up = |v: &Vec<f32>| {
+        let mut h = vec![0.0f32; offset];
+        h.extend_from_slice(v);
+        dev.htod(&h).unwrap()
+    };
+    let bufs: Vec<_> = (0..SIZES.len())
+        .map(|k| (up(&st.p[k]), up(&st.g[k]), up(&st.s1[k]), up(&st.s2[k])))
+        .collect();
+    let at = |b: &camel_cuda::Buffer| b.ptr().add::<f32>(offset);
+    let (lr, wd) = (0.01f32, 0.1f32);
+    let no_momentum = kind == Kind::Sgd { momentum: 0.0 };
+    let ts: Vec<optim::MultiTensor> = bufs
+        .iter()
+        .enumerate()
+        .map(|(k, (p, g, s1, s2))| optim::MultiTensor {
+            p: at(p),
+            g: at(g),
+            s1: if no_momentum { DevPtr::NULL } else { at(s1) },
+            s2: at(s2),
+            n: SIZES[k],
+            // per-tensor bias corrections (tensor k at step k + 1)
+            bc1: 1.0 - 0.9f32.powi(k as i32 + 1),
+            bc2: 1.0 - 0.999f32.powi(k as i32 + 1),
+        })
+        .collect();
+    let (b1, b2, eps) = (0.9f32, 0.999f32, 1e-8f32);
+    match (kind, via) {
+        (Kind::Sgd { momentum }, Via::PerTensor) => {
+            for t in &ts {
+                optim::sgd_f32(dev, t.p, t.g, t.s1, t.n, lr, momentum, wd).unwrap();
+            }
+        }
+        (Kind::Sgd { momentum }, Via::Multi2) => {
+            optim::sgd_multi_f32(dev, &ts, lr, momentum, wd).unwrap()
+        }
+        (Kind::Sgd { momentum }, Via::Multi3) => {
+            optim::sgd_multi3_f32(dev, &ts, lr, momentum, wd).unwrap()
+        }
+        (Kind::Adam { decoupled }, Via::PerTensor) => {
+            for t in &ts {
+                optim::adam_f32(
+                    dev, t.p, t.g, t.s1, t.s2, t.n, lr, b1, b2, eps, wd, decoupled, t.bc1, t.bc2,
+                )
+                .unwrap();
+            }
+        }
+        (Kind::Adam { decoupled }, Via::Multi2) => {
+            optim::adam_multi_f32(dev, &ts, lr, b1, b2, eps, wd, decoupled).unwrap()
+        }
+        (Kind::Adam { decoupled }, Via::Multi3) => {
+            optim::adam_multi3_f32(dev, &ts, lr, b1, b2, eps, wd, decoupled).unwrap()
+        }
+    }
+    let down = |b: &camel_cuda::Buffer, n: usize| -> Vec<f32> {
+        dev.dtoh_vec::<f32>(b, offset + n).unwrap()[offset..].to_vec()
+    };
+    let mut out = st.clone();
+    for (k, (p, _, s1, s2)) in bufs.iter().enumerate() {
+        out.p[k] = down(p, SIZES[k]);
+        out.s1[k] = down(s1, SIZES[k]);
+        out.s2[k] = down(s2, SIZES[k]);
+    }
+    out
+}
+
+const KINDS: [Kind; 4] = [
+    Kind::Sgd { momentum: 0.9 },
+    Kind::Sgd { momentum: 0.0 },
+    Kind::Adam { decoupled: false },
+    Kind::Adam { decoupled: true },
+];
+
+#[test]
+fn optimizer_step3_is_step2_bit_for_bit() {
+    let Some(dev) = test_device() else { return };
+    let st = state();
+    for kind in KINDS {
+        let want = run(&dev, &st, kind, Via::Multi2, 0);
+        let got = run(&dev, &st, kind, Via::Multi3, 0);
+        for (k, n) in SIZES.iter().enumerate() {
+            let what = |b: &str| format!("{kind:?} tensor {k} ({n} elements) {b}");
+            assert_bits(&what("p"), &got.p[k], &want.p[k]);
+            // state buffers: untouched by SGD without momentum, so equal to the input too
+            assert_bits(&what("s1"), &got.s1[k], &want.s1[k]);
+            assert_bits(&what("s2"), &got.s2[k], &want.s2[k]);
+        }
+        if kind == (Kind::Sgd { momentum: 0.0 }) {
+            assert_bits(
+                "SGD without momentum keeps s1",
+                &got.s1.concat(),
+                &st.s1.concat(),
+            );
+        }
+    }
+}
+
+#[test]
+fn optimizer_step3_unaligned_pointers_run_scalar() {
+    // Pointers one float past an aligned start: step 3 takes its scalar path (step 2's float4
+    // would fault), compared with the per-tensor step 1 (the same formulas).
+    let Some(dev) = test_device() else { return };
+    let st = state();
+    for kind in KINDS {
+        let want = run(&dev, &st, kind, Via::PerTensor, 1);
+        let got = run(&dev, &st, kind, Via::Multi3, 1);
+        for (k, n) in SIZES.iter().enumerate() {
+            let what = |b: &str| format!("{kind:?} tensor {k} ({n} elements) {b}");
+            assert_near(&what("p"), &got.p[k], &want.p[k], 1e-6, 1e-5);
+            assert_near(&what("s1"), &got.s1[k], &want.s1[k], 1e-6, 1e-5);
+            assert_near(&what("s2"), &got.s2[k], &want.s2[k], 1e-6, 1e-5);
+        }
+    }
+}
