@@ -1,10 +1,10 @@
 //! Ladder steps of the memory-bound kernels that promise the *same arithmetic* as the step below
 //! them, checked bit for bit through their launchers: the optimizer updates' step 3 against
-//! step 2 (and, where step 2 cannot run — pointers not 16-byte aligned — against step 1). The
-//! values themselves are checked against CPU
+//! step 2 (and, where step 2 cannot run — pointers not 16-byte aligned — against step 1), and
+//! LayerNorm backward step 4 against step 3. The values themselves are checked against CPU
 //! references in camel-core's `memory_ops` tests. GPU only: skips without a device.
 
-use camel_cuda::kernels::optim;
+use camel_cuda::kernels::{layernorm as ln, optim};
 use camel_cuda::{test_device, CudaDevice, DevPtr};
 
 /// Values in [lo, hi) from a small LCG (no RNG dependency).
@@ -204,5 +204,76 @@ fn optimizer_step3_unaligned_pointers_run_scalar() {
             assert_near(&what("s1"), &got.s1[k], &want.s1[k], 1e-6, 1e-5);
             assert_near(&what("s2"), &got.s2[k], &want.s2[k], 1e-6, 1e-5);
         }
+    }
+}
+
+/// LayerNorm backward of `[rows, cols]` by step 3 or 4: `(dx, dγ, dβ)`.
+fn ln_bwd(dev: &CudaDevice, rows: usize, cols: usize, step4: bool) -> [Vec<f32>; 3] {
+    let seed = (rows * 31 + cols) as u64;
+    let x = dev.htod(&rand_vec(rows * cols, -2.0, 2.0, seed)).unwrap();
+    let g = dev
+        .htod(&rand_vec(rows * cols, -1.0, 1.0, seed ^ 1))
+        .unwrap();
+    let gamma = dev.htod(&rand_vec(cols, 0.5, 1.5, seed ^ 2)).unwrap();
+    let beta = dev.htod(&rand_vec(cols, -1.0, 1.0, seed ^ 3)).unwrap();
+    let y = dev.alloc((rows * cols).max(1) * 4).unwrap();
+    let mean = dev.alloc(rows.max(1) * 4).unwrap();
+    let rstd = dev.alloc(rows.max(1) * 4).unwrap();
+    let dx = dev.alloc((rows * cols).max(1) * 4).unwrap();
+    let dg = dev.alloc(cols * 4).unwrap();
+    let db = dev.alloc(cols * 4).unwrap();
+    let (px, pg, pw, pb) = (x.ptr(), g.ptr(), gamma.ptr(), beta.ptr());
+    let (py, pm, pr, pd, pdg, pdb) = (
+        y.ptr(),
+        mean.ptr(),
+        rstd.ptr(),
+        dx.ptr(),
+        dg.ptr(),
+        db.ptr(),
+    );
+    ln::layernorm3_fwd_f32(dev, px, pw, pb, py, pm, pr, rows, cols, 1e-5).unwrap();
+    let f = if step4 {
+        ln::layernorm4_bwd_f32
+    } else {
+        ln::layernorm3_bwd_f32
+    };
+    f(dev, px, pw, pg, pm, pr, pd, pdg, pdb, rows, cols).unwrap();
+    [
+        dev.dtoh_vec::<f32>(&dx, rows * cols).unwrap(),
+        dev.dtoh_vec::<f32>(&dg, cols).unwrap(),
+        dev.dtoh_vec::<f32>(&db, cols).unwrap(),
+    ]
+}
+
+#[test]
+fn layernorm_backward_step4_matches_step3() {
+    // Every register shape of step 3/4 (float4 and scalar rows up to 1024 columns), 1025 (both
+    // fall back to step 2), few rows (fewer than a block's warps) and 3001 rows (every warp
+    // visits several rows, so the staged next row is used), and no rows at all.
+    let Some(dev) = test_device() else { return };
+    let cases = [
+        1usize, 4, 7, 33, 100, 128, 129, 132, 257, 384, 513, 640, 768, 1023, 1024, 1025,
+    ]
+    .map(|c| (37usize, c))
+    .into_iter()
+    .chain([
+        (3001, 768),
+        (3001, 100),
+        (3001, 33),
+        (3, 768),
+        (0, 64),
+        (1, 1),
+    ]);
+    for (rows, cols) in cases {
+        let [dx3, dg3, db3] = ln_bwd(&dev, rows, cols, false);
+        let [dx4, dg4, db4] = ln_bwd(&dev, rows, cols, true);
+        let what = |b: &str| format!("layernorm backward [{rows}, {cols}] {b}");
+        // dx: per row, the same arithmetic
+        assert_bits(&what("dx"), &dx4, &dx3);
+        // dγ, dβ: the same sums, grouped by the grid (which may differ from step 3's where
+        // shared memory, not registers, bounds the blocks a SM holds)
+        let tol = 1e-5 * (rows.max(1) as f32).sqrt();
+        assert_near(&what("dgamma"), &dg4, &dg3, tol, 1e-4);
+        assert_near(&what("dbeta"), &db4, &db3, tol, 1e-4);
     }
 }

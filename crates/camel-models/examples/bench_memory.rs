@@ -363,6 +363,21 @@ fn run() -> Result<()> {
                 c,
             )
         })?;
+        b.row("layernorm_bwd", "16384x768", 4, 12.0 * e, &mut || {
+            ln::layernorm4_bwd_f32(
+                d,
+                p(&xs),
+                p(&gm),
+                p(&gs),
+                p(&mean),
+                p(&rstd),
+                p(&dx),
+                p(&dg),
+                p(&db),
+                r,
+                c,
+            )
+        })?;
     }
 
     // ---- cross-entropy (per-row loss; the mean over rows is a separate tiny reduction)
