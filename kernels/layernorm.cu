@@ -179,7 +179,8 @@ extern "C" __global__ void layernorm_param_grad_f32(const float* __restrict__ pa
 // from the registers (the exact two-pass formula, no Welford merges), and writes y from the
 // registers. Longer rows stay on the kernel above. Measured (H200, 16384×768): 2606 → 3155 GB/s
 // (74 % of copy; PyTorch 1536).
-template <int VEC, int NV>
+// CS: streaming loads of x and stores of y (step 4 of the forward; step 3 is CS = false).
+template <int VEC, int NV, bool CS = false>
 __device__ __forceinline__ void ln3_fwd_row(const float* __restrict__ x, const float* __restrict__ gamma,
                                             const float* __restrict__ beta, float* __restrict__ y,
                                             float* __restrict__ mean, float* __restrict__ rstd, long long rows,
@@ -196,13 +197,13 @@ __device__ __forceinline__ void ln3_fwd_row(const float* __restrict__ x, const f
         const long long c = (long long)(i * 32 + lane) * VEC;
         if (c < cols) {
             if (VEC == 4) {
-                float4 q = *reinterpret_cast<const float4*>(xr + c);
+                float4 q = camel::ld4<CS>(xr + c);
                 v[4 * i] = q.x;
                 v[4 * i + 1] = q.y;
                 v[4 * i + 2] = q.z;
                 v[4 * i + 3] = q.w;
             } else {
-                v[i] = xr[c];
+                v[i] = camel::ld1<CS>(xr + c);
             }
         } else {
 #pragma unroll
@@ -232,10 +233,10 @@ __device__ __forceinline__ void ln3_fwd_row(const float* __restrict__ x, const f
             if (VEC == 4) {
                 float4 g = *reinterpret_cast<const float4*>(gamma + c), b = *reinterpret_cast<const float4*>(beta + c);
                 const float* w = v + 4 * i;
-                *reinterpret_cast<float4*>(yr + c) = make_float4((w[0] - mu) * rs * g.x + b.x, (w[1] - mu) * rs * g.y + b.y,
-                                                                 (w[2] - mu) * rs * g.z + b.z, (w[3] - mu) * rs * g.w + b.w);
+                camel::st4<CS>(yr + c, make_float4((w[0] - mu) * rs * g.x + b.x, (w[1] - mu) * rs * g.y + b.y,
+                                                   (w[2] - mu) * rs * g.z + b.z, (w[3] - mu) * rs * g.w + b.w));
             } else {
-                yr[c] = (v[i] - mu) * rs * gamma[c] + beta[c];
+                camel::st1<CS>(yr + c, (v[i] - mu) * rs * gamma[c] + beta[c]);
             }
         }
     }
@@ -245,13 +246,25 @@ __device__ __forceinline__ void ln3_fwd_row(const float* __restrict__ x, const f
     }
 }
 
-// Kernel names: layernorm3_fwd_v{VEC}_n{NV}_f32 (the launcher builds the same name).
+// Step 4 of the forward (`CAMEL_LAYERNORM=4`; not the default until measured): step 3 with the
+// cache-streaming hints on the row's load and store (ld.global.cs / st.global.cs: evict first;
+// x is read once and y written once, γ and β stay cached). Same arithmetic and shapes as step 3
+// (the same results bit for bit); an A/B experiment, as softmax's step 4.
+
+// Kernel names: layernorm3_fwd_v{VEC}_n{NV}_f32 and, step 4, layernorm4_fwd_v{VEC}_n{NV}_f32 (the
+// launchers build the same names).
 #define LAYERNORM3(VEC, NV)                                                                                \
     extern "C" __global__ void __launch_bounds__(256) layernorm3_fwd_v##VEC##_n##NV##_f32(                 \
         const float* __restrict__ x, const float* __restrict__ gamma, const float* __restrict__ beta,      \
         float* __restrict__ y, float* __restrict__ mean, float* __restrict__ rstd, long long rows,          \
         long long cols, float eps) {                                                                        \
         ln3_fwd_row<VEC, NV>(x, gamma, beta, y, mean, rstd, rows, cols, eps);                              \
+    }                                                                                                       \
+    extern "C" __global__ void __launch_bounds__(256) layernorm4_fwd_v##VEC##_n##NV##_f32(                 \
+        const float* __restrict__ x, const float* __restrict__ gamma, const float* __restrict__ beta,      \
+        float* __restrict__ y, float* __restrict__ mean, float* __restrict__ rstd, long long rows,          \
+        long long cols, float eps) {                                                                        \
+        ln3_fwd_row<VEC, NV, true>(x, gamma, beta, y, mean, rstd, rows, cols, eps);                        \
     }
 LAYERNORM3(4, 1)
 LAYERNORM3(4, 2)

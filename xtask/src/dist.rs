@@ -68,7 +68,7 @@ for t in "$here"/tests/memory_ops-*; do
   # step 2 stays tested
   one "$(basename "$t") [softmax, layernorm, cross-entropy, reduce, optim step 2]" env CAMEL_SOFTMAX=2 \
     CAMEL_LAYERNORM=2 CAMEL_CROSS_ENTROPY=2 CAMEL_REDUCE=2 CAMEL_OPTIM=2 "$t" --test-threads=4 "$@"
-  # step 4 (LayerNorm backward), not the default: every family at 4 (the others run their 3)
+  # step 4 (LayerNorm, softmax forward), not the default: every family at 4 (the others run 3)
   one "$(basename "$t") [step 4]" env CAMEL_ELEMENTWISE=4 CAMEL_REDUCE=4 CAMEL_SOFTMAX=4 \
     CAMEL_CROSS_ENTROPY=4 CAMEL_EMBEDDING=4 CAMEL_OPTIM=4 CAMEL_LAYERNORM=4 "$t" --test-threads=4 "$@"
 done

@@ -1,8 +1,9 @@
 //! Ladder steps of the memory-bound kernels that promise the *same arithmetic* as the step below
 //! them, checked bit for bit through their launchers: the optimizer updates' step 3 against
-//! step 2 (and, where step 2 cannot run — pointers not 16-byte aligned — against step 1), and
-//! LayerNorm backward step 4 against step 3. The values themselves are checked against CPU
-//! references in camel-core's `memory_ops` tests. GPU only: skips without a device.
+//! step 2 (and, where step 2 cannot run — pointers not 16-byte aligned — against step 1),
+//! LayerNorm backward step 4 against step 3, and the forwards' step 4 (softmax, LayerNorm: cache
+//! hints only) against step 3. The values themselves are checked against CPU references in
+//! camel-core's `memory_ops` tests. GPU only: skips without a device.
 
 use camel_cuda::kernels::{layernorm as ln, optim};
 use camel_cuda::{test_device, CudaDevice, DevPtr};
@@ -275,5 +276,84 @@ fn layernorm_backward_step4_matches_step3() {
         let tol = 1e-5 * (rows.max(1) as f32).sqrt();
         assert_near(&what("dgamma"), &dg4, &dg3, tol, 1e-4);
         assert_near(&what("dbeta"), &db4, &db3, tol, 1e-4);
+    }
+}
+
+#[test]
+fn forward_step4_is_step3_bit_for_bit() {
+    // Softmax / log-softmax and LayerNorm forward step 4 add cache hints only: every shape
+    // family (groups of 1 … 32 lanes, warp rows, block rows, past the registers), float4 and
+    // scalar.
+    use camel_cuda::kernels::softmax;
+    let Some(dev) = test_device() else { return };
+    for (rows, cols) in [
+        (37usize, 1usize),
+        (37, 7),
+        (37, 65),
+        (37, 100),
+        (37, 768),
+        (37, 1000),
+        (37, 1024),
+        (9, 4097),
+        (5, 16384),
+        (3, 16385),
+    ] {
+        let x = dev
+            .htod(&rand_vec(rows * cols, -4.0, 4.0, (rows * cols) as u64))
+            .unwrap();
+        let y3 = dev.alloc(rows * cols * 4).unwrap();
+        let y4 = dev.alloc(rows * cols * 4).unwrap();
+        for log in [false, true] {
+            softmax::softmax3_f32(&dev, x.ptr(), y3.ptr(), rows, cols, log).unwrap();
+            softmax::softmax4_f32(&dev, x.ptr(), y4.ptr(), rows, cols, log).unwrap();
+            assert_bits(
+                &format!("softmax [{rows}, {cols}] log {log}"),
+                &dev.dtoh_vec::<f32>(&y4, rows * cols).unwrap(),
+                &dev.dtoh_vec::<f32>(&y3, rows * cols).unwrap(),
+            );
+        }
+        let gamma = dev.htod(&rand_vec(cols, 0.5, 1.5, 5)).unwrap();
+        let beta = dev.htod(&rand_vec(cols, -1.0, 1.0, 6)).unwrap();
+        let stats: Vec<_> = (0..4).map(|_| dev.alloc(rows * 4).unwrap()).collect();
+        let (pw, pb) = (gamma.ptr(), beta.ptr());
+        ln::layernorm3_fwd_f32(
+            &dev,
+            x.ptr(),
+            pw,
+            pb,
+            y3.ptr(),
+            stats[0].ptr(),
+            stats[1].ptr(),
+            rows,
+            cols,
+            1e-5,
+        )
+        .unwrap();
+        ln::layernorm4_fwd_f32(
+            &dev,
+            x.ptr(),
+            pw,
+            pb,
+            y4.ptr(),
+            stats[2].ptr(),
+            stats[3].ptr(),
+            rows,
+            cols,
+            1e-5,
+        )
+        .unwrap();
+        let what = format!("layernorm [{rows}, {cols}]");
+        assert_bits(
+            &what,
+            &dev.dtoh_vec::<f32>(&y4, rows * cols).unwrap(),
+            &dev.dtoh_vec::<f32>(&y3, rows * cols).unwrap(),
+        );
+        for k in 0..2 {
+            assert_bits(
+                &format!("{what} stats {k}"),
+                &dev.dtoh_vec::<f32>(&stats[2 + k], rows).unwrap(),
+                &dev.dtoh_vec::<f32>(&stats[k], rows).unwrap(),
+            );
+        }
     }
 }

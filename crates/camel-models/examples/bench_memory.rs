@@ -270,6 +270,9 @@ fn run() -> Result<()> {
         b.row("softmax", &size, 3, 8.0 * e, &mut || {
             softmax::softmax3_f32(d, px, py, r, c, false)
         })?;
+        b.row("softmax", &size, 4, 8.0 * e, &mut || {
+            softmax::softmax4_f32(d, px, py, r, c, false)
+        })?;
         b.row("softmax_bwd", &size, 1, 12.0 * e, &mut || {
             softmax::softmax_bwd_f32(d, py, pg, pd, r, c, false)
         })?;
@@ -284,6 +287,10 @@ fn run() -> Result<()> {
         })?;
         b.row("log_softmax", &size, 3, 8.0 * e, &mut || {
             softmax::softmax3_f32(d, px, py, r, c, true)
+        })?;
+        // the same values as step 3's
+        b.row("log_softmax", &size, 4, 8.0 * e, &mut || {
+            softmax::softmax4_f32(d, px, py, r, c, true)
         })?;
         // y now holds log-softmax values
         b.row("log_softmax_bwd", &size, 2, 12.0 * e, &mut || {
@@ -321,6 +328,20 @@ fn run() -> Result<()> {
         })?;
         b.row("layernorm", "16384x768", 3, 8.0 * e, &mut || {
             ln::layernorm3_fwd_f32(
+                d,
+                p(&xs),
+                p(&gm),
+                p(&bt),
+                p(&ys),
+                p(&mean),
+                p(&rstd),
+                r,
+                c,
+                1e-5,
+            )
+        })?;
+        b.row("layernorm", "16384x768", 4, 8.0 * e, &mut || {
+            ln::layernorm4_fwd_f32(
                 d,
                 p(&xs),
                 p(&gm),

@@ -391,9 +391,8 @@ pub fn softmax_last(x: &CudaStorage, rows: usize, cols: usize, log: bool) -> Res
     match mem_step(MemFamily::Softmax) {
         Step::One => k::softmax::softmax_last_f32(&x.dev, x.ptr(), out.ptr(), rows, cols, log)?,
         Step::Two => k::softmax::softmax2_f32(&x.dev, x.ptr(), out.ptr(), rows, cols, log)?,
-        Step::Three | Step::Four => {
-            k::softmax::softmax3_f32(&x.dev, x.ptr(), out.ptr(), rows, cols, log)?
-        }
+        Step::Three => k::softmax::softmax3_f32(&x.dev, x.ptr(), out.ptr(), rows, cols, log)?,
+        Step::Four => k::softmax::softmax4_f32(&x.dev, x.ptr(), out.ptr(), rows, cols, log)?,
     }
     Ok(out)
 }
@@ -594,7 +593,8 @@ pub fn update(
 /// The families of memory-bound kernels whose ladder step is selectable, each by an environment
 /// variable read once (`1` … `4`; unset means the family's default, [`MemFamily::default_step`],
 /// step 3 for all). A family without the step asked for runs its highest step below it:
-/// elementwise and embedding have no step 3, and only LayerNorm (backward) has a step 4.
+/// elementwise and embedding have no step 3; only LayerNorm and the softmax forward have a
+/// step 4 (A/B experiments, not defaults).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MemFamily {
     /// `CAMEL_ELEMENTWISE`: unary and same-shape binary ops (add, mul, relu, scale, GELU ...).
@@ -602,7 +602,8 @@ pub enum MemFamily {
     /// `CAMEL_REDUCE`: sum and max (3: many rows along the last dim with 4 loads in flight per
     /// thread; the rest as step 2).
     Reduce,
-    /// `CAMEL_SOFTMAX`: softmax and log-softmax, forward and backward.
+    /// `CAMEL_SOFTMAX`: softmax and log-softmax, forward and backward (4: the forward of 3 with
+    /// cache-streaming loads and stores, the backward of 3).
     Softmax,
     /// `CAMEL_CROSS_ENTROPY`: fused log-softmax + cross-entropy (3: short rows in registers,
     /// long rows with aligned float4 after a scalar prologue; the backward elementwise).
@@ -615,7 +616,7 @@ pub enum MemFamily {
     /// `CAMEL_LAYERNORM`: LayerNorm forward and backward (1 and 2: the warp-per-row kernels,
     /// Welford forward; 3: the row in registers, and in the backward dγ/dβ in registers too;
     /// 4: the backward of 3 with each warp's next row staged in shared memory by cp.async while
-    /// it works on the current one, the forward of 3).
+    /// it works on the current one, the forward of 3 with cache-streaming loads and stores).
     LayerNorm,
 }
 
@@ -632,7 +633,7 @@ impl MemFamily {
     ];
 
     /// The step used when the family's environment variable is unset (or not a step number).
-    /// Step 4 (LayerNorm backward) stays opt-in until it measures faster than step 3.
+    /// Step 4 (LayerNorm, softmax forward) stays opt-in until it measures faster than step 3.
     pub fn default_step(&self) -> Step {
         Step::BEST
     }
@@ -765,7 +766,8 @@ pub fn layer_norm_fwd(
     let rstd = like(x, rows, DType::F32)?;
     let f = match mem_step(MemFamily::LayerNorm) {
         Step::One | Step::Two => k::layernorm::layernorm_fwd_f32,
-        Step::Three | Step::Four => k::layernorm::layernorm3_fwd_f32,
+        Step::Three => k::layernorm::layernorm3_fwd_f32,
+        Step::Four => k::layernorm::layernorm4_fwd_f32,
     };
     f(
         &x.dev,

@@ -1,7 +1,8 @@
 //! Launchers for `kernels/layernorm.cu`: LayerNorm over the last dim, a warp per row.
-//! Steps: forward 2 (`layernorm_fwd_f32`) and 3 (`layernorm3_fwd_f32`), backward 2
-//! (`layernorm_bwd_f32`), 3 (`layernorm3_bwd_f32`) and 4 (`layernorm4_bwd_f32`: step 3 with
-//! the next row in flight); the backend's steps 1 and 2 share step 2.
+//! Steps: forward 2 (`layernorm_fwd_f32`), 3 (`layernorm3_fwd_f32`) and 4
+//! (`layernorm4_fwd_f32`: streaming hints), backward 2 (`layernorm_bwd_f32`), 3
+//! (`layernorm3_bwd_f32`) and 4 (`layernorm4_bwd_f32`: step 3 with the next row in flight); the
+//! backend's steps 1 and 2 share step 2.
 
 use super::rows::{aligned16, ROW_THREADS};
 use super::rows_grid;
@@ -90,6 +91,53 @@ pub fn layernorm3_fwd_f32(
     cols: usize,
     eps: f32,
 ) -> Result<()> {
+    layernorm_regs_fwd(
+        dev,
+        "layernorm3_fwd",
+        [x, gamma, beta, y, mean, rstd],
+        rows,
+        cols,
+        eps,
+    )
+}
+
+/// Step 4 of the forward (`CAMEL_LAYERNORM=4`, an A/B experiment): [`layernorm3_fwd_f32`] with
+/// cache-streaming (evict-first) loads of `x` and stores of `y` (`layernorm4_fwd_*`); the same
+/// arithmetic, shapes and fallback.
+#[allow(clippy::too_many_arguments)]
+pub fn layernorm4_fwd_f32(
+    dev: &CudaDevice,
+    x: DevPtr,
+    gamma: DevPtr,
+    beta: DevPtr,
+    y: DevPtr,
+    mean: DevPtr,
+    rstd: DevPtr,
+    rows: usize,
+    cols: usize,
+    eps: f32,
+) -> Result<()> {
+    layernorm_regs_fwd(
+        dev,
+        "layernorm4_fwd",
+        [x, gamma, beta, y, mean, rstd],
+        rows,
+        cols,
+        eps,
+    )
+}
+
+/// The forward kernels that hold a row in registers, `{prefix}_v{VEC}_n{NV}_f32`; `p` is
+/// `[x, γ, β, y, mean, rstd]`.
+fn layernorm_regs_fwd(
+    dev: &CudaDevice,
+    prefix: &str,
+    p: [DevPtr; 6],
+    rows: usize,
+    cols: usize,
+    eps: f32,
+) -> Result<()> {
+    let [x, gamma, beta, y, mean, rstd] = p;
     if rows == 0 || cols == 0 {
         return Ok(());
     }
@@ -97,7 +145,7 @@ pub fn layernorm3_fwd_f32(
     let Some((vw, nv)) = layernorm3_shape(cols, vec) else {
         return layernorm_fwd_f32(dev, x, gamma, beta, y, mean, rstd, rows, cols, eps);
     };
-    let name = super::rows::KernelName::new(format_args!("layernorm3_fwd_v{vw}_n{nv}_f32"));
+    let name = super::rows::KernelName::new(format_args!("{prefix}_v{vw}_n{nv}_f32"));
     let name = name.as_str();
     let k = dev.function(MODULE, name)?;
     let per_block = (ROW_THREADS / 32) as usize;
@@ -105,7 +153,8 @@ pub fn layernorm3_fwd_f32(
         rows_grid(name, rows.div_ceil(per_block))?,
         Dim3::x(ROW_THREADS),
     );
-    // SAFETY: matches `layernorm3_fwd_*(const float* ×3, float* ×3, long long, long long, float)`.
+    // SAFETY: matches `layernorm3_fwd_*` / `layernorm4_fwd_*(const float* ×3, float* ×3, long
+    // long, long long, float)`.
     unsafe {
         dev.launch(
             &k,
@@ -381,6 +430,7 @@ mod tests {
     #[test]
     fn layernorm3_shapes_are_instantiated() {
         let src = include_str!("../../../../kernels/layernorm.cu");
+        assert!(src.contains("layernorm4_fwd_v##VEC##_n##NV##_f32("));
         for cols in 1..=1100 {
             for vec in [false, true] {
                 if vec && cols % 4 != 0 {
@@ -389,6 +439,7 @@ mod tests {
                 match super::layernorm3_shape(cols, vec) {
                     Some((vw, nv)) => {
                         assert!(32 * vw * nv >= cols, "cols {cols}");
+                        // one LAYERNORM3 line instantiates the forward of steps 3 and 4
                         assert!(
                             src.contains(&format!("LAYERNORM3({vw}, {nv})")),
                             "cols {cols}"

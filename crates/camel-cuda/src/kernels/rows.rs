@@ -58,9 +58,10 @@ pub enum Step {
     /// (softmax, LayerNorm, cross-entropy; optimizers: all of a thread's loads before its
     /// stores; a family without a step 3 runs its step 2).
     Three,
-    /// 4: step 3 with the next row in flight while the current one is reduced (LayerNorm
-    /// backward: the next row staged in shared memory by cp.async). Not the default until it
-    /// measures faster; a family without a step 4 runs its step 3 (or 2).
+    /// 4: A/B experiments over step 3 (LayerNorm backward: the next row staged in shared memory
+    /// by cp.async while the current one is reduced; LayerNorm and softmax forward: cache-
+    /// streaming loads and stores). Not the default until it measures faster; a family without
+    /// a step 4 runs its step 3 (or 2).
     Four,
 }
 
