@@ -179,7 +179,8 @@ extern "C" __global__ void layernorm_param_grad_f32(const float* __restrict__ pa
 // from the registers (the exact two-pass formula, no Welford merges), and writes y from the
 // registers. Longer rows stay on the kernel above. Measured (H200, 16384×768): 2606 → 3155 GB/s
 // (74 % of copy; PyTorch 1536).
-template <int VEC, int NV>
+// CS: streaming loads of x and stores of y (step 4 of the forward; step 3 is CS = false).
+template <int VEC, int NV, bool CS = false>
 __device__ __forceinline__ void ln3_fwd_row(const float* __restrict__ x, const float* __restrict__ gamma,
                                             const float* __restrict__ beta, float* __restrict__ y,
                                             float* __restrict__ mean, float* __restrict__ rstd, long long rows,
@@ -196,13 +197,13 @@ __device__ __forceinline__ void ln3_fwd_row(const float* __restrict__ x, const f
         const long long c = (long long)(i * 32 + lane) * VEC;
         if (c < cols) {
             if (VEC == 4) {
-                float4 q = *reinterpret_cast<const float4*>(xr + c);
+                float4 q = camel::ld4<CS>(xr + c);
                 v[4 * i] = q.x;
                 v[4 * i + 1] = q.y;
                 v[4 * i + 2] = q.z;
                 v[4 * i + 3] = q.w;
             } else {
-                v[i] = xr[c];
+                v[i] = camel::ld1<CS>(xr + c);
             }
         } else {
 #pragma unroll
@@ -232,10 +233,10 @@ __device__ __forceinline__ void ln3_fwd_row(const float* __restrict__ x, const f
             if (VEC == 4) {
                 float4 g = *reinterpret_cast<const float4*>(gamma + c), b = *reinterpret_cast<const float4*>(beta + c);
                 const float* w = v + 4 * i;
-                *reinterpret_cast<float4*>(yr + c) = make_float4((w[0] - mu) * rs * g.x + b.x, (w[1] - mu) * rs * g.y + b.y,
-                                                                 (w[2] - mu) * rs * g.z + b.z, (w[3] - mu) * rs * g.w + b.w);
+                camel::st4<CS>(yr + c, make_float4((w[0] - mu) * rs * g.x + b.x, (w[1] - mu) * rs * g.y + b.y,
+                                                   (w[2] - mu) * rs * g.z + b.z, (w[3] - mu) * rs * g.w + b.w));
             } else {
-                yr[c] = (v[i] - mu) * rs * gamma[c] + beta[c];
+                camel::st1<CS>(yr + c, (v[i] - mu) * rs * gamma[c] + beta[c]);
             }
         }
     }
@@ -245,13 +246,25 @@ __device__ __forceinline__ void ln3_fwd_row(const float* __restrict__ x, const f
     }
 }
 
-// Kernel names: layernorm3_fwd_v{VEC}_n{NV}_f32 (the launcher builds the same name).
+// Step 4 of the forward (`CAMEL_LAYERNORM=4`; not the default until measured): step 3 with the
+// cache-streaming hints on the row's load and store (ld.global.cs / st.global.cs: evict first;
+// x is read once and y written once, γ and β stay cached). Same arithmetic and shapes as step 3
+// (the same results bit for bit); an A/B experiment, as softmax's step 4.
+
+// Kernel names: layernorm3_fwd_v{VEC}_n{NV}_f32 and, step 4, layernorm4_fwd_v{VEC}_n{NV}_f32 (the
+// launchers build the same names).
 #define LAYERNORM3(VEC, NV)                                                                                \
     extern "C" __global__ void __launch_bounds__(256) layernorm3_fwd_v##VEC##_n##NV##_f32(                 \
         const float* __restrict__ x, const float* __restrict__ gamma, const float* __restrict__ beta,      \
         float* __restrict__ y, float* __restrict__ mean, float* __restrict__ rstd, long long rows,          \
         long long cols, float eps) {                                                                        \
         ln3_fwd_row<VEC, NV>(x, gamma, beta, y, mean, rstd, rows, cols, eps);                              \
+    }                                                                                                       \
+    extern "C" __global__ void __launch_bounds__(256) layernorm4_fwd_v##VEC##_n##NV##_f32(                 \
+        const float* __restrict__ x, const float* __restrict__ gamma, const float* __restrict__ beta,      \
+        float* __restrict__ y, float* __restrict__ mean, float* __restrict__ rstd, long long rows,          \
+        long long cols, float eps) {                                                                        \
+        ln3_fwd_row<VEC, NV, true>(x, gamma, beta, y, mean, rstd, rows, cols, eps);                        \
     }
 LAYERNORM3(4, 1)
 LAYERNORM3(4, 2)
@@ -289,6 +302,90 @@ LAYERNORM3(1, 32)
 // Longer rows stay on the kernel above.
 // Measured (H100, copy 2988 GB/s, bench_memory, layernorm_bwd 16384×768): step 2 1450 GB/s (49 %)
 // → step 3 2219 GB/s (74 % of copy, 83 % of a same-size copy), 2.27× PyTorch.
+// One row of the step-3/4 backward from the registers: xv = x, gv = g of this lane's columns
+// (zeros past cols) in, dx written; adds the row's g·x̂ and g into this lane's dγ/dβ sums.
+template <int VEC, int NV>
+__device__ __forceinline__ void ln3_bwd_row(float (&xv)[NV * VEC], float (&gv)[NV * VEC], float (&ag)[NV * VEC],
+                                            float (&ab)[NV * VEC], const float* __restrict__ gamma,
+                                            float* __restrict__ dr, float mu, float rs, float inv_cols,
+                                            long long cols, int lane) {
+    // x → x̂, g → ĝ = g·γ in place; dγ, dβ need g and x̂ only, so they accumulate here
+    float s1 = 0.0f, s2 = 0.0f;  // Σ ĝ, Σ ĝ·x̂ over this lane's columns
+#pragma unroll
+    for (int i = 0; i < NV; ++i) {
+        const long long c = (long long)(i * 32 + lane) * VEC;
+        if (c < cols) {
+            float wv[VEC];
+            if (VEC == 4) {
+                float4 q = *reinterpret_cast<const float4*>(gamma + c);  // L1/L2: γ is small
+                wv[0] = q.x, wv[1 % VEC] = q.y, wv[2 % VEC] = q.z, wv[3 % VEC] = q.w;
+            } else {
+                wv[0] = gamma[c];
+            }
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) {
+                const int j = VEC * i + k;
+                const float xh = (xv[j] - mu) * rs;
+                ag[j] += gv[j] * xh;
+                ab[j] += gv[j];
+                const float h = gv[j] * wv[k];
+                xv[j] = xh;
+                gv[j] = h;
+                s1 += h;
+                s2 += h * xh;
+            }
+        }
+    }
+    s1 = camel::warp_sum(s1) * inv_cols;
+    s2 = camel::warp_sum(s2) * inv_cols;
+#pragma unroll
+    for (int i = 0; i < NV; ++i) {
+        const long long c = (long long)(i * 32 + lane) * VEC;
+        if (c < cols) {
+            float o[VEC];
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) o[k] = rs * (gv[VEC * i + k] - s1 - xv[VEC * i + k] * s2);
+            if (VEC == 4) {
+                *reinterpret_cast<float4*>(dr + c) = make_float4(o[0], o[1 % VEC], o[2 % VEC], o[3 % VEC]);
+            } else {
+                dr[c] = o[0];
+            }
+        }
+    }
+}
+
+// The block's partial row of the step-3/4 backward: its warps' registers added in warp order
+// (deterministic) in `red` (shared, ≥ 2·CAP floats, free: the caller synchronized the block
+// after its last use), then written to partial[0, blockIdx.x, :] (dγ) and [1, blockIdx.x, :].
+// Each lane writes only its own columns, so a warp's turn needs no atomics.
+template <int VEC, int NV>
+__device__ __forceinline__ void ln3_bwd_block_partial(const float (&ag)[NV * VEC], const float (&ab)[NV * VEC],
+                                                      float* red, float* __restrict__ partial, long long cols) {
+    constexpr int CAP = 32 * NV * VEC;
+    const int lane = threadIdx.x % 32, w = threadIdx.x / 32, W = blockDim.x / 32;
+    for (int turn = 0; turn < W; ++turn) {
+        if (w == turn) {
+#pragma unroll
+            for (int i = 0; i < NV; ++i) {
+                const int c = (i * 32 + lane) * VEC;
+                if (c < cols) {
+#pragma unroll
+                    for (int k = 0; k < VEC; ++k) {
+                        const int j = VEC * i + k;
+                        red[c + k] = turn == 0 ? ag[j] : red[c + k] + ag[j];
+                        red[CAP + c + k] = turn == 0 ? ab[j] : red[CAP + c + k] + ab[j];
+                    }
+                }
+            }
+        }
+        __syncthreads();
+    }
+    for (long long c = threadIdx.x; c < cols; c += blockDim.x) {
+        partial[(long long)blockIdx.x * cols + c] = red[c];                      // dγ
+        partial[((long long)gridDim.x + blockIdx.x) * cols + c] = red[CAP + c];  // dβ
+    }
+}
+
 template <int VEC, int NV>
 __device__ __forceinline__ void ln3_bwd(const float* __restrict__ x, const float* __restrict__ gamma,
                                         const float* __restrict__ g, const float* __restrict__ mean,
@@ -305,7 +402,6 @@ __device__ __forceinline__ void ln3_bwd(const float* __restrict__ x, const float
     for (long long r = (long long)blockIdx.x * W + w; r < rows; r += (long long)gridDim.x * W) {
         const float* xr = x + r * cols;
         const float* gr = g + r * cols;
-        float* dr = dx + r * cols;
         const float mu = mean[r], rs = rstd[r];
         float xv[PER_LANE], gv[PER_LANE];
         // element j·VEC + k of a lane is column (j·32 + lane)·VEC + k: each load instruction of the
@@ -328,73 +424,9 @@ __device__ __forceinline__ void ln3_bwd(const float* __restrict__ x, const float
                 for (int k = 0; k < VEC; ++k) xv[VEC * i + k] = gv[VEC * i + k] = 0.0f;
             }
         }
-        // x → x̂, g → ĝ = g·γ in place; dγ, dβ need g and x̂ only, so they accumulate here
-        float s1 = 0.0f, s2 = 0.0f;  // Σ ĝ, Σ ĝ·x̂ over this lane's columns
-#pragma unroll
-        for (int i = 0; i < NV; ++i) {
-            const long long c = (long long)(i * 32 + lane) * VEC;
-            if (c < cols) {
-                float wv[VEC];
-                if (VEC == 4) {
-                    float4 q = *reinterpret_cast<const float4*>(gamma + c);  // L1/L2: γ is small
-                    wv[0] = q.x, wv[1 % VEC] = q.y, wv[2 % VEC] = q.z, wv[3 % VEC] = q.w;
-                } else {
-                    wv[0] = gamma[c];
-                }
-#pragma unroll
-                for (int k = 0; k < VEC; ++k) {
-                    const int j = VEC * i + k;
-                    const float xh = (xv[j] - mu) * rs;
-                    ag[j] += gv[j] * xh;
-                    ab[j] += gv[j];
-                    const float h = gv[j] * wv[k];
-                    xv[j] = xh;
-                    gv[j] = h;
-                    s1 += h;
-                    s2 += h * xh;
-                }
-            }
-        }
-        s1 = camel::warp_sum(s1) * inv_cols;
-        s2 = camel::warp_sum(s2) * inv_cols;
-#pragma unroll
-        for (int i = 0; i < NV; ++i) {
-            const long long c = (long long)(i * 32 + lane) * VEC;
-            if (c < cols) {
-                float o[VEC];
-#pragma unroll
-                for (int k = 0; k < VEC; ++k) o[k] = rs * (gv[VEC * i + k] - s1 - xv[VEC * i + k] * s2);
-                if (VEC == 4) {
-                    *reinterpret_cast<float4*>(dr + c) = make_float4(o[0], o[1 % VEC], o[2 % VEC], o[3 % VEC]);
-                } else {
-                    dr[c] = o[0];
-                }
-            }
-        }
+        ln3_bwd_row<VEC, NV>(xv, gv, ag, ab, gamma, dx + r * cols, mu, rs, inv_cols, cols, lane);
     }
-    // The block's partial row: its warps' registers added in warp order (deterministic). Each
-    // lane writes only its own columns, so a warp's turn needs no atomics.
-    for (int turn = 0; turn < W; ++turn) {
-        if (w == turn) {
-#pragma unroll
-            for (int i = 0; i < NV; ++i) {
-                const int c = (i * 32 + lane) * VEC;
-                if (c < cols) {
-#pragma unroll
-                    for (int k = 0; k < VEC; ++k) {
-                        const int j = VEC * i + k;
-                        red[c + k] = turn == 0 ? ag[j] : red[c + k] + ag[j];
-                        red[CAP + c + k] = turn == 0 ? ab[j] : red[CAP + c + k] + ab[j];
-                    }
-                }
-            }
-        }
-        __syncthreads();
-    }
-    for (long long c = threadIdx.x; c < cols; c += blockDim.x) {
-        partial[(long long)blockIdx.x * cols + c] = red[c];                      // dγ
-        partial[((long long)gridDim.x + blockIdx.x) * cols + c] = red[CAP + c];  // dβ
-    }
+    ln3_bwd_block_partial<VEC, NV>(ag, ab, red, partial, cols);
 }
 
 // Kernel names: layernorm3_bwd_v{VEC}_n{NV}_f32 (the launcher builds the same name). Blocks of
@@ -421,6 +453,118 @@ LAYERNORM3_BWD(1, 8)
 LAYERNORM3_BWD(1, 16)
 LAYERNORM3_BWD(1, 24)
 LAYERNORM3_BWD(1, 32)
+
+// ---------------------------------------------------------------------------------------------
+// Step 4 of the backward (`CAMEL_LAYERNORM=4`; not the default until measured): step 3 with the
+// *next* row already in flight while a warp works on the current one. In step 3 a warp loads
+// its row (12 independent float4 loads per lane at 768 columns), then waits the whole memory
+// latency, reduces (two warp sums), writes dx, and only then issues the next row's loads: with
+// 128 registers a thread (ag/ab 48 of them) an SM holds 16 warps, so at most 16 rows (96 KB at
+// 768 columns) are in flight, and none while a warp reduces and stores. Here each warp stages
+// rows in shared memory with cp.async (sm_80+; copies in flight hold no registers): before
+// working on row r it issues the copies of its next row r + stride into the other of its two
+// stages, then waits only for row r's copies (cp.async.wait_group 1), reads its own columns back
+// into the same registers as step 3 and runs step 3's arithmetic (ln3_bwd_row: the same results
+// bit for bit). So a warp always has one row in flight, also while it reduces and stores, and
+// the wait per row shrinks by the reduce/store time. Each lane reads back only what its own
+// copies wrote, so no barrier is needed in the loop. Dynamic shared memory: W warps × 2 stages ×
+// (x, g) × CAP floats (96 KiB for 8 warps at 768 columns: 2 blocks per SM on the H100, as the
+// registers allow); after the loop the block reuses it for step 3's partial row of dγ/dβ, and
+// `layernorm3_param_grad_f32` sums the partials as in step 3.
+// Bytes as step 3 (x, g read once, dx written once; the staging is on chip).
+template <int VEC, int NV>
+__device__ __forceinline__ void ln4_bwd(const float* __restrict__ x, const float* __restrict__ gamma,
+                                        const float* __restrict__ g, const float* __restrict__ mean,
+                                        const float* __restrict__ rstd, float* __restrict__ dx,
+                                        float* __restrict__ partial, long long rows, long long cols) {
+    constexpr int PER_LANE = NV * VEC;
+    constexpr int CAP = 32 * PER_LANE;
+    extern __shared__ __align__(16) float ln4_stage[];  // [W][2 stages][x, g][CAP]
+    const int lane = threadIdx.x % 32, w = threadIdx.x / 32, W = blockDim.x / 32;
+    float* const mine = ln4_stage + (long long)w * 4 * CAP;  // this warp's two stages
+    float ag[PER_LANE], ab[PER_LANE];
+#pragma unroll
+    for (int j = 0; j < PER_LANE; ++j) ag[j] = ab[j] = 0.0f;
+    const float inv_cols = 1.0f / (float)cols;
+    // Queue the copies of row `r` into stage `s` (this lane's columns only).
+    auto stage_row = [&](long long r, int s) {
+        const float* xr = x + r * cols;
+        const float* gr = g + r * cols;
+        float* xs = mine + s * 2 * CAP;
+        float* gs = xs + CAP;
+#pragma unroll
+        for (int i = 0; i < NV; ++i) {
+            const int c = (i * 32 + lane) * VEC;
+            if (c < cols) {
+                if (VEC == 4) {
+                    camel::cp_async16(xs + c, xr + c);
+                    camel::cp_async16(gs + c, gr + c);
+                } else {
+                    camel::cp_async4(xs + c, xr + c);
+                    camel::cp_async4(gs + c, gr + c);
+                }
+            }
+        }
+    };
+    const long long stride = (long long)gridDim.x * W;
+    long long r = (long long)blockIdx.x * W + w;
+    if (r < rows) stage_row(r, 0);
+    camel::cp_async_commit();
+    for (int s = 0; r < rows; r += stride, s ^= 1) {
+        if (r + stride < rows) stage_row(r + stride, s ^ 1);
+        camel::cp_async_commit();  // one group per iteration (maybe empty): wait<1> is row r's
+        const float mu = mean[r], rs = rstd[r];
+        camel::cp_async_wait<1>();
+        const float* xs = mine + s * 2 * CAP;
+        const float* gs = xs + CAP;
+        float xv[PER_LANE], gv[PER_LANE];
+#pragma unroll
+        for (int i = 0; i < NV; ++i) {
+            const int c = (i * 32 + lane) * VEC;
+            if (c < cols) {
+                if (VEC == 4) {
+                    float4 a = *reinterpret_cast<const float4*>(xs + c);
+                    float4 b = *reinterpret_cast<const float4*>(gs + c);
+                    xv[4 * i] = a.x, xv[4 * i + 1] = a.y, xv[4 * i + 2] = a.z, xv[4 * i + 3] = a.w;
+                    gv[4 * i] = b.x, gv[4 * i + 1] = b.y, gv[4 * i + 2] = b.z, gv[4 * i + 3] = b.w;
+                } else {
+                    xv[i] = xs[c];
+                    gv[i] = gs[c];
+                }
+            } else {
+#pragma unroll
+                for (int k = 0; k < VEC; ++k) xv[VEC * i + k] = gv[VEC * i + k] = 0.0f;
+            }
+        }
+        ln3_bwd_row<VEC, NV>(xv, gv, ag, ab, gamma, dx + r * cols, mu, rs, inv_cols, cols, lane);
+    }
+    camel::cp_async_wait<0>();  // nothing is left in flight (the last groups are empty); for form
+    __syncthreads();            // every warp is done with its stages: reuse them for the partials
+    ln3_bwd_block_partial<VEC, NV>(ag, ab, ln4_stage, partial, cols);
+}
+
+// Kernel names: layernorm4_bwd_v{VEC}_n{NV}_f32, the shapes and register bounds of step 3.
+#define LAYERNORM4_BWD(VEC, NV)                                                                            \
+    extern "C" __global__ void __launch_bounds__(256, ((VEC) == 4 ? (NV) <= 6 : (NV) <= 16) ? 2 : 1)       \
+        layernorm4_bwd_v##VEC##_n##NV##_f32(const float* __restrict__ x, const float* __restrict__ gamma,   \
+                                            const float* __restrict__ g, const float* __restrict__ mean,   \
+                                            const float* __restrict__ rstd, float* __restrict__ dx,        \
+                                            float* __restrict__ partial, long long rows, long long cols) { \
+        ln4_bwd<VEC, NV>(x, gamma, g, mean, rstd, dx, partial, rows, cols);                                \
+    }
+LAYERNORM4_BWD(4, 1)
+LAYERNORM4_BWD(4, 2)
+LAYERNORM4_BWD(4, 3)
+LAYERNORM4_BWD(4, 4)
+LAYERNORM4_BWD(4, 6)
+LAYERNORM4_BWD(4, 8)
+LAYERNORM4_BWD(1, 1)
+LAYERNORM4_BWD(1, 2)
+LAYERNORM4_BWD(1, 4)
+LAYERNORM4_BWD(1, 8)
+LAYERNORM4_BWD(1, 16)
+LAYERNORM4_BWD(1, 24)
+LAYERNORM4_BWD(1, 32)
 
 // dγ[c] = Σ_b partial[0, b, c], dβ[c] = Σ_b partial[1, b, c] for step 3. Blocks of 32 × 16
 // threads: threadIdx.x picks one of 32 consecutive entries of the [2·cols] output (coalesced

@@ -176,4 +176,50 @@ __device__ __forceinline__ float g_reduce(int op, float v, float* scratch) {
     return v;
 }
 
+// ---- loads and stores, plain or streaming -----------------------------------------------------
+// CS = false: plain accesses (the step-3 kernels). CS = true: the cache-streaming hints
+// ld.global.cs / st.global.cs (evict first), for data read or written exactly once (the step-4
+// forwards: the input row and the output row).
+template <bool CS>
+__device__ __forceinline__ float4 ld4(const float* p) {
+    return CS ? __ldcs(reinterpret_cast<const float4*>(p)) : *reinterpret_cast<const float4*>(p);
+}
+template <bool CS>
+__device__ __forceinline__ float ld1(const float* p) {
+    return CS ? __ldcs(p) : *p;
+}
+template <bool CS>
+__device__ __forceinline__ void st4(float* p, float4 v) {
+    if (CS) __stcs(reinterpret_cast<float4*>(p), v);
+    else *reinterpret_cast<float4*>(p) = v;
+}
+template <bool CS>
+__device__ __forceinline__ void st1(float* p, float v) {
+    if (CS) __stcs(p, v);
+    else *p = v;
+}
+
+// ---- cp.async (sm_80+): global → shared copies that hold no registers while in flight --------
+// The step-4 row kernels stage the *next* row in shared memory while they work on the current
+// one. A thread reads back only the shared memory its own copies wrote, after
+// cp_async_wait<N>() (all but the newest N of its groups complete): no barrier is needed.
+
+// 16 bytes, cached in L2 only (.cg); both addresses 16-byte aligned.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(__cvta_generic_to_global(gmem))
+                 : "memory");
+}
+// 4 bytes (.ca: the only cache mode for sizes below 16).
+__device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(__cvta_generic_to_global(gmem))
+                 : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
 }  // namespace camel

@@ -171,7 +171,8 @@ extern "C" __global__ void softmax_bwd_f32(const float* __restrict__ y, const fl
 
 // camel::g_reduce<G> (rows.cuh): the sum or max over a group of G threads.
 
-template <int G, int VEC, int NV>
+// CS: streaming loads of x and stores of y (step 4 of the forward; step 3 is CS = false).
+template <int G, int VEC, int NV, bool CS = false>
 __device__ __forceinline__ void softmax3_row(const float* __restrict__ x, float* __restrict__ y, long long rows,
                                              long long cols, int log_out) {
     __shared__ float scratch[32];
@@ -191,13 +192,13 @@ __device__ __forceinline__ void softmax3_row(const float* __restrict__ x, float*
         const long long c = (long long)(i * G + lane) * VEC;
         if (live && c < cols) {
             if (VEC == 4) {
-                float4 q = *reinterpret_cast<const float4*>(xr + c);
+                float4 q = camel::ld4<CS>(xr + c);
                 v[4 * i] = q.x;
                 v[4 * i + 1] = q.y;
                 v[4 * i + 2] = q.z;
                 v[4 * i + 3] = q.w;
             } else {
-                v[i] = xr[c];
+                v[i] = camel::ld1<CS>(xr + c);
             }
         } else {
 #pragma unroll
@@ -228,9 +229,9 @@ __device__ __forceinline__ void softmax3_row(const float* __restrict__ x, float*
 #pragma unroll
             for (int k = 0; k < VEC; ++k) o[k] = log_out ? (v[VEC * i + k] - mref) - lse : v[VEC * i + k] * inv;
             if (VEC == 4) {
-                *reinterpret_cast<float4*>(yr + c) = make_float4(o[0], o[1 % VEC], o[2 % VEC], o[3 % VEC]);
+                camel::st4<CS>(yr + c, make_float4(o[0], o[1 % VEC], o[2 % VEC], o[3 % VEC]));
             } else {
-                yr[c] = o[0];
+                camel::st1<CS>(yr + c, o[0]);
             }
         }
     }
@@ -307,14 +308,28 @@ __device__ __forceinline__ void softmax3_bwd_row(const float* __restrict__ y, co
     }
 }
 
-// Kernel names: softmax3_g{G}_v{VEC}_n{NV}_f32 (forward) and softmax3_bwd_g{G}_v{VEC}_n{NV}_f32
-// (backward); the launchers build the same names. One SOFTMAX3 line instantiates both, so every
-// shape the forward can pick exists for the backward too.
+// Step 4 of the forward (`CAMEL_SOFTMAX=4`; not the default until measured): step 3 with the
+// cache-streaming hints on the row's load and store (ld.global.cs / st.global.cs: evict first).
+// Each element of x is read once and each of y written once, so neither needs to stay in L2;
+// marking them evict-first leaves L2 to the lines still being filled and drained, which may
+// smooth the DRAM stream at sizes that exceed L2 (64 MB at 16384×1024 against the H100's
+// 50 MB). Same arithmetic and shapes as step 3 (the same results bit for bit). An A/B
+// experiment: if it does not measure faster, it is not worth a step.
+
+// Kernel names: softmax3_g{G}_v{VEC}_n{NV}_f32 (forward), softmax3_bwd_g{G}_v{VEC}_n{NV}_f32
+// (backward) and softmax4_g{G}_v{VEC}_n{NV}_f32 (forward, step 4); the launchers build the same
+// names. One SOFTMAX3 line instantiates all three, so every shape the forward can pick exists
+// for the backward and step 4 too.
 #define SOFTMAX3(G, VEC, NV)                                                                              \
     extern "C" __global__ void __launch_bounds__(G <= 32 ? 256 : G)                                       \
         softmax3_g##G##_v##VEC##_n##NV##_f32(const float* __restrict__ x, float* __restrict__ y,           \
                                               long long rows, long long cols, int log_out) {              \
         softmax3_row<G, VEC, NV>(x, y, rows, cols, log_out);                                              \
+    }                                                                                                     \
+    extern "C" __global__ void __launch_bounds__(G <= 32 ? 256 : G)                                       \
+        softmax4_g##G##_v##VEC##_n##NV##_f32(const float* __restrict__ x, float* __restrict__ y,           \
+                                              long long rows, long long cols, int log_out) {              \
+        softmax3_row<G, VEC, NV, true>(x, y, rows, cols, log_out);                                        \
     }                                                                                                     \
     extern "C" __global__ void __launch_bounds__(G <= 32 ? 256 : G)                                       \
         softmax3_bwd_g##G##_v##VEC##_n##NV##_f32(const float* __restrict__ y, const float* __restrict__ g,  \

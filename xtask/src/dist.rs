@@ -64,9 +64,13 @@ for t in "$here"/tests/*; do one "$(basename "$t")" "$t" --test-threads=4 "$@"; 
 for t in "$here"/tests/memory_ops-*; do
   one "$(basename "$t") [step 1]" env CAMEL_ELEMENTWISE=1 CAMEL_REDUCE=1 CAMEL_SOFTMAX=1 \
     CAMEL_CROSS_ENTROPY=1 CAMEL_EMBEDDING=1 CAMEL_OPTIM=1 "$t" --test-threads=4 "$@"
-  # softmax, LayerNorm, cross-entropy and reduce have a step 3 (the default): step 2 stays tested
-  one "$(basename "$t") [softmax, layernorm, cross-entropy, reduce step 2]" env CAMEL_SOFTMAX=2 \
-    CAMEL_LAYERNORM=2 CAMEL_CROSS_ENTROPY=2 CAMEL_REDUCE=2 "$t" --test-threads=4 "$@"
+  # softmax, LayerNorm, cross-entropy, reduce and the optimizers have a step 3 (the default):
+  # step 2 stays tested
+  one "$(basename "$t") [softmax, layernorm, cross-entropy, reduce, optim step 2]" env CAMEL_SOFTMAX=2 \
+    CAMEL_LAYERNORM=2 CAMEL_CROSS_ENTROPY=2 CAMEL_REDUCE=2 CAMEL_OPTIM=2 "$t" --test-threads=4 "$@"
+  # step 4 (LayerNorm, softmax forward), not the default: every family at 4 (the others run 3)
+  one "$(basename "$t") [step 4]" env CAMEL_ELEMENTWISE=4 CAMEL_REDUCE=4 CAMEL_SOFTMAX=4 \
+    CAMEL_CROSS_ENTROPY=4 CAMEL_EMBEDDING=4 CAMEL_OPTIM=4 CAMEL_LAYERNORM=4 "$t" --test-threads=4 "$@"
 done
 [ -n "$bad_bins" ] && echo "failing binaries:$bad_bins"
 echo "gpu-tests: $pass passed, $fail failed"
@@ -105,7 +109,8 @@ for t in "$here"/tests/*; do
     *) run memcheck "$t" ;;
   esac
 done
-for t in "$here"/tests/reduce-* "$here"/tests/softmax_loss-* "$here"/tests/matmul-* "$here"/tests/cuda-* "$here"/tests/memory_ops-*; do
+for t in "$here"/tests/reduce-* "$here"/tests/softmax_loss-* "$here"/tests/matmul-* "$here"/tests/cuda-* "$here"/tests/memory_ops-* \
+         "$here"/tests/memory_steps-*; do
   run racecheck "$t"; run synccheck "$t"
 done
 for t in "$here"/tests/sgemm-*; do run racecheck "$t" ladder_small; run racecheck "$t" every_tuned; done

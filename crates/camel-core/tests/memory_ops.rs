@@ -7,8 +7,9 @@
 //! repeated indices, ±1e4 logits, and the multi-tensor optimizer step.
 //!
 //! The GPU run script also runs this binary with every `CAMEL_<FAMILY>=1`, so step 1 of each
-//! ladder passes the same checks, and with `CAMEL_SOFTMAX=2 CAMEL_LAYERNORM=2` (the defaults
-//! are step 3: softmax and LayerNorm, forward and backward).
+//! ladder passes the same checks, with every family that has a step 3 at step 2 (the default
+//! is step 3: softmax, LayerNorm, cross-entropy, reduce, optimizers), and with
+//! `CAMEL_LAYERNORM=4` (LayerNorm backward step 4, not the default).
 
 mod common;
 use camel_core::{Tensor, UpdateRule};
@@ -683,7 +684,9 @@ fn embedding_backward_with_repeated_indices() {
 
 #[test]
 fn multi_tensor_update_matches_one_by_one() {
-    let sizes = [1usize, 7, 4097, 5000];
+    // one table of several tensors: single elements, a float4 tail, exactly one chunk of the
+    // multi-tensor kernels (4096), a chunk and one, three chunks and a partial one
+    let sizes = [1usize, 7, 4096, 4097, 5000, 4096 * 3 + 5];
     let rules = |t: i32| {
         [
             UpdateRule::Sgd {

@@ -334,6 +334,10 @@ impl CudaDevice {
                 CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
                 "max shared memory per block (opt-in)",
             )?,
+            max_shared_per_sm: attr(
+                CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
+                "max shared memory per multiprocessor",
+            )?,
         };
         let mut total_memory = 0usize;
         check(

@@ -171,6 +171,9 @@ pub struct DeviceLimits {
     pub max_shared_per_block: u32,
     /// Shared memory a block can opt into (camel opts in automatically when a launch needs it).
     pub max_shared_per_block_optin: u32,
+    /// Shared memory of one SM, shared by its resident blocks (228 KiB on the H100; the driver
+    /// also reserves 1 KiB a block).
+    pub max_shared_per_sm: u32,
 }
 
 /// A kernel's own limits, from the driver's function attributes.
@@ -269,6 +272,7 @@ mod tests {
             max_grid: Dim3::xyz(i32::MAX as u32, 65_535, 65_535),
             max_shared_per_block: 48 * 1024,
             max_shared_per_block_optin: 163 * 1024,
+            max_shared_per_sm: 164 * 1024,
         }
     }
 

@@ -270,6 +270,9 @@ fn run() -> Result<()> {
         b.row("softmax", &size, 3, 8.0 * e, &mut || {
             softmax::softmax3_f32(d, px, py, r, c, false)
         })?;
+        b.row("softmax", &size, 4, 8.0 * e, &mut || {
+            softmax::softmax4_f32(d, px, py, r, c, false)
+        })?;
         b.row("softmax_bwd", &size, 1, 12.0 * e, &mut || {
             softmax::softmax_bwd_f32(d, py, pg, pd, r, c, false)
         })?;
@@ -284,6 +287,10 @@ fn run() -> Result<()> {
         })?;
         b.row("log_softmax", &size, 3, 8.0 * e, &mut || {
             softmax::softmax3_f32(d, px, py, r, c, true)
+        })?;
+        // the same values as step 3's
+        b.row("log_softmax", &size, 4, 8.0 * e, &mut || {
+            softmax::softmax4_f32(d, px, py, r, c, true)
         })?;
         // y now holds log-softmax values
         b.row("log_softmax_bwd", &size, 2, 12.0 * e, &mut || {
@@ -333,6 +340,20 @@ fn run() -> Result<()> {
                 1e-5,
             )
         })?;
+        b.row("layernorm", "16384x768", 4, 8.0 * e, &mut || {
+            ln::layernorm4_fwd_f32(
+                d,
+                p(&xs),
+                p(&gm),
+                p(&bt),
+                p(&ys),
+                p(&mean),
+                p(&rstd),
+                r,
+                c,
+                1e-5,
+            )
+        })?;
         b.row("layernorm_bwd", "16384x768", 2, 12.0 * e, &mut || {
             ln::layernorm_bwd_f32(
                 d,
@@ -350,6 +371,21 @@ fn run() -> Result<()> {
         })?;
         b.row("layernorm_bwd", "16384x768", 3, 12.0 * e, &mut || {
             ln::layernorm3_bwd_f32(
+                d,
+                p(&xs),
+                p(&gm),
+                p(&gs),
+                p(&mean),
+                p(&rstd),
+                p(&dx),
+                p(&dg),
+                p(&db),
+                r,
+                c,
+            )
+        })?;
+        b.row("layernorm_bwd", "16384x768", 4, 12.0 * e, &mut || {
+            ln::layernorm4_bwd_f32(
                 d,
                 p(&xs),
                 p(&gm),
@@ -477,6 +513,9 @@ fn run() -> Result<()> {
         b.row("adam", "10M", 2, 28.0 * tf, &mut || {
             optim::adam_multi_f32(d, &ts, 1e-4, 0.9, 0.999, 1e-8, 0.01, true)
         })?;
+        b.row("adam", "10M", 3, 28.0 * tf, &mut || {
+            optim::adam_multi3_f32(d, &ts, 1e-4, 0.9, 0.999, 1e-8, 0.01, true)
+        })?;
         b.row("sgd_momentum", "10M", 1, 20.0 * tf, &mut || {
             for t in &ts {
                 optim::sgd_f32(d, t.p, t.g, t.s1, t.n, 1e-4, 0.9, 0.0)?;
@@ -485,6 +524,16 @@ fn run() -> Result<()> {
         })?;
         b.row("sgd_momentum", "10M", 2, 20.0 * tf, &mut || {
             optim::sgd_multi_f32(d, &ts, 1e-4, 0.9, 0.0)
+        })?;
+        b.row("sgd_momentum", "10M", 3, 20.0 * tf, &mut || {
+            optim::sgd_multi3_f32(d, &ts, 1e-4, 0.9, 0.0)
+        })?;
+        // plain SGD (momentum 0: no buffer read or written): p and g read, p written
+        b.row("sgd", "10M", 2, 12.0 * tf, &mut || {
+            optim::sgd_multi_f32(d, &ts, 1e-4, 0.0, 0.0)
+        })?;
+        b.row("sgd", "10M", 3, 12.0 * tf, &mut || {
+            optim::sgd_multi3_f32(d, &ts, 1e-4, 0.0, 0.0)
         })?;
     }
     d.synchronize()?;

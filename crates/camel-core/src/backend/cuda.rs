@@ -231,7 +231,7 @@ pub fn unary(x: &CudaStorage, op: UnaryOp) -> Result<CudaStorage> {
     let (code, s) = op.code();
     match mem_step(MemFamily::Elementwise) {
         Step::One => k::elementwise::unary_f32(&x.dev, x.ptr(), out.ptr(), x.len, code, s)?,
-        Step::Two | Step::Three => {
+        Step::Two | Step::Three | Step::Four => {
             k::elementwise::unary_vec4_f32(&x.dev, x.ptr(), out.ptr(), x.len, code, s)?
         }
     }
@@ -254,7 +254,7 @@ pub fn binary(
     if a_shape == b_shape {
         let (dev, code) = (&a.dev, op.code());
         match mem_step(MemFamily::Elementwise) {
-            Step::Two | Step::Three => {
+            Step::Two | Step::Three | Step::Four => {
                 k::elementwise::binary_vec4_f32(dev, a.ptr(), b.ptr(), out.ptr(), n, code)?
             }
             Step::One if op == BinaryOp::GeluBwd => {
@@ -300,7 +300,9 @@ pub fn reduce(
     match mem_step(MemFamily::Reduce) {
         Step::One => k::reduce::reduce_f32(dev, x.ptr(), out.ptr(), outer, dim, inner, code)?,
         Step::Two => k::reduce::reduce2_f32(dev, x.ptr(), out.ptr(), outer, dim, inner, code)?,
-        Step::Three => k::reduce::reduce3_f32(dev, x.ptr(), out.ptr(), outer, dim, inner, code)?,
+        Step::Three | Step::Four => {
+            k::reduce::reduce3_f32(dev, x.ptr(), out.ptr(), outer, dim, inner, code)?
+        }
     }
     Ok(out)
 }
@@ -390,6 +392,7 @@ pub fn softmax_last(x: &CudaStorage, rows: usize, cols: usize, log: bool) -> Res
         Step::One => k::softmax::softmax_last_f32(&x.dev, x.ptr(), out.ptr(), rows, cols, log)?,
         Step::Two => k::softmax::softmax2_f32(&x.dev, x.ptr(), out.ptr(), rows, cols, log)?,
         Step::Three => k::softmax::softmax3_f32(&x.dev, x.ptr(), out.ptr(), rows, cols, log)?,
+        Step::Four => k::softmax::softmax4_f32(&x.dev, x.ptr(), out.ptr(), rows, cols, log)?,
     }
     Ok(out)
 }
@@ -484,7 +487,7 @@ pub fn index_select_rows(
     let err = err_slot(&table.dev)?;
     let select = match mem_step(MemFamily::Embedding) {
         Step::One => k::embedding::index_select_rows_f32,
-        Step::Two | Step::Three => k::embedding::index_select_rows_warp_f32,
+        Step::Two | Step::Three | Step::Four => k::embedding::index_select_rows_warp_f32,
     };
     select(
         &table.dev,
@@ -512,7 +515,7 @@ pub fn index_add_rows(
     let err = err_slot(&g.dev)?;
     let add = match mem_step(MemFamily::Embedding) {
         Step::One => k::embedding::index_add_rows_f32,
-        Step::Two | Step::Three => k::embedding::index_add_rows_warp_f32,
+        Step::Two | Step::Three | Step::Four => k::embedding::index_add_rows_warp_f32,
     };
     add(&g.dev, g.ptr(), idx.ptr(), out.ptr(), idx.len, v, d, err)?;
     Ok(out)
@@ -588,8 +591,10 @@ pub fn update(
 // ------------------------------------------------------------------ memory-bound ladders (issue 4)
 
 /// The families of memory-bound kernels whose ladder step is selectable, each by an environment
-/// variable read once (`1`, `2` or `3`; unset means the best step, 3; a family without a step
-/// 3 — elementwise, embedding, optimizers — runs its step 2 for `3`).
+/// variable read once (`1` … `4`; unset means the family's default, [`MemFamily::default_step`],
+/// step 3 for all). A family without the step asked for runs its highest step below it:
+/// elementwise and embedding have no step 3; only LayerNorm and the softmax forward have a
+/// step 4 (A/B experiments, not defaults).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MemFamily {
     /// `CAMEL_ELEMENTWISE`: unary and same-shape binary ops (add, mul, relu, scale, GELU ...).
@@ -597,17 +602,21 @@ pub enum MemFamily {
     /// `CAMEL_REDUCE`: sum and max (3: many rows along the last dim with 4 loads in flight per
     /// thread; the rest as step 2).
     Reduce,
-    /// `CAMEL_SOFTMAX`: softmax and log-softmax, forward and backward.
+    /// `CAMEL_SOFTMAX`: softmax and log-softmax, forward and backward (4: the forward of 3 with
+    /// cache-streaming loads and stores, the backward of 3).
     Softmax,
     /// `CAMEL_CROSS_ENTROPY`: fused log-softmax + cross-entropy (3: short rows in registers,
     /// long rows with aligned float4 after a scalar prologue; the backward elementwise).
     CrossEntropy,
     /// `CAMEL_EMBEDDING`: gather and scatter-add.
     Embedding,
-    /// `CAMEL_OPTIM`: optimizer updates (step 1 one launch per tensor, step 2 one for all).
+    /// `CAMEL_OPTIM`: optimizer updates (step 1 one launch per tensor, step 2 one for all,
+    /// step 3 one for all with each thread's loads of its chunk issued before any store).
     Optim,
     /// `CAMEL_LAYERNORM`: LayerNorm forward and backward (1 and 2: the warp-per-row kernels,
-    /// Welford forward; 3: the row in registers, and in the backward dγ/dβ in registers too).
+    /// Welford forward; 3: the row in registers, and in the backward dγ/dβ in registers too;
+    /// 4: the backward of 3 with each warp's next row staged in shared memory by cp.async while
+    /// it works on the current one, the forward of 3 with cache-streaming loads and stores).
     LayerNorm,
 }
 
@@ -622,6 +631,12 @@ impl MemFamily {
         MemFamily::Optim,
         MemFamily::LayerNorm,
     ];
+
+    /// The step used when the family's environment variable is unset (or not a step number).
+    /// Step 4 (LayerNorm, softmax forward) stays opt-in until it measures faster than step 3.
+    pub fn default_step(&self) -> Step {
+        Step::BEST
+    }
 
     /// The environment variable selecting this family's step.
     pub fn env_var(&self) -> &'static str {
@@ -641,7 +656,8 @@ impl MemFamily {
 pub fn mem_step(family: MemFamily) -> Step {
     static STEPS: OnceLock<[Step; 7]> = OnceLock::new();
     STEPS.get_or_init(|| {
-        MemFamily::ALL.map(|f| Step::parse(std::env::var(f.env_var()).ok().as_deref()))
+        MemFamily::ALL
+            .map(|f| Step::parse_or(std::env::var(f.env_var()).ok().as_deref(), f.default_step()))
     })[family as usize]
 }
 
@@ -659,7 +675,7 @@ pub fn softmax_last_bwd(
     let f = match mem_step(MemFamily::Softmax) {
         Step::One => k::softmax::softmax_bwd_f32,
         Step::Two => k::softmax::softmax_bwd2_f32,
-        Step::Three => k::softmax::softmax3_bwd_f32,
+        Step::Three | Step::Four => k::softmax::softmax3_bwd_f32,
     };
     f(&y.dev, y.ptr(), g.ptr(), out.ptr(), rows, cols, log)?;
     Ok(out)
@@ -682,7 +698,7 @@ pub fn cross_entropy_fwd_stats(
     let stats = like(x, 2 * rows, DType::F32)?;
     let err = err_slot(&x.dev)?;
     let f = match mem_step(MemFamily::CrossEntropy) {
-        Step::Three => k::loss::cross_entropy_fwd3_f32,
+        Step::Three | Step::Four => k::loss::cross_entropy_fwd3_f32,
         Step::One | Step::Two => k::loss::cross_entropy_fwd2_f32,
     };
     f(
@@ -716,7 +732,7 @@ pub fn cross_entropy_bwd_stats(
     let err = err_slot(&x.dev)?;
     // the stats are the same (max, Σ exp) in steps 2 and 3
     let f = match mem_step(MemFamily::CrossEntropy) {
-        Step::Three => k::loss::cross_entropy_bwd3_f32,
+        Step::Three | Step::Four => k::loss::cross_entropy_bwd3_f32,
         Step::One | Step::Two => k::loss::cross_entropy_bwd2_f32,
     };
     f(
@@ -751,6 +767,7 @@ pub fn layer_norm_fwd(
     let f = match mem_step(MemFamily::LayerNorm) {
         Step::One | Step::Two => k::layernorm::layernorm_fwd_f32,
         Step::Three => k::layernorm::layernorm3_fwd_f32,
+        Step::Four => k::layernorm::layernorm4_fwd_f32,
     };
     f(
         &x.dev,
@@ -785,6 +802,7 @@ pub fn layer_norm_bwd(
     let f = match mem_step(MemFamily::LayerNorm) {
         Step::One | Step::Two => k::layernorm::layernorm_bwd_f32,
         Step::Three => k::layernorm::layernorm3_bwd_f32,
+        Step::Four => k::layernorm::layernorm4_bwd_f32,
     };
     f(
         &x.dev,
@@ -802,9 +820,10 @@ pub fn layer_norm_bwd(
     Ok((dx, dgamma, dbeta))
 }
 
-/// Optimizer updates of many parameters. With step 2, and when every rule is of one kind with
-/// the same hyper-parameters (Adam's bias corrections may differ per tensor), one launch for
-/// all of them; otherwise one [`update`] per tensor.
+/// Optimizer updates of many parameters. With step 2 or 3, and when every rule is of one kind
+/// with the same hyper-parameters (Adam's bias corrections may differ per tensor), one launch
+/// for all of them (step 3: all of a thread's loads issued before its stores); otherwise one
+/// [`update`] per tensor.
 pub fn update_multi(
     ps: &[&CudaStorage],
     gs: &[&CudaStorage],
@@ -856,12 +875,20 @@ pub fn update_multi(
             bc2,
         });
     }
+    let step3 = mem_step(MemFamily::Optim) != Step::Two;
     match *first {
         UpdateRule::Sgd {
             lr,
             momentum,
             weight_decay,
-        } => k::optim::sgd_multi_f32(dev, &ts, lr, momentum, weight_decay)?,
+        } => {
+            let f = if step3 {
+                k::optim::sgd_multi3_f32
+            } else {
+                k::optim::sgd_multi_f32
+            };
+            f(dev, &ts, lr, momentum, weight_decay)?
+        }
         UpdateRule::Adam {
             lr,
             beta1,
@@ -870,7 +897,14 @@ pub fn update_multi(
             weight_decay,
             decoupled,
             ..
-        } => k::optim::adam_multi_f32(dev, &ts, lr, beta1, beta2, eps, weight_decay, decoupled)?,
+        } => {
+            let f = if step3 {
+                k::optim::adam_multi3_f32
+            } else {
+                k::optim::adam_multi_f32
+            };
+            f(dev, &ts, lr, beta1, beta2, eps, weight_decay, decoupled)?
+        }
     }
     Ok(())
 }

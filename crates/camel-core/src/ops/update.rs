@@ -10,7 +10,8 @@ impl Tensor {
     /// One optimizer update of every parameter in `params` in place: `grads[i]` is the gradient
     /// of `params[i]`, `states[i]` its state buffers (`[momentum]` for SGD with momentum,
     /// `[m, v]` for Adam, else none) and `rules[i]` its rule. All on one device. On a GPU this
-    /// is one kernel launch for all of them (the `CAMEL_OPTIM=2` step; `1` launches per tensor).
+    /// is one kernel launch for all of them (the `CAMEL_OPTIM=2` and `3` steps, 3 the default;
+    /// `1` launches per tensor).
     /// Not recorded by autograd.
     pub fn apply_updates(
         params: &[Tensor],

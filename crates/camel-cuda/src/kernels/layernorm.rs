@@ -1,6 +1,8 @@
 //! Launchers for `kernels/layernorm.cu`: LayerNorm over the last dim, a warp per row.
-//! Steps: forward 2 (`layernorm_fwd_f32`) and 3 (`layernorm3_fwd_f32`), backward 2
-//! (`layernorm_bwd_f32`) and 3 (`layernorm3_bwd_f32`); the backend's steps 1 and 2 share step 2.
+//! Steps: forward 2 (`layernorm_fwd_f32`), 3 (`layernorm3_fwd_f32`) and 4
+//! (`layernorm4_fwd_f32`: streaming hints), backward 2 (`layernorm_bwd_f32`), 3
+//! (`layernorm3_bwd_f32`) and 4 (`layernorm4_bwd_f32`: step 3 with the next row in flight); the
+//! backend's steps 1 and 2 share step 2.
 
 use super::rows::{aligned16, ROW_THREADS};
 use super::rows_grid;
@@ -89,6 +91,53 @@ pub fn layernorm3_fwd_f32(
     cols: usize,
     eps: f32,
 ) -> Result<()> {
+    layernorm_regs_fwd(
+        dev,
+        "layernorm3_fwd",
+        [x, gamma, beta, y, mean, rstd],
+        rows,
+        cols,
+        eps,
+    )
+}
+
+/// Step 4 of the forward (`CAMEL_LAYERNORM=4`, an A/B experiment): [`layernorm3_fwd_f32`] with
+/// cache-streaming (evict-first) loads of `x` and stores of `y` (`layernorm4_fwd_*`); the same
+/// arithmetic, shapes and fallback.
+#[allow(clippy::too_many_arguments)]
+pub fn layernorm4_fwd_f32(
+    dev: &CudaDevice,
+    x: DevPtr,
+    gamma: DevPtr,
+    beta: DevPtr,
+    y: DevPtr,
+    mean: DevPtr,
+    rstd: DevPtr,
+    rows: usize,
+    cols: usize,
+    eps: f32,
+) -> Result<()> {
+    layernorm_regs_fwd(
+        dev,
+        "layernorm4_fwd",
+        [x, gamma, beta, y, mean, rstd],
+        rows,
+        cols,
+        eps,
+    )
+}
+
+/// The forward kernels that hold a row in registers, `{prefix}_v{VEC}_n{NV}_f32`; `p` is
+/// `[x, γ, β, y, mean, rstd]`.
+fn layernorm_regs_fwd(
+    dev: &CudaDevice,
+    prefix: &str,
+    p: [DevPtr; 6],
+    rows: usize,
+    cols: usize,
+    eps: f32,
+) -> Result<()> {
+    let [x, gamma, beta, y, mean, rstd] = p;
     if rows == 0 || cols == 0 {
         return Ok(());
     }
@@ -96,7 +145,7 @@ pub fn layernorm3_fwd_f32(
     let Some((vw, nv)) = layernorm3_shape(cols, vec) else {
         return layernorm_fwd_f32(dev, x, gamma, beta, y, mean, rstd, rows, cols, eps);
     };
-    let name = super::rows::KernelName::new(format_args!("layernorm3_fwd_v{vw}_n{nv}_f32"));
+    let name = super::rows::KernelName::new(format_args!("{prefix}_v{vw}_n{nv}_f32"));
     let name = name.as_str();
     let k = dev.function(MODULE, name)?;
     let per_block = (ROW_THREADS / 32) as usize;
@@ -104,7 +153,8 @@ pub fn layernorm3_fwd_f32(
         rows_grid(name, rows.div_ceil(per_block))?,
         Dim3::x(ROW_THREADS),
     );
-    // SAFETY: matches `layernorm3_fwd_*(const float* ×3, float* ×3, long long, long long, float)`.
+    // SAFETY: matches `layernorm3_fwd_*` / `layernorm4_fwd_*(const float* ×3, float* ×3, long
+    // long, long long, float)`.
     unsafe {
         dev.launch(
             &k,
@@ -265,6 +315,19 @@ pub fn layernorm3_bwd_f32(
             ],
         )?;
     }
+    layernorm3_param_grad(dev, partial.ptr(), dgamma, dbeta, blocks, cols)
+}
+
+/// The column sum of `blocks` partial rows of dγ and dβ (`partial`: `[2, blocks, cols]`) into
+/// `dgamma` and `dbeta`, in a fixed order (`layernorm3_param_grad_f32`; steps 3 and 4).
+fn layernorm3_param_grad(
+    dev: &CudaDevice,
+    partial: DevPtr,
+    dgamma: DevPtr,
+    dbeta: DevPtr,
+    blocks: usize,
+    cols: usize,
+) -> Result<()> {
     let name = "layernorm3_param_grad_f32";
     let k = dev.function(MODULE, name)?;
     let cfg = LaunchConfig::new(
@@ -277,15 +340,88 @@ pub fn layernorm3_bwd_f32(
         dev.launch(
             &k,
             cfg,
-            &[
-                &partial.ptr(),
-                &dgamma,
-                &dbeta,
-                &(blocks as i64),
-                &(cols as i64),
-            ],
+            &[&partial, &dgamma, &dbeta, &(blocks as i64), &(cols as i64)],
         )
     }
+}
+
+/// Step 4 of [`layernorm_bwd_f32`] (same arguments and outputs; `CAMEL_LAYERNORM=4`): step 3
+/// with each warp's *next* row copied into shared memory (cp.async, two stages a warp) while
+/// the warp works on the current one, so a row is always in flight. Step 3's arithmetic: dx is
+/// the same bit for bit, and dγ/dβ too when the grid has step 3's size (it does at 768
+/// columns on the H100). Rows longer than 1024 columns run [`layernorm_bwd_f32`]; a device
+/// whose blocks cannot hold one warp's stages runs [`layernorm3_bwd_f32`].
+#[allow(clippy::too_many_arguments)]
+pub fn layernorm4_bwd_f32(
+    dev: &CudaDevice,
+    x: DevPtr,
+    gamma: DevPtr,
+    g: DevPtr,
+    mean: DevPtr,
+    rstd: DevPtr,
+    dx: DevPtr,
+    dgamma: DevPtr,
+    dbeta: DevPtr,
+    rows: usize,
+    cols: usize,
+) -> Result<()> {
+    if cols == 0 {
+        return Ok(());
+    }
+    let vec = cols % 4 == 0 && aligned16(&[x, gamma, g, dx]);
+    let Some((vw, nv)) = layernorm3_shape(cols, vec) else {
+        return layernorm_bwd_f32(dev, x, gamma, g, mean, rstd, dx, dgamma, dbeta, rows, cols);
+    };
+    // Each warp stages two rows of x and g: 2 × 2 × cap floats. Blocks of 8 warps, fewer where
+    // the device's blocks cannot hold that much shared memory.
+    let lim = dev.limits();
+    let per_warp = 16 * 32 * vw * nv;
+    let mut warps = (ROW_THREADS / 32) as usize;
+    while warps > 1 && warps * per_warp > lim.max_shared_per_block_optin as usize {
+        warps /= 2;
+    }
+    let smem = warps * per_warp;
+    if smem > lim.max_shared_per_block_optin as usize {
+        return layernorm3_bwd_f32(dev, x, gamma, g, mean, rstd, dx, dgamma, dbeta, rows, cols);
+    }
+    let name = super::rows::KernelName::new(format_args!("layernorm4_bwd_v{vw}_n{nv}_f32"));
+    let name = name.as_str();
+    let k = dev.function(MODULE, name)?;
+    // As step 3, a grid-stride loop over rows with as many blocks as fit on the GPU at once:
+    // by registers (64 Ki a SM from sm_80 to sm_90) and by shared memory (the driver reserves
+    // 1 KiB a block), at most 32 warps a SM.
+    let threads = 32 * warps;
+    let regs = (k.limits().num_regs.max(1) as usize).div_ceil(8) * 8;
+    let by_regs = 65536 / (regs * threads);
+    let by_smem = lim.max_shared_per_sm as usize / (smem + 1024);
+    let per_sm = by_regs.min(by_smem).clamp(1, 32 / warps);
+    let sms = lim.sm_count.max(1) as usize;
+    let blocks = rows.div_ceil(warps).clamp(1, per_sm * sms);
+    let partial = dev.alloc(2 * blocks * cols * 4)?;
+    let cfg = LaunchConfig::new(Dim3::x(blocks as u32), Dim3::x(threads as u32))
+        .with_shared_mem(smem as u32);
+    // SAFETY: matches `layernorm4_bwd_*(const float* ×5, float*, float*, long long, long long)`;
+    // `partial` holds 2 × blocks × cols floats, the grid has `blocks` blocks, and the dynamic
+    // shared memory holds every warp's two stages of x and g (≥ the 2·cap floats of the
+    // block's partial row).
+    unsafe {
+        dev.launch(
+            &k,
+            cfg,
+            &[
+                &x,
+                &gamma,
+                &g,
+                &mean,
+                &rstd,
+                &dx,
+                &partial.ptr(),
+                &(rows as i64),
+                &(cols as i64),
+            ],
+        )?;
+    }
+    layernorm3_param_grad(dev, partial.ptr(), dgamma, dbeta, blocks, cols)
 }
 
 #[cfg(test)]
@@ -294,6 +430,7 @@ mod tests {
     #[test]
     fn layernorm3_shapes_are_instantiated() {
         let src = include_str!("../../../../kernels/layernorm.cu");
+        assert!(src.contains("layernorm4_fwd_v##VEC##_n##NV##_f32("));
         for cols in 1..=1100 {
             for vec in [false, true] {
                 if vec && cols % 4 != 0 {
@@ -302,6 +439,7 @@ mod tests {
                 match super::layernorm3_shape(cols, vec) {
                     Some((vw, nv)) => {
                         assert!(32 * vw * nv >= cols, "cols {cols}");
+                        // one LAYERNORM3 line instantiates the forward of steps 3 and 4
                         assert!(
                             src.contains(&format!("LAYERNORM3({vw}, {nv})")),
                             "cols {cols}"
@@ -309,6 +447,10 @@ mod tests {
                         assert!(
                             src.contains(&format!("LAYERNORM3_BWD({vw}, {nv})")),
                             "cols {cols} (backward)"
+                        );
+                        assert!(
+                            src.contains(&format!("LAYERNORM4_BWD({vw}, {nv})")),
+                            "cols {cols} (backward, step 4)"
                         );
                     }
                     None => assert!(cols > 1024, "cols {cols}"),

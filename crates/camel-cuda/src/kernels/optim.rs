@@ -199,3 +199,76 @@ pub fn sgd_multi_f32(
     // SAFETY: matches `sgd_multi_f32(const MultiTensor*, int, float, float, float)`.
     unsafe { dev.launch(&k, cfg, &[&table.ptr(), &count, &lr, &momentum, &wd]) }
 }
+
+// ------------------------------------------------------------------ step 3 (memory-bound issue)
+
+/// Step 3 of [`adam_multi_f32`] (same table, arguments and arithmetic, so the same results bit
+/// for bit): each thread loads all 16 float4 of its chunk (4 each of p, g, m, v) before any
+/// arithmetic or store. The tensors' buffers must not overlap one another.
+#[allow(clippy::too_many_arguments)]
+pub fn adam_multi3_f32(
+    dev: &CudaDevice,
+    ts: &[MultiTensor],
+    lr: f32,
+    beta1: f32,
+    beta2: f32,
+    eps: f32,
+    wd: f32,
+    decoupled: bool,
+) -> Result<()> {
+    let name = "adam_multi3_f32";
+    let Some((table, count, cfg)) = multi_table(dev, name, ts)? else {
+        return Ok(());
+    };
+    let k = dev.function(MODULE, name)?;
+    let dec = decoupled as i32;
+    // SAFETY: matches `adam_multi3_f32(const MultiTensor*, int, float ×5, int)`; blocks of 256
+    // threads as the kernel assumes (`MT3_THREADS`); the table lists buffers of n floats each.
+    unsafe {
+        dev.launch(
+            &k,
+            cfg,
+            &[&table.ptr(), &count, &lr, &beta1, &beta2, &eps, &wd, &dec],
+        )
+    }
+}
+
+/// Step 3 of [`sgd_multi_f32`] (same table, arguments and arithmetic, so the same results bit
+/// for bit): each thread loads all its float4 of p, g and (with momentum) the momentum buffer
+/// before any arithmetic or store. With `momentum == 0` the buffers `s1` are never touched and
+/// may be null. The tensors' buffers must not overlap one another.
+pub fn sgd_multi3_f32(
+    dev: &CudaDevice,
+    ts: &[MultiTensor],
+    lr: f32,
+    momentum: f32,
+    wd: f32,
+) -> Result<()> {
+    let name = "sgd_multi3_f32";
+    let Some((table, count, cfg)) = multi_table(dev, name, ts)? else {
+        return Ok(());
+    };
+    let k = dev.function(MODULE, name)?;
+    // SAFETY: matches `sgd_multi3_f32(const MultiTensor*, int, float, float, float)`; blocks of
+    // 256 threads as the kernel assumes.
+    unsafe { dev.launch(&k, cfg, &[&table.ptr(), &count, &lr, &momentum, &wd]) }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The chunk and block sizes of the launchers are the kernels'.
+    #[test]
+    fn chunk_and_block_match_optim_cu() {
+        let src = include_str!("../../../../kernels/optim.cu");
+        assert!(src.contains(&format!("#define MT_CHUNK {}", super::MT_CHUNK)));
+        assert!(src.contains("#define MT3_THREADS 256"));
+        for k in [
+            "sgd_multi_f32",
+            "adam_multi_f32",
+            "sgd_multi3_f32",
+            "adam_multi3_f32",
+        ] {
+            assert!(src.contains(&format!(" {k}(")), "{k}");
+        }
+    }
+}

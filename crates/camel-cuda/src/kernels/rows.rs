@@ -55,32 +55,46 @@ pub enum Step {
     /// tensors (the memory-bound issue).
     Two,
     /// 3: the row held in registers, read from global memory once, several short rows per warp
-    /// (softmax, LayerNorm, cross-entropy; a family without a step 3 runs its step 2).
+    /// (softmax, LayerNorm, cross-entropy; optimizers: all of a thread's loads before its
+    /// stores; a family without a step 3 runs its step 2).
     Three,
+    /// 4: A/B experiments over step 3 (LayerNorm backward: the next row staged in shared memory
+    /// by cp.async while the current one is reduced; LayerNorm and softmax forward: cache-
+    /// streaming loads and stores). Not the default until it measures faster; a family without
+    /// a step 4 runs its step 3 (or 2).
+    Four,
 }
 
 impl Step {
     /// Every step, in ladder order.
-    pub const ALL: [Step; 3] = [Step::One, Step::Two, Step::Three];
+    pub const ALL: [Step; 4] = [Step::One, Step::Two, Step::Three, Step::Four];
     /// The library default.
     pub const BEST: Step = Step::Three;
 
-    /// `"1"` → One, `"2"` → Two, `"3"` → Three, anything else (or unset) → [`Step::BEST`].
+    /// `"1"` → One, `"2"` → Two, `"3"` → Three, `"4"` → Four, anything else (or unset) →
+    /// [`Step::BEST`].
     pub fn parse(s: Option<&str>) -> Step {
+        Step::parse_or(s, Step::BEST)
+    }
+
+    /// As [`Step::parse`], with `default` for anything else (or unset): a family's own default.
+    pub fn parse_or(s: Option<&str>, default: Step) -> Step {
         match s {
             Some("1") => Step::One,
             Some("2") => Step::Two,
             Some("3") => Step::Three,
-            _ => Step::BEST,
+            Some("4") => Step::Four,
+            _ => default,
         }
     }
 
-    /// The step's number (1, 2, 3).
+    /// The step's number (1, 2, 3, 4).
     pub fn number(&self) -> u32 {
         match self {
             Step::One => 1,
             Step::Two => 2,
             Step::Three => 3,
+            Step::Four => 4,
         }
     }
 }

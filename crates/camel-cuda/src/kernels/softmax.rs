@@ -155,6 +155,33 @@ pub fn softmax3_f32(
     cols: usize,
     log: bool,
 ) -> Result<()> {
+    softmax_regs_f32(dev, "softmax3", x, y, rows, cols, log)
+}
+
+/// Step 4 of the forward (`CAMEL_SOFTMAX=4`, an A/B experiment): [`softmax3_f32`] with
+/// cache-streaming (evict-first) loads of `x` and stores of `y` (`softmax4_*`); the same
+/// arithmetic, shapes and fallback.
+pub fn softmax4_f32(
+    dev: &CudaDevice,
+    x: DevPtr,
+    y: DevPtr,
+    rows: usize,
+    cols: usize,
+    log: bool,
+) -> Result<()> {
+    softmax_regs_f32(dev, "softmax4", x, y, rows, cols, log)
+}
+
+/// The forward kernels that hold a row in registers: `{prefix}_g{G}_v{VEC}_n{NV}_f32`.
+fn softmax_regs_f32(
+    dev: &CudaDevice,
+    prefix: &str,
+    x: DevPtr,
+    y: DevPtr,
+    rows: usize,
+    cols: usize,
+    log: bool,
+) -> Result<()> {
     if rows == 0 || cols == 0 {
         return Ok(());
     }
@@ -162,11 +189,11 @@ pub fn softmax3_f32(
     let Some((g, vw, nv)) = softmax3_shape(cols, vec) else {
         return softmax2_f32(dev, x, y, rows, cols, log);
     };
-    let name = super::rows::KernelName::new(format_args!("softmax3_g{g}_v{vw}_n{nv}_f32"));
+    let name = super::rows::KernelName::new(format_args!("{prefix}_g{g}_v{vw}_n{nv}_f32"));
     let name = name.as_str();
     let cfg = softmax3_config(name, rows, g)?;
     let k = dev.function(MODULE, name)?;
-    // SAFETY: matches `softmax3_*(const float*, float*, long long, long long, int)`.
+    // SAFETY: matches `softmax3_*` / `softmax4_*(const float*, float*, long long, long long, int)`.
     unsafe {
         dev.launch(
             &k,
@@ -230,8 +257,9 @@ mod tests {
     #[test]
     fn softmax3_shapes_are_instantiated() {
         let src = include_str!("../../../../kernels/softmax.cu");
-        // one SOFTMAX3 line instantiates the forward and the backward of a shape
+        // one SOFTMAX3 line instantiates the forward, the backward and step 4's forward of a shape
         assert!(src.contains("softmax3_bwd_g##G##_v##VEC##_n##NV##_f32("));
+        assert!(src.contains("softmax4_g##G##_v##VEC##_n##NV##_f32("));
         for cols in 1..=super::SOFTMAX3_MAX_COLS + 1 {
             for vec in [false, true] {
                 if vec && cols % 4 != 0 {

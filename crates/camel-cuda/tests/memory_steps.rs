@@ -1,0 +1,359 @@
+//! Ladder steps of the memory-bound kernels that promise the *same arithmetic* as the step below
+//! them, checked bit for bit through their launchers: the optimizer updates' step 3 against
+//! step 2 (and, where step 2 cannot run — pointers not 16-byte aligned — against step 1),
+//! LayerNorm backward step 4 against step 3, and the forwards' step 4 (softmax, LayerNorm: cache
+//! hints only) against step 3. The values themselves are checked against CPU references in
+//! camel-core's `memory_ops` tests. GPU only: skips without a device.
+
+use camel_cuda::kernels::{layernorm as ln, optim};
+use camel_cuda::{test_device, CudaDevice, DevPtr};
+
+/// Values in [lo, hi) from a small LCG (no RNG dependency).
+fn rand_vec(n: usize, lo: f32, hi: f32, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            lo + (hi - lo) * ((s >> 40) as f32 / (1u64 << 24) as f32)
+        })
+        .collect()
+}
+
+fn assert_bits(what: &str, got: &[f32], want: &[f32]) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (i, (a, b)) in got.iter().zip(want).enumerate() {
+        assert!(
+            a.to_bits() == b.to_bits(),
+            "{what}: element {i}: {a:e} vs {b:e} (bits {:#x} vs {:#x})",
+            a.to_bits(),
+            b.to_bits()
+        );
+    }
+}
+
+fn assert_near(what: &str, got: &[f32], want: &[f32], atol: f32, rtol: f32) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (i, (a, b)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (a - b).abs() <= atol + rtol * b.abs(),
+            "{what}: element {i}: {a:e} vs {b:e}"
+        );
+    }
+}
+
+/// Tensor sizes of one multi-tensor table: single elements, a float4 tail of 3, exactly one
+/// chunk (4096), one chunk and one element, three chunks and a partial one, and a partial one.
+const SIZES: [usize; 7] = [1, 7, 4096, 4097, 4096 * 3 + 5, 5000, 2];
+
+/// The optimizer state of one run: per tensor p, g, s1, s2 on the host.
+#[derive(Clone)]
+struct State {
+    p: Vec<Vec<f32>>,
+    g: Vec<Vec<f32>>,
+    s1: Vec<Vec<f32>>,
+    s2: Vec<Vec<f32>>,
+}
+
+fn state() -> State {
+    let mk = |seed: u64, lo: f32, hi: f32| -> Vec<Vec<f32>> {
+        SIZES
+            .iter()
+            .enumerate()
+            .map(|(k, &n)| rand_vec(n, lo, hi, seed * 100 + k as u64))
+            .collect()
+    };
+    State {
+        p: mk(1, -1.0, 1.0),
+        g: mk(2, -1.0, 1.0),
+        s1: mk(3, -0.5, 0.5),
+        s2: mk(4, 0.0, 0.01), // Adam's v ≥ 0
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Kind {
+    /// SGD; momentum 0 passes null momentum buffers.
+    Sgd {
+        momentum: f32,
+    },
+    Adam {
+        decoupled: bool,
+    },
+}
+
+/// Which kernel runs the update.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Via {
+    PerTensor, // step 1
+    Multi2,
+    Multi3,
+}
+
+/// Runs one update of `st` on the GPU and returns the new state. `offset` floats shift every
+/// buffer off its allocation's (aligned) start: 1 makes every pointer misaligned for float4.
+fn run(dev: &CudaDevice, st: &State, kind: Kind, via: Via, offset: usize) -> State {
+    let up = |v: &Vec<f32>| {
+        let mut h = vec![0.0f32; offset];
+        h.extend_from_slice(v);
+        dev.htod(&h).unwrap()
+    };
+    let bufs: Vec<_> = (0..SIZES.len())
+        .map(|k| (up(&st.p[k]), up(&st.g[k]), up(&st.s1[k]), up(&st.s2[k])))
+        .collect();
+    let at = |b: &camel_cuda::Buffer| b.ptr().add::<f32>(offset);
+    let (lr, wd) = (0.01f32, 0.1f32);
+    let no_momentum = kind == Kind::Sgd { momentum: 0.0 };
+    let ts: Vec<optim::MultiTensor> = bufs
+        .iter()
+        .enumerate()
+        .map(|(k, (p, g, s1, s2))| optim::MultiTensor {
+            p: at(p),
+            g: at(g),
+            s1: if no_momentum { DevPtr::NULL } else { at(s1) },
+            s2: at(s2),
+            n: SIZES[k],
+            // per-tensor bias corrections (tensor k at step k + 1)
+            bc1: 1.0 - 0.9f32.powi(k as i32 + 1),
+            bc2: 1.0 - 0.999f32.powi(k as i32 + 1),
+        })
+        .collect();
+    let (b1, b2, eps) = (0.9f32, 0.999f32, 1e-8f32);
+    match (kind, via) {
+        (Kind::Sgd { momentum }, Via::PerTensor) => {
+            for t in &ts {
+                optim::sgd_f32(dev, t.p, t.g, t.s1, t.n, lr, momentum, wd).unwrap();
+            }
+        }
+        (Kind::Sgd { momentum }, Via::Multi2) => {
+            optim::sgd_multi_f32(dev, &ts, lr, momentum, wd).unwrap()
+        }
+        (Kind::Sgd { momentum }, Via::Multi3) => {
+            optim::sgd_multi3_f32(dev, &ts, lr, momentum, wd).unwrap()
+        }
+        (Kind::Adam { decoupled }, Via::PerTensor) => {
+            for t in &ts {
+                optim::adam_f32(
+                    dev, t.p, t.g, t.s1, t.s2, t.n, lr, b1, b2, eps, wd, decoupled, t.bc1, t.bc2,
+                )
+                .unwrap();
+            }
+        }
+        (Kind::Adam { decoupled }, Via::Multi2) => {
+            optim::adam_multi_f32(dev, &ts, lr, b1, b2, eps, wd, decoupled).unwrap()
+        }
+        (Kind::Adam { decoupled }, Via::Multi3) => {
+            optim::adam_multi3_f32(dev, &ts, lr, b1, b2, eps, wd, decoupled).unwrap()
+        }
+    }
+    let down = |b: &camel_cuda::Buffer, n: usize| -> Vec<f32> {
+        dev.dtoh_vec::<f32>(b, offset + n).unwrap()[offset..].to_vec()
+    };
+    let mut out = st.clone();
+    for (k, (p, _, s1, s2)) in bufs.iter().enumerate() {
+        out.p[k] = down(p, SIZES[k]);
+        out.s1[k] = down(s1, SIZES[k]);
+        out.s2[k] = down(s2, SIZES[k]);
+    }
+    out
+}
+
+const KINDS: [Kind; 4] = [
+    Kind::Sgd { momentum: 0.9 },
+    Kind::Sgd { momentum: 0.0 },
+    Kind::Adam { decoupled: false },
+    Kind::Adam { decoupled: true },
+];
+
+#[test]
+fn optimizer_step3_is_step2_bit_for_bit() {
+    let Some(dev) = test_device() else { return };
+    let st = state();
+    for kind in KINDS {
+        let want = run(&dev, &st, kind, Via::Multi2, 0);
+        let got = run(&dev, &st, kind, Via::Multi3, 0);
+        for (k, n) in SIZES.iter().enumerate() {
+            let what = |b: &str| format!("{kind:?} tensor {k} ({n} elements) {b}");
+            assert_bits(&what("p"), &got.p[k], &want.p[k]);
+            // state buffers: untouched by SGD without momentum, so equal to the input too
+            assert_bits(&what("s1"), &got.s1[k], &want.s1[k]);
+            assert_bits(&what("s2"), &got.s2[k], &want.s2[k]);
+        }
+        if kind == (Kind::Sgd { momentum: 0.0 }) {
+            assert_bits(
+                "SGD without momentum keeps s1",
+                &got.s1.concat(),
+                &st.s1.concat(),
+            );
+        }
+    }
+}
+
+#[test]
+fn optimizer_step3_unaligned_pointers_run_scalar() {
+    // Pointers one float past an aligned start: step 3 takes its scalar path (step 2's float4
+    // would fault), compared with the per-tensor step 1 (the same formulas).
+    let Some(dev) = test_device() else { return };
+    let st = state();
+    for kind in KINDS {
+        let want = run(&dev, &st, kind, Via::PerTensor, 1);
+        let got = run(&dev, &st, kind, Via::Multi3, 1);
+        for (k, n) in SIZES.iter().enumerate() {
+            let what = |b: &str| format!("{kind:?} tensor {k} ({n} elements) {b}");
+            assert_near(&what("p"), &got.p[k], &want.p[k], 1e-6, 1e-5);
+            assert_near(&what("s1"), &got.s1[k], &want.s1[k], 1e-6, 1e-5);
+            assert_near(&what("s2"), &got.s2[k], &want.s2[k], 1e-6, 1e-5);
+        }
+    }
+}
+
+/// LayerNorm backward of `[rows, cols]` by step 3 or 4: `(dx, dγ, dβ)`.
+fn ln_bwd(dev: &CudaDevice, rows: usize, cols: usize, step4: bool) -> [Vec<f32>; 3] {
+    let seed = (rows * 31 + cols) as u64;
+    let x = dev.htod(&rand_vec(rows * cols, -2.0, 2.0, seed)).unwrap();
+    let g = dev
+        .htod(&rand_vec(rows * cols, -1.0, 1.0, seed ^ 1))
+        .unwrap();
+    let gamma = dev.htod(&rand_vec(cols, 0.5, 1.5, seed ^ 2)).unwrap();
+    let beta = dev.htod(&rand_vec(cols, -1.0, 1.0, seed ^ 3)).unwrap();
+    let y = dev.alloc((rows * cols).max(1) * 4).unwrap();
+    let mean = dev.alloc(rows.max(1) * 4).unwrap();
+    let rstd = dev.alloc(rows.max(1) * 4).unwrap();
+    let dx = dev.alloc((rows * cols).max(1) * 4).unwrap();
+    let dg = dev.alloc(cols * 4).unwrap();
+    let db = dev.alloc(cols * 4).unwrap();
+    let (px, pg, pw, pb) = (x.ptr(), g.ptr(), gamma.ptr(), beta.ptr());
+    let (py, pm, pr, pd, pdg, pdb) = (
+        y.ptr(),
+        mean.ptr(),
+        rstd.ptr(),
+        dx.ptr(),
+        dg.ptr(),
+        db.ptr(),
+    );
+    ln::layernorm3_fwd_f32(dev, px, pw, pb, py, pm, pr, rows, cols, 1e-5).unwrap();
+    let f = if step4 {
+        ln::layernorm4_bwd_f32
+    } else {
+        ln::layernorm3_bwd_f32
+    };
+    f(dev, px, pw, pg, pm, pr, pd, pdg, pdb, rows, cols).unwrap();
+    [
+        dev.dtoh_vec::<f32>(&dx, rows * cols).unwrap(),
+        dev.dtoh_vec::<f32>(&dg, cols).unwrap(),
+        dev.dtoh_vec::<f32>(&db, cols).unwrap(),
+    ]
+}
+
+#[test]
+fn layernorm_backward_step4_matches_step3() {
+    // Every register shape of step 3/4 (float4 and scalar rows up to 1024 columns), 1025 (both
+    // fall back to step 2), few rows (fewer than a block's warps) and 3001 rows (every warp
+    // visits several rows, so the staged next row is used), and no rows at all.
+    let Some(dev) = test_device() else { return };
+    let cases = [
+        1usize, 4, 7, 33, 100, 128, 129, 132, 257, 384, 513, 640, 768, 1023, 1024, 1025,
+    ]
+    .map(|c| (37usize, c))
+    .into_iter()
+    .chain([
+        (3001, 768),
+        (3001, 100),
+        (3001, 33),
+        (3, 768),
+        (0, 64),
+        (1, 1),
+    ]);
+    for (rows, cols) in cases {
+        let [dx3, dg3, db3] = ln_bwd(&dev, rows, cols, false);
+        let [dx4, dg4, db4] = ln_bwd(&dev, rows, cols, true);
+        let what = |b: &str| format!("layernorm backward [{rows}, {cols}] {b}");
+        // dx: per row, the same arithmetic
+        assert_bits(&what("dx"), &dx4, &dx3);
+        // dγ, dβ: the same sums, grouped by the grid (which may differ from step 3's where
+        // shared memory, not registers, bounds the blocks a SM holds)
+        let tol = 1e-5 * (rows.max(1) as f32).sqrt();
+        assert_near(&what("dgamma"), &dg4, &dg3, tol, 1e-4);
+        assert_near(&what("dbeta"), &db4, &db3, tol, 1e-4);
+    }
+}
+
+#[test]
+fn forward_step4_is_step3_bit_for_bit() {
+    // Softmax / log-softmax and LayerNorm forward step 4 add cache hints only: every shape
+    // family (groups of 1 … 32 lanes, warp rows, block rows, past the registers), float4 and
+    // scalar.
+    use camel_cuda::kernels::softmax;
+    let Some(dev) = test_device() else { return };
+    for (rows, cols) in [
+        (37usize, 1usize),
+        (37, 7),
+        (37, 65),
+        (37, 100),
+        (37, 768),
+        (37, 1000),
+        (37, 1024),
+        (9, 4097),
+        (5, 16384),
+        (3, 16385),
+    ] {
+        let x = dev
+            .htod(&rand_vec(rows * cols, -4.0, 4.0, (rows * cols) as u64))
+            .unwrap();
+        let y3 = dev.alloc(rows * cols * 4).unwrap();
+        let y4 = dev.alloc(rows * cols * 4).unwrap();
+        for log in [false, true] {
+            softmax::softmax3_f32(&dev, x.ptr(), y3.ptr(), rows, cols, log).unwrap();
+            softmax::softmax4_f32(&dev, x.ptr(), y4.ptr(), rows, cols, log).unwrap();
+            assert_bits(
+                &format!("softmax [{rows}, {cols}] log {log}"),
+                &dev.dtoh_vec::<f32>(&y4, rows * cols).unwrap(),
+                &dev.dtoh_vec::<f32>(&y3, rows * cols).unwrap(),
+            );
+        }
+        let gamma = dev.htod(&rand_vec(cols, 0.5, 1.5, 5)).unwrap();
+        let beta = dev.htod(&rand_vec(cols, -1.0, 1.0, 6)).unwrap();
+        let stats: Vec<_> = (0..4).map(|_| dev.alloc(rows * 4).unwrap()).collect();
+        let (pw, pb) = (gamma.ptr(), beta.ptr());
+        ln::layernorm3_fwd_f32(
+            &dev,
+            x.ptr(),
+            pw,
+            pb,
+            y3.ptr(),
+            stats[0].ptr(),
+            stats[1].ptr(),
+            rows,
+            cols,
+            1e-5,
+        )
+        .unwrap();
+        ln::layernorm4_fwd_f32(
+            &dev,
+            x.ptr(),
+            pw,
+            pb,
+            y4.ptr(),
+            stats[2].ptr(),
+            stats[3].ptr(),
+            rows,
+            cols,
+            1e-5,
+        )
+        .unwrap();
+        let what = format!("layernorm [{rows}, {cols}]");
+        assert_bits(
+            &what,
+            &dev.dtoh_vec::<f32>(&y4, rows * cols).unwrap(),
+            &dev.dtoh_vec::<f32>(&y3, rows * cols).unwrap(),
+        );
+        for k in 0..2 {
+            assert_bits(
+                &format!("{what} stats {k}"),
+                &dev.dtoh_vec::<f32>(&stats[2 + k], rows).unwrap(),
+                &dev.dtoh_vec::<f32>(&stats[k], rows).unwrap(),
+            );
+        }
+    }
+}
