@@ -235,9 +235,10 @@ pub fn dist(args: &[String]) -> Result<(), String> {
         names.join(" + "),
         size as f64 / (1 << 20) as f64
     );
-    // the GPU host's carry limit is 64 MiB for the gzipped bundle (about 0.8 of this size)
-    if size > 76 << 20 {
-        return Err(format!("{OUT} is {size} bytes, over the 76 MiB budget"));
+    // the GPU host's carry limit is 64 MiB for the bundle; `tar cJf` (xz) packs this folder to
+    // about 0.27 of its size (the binaries share most of their bytes), gzip only to 0.8
+    if size > 200 << 20 {
+        return Err(format!("{OUT} is {size} bytes, over the 200 MiB budget"));
     }
     Ok(())
 }
