@@ -133,7 +133,8 @@ extern "C" __global__ void sgd_multi_f32(const MultiTensor* __restrict__ ts, int
 
 // ---------------------------------------------------------------------------------------------
 // Step 3 (`CAMEL_OPTIM=3`, the default): step 2's table, chunks of 4096 elements and arithmetic
-// (the same adam_one / sgd_one, so the same results bit for bit), but every thread issues *all*
+// (the same adam_one / sgd_one; results agree with step 2 to a few ulp, since nvcc may contract
+// a multiply-add differently in each inlined copy), but every thread issues *all*
 // its loads of the chunk before any arithmetic or store. Step 2's loop (i += blockDim.x) loads,
 // computes and stores one float4 of each stream per iteration; the table's pointers are not
 // restrict, so the compiler may not hoist the next iteration's loads above this iteration's

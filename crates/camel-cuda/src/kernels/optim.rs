@@ -166,21 +166,13 @@ pub fn adam_multi_f32(
     wd: f32,
     decoupled: bool,
 ) -> Result<()> {
-    let name = "adam_multi_f32";
-    let Some((table, count, cfg)) = multi_table(dev, name, ts)? else {
-        return Ok(());
-    };
-    let k = dev.function(MODULE, name)?;
-    let dec = decoupled as i32;
-    // SAFETY: matches `adam_multi_f32(const MultiTensor*, int, float ×5, int)`; the table lists
-    // buffers of n floats each; `table` is dropped after the launch (reused only by later work).
-    unsafe {
-        dev.launch(
-            &k,
-            cfg,
-            &[&table.ptr(), &count, &lr, &beta1, &beta2, &eps, &wd, &dec],
-        )
-    }
+    adam_multi(
+        dev,
+        "adam_multi_f32",
+        ts,
+        [lr, beta1, beta2, eps, wd],
+        decoupled,
+    )
 }
 
 /// SGD (momentum, weight decay) over every tensor of `ts` in one launch (step 2 of [`sgd_f32`]).
@@ -191,20 +183,15 @@ pub fn sgd_multi_f32(
     momentum: f32,
     wd: f32,
 ) -> Result<()> {
-    let name = "sgd_multi_f32";
-    let Some((table, count, cfg)) = multi_table(dev, name, ts)? else {
-        return Ok(());
-    };
-    let k = dev.function(MODULE, name)?;
-    // SAFETY: matches `sgd_multi_f32(const MultiTensor*, int, float, float, float)`.
-    unsafe { dev.launch(&k, cfg, &[&table.ptr(), &count, &lr, &momentum, &wd]) }
+    sgd_multi(dev, "sgd_multi_f32", ts, lr, momentum, wd)
 }
 
 // ------------------------------------------------------------------ step 3 (memory-bound issue)
 
-/// Step 3 of [`adam_multi_f32`] (same table, arguments and arithmetic, so the same results bit
-/// for bit): each thread loads all 16 float4 of its chunk (4 each of p, g, m, v) before any
-/// arithmetic or store. The tensors' buffers must not overlap one another.
+/// Step 3 of [`adam_multi_f32`] (same table, arguments and formula; nvcc may contract a
+/// multiply-add differently, so results agree to a few ulp): each thread loads all 16 float4
+/// of its chunk (4 each of p, g, m, v) before any arithmetic or store. The tensors' buffers
+/// must not overlap one another.
 #[allow(clippy::too_many_arguments)]
 pub fn adam_multi3_f32(
     dev: &CudaDevice,
@@ -216,25 +203,17 @@ pub fn adam_multi3_f32(
     wd: f32,
     decoupled: bool,
 ) -> Result<()> {
-    let name = "adam_multi3_f32";
-    let Some((table, count, cfg)) = multi_table(dev, name, ts)? else {
-        return Ok(());
-    };
-    let k = dev.function(MODULE, name)?;
-    let dec = decoupled as i32;
-    // SAFETY: matches `adam_multi3_f32(const MultiTensor*, int, float ×5, int)`; blocks of 256
-    // threads as the kernel assumes (`MT3_THREADS`); the table lists buffers of n floats each.
-    unsafe {
-        dev.launch(
-            &k,
-            cfg,
-            &[&table.ptr(), &count, &lr, &beta1, &beta2, &eps, &wd, &dec],
-        )
-    }
+    adam_multi(
+        dev,
+        "adam_multi3_f32",
+        ts,
+        [lr, beta1, beta2, eps, wd],
+        decoupled,
+    )
 }
 
-/// Step 3 of [`sgd_multi_f32`] (same table, arguments and arithmetic, so the same results bit
-/// for bit): each thread loads all its float4 of p, g and (with momentum) the momentum buffer
+/// Step 3 of [`sgd_multi_f32`] (same table, arguments and formula; results agree to a few
+/// ulp): each thread loads all its float4 of p, g and (with momentum) the momentum buffer
 /// before any arithmetic or store. With `momentum == 0` the buffers `s1` are never touched and
 /// may be null. The tensors' buffers must not overlap one another.
 pub fn sgd_multi3_f32(
@@ -244,13 +223,49 @@ pub fn sgd_multi3_f32(
     momentum: f32,
     wd: f32,
 ) -> Result<()> {
-    let name = "sgd_multi3_f32";
+    sgd_multi(dev, "sgd_multi3_f32", ts, lr, momentum, wd)
+}
+
+/// Launches the multi-tensor Adam kernel `name` (steps 2 and 3 share the signature
+/// `(const MultiTensor*, int, float lr, β₁, β₂, eps, wd, int decoupled)` and 256-thread blocks).
+fn adam_multi(
+    dev: &CudaDevice,
+    name: &'static str,
+    ts: &[MultiTensor],
+    [lr, beta1, beta2, eps, wd]: [f32; 5],
+    decoupled: bool,
+) -> Result<()> {
     let Some((table, count, cfg)) = multi_table(dev, name, ts)? else {
         return Ok(());
     };
     let k = dev.function(MODULE, name)?;
-    // SAFETY: matches `sgd_multi3_f32(const MultiTensor*, int, float, float, float)`; blocks of
-    // 256 threads as the kernel assumes.
+    let dec = decoupled as i32;
+    // SAFETY: matches the signature above; the table lists buffers of n floats each; `table` is
+    // dropped after the launch (reused only by later work on the stream).
+    unsafe {
+        dev.launch(
+            &k,
+            cfg,
+            &[&table.ptr(), &count, &lr, &beta1, &beta2, &eps, &wd, &dec],
+        )
+    }
+}
+
+/// Launches the multi-tensor SGD kernel `name` (steps 2 and 3 share the signature
+/// `(const MultiTensor*, int, float lr, float momentum, float wd)` and 256-thread blocks).
+fn sgd_multi(
+    dev: &CudaDevice,
+    name: &'static str,
+    ts: &[MultiTensor],
+    lr: f32,
+    momentum: f32,
+    wd: f32,
+) -> Result<()> {
+    let Some((table, count, cfg)) = multi_table(dev, name, ts)? else {
+        return Ok(());
+    };
+    let k = dev.function(MODULE, name)?;
+    // SAFETY: matches the signature above.
     unsafe { dev.launch(&k, cfg, &[&table.ptr(), &count, &lr, &momentum, &wd]) }
 }
 
