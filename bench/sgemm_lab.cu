@@ -253,6 +253,7 @@ struct Variant {
     const char* name;
     int bm, bn;
     void (*fn)(const float*, const float*, float*, int, int, int);
+    int ta = 0, tb = 0;  // layout (the reference is step 11 with the same flags)
 };
 
 template <int BM, int BN, int BK, int MINB>
@@ -272,14 +273,103 @@ void launch_async(const float* A, const float* B, float* C, int M, int N, int K)
     dim3 grid(N / BN, M / BM);
     lab_async<BM, BN, BK, ST, MINB, LAY, SERP><<<grid, 256, bytes>>>(A, B, C, M, N, K);
 }
+typedef void (*GemmKernel)(GEMM_ARGS);
+// a library kernel with 256 threads and BM×BN tiles, layout (ta, tb), `smem` dynamic bytes
+template <int BM, int BN, int TA, int TB>
+void launch_lib_kernel(GemmKernel k, int smem, const float* A, const float* B, float* C, int M,
+                       int N, int K) {
+    if (smem > 0) CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    dim3 grid((N + BN - 1) / BN, (M + BM - 1) / BM);
+    k<<<grid, 256, smem>>>(A, B, C, M, N, K, TA, TB, 0, 0, 0, nullptr, 0, nullptr, 0);
+}
+// Variants of step 13's interior kernels (library template, lab-only combinations): K-slice
+// BK, stages ST, layout IL, B's row padding PADB, dynamic or static shared memory.
+// Measured on the H100 at 4096³ / 8192³ (TFLOP/s; cuBLAS A·B 50.9 / 51.2 in the same call):
+//   Aᵀ·B  BK 16 dynamic, unpadded B   47.5 / 47.7   (the library's sgemm_13_async_128x256x16_tn)
+//   Aᵀ·B  BK 8 static, unpadded B     46.0 / 46.4
+//   A·B   transpose A + the above     46.7 / 47.3   (the library's A·B path)
+//   A·B   interior, BK 16 dynamic     44.4 / 44.7;  BK 8 static 42.3–43.1 (padding, epilogue
+//         code and static/dynamic memory moved it by ±1 %)
+//   A·B   A through registers (16-byte loads, transposed stores) 44.4 (BK 8), 41.2 (BK 16)
+//   A·Bᵀ  interior 38.2; B (or A and B) through registers 32.0 (35.0); 4 stages 38.5
+// The 4-byte transposing copies of a k-contiguous operand are what separate A·B from Aᵀ·B.
+template <int BK, int ST, int IL, int PADB, bool DYN>
+__global__ void __launch_bounds__(256, 1) x13(GEMM_ARGS) {
+    constexpr int F = async_smem_floats<128, 256, BK, ST, PADB>();
+    if constexpr (DYN) {
+        extern __shared__ __align__(16) float dyn_smem[];
+        async_tile_gemm<128, 256, BK, ST, IL, PADB>(dyn_smem, GEMM_CALL_ARGS);
+    } else {
+        __shared__ __align__(16) float st_smem[F];
+        async_tile_gemm<128, 256, BK, ST, IL, PADB>(st_smem, GEMM_CALL_ARGS);
+    }
+}
+template <int BK, int ST, int IL, int PADB, bool DYN>
+void launch_x13(const float* A, const float* B, float* C, int M, int N, int K) {
+    constexpr int bytes = DYN ? async_smem_floats<128, 256, BK, ST, PADB>() * 4 : 0;
+    launch_lib_kernel<128, 256, IL & 1, IL / 2>(x13<BK, ST, IL, PADB, DYN>, bytes, A, B, C, M, N,
+                                                K);
+}
+// NN as an explicit transpose of A (M×K → K×M, in a workspace) and the TN kernel.
+__global__ void transpose32(const float* __restrict__ X, float* __restrict__ Y, int R, int Cc) {
+    __shared__ float tile[32][33];
+    int c = blockIdx.x * 32 + threadIdx.x, r0 = blockIdx.y * 32;
+    for (int i = threadIdx.y; i < 32; i += 8)
+        if (r0 + i < R && c < Cc) tile[i][threadIdx.x] = X[(size_t)(r0 + i) * Cc + c];
+    __syncthreads();
+    int r = r0 + threadIdx.x, c0 = blockIdx.x * 32;
+    for (int i = threadIdx.y; i < 32; i += 8)
+        if (c0 + i < Cc && r < R) Y[(size_t)(c0 + i) * R + r] = tile[threadIdx.x][i];
+}
+// A·Bᵀ as transposes of both A and B, then the library's Aᵀ·B kernel.
+void launch_tnt(const float* A, const float* B, float* C, int M, int N, int K) {
+    static float* W = nullptr;
+    static size_t cap = 0;
+    const size_t need = (size_t)(M + N) * K;
+    if (cap < need) {
+        if (W) cudaFree(W);
+        CK(cudaMalloc(&W, need * 4));
+        cap = need;
+    }
+    float* WB = W + (size_t)M * K;
+    transpose32<<<dim3((K + 31) / 32, (M + 31) / 32), dim3(32, 8)>>>(A, W, M, K);
+    transpose32<<<dim3((K + 31) / 32, (N + 31) / 32), dim3(32, 8)>>>(B, WB, N, K);
+    launch_lib_kernel<128, 256, 1, 0>(sgemm_13_async_128x256x16_tn, ASYNC_TN_SMEM_BYTES, W, WB, C, M,
+                                      N, K);
+}
+template <int BK, bool DYN>
+void launch_tnn(const float* A, const float* B, float* C, int M, int N, int K) {
+    // (the library's sgemm_13_transpose does the same, batched)
+    static float* W = nullptr;
+    static size_t cap = 0;
+    if (cap < (size_t)M * K) {
+        if (W) cudaFree(W);
+        CK(cudaMalloc(&W, (size_t)M * K * 4));
+        cap = (size_t)M * K;
+    }
+    transpose32<<<dim3((K + 31) / 32, (M + 31) / 32), dim3(32, 8)>>>(A, W, M, K);
+    launch_x13<BK, 3, 1, 0, DYN>(W, B, C, M, N, K);
+}
 void launch_lib13(const float* A, const float* B, float* C, int M, int N, int K) {
-    dim3 grid((N + 255) / 256, (M + 127) / 128);
-    sgemm_13_async_128x256x8<<<grid, 256>>>(A, B, C, M, N, K, 0, 0, 0, 0, 0, nullptr, 0, nullptr, 0);
+    launch_lib_kernel<128, 256, 0, 0>(sgemm_13_async_128x256x8, 0, A, B, C, M, N, K);
+}
+void launch_lib13_nt(const float* A, const float* B, float* C, int M, int N, int K) {
+    launch_lib_kernel<128, 256, 0, 1>(sgemm_13_async_128x256x8, 0, A, B, C, M, N, K);
+}
+void launch_lib13_tn(const float* A, const float* B, float* C, int M, int N, int K) {
+    launch_lib_kernel<128, 256, 1, 0>(sgemm_13_async_128x256x8, 0, A, B, C, M, N, K);
+}
+void launch_lib13_tn16(const float* A, const float* B, float* C, int M, int N, int K) {
+    launch_lib_kernel<128, 256, 1, 0>(sgemm_13_async_128x256x16_tn, ASYNC_TN_SMEM_BYTES, A, B, C, M,
+                                      N, K);
 }
 void launch_lib(const float* A, const float* B, float* C, int M, int N, int K) {
-    dim3 grid((N + 127) / 128, (M + 127) / 128);
-    sgemm_db_128x128x8_64x32x1_8x8_256<<<grid, 256>>>(A, B, C, M, N, K, 0, 0, 0, 0, 0, nullptr, 0,
-                                                      nullptr, 0);
+    launch_lib_kernel<128, 128, 0, 0>(sgemm_db_128x128x8_64x32x1_8x8_256, 0, A, B, C, M, N, K);
+}
+void launch_ref(int ta, int tb, const float* A, const float* B, float* C, int n) {
+    dim3 grid((n + 127) / 128, (n + 127) / 128);
+    sgemm_db_128x128x8_64x32x1_8x8_256<<<grid, 256>>>(A, B, C, n, n, n, ta, tb, 0, 0, 0, nullptr,
+                                                      0, nullptr, 0);
 }
 
 int main(int argc, char** argv) {
@@ -287,9 +377,17 @@ int main(int argc, char** argv) {
     Variant vs[] = {
         {"lib_step11_128x128x8", 128, 128, launch_lib},
         {"lib_step13_128x256x8", 128, 256, launch_lib13},
+        {"x_nn_interior", 128, 256, launch_x13<8, 3, 0, 4, false>},
+        {"x_nn16_interior_dyn", 128, 256, launch_x13<16, 3, 0, 0, true>},
+        {"transposeA_lib13_tn16", 128, 256, launch_tnn<16, true>},
         {"async_128x256x8_s3", 128, 256, launch_async<128, 256, 8, 3, 1>},
-        {"async_128x256x8_s3_serp", 128, 256, launch_async<128, 256, 8, 3, 1, 0, true>},
         {"async_128x256x16_s3", 128, 256, launch_async<128, 256, 16, 3, 1>},
+        {"lib_step13_nt", 128, 256, launch_lib13_nt, 0, 1},
+        {"x_nt_interior", 128, 256, launch_x13<8, 3, 2, 4, false>, 0, 1},
+        {"transposeAB_lib13_tn16", 128, 256, launch_tnt, 0, 1},
+        {"lib_step13_tn", 128, 256, launch_lib13_tn, 1, 0},
+        {"lib13_tn16", 128, 256, launch_lib13_tn16, 1, 0},
+        {"x_tn_interior_pad0", 128, 256, launch_x13<8, 3, 1, 0, false>, 1, 0},
     };
     std::vector<int> sizes = once ? std::vector<int>{4096} : std::vector<int>{2048, 4096, 8192};
     for (int n : sizes) {
@@ -305,10 +403,8 @@ int main(int argc, char** argv) {
         CK(cudaMemcpy(A, h.data(), bytes, cudaMemcpyHostToDevice));
         for (auto& x : h) x = (rand() / (float)RAND_MAX) * 2.0f - 1.0f;
         CK(cudaMemcpy(B, h.data(), bytes, cudaMemcpyHostToDevice));
-        launch_lib(A, B, R, n, n, n);
-        CK(cudaDeviceSynchronize());
         std::vector<float> ref(h.size()), got(h.size());
-        CK(cudaMemcpy(ref.data(), R, bytes, cudaMemcpyDeviceToHost));
+        int ref_layout = -1;
         cudaEvent_t e0, e1;
         cudaEventCreate(&e0);
         cudaEventCreate(&e1);
@@ -318,6 +414,12 @@ int main(int argc, char** argv) {
             CK(cudaGetLastError());
             CK(cudaDeviceSynchronize());
             if (once) continue;
+            if (ref_layout != v.ta + 2 * v.tb) {
+                ref_layout = v.ta + 2 * v.tb;
+                launch_ref(v.ta, v.tb, A, B, R, n);
+                CK(cudaDeviceSynchronize());
+                CK(cudaMemcpy(ref.data(), R, bytes, cudaMemcpyDeviceToHost));
+            }
             CK(cudaMemcpy(got.data(), C, bytes, cudaMemcpyDeviceToHost));
             double maxd = 0;
             for (size_t i = 0; i < got.size(); ++i) {

@@ -86,34 +86,49 @@ __device__ __forceinline__ void async_slice(float* S, const float* X, bool kcont
     }
 }
 
-// The interior fast path of the most common layout (A row-major, B row-major and float4-able,
-// the block's tile inside C, whole slices): the same copies as async_slice without bounds
-// tests or zero-fill. These cost step 13 about 9 % in the generic form (41.1 against
-// 45.6 TFLOP/s at 4096³ on the H100, bench/sgemm_lab.cu).
-template <int BK, int BM, int BN>
-__device__ __forceinline__ void async_slice_nn(float* SA_, float* SB_, const float* A,
-                                               const float* B, int lda, int ldb, int k0, int i0,
-                                               int j0, int t) {
+// The interior fast path: the same copies as async_slice for a slice wholly inside the matrix,
+// without bounds tests or zero-fill. The generic form cost step 13 about 9 % (41.1 against
+// 45.6 TFLOP/s at 4096³ on the H100, bench/sgemm_lab.cu). `KC`: k contiguous (4-byte
+// transposing copies), else 16-byte copies along x (the rows must be float4-aligned).
+template <int BK, int BX, bool KC, int SS = BX + 4>
+__device__ __forceinline__ void async_slice_in(float* S, const float* X, int ld, int k0, int x0,
+                                               int t) {
+    if (KC) {
 #pragma unroll
-    for (int p = 0; p < BK * BM / 256; ++p) {
-        const int e = t + p * 256, ln = e % 32, ch = e / 32;
-        const int k = ln % 8 + 8 * (ch % (BK / 8)), x = ln / 8 + 4 * (ch / (BK / 8));
-        cp_async4(&SA_[k * (BM + 4) + x], A + (long long)(i0 + x) * lda + k0 + k);
-    }
+        for (int p = 0; p < BK * BX / 256; ++p) {
+            const int e = t + p * 256, ln = e % 32, ch = e / 32;
+            const int k = ln % 8 + 8 * (ch % (BK / 8)), x = ln / 8 + 4 * (ch / (BK / 8));
+            cp_async4(&S[k * SS + x], X + (long long)(x0 + x) * ld + k0 + k);
+        }
+    } else {
 #pragma unroll
-    for (int p = 0; p < BK * BN / 1024; ++p) {
-        const int e = t + p * 256, k = e / (BN / 4), x = (e % (BN / 4)) * 4;
-        cp_async16(&SB_[k * (BN + 4) + x], B + (long long)(k0 + k) * ldb + j0 + x);
+        for (int p = 0; p < BK * BX / 1024; ++p) {
+            const int e = t + p * 256, k = e / (BX / 4), x = (e % (BX / 4)) * 4;
+            cp_async16(&S[k * SS + x], X + (long long)(k0 + k) * ld + x0 + x);
+        }
     }
 }
 
-template <int BM, int BN, int BK, int ST>
-__device__ __forceinline__ void async_tile_gemm(GEMM_ARGS) {
+// IL (interior layout) ≥ 0 compiles only the interior fast path for one layout (bit 0: A
+// transposed, bit 1: B transposed). The host launches such a kernel only when every tile is
+// interior — M % BM == N % BN == 0, K and the split length % BK == 0, operands copied 16 bytes at
+// a time and C float4-aligned (`relayout_fits` in matmul.rs) — so neither the generic copies,
+// the layout branches nor the bounds tests are in its code. IL = -1: any shape and layout,
+// with the interior path taken at run time for row-major A·B.
+// `smem` holds ST stages of A (BK × (BM+4)) then ST of B (BK × (BN+PADB)): async_smem_floats.
+// PADB = 4 keeps B's transposing copies free of bank conflicts; a row-major B needs none.
+template <int BM, int BN, int BK, int ST, int PADB = 4>
+__host__ __device__ constexpr int async_smem_floats() {
+    return ST * BK * ((BM + 4) + (BN + PADB));
+}
+template <int BM, int BN, int BK, int ST, int IL = -1, int PADB = 4>
+__device__ __forceinline__ void async_tile_gemm(float* smem, GEMM_ARGS) {
     constexpr int TMR = BM / 64, TNR = BN / 64;  // 4×4 sub-tiles per thread
-    constexpr int SA = BM + 4, SB = BN + 4;
+    constexpr int SA = BM + 4, SB = BN + PADB;
+    static_assert(PADB == 4 || (IL >= 0 && !(IL & 2)), "unpadded B only for a row-major B");
     static_assert(BM % 64 == 0 && BN % 64 == 0 && BK % 8 == 0, "tile shape");
-    __shared__ __align__(16) float As[ST][BK * SA];
-    __shared__ __align__(16) float Bs[ST][BK * SB];
+    float(*As)[BK * SA] = reinterpret_cast<float(*)[BK * SA]>(smem);
+    float(*Bs)[BK * SB] = reinterpret_cast<float(*)[BK * SB]>(smem + ST * BK * SA);
     GEMM_SPLIT_K(kBegin, kEnd, zb);
     const int t = threadIdx.x, w = t / 32, l = t % 32;
     // a warp is 4 thread-rows × 8 thread-columns of the 16×16 thread grid
@@ -123,12 +138,18 @@ __device__ __forceinline__ void async_tile_gemm(GEMM_ARGS) {
     const int lda = transA ? M : K, ldb = transB ? K : N;
     const bool va = can_vec(A, lda), vb = can_vec(B, ldb);
     const int nk = (kEnd - kBegin + BK - 1) / BK;
-    const bool fast = ka && !kb && vb && i0 + BM <= M && j0 + BN <= N && (kEnd - kBegin) % BK == 0;
+    const bool fast =
+        IL < 0 && ka && !kb && vb && i0 + BM <= M && j0 + BN <= N && (kEnd - kBegin) % BK == 0;
     auto issue = [&](int ks) {
         if (ks < nk) {
             const int k0 = kBegin + ks * BK;
-            if (fast) {
-                async_slice_nn<BK, BM, BN>(As[ks % ST], Bs[ks % ST], A, B, lda, ldb, k0, i0, j0, t);
+            if (IL >= 0) {
+                async_slice_in<BK, BM, !(IL & 1)>(As[ks % ST], A, (IL & 1) ? M : K, k0, i0, t);
+                async_slice_in<BK, BN, (IL & 2) != 0, SB>(Bs[ks % ST], B, (IL & 2) ? K : N, k0, j0,
+                                                          t);
+            } else if (fast) {
+                async_slice_in<BK, BM, true>(As[ks % ST], A, lda, k0, i0, t);
+                async_slice_in<BK, BN, false>(Bs[ks % ST], B, ldb, k0, j0, t);
             } else {
                 async_slice<BK, BM>(As[ks % ST], A, ka, va, lda, kEnd, M, k0, i0, t);
                 async_slice<BK, BN>(Bs[ks % ST], B, kb, vb, ldb, kEnd, N, k0, j0, t);
@@ -175,6 +196,24 @@ __device__ __forceinline__ void async_tile_gemm(GEMM_ARGS) {
         }
     }
     cp_async_wait<0>();
+    if (IL >= 0) {  // every row and column inside C, rows float4-aligned
+#pragma unroll
+        for (int i = 0; i < TMR; ++i)
+#pragma unroll
+            for (int r = 0; r < 4; ++r)
+#pragma unroll
+                for (int j = 0; j < TNR; ++j) {
+                    const int row = i0 + i * 64 + ty * 4 + r, col = j0 + j * 64 + tx * 4;
+                    const long long idx = (long long)row * N + col;
+                    const float* a = &acc[i * 4 + r][j * 4];
+                    *reinterpret_cast<float4*>(&C[idx]) =
+                        make_float4(gemm_epilogue(a[0], col + 0, idx + 0, bias, act, Z),
+                                    gemm_epilogue(a[1], col + 1, idx + 1, bias, act, Z),
+                                    gemm_epilogue(a[2], col + 2, idx + 2, bias, act, Z),
+                                    gemm_epilogue(a[3], col + 3, idx + 3, bias, act, Z));
+                }
+        return;
+    }
     const bool vc = (N % 4 == 0) && ((reinterpret_cast<size_t>(C) & 15) == 0) &&
                     (!Z || (reinterpret_cast<size_t>(Z) & 15) == 0);
 #pragma unroll
@@ -188,15 +227,52 @@ __device__ __forceinline__ void async_tile_gemm(GEMM_ARGS) {
 }
 
 // 128×256×8, 3 stages: 37 KB of static shared memory, one block of 256 threads per SM.
+#define ASYNC_STATIC(BM, BN, BK, ST)                                                 \
+    __shared__ __align__(16) float smem[async_smem_floats<BM, BN, BK, ST>()];         \
+    async_tile_gemm<BM, BN, BK, ST>(smem, GEMM_CALL_ARGS)
+
 extern "C" __global__ void __launch_bounds__(256, 1) sgemm_13_async_128x256x8(GEMM_ARGS) {
-    async_tile_gemm<128, 256, 8, 3>(GEMM_CALL_ARGS);
+    ASYNC_STATIC(128, 256, 8, 3);
+}
+
+// The interior kernel of the one layout whose operands both copy 16 bytes at a time: Aᵀ·B (A
+// stored K×M, B K×N), BK = 16. Its 3 stages take 74 KB, more than the 48 KB of static shared
+// memory, so the launch passes them as dynamic memory (ASYNC_TN_SMEM_BYTES). The host runs
+// every large product through it (matmul.rs, `sgemm_relayout`): an operand stored with k
+// contiguous (A of A·B, B of A·Bᵀ) is first transposed by sgemm_13_transpose into a workspace.
+// Measured in bench/sgemm_lab.cu on the H100 at 4096³ (cuBLAS FP32 A·B 50.9 TFLOP/s in the same
+// call): this kernel on Aᵀ·B 47.5 TFLOP/s; A·B as transpose + this kernel 46.7; the generic
+// kernel on A·B 43.3 (its 4-byte transposing copies of A are what cost), on A·Bᵀ 38.1.
+#define ASYNC_TN_SMEM_BYTES (async_smem_floats<128, 256, 16, 3, 0>() * 4)
+extern "C" __global__ void __launch_bounds__(256, 1) sgemm_13_async_128x256x16_tn(GEMM_ARGS) {
+    extern __shared__ __align__(16) float dsmem[];
+    async_tile_gemm<128, 256, 16, 3, 1, 0>(dsmem, GEMM_CALL_ARGS);
+}
+
+// Y[b] = X[b]ᵀ: X[b] is R×C row-major at X + b·strideX, Y[b] is C×R at Y + b·R·C. 32×32 tiles
+// through shared memory (padded: conflict-free), 32×8 threads; grid (⌈C/32⌉, ⌈R/32⌉, batch).
+extern "C" __global__ void __launch_bounds__(256) sgemm_13_transpose(const float* __restrict__ X,
+                                                                     float* __restrict__ Y, int R,
+                                                                     int C, long long strideX) {
+    __shared__ float tile[32][33];
+    X += blockIdx.z * strideX;
+    Y += (long long)blockIdx.z * R * C;
+    const int c = blockIdx.x * 32 + threadIdx.x, r0 = blockIdx.y * 32;
+#pragma unroll
+    for (int i = threadIdx.y; i < 32; i += 8)
+        if (r0 + i < R && c < C) tile[i][threadIdx.x] = X[(long long)(r0 + i) * C + c];
+    __syncthreads();
+    const int r = r0 + threadIdx.x, c0 = blockIdx.x * 32;
+#pragma unroll
+    for (int i = threadIdx.y; i < 32; i += 8)
+        if (c0 + i < C && r < R) Y[(long long)(c0 + i) * R + r] = tile[threadIdx.x][i];
 }
 
 // Small tiles for small outputs (split-K shapes such as 64×784×256): 4×4 per thread, and with
 // BK = 16 and 4 stages a 64-long K-split has all of its copies in flight at once.
 extern "C" __global__ void __launch_bounds__(256) sgemm_13_async_64x64x16(GEMM_ARGS) {
-    async_tile_gemm<64, 64, 16, 4>(GEMM_CALL_ARGS);
+    ASYNC_STATIC(64, 64, 16, 4);
 }
 extern "C" __global__ void __launch_bounds__(256) sgemm_13_async_64x128x16(GEMM_ARGS) {
-    async_tile_gemm<64, 128, 16, 3>(GEMM_CALL_ARGS);
+    ASYNC_STATIC(64, 128, 16, 3);
 }

@@ -453,3 +453,207 @@ fn tile_kernel_names_parse() {
         assert_eq!(SgemmKernel::from_name(k.name()), Some(k));
     }
 }
+
+/// Compares batch-major `c` (and the saved pre-activation `z`) with the f64 reference of `g`
+/// through `act(· + bias)`.
+#[allow(clippy::too_many_arguments)]
+fn assert_epilogue(
+    what: &str,
+    g: &Gemm,
+    a: &[f32],
+    b: &[f32],
+    bias: &[f32],
+    act: Activation,
+    c: &[f32],
+    z: &[f32],
+) {
+    let gelu = |x: f64| {
+        0.5 * x * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x)).tanh())
+    };
+    let mn = g.m * g.n;
+    for bi in 0..g.batch {
+        let (r, abs) = reference(a, b, g, bi);
+        for idx in 0..mn {
+            let pre = r[idx] + bias[idx % g.n] as f64;
+            let want = match act {
+                Activation::Identity => pre,
+                Activation::Relu => pre.max(0.0),
+                Activation::Gelu => gelu(pre),
+            };
+            let tol = tolerance(SgemmKernel::AsyncPipeline, g.k, abs[idx]) + 1e-6;
+            let (cz, cc) = (z[bi * mn + idx] as f64, c[bi * mn + idx] as f64);
+            assert!(
+                (cz - pre).abs() <= tol,
+                "{what} {g:?}: batch {bi} pre-activation {idx}: got {cz}, want {pre}"
+            );
+            assert!(
+                (cc - want).abs() <= 1.2 * tol,
+                "{what} {g:?}: batch {bi} element {idx}: got {cc}, want {want}"
+            );
+        }
+    }
+}
+
+/// Step 13's re-layout — the k-contiguous operands transposed into workspaces, then the interior
+/// Aᵀ·B kernel — in every layout, batched with a broadcast operand, with bias, GELU and the
+/// saved pre-activation. Each shape is checked to take that path.
+#[test]
+fn relayout_every_layout_batched_with_epilogue() {
+    use camel_cuda::kernels::matmul::relayout_fits;
+    let Some(dev) = test_device() else { return };
+    let (m, n, k) = (1024, 2048, 272); // 8×8 tiles × 2 batches: one wave on 132 SMs
+    for (ta, tb, a0, b0) in [
+        (false, false, false, true),
+        (false, true, true, false),
+        (true, false, false, false),
+        (true, true, false, true),
+    ] {
+        let g = Gemm {
+            batch: 2,
+            m,
+            n,
+            k,
+            trans_a: ta,
+            trans_b: tb,
+            stride_a: if a0 { 0 } else { m * k },
+            stride_b: if b0 { 0 } else { k * n },
+        };
+        let (a, b) = inputs(&g, 21);
+        let bias = lcg(98, n);
+        let (da, db, dbias) = (
+            dev.htod(&a).unwrap(),
+            dev.htod(&b).unwrap(),
+            dev.htod(&bias).unwrap(),
+        );
+        let dc = dev.htod(&vec![f32::NAN; 2 * m * n]).unwrap();
+        let dz = dev.htod(&vec![f32::NAN; 2 * m * n]).unwrap();
+        let epi = Epilogue {
+            bias: Some(dbias.ptr()),
+            act: Activation::Gelu,
+            pre_act: Some(dz.ptr()),
+        };
+        assert!(
+            relayout_fits(&g, da.ptr(), db.ptr(), dc.ptr(), &epi),
+            "{g:?} should take the re-layout"
+        );
+        let before: Vec<f32> = dev.dtoh_vec(&da, a.len()).unwrap();
+        let kernel = SgemmKernel::AsyncPipeline;
+        sgemm_epilogue(&dev, kernel, &g, da.ptr(), db.ptr(), dc.ptr(), &epi).unwrap();
+        let c: Vec<f32> = dev.dtoh_vec(&dc, 2 * m * n).unwrap();
+        let z: Vec<f32> = dev.dtoh_vec(&dz, 2 * m * n).unwrap();
+        assert_epilogue("re-layout", &g, &a, &b, &bias, Activation::Gelu, &c, &z);
+        // the operands themselves are left as they were (the transposes go to workspaces)
+        assert_eq!(dev.dtoh_vec::<f32>(&da, a.len()).unwrap(), before);
+    }
+}
+
+/// The interior Aᵀ·B kernel forced directly, without and with K-splits (the split path applies
+/// the epilogue in the reduction), and refused where its preconditions fail.
+#[test]
+fn interior_tn_kernel_split_k_and_refusals() {
+    let Some(dev) = test_device() else { return };
+    let t = SgemmKernel::async_tn_tile();
+    let g = gemm(256, 512, 400, true, false);
+    let (a, b) = inputs(&g, 31);
+    let bias = lcg(97, g.n);
+    let (da, db, dbias) = (
+        dev.htod(&a).unwrap(),
+        dev.htod(&b).unwrap(),
+        dev.htod(&bias).unwrap(),
+    );
+    for (splits, act) in [(1, Activation::Relu), (3, Activation::Gelu)] {
+        let dc = dev.htod(&vec![f32::NAN; g.m * g.n]).unwrap();
+        let dz = dev.htod(&vec![f32::NAN; g.m * g.n]).unwrap();
+        let epi = Epilogue {
+            bias: Some(dbias.ptr()),
+            act,
+            pre_act: Some(dz.ptr()),
+        };
+        sgemm_split_k(&dev, &t, &g, da.ptr(), db.ptr(), dc.ptr(), &epi, splits).unwrap();
+        let c: Vec<f32> = dev.dtoh_vec(&dc, g.m * g.n).unwrap();
+        let z: Vec<f32> = dev.dtoh_vec(&dz, g.m * g.n).unwrap();
+        assert_epilogue(&format!("{splits} splits"), &g, &a, &b, &bias, act, &c, &z);
+    }
+    // partial tiles, a row-major A and a misaligned B are refused, and C is left untouched
+    let epi = Epilogue::default();
+    for (bad, b_off) in [
+        (gemm(200, 512, 400, true, false), 0),
+        (gemm(256, 512, 400, false, false), 0),
+        (gemm(256, 512, 400, true, true), 0),
+        (gemm(256, 512, 392, true, false), 0),
+        (g, 4),
+    ] {
+        let dc = dev.htod(&vec![f32::NAN; 256 * 512]).unwrap();
+        let bp = camel_cuda::DevPtr(db.ptr().0 + b_off);
+        let err = sgemm_split_k(&dev, &t, &bad, da.ptr(), bp, dc.ptr(), &epi, 1).unwrap_err();
+        assert!(
+            err.to_string().contains("sgemm_13_async_128x256x16_tn"),
+            "{bad:?}: {err}"
+        );
+        let c: Vec<f32> = dev.dtoh_vec(&dc, 256 * 512).unwrap();
+        assert!(c.iter().all(|x| x.is_nan()), "{bad:?}: C was written");
+    }
+}
+
+/// The batched transpose behind the re-layout, on odd sizes and a padded batch stride.
+#[test]
+fn relayout_transpose_odd_sizes() {
+    use camel_cuda::kernels::matmul::transpose_f32;
+    let Some(dev) = test_device() else { return };
+    for (rows, cols, batch, pad) in [
+        (1, 1, 1, 0),
+        (7, 33, 1, 0),
+        (33, 1000, 3, 5),
+        (129, 31, 2, 0),
+    ] {
+        let stride = rows * cols + pad;
+        let x = lcg(41, stride * batch);
+        let dx = dev.htod(&x).unwrap();
+        let dy = dev.htod(&vec![f32::NAN; rows * cols * batch]).unwrap();
+        transpose_f32(&dev, dx.ptr(), dy.ptr(), rows, cols, stride, batch).unwrap();
+        let y: Vec<f32> = dev.dtoh_vec(&dy, rows * cols * batch).unwrap();
+        for bi in 0..batch {
+            for r in 0..rows {
+                for c in 0..cols {
+                    assert_eq!(
+                        y[bi * rows * cols + c * rows + r],
+                        x[bi * stride + r * cols + c],
+                        "{rows}×{cols} batch {bi} ({r}, {c})"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Which products take step 13's re-layout (host-side decision, no GPU needed).
+#[test]
+fn relayout_only_where_it_pays_and_fits() {
+    use camel_cuda::kernels::matmul::{relayout_fits, tn_kernel_fits};
+    use camel_cuda::DevPtr;
+    let (p, q) = (DevPtr(0x1000), DevPtr(0x1004)); // 16-byte aligned, and not
+    let none = Epilogue::default();
+    let fits = |m, k, n, ta, tb| relayout_fits(&gemm(m, n, k, ta, tb), p, p, p, &none);
+    for (ta, tb) in [(false, false), (false, true), (true, false), (true, true)] {
+        assert!(fits(4096, 4096, 4096, ta, tb), "4096³ {ta} {tb}");
+    }
+    assert!(fits(16384, 384, 1536, false, false)); // the model shape: n = 1536 pays for Aᵀ
+    assert!(!fits(8192, 512, 512, false, false)); // n = 512: the transpose of A would not pay
+    assert!(fits(8192, 512, 512, true, false)); // nothing to transpose
+    assert!(!fits(4096, 4096, 4000, false, false)); // n % 256 ≠ 0
+    assert!(!fits(4000, 4096, 4096, false, false)); // m % 128 ≠ 0
+    assert!(!fits(4096, 4088, 4096, false, false)); // k % 16 ≠ 0
+    assert!(!fits(1024, 1024, 1024, false, false)); // too few tiles: step 11
+    let g = gemm(4096, 4096, 4096, false, false);
+    assert!(!relayout_fits(&g, p, p, q, &none)); // C misaligned
+    assert!(relayout_fits(&g, q, p, p, &none)); // A is transposed into a workspace anyway
+    assert!(!relayout_fits(&g, p, q, p, &none)); // B is used in place
+    let z = Epilogue {
+        pre_act: Some(q),
+        ..Epilogue::default()
+    };
+    assert!(!relayout_fits(&g, p, p, p, &z));
+    assert!(tn_kernel_fits(&gemm(128, 256, 16, true, false), p, p, p, &none).is_ok());
+    let err = tn_kernel_fits(&g, p, p, p, &none).unwrap_err();
+    assert!(err.contains("trans_a"), "{err}");
+}
