@@ -321,6 +321,17 @@ __global__ void transpose32(const float* __restrict__ X, float* __restrict__ Y, 
     for (int i = threadIdx.y; i < 32; i += 8)
         if (c0 + i < Cc && r < R) Y[(size_t)(c0 + i) * R + r] = tile[threadIdx.x][i];
 }
+// Other block shapes, K-slices and stage counts of the Aᵀ·B interior kernel (dynamic memory).
+template <int BM, int BN, int BK, int ST>
+__global__ void __launch_bounds__(256, 1) xtn(GEMM_ARGS) {
+    extern __shared__ __align__(16) float dyn_smem[];
+    async_tile_gemm<BM, BN, BK, ST, 1, 0>(dyn_smem, GEMM_CALL_ARGS);
+}
+template <int BM, int BN, int BK, int ST>
+void launch_xtn(const float* A, const float* B, float* C, int M, int N, int K) {
+    launch_lib_kernel<BM, BN, 1, 0>(xtn<BM, BN, BK, ST>, async_smem_floats<BM, BN, BK, ST, 0>() * 4,
+                                    A, B, C, M, N, K);
+}
 // A·Bᵀ as transposes of both A and B, then the library's Aᵀ·B kernel.
 void launch_tnt(const float* A, const float* B, float* C, int M, int N, int K) {
     static float* W = nullptr;
@@ -334,10 +345,10 @@ void launch_tnt(const float* A, const float* B, float* C, int M, int N, int K) {
     float* WB = W + (size_t)M * K;
     transpose32<<<dim3((K + 31) / 32, (M + 31) / 32), dim3(32, 8)>>>(A, W, M, K);
     transpose32<<<dim3((K + 31) / 32, (N + 31) / 32), dim3(32, 8)>>>(B, WB, N, K);
-    launch_lib_kernel<128, 256, 1, 0>(sgemm_13_async_128x256x16_tn, ASYNC_TN_SMEM_BYTES, W, WB, C, M,
+    launch_lib_kernel<128, 256, 1, 0>(sgemm_13_async_128x256x16_tn, ASYNC_TN16_SMEM_BYTES, W, WB, C, M,
                                       N, K);
 }
-template <int BK, bool DYN>
+template <void (*TN)(const float*, const float*, float*, int, int, int)>
 void launch_tnn(const float* A, const float* B, float* C, int M, int N, int K) {
     // (the library's sgemm_13_transpose does the same, batched)
     static float* W = nullptr;
@@ -348,7 +359,7 @@ void launch_tnn(const float* A, const float* B, float* C, int M, int N, int K) {
         cap = (size_t)M * K;
     }
     transpose32<<<dim3((K + 31) / 32, (M + 31) / 32), dim3(32, 8)>>>(A, W, M, K);
-    launch_x13<BK, 3, 1, 0, DYN>(W, B, C, M, N, K);
+    TN(W, B, C, M, N, K);
 }
 void launch_lib13(const float* A, const float* B, float* C, int M, int N, int K) {
     launch_lib_kernel<128, 256, 0, 0>(sgemm_13_async_128x256x8, 0, A, B, C, M, N, K);
@@ -360,7 +371,7 @@ void launch_lib13_tn(const float* A, const float* B, float* C, int M, int N, int
     launch_lib_kernel<128, 256, 1, 0>(sgemm_13_async_128x256x8, 0, A, B, C, M, N, K);
 }
 void launch_lib13_tn16(const float* A, const float* B, float* C, int M, int N, int K) {
-    launch_lib_kernel<128, 256, 1, 0>(sgemm_13_async_128x256x16_tn, ASYNC_TN_SMEM_BYTES, A, B, C, M,
+    launch_lib_kernel<128, 256, 1, 0>(sgemm_13_async_128x256x16_tn, ASYNC_TN16_SMEM_BYTES, A, B, C, M,
                                       N, K);
 }
 void launch_lib(const float* A, const float* B, float* C, int M, int N, int K) {
@@ -377,17 +388,17 @@ int main(int argc, char** argv) {
     Variant vs[] = {
         {"lib_step11_128x128x8", 128, 128, launch_lib},
         {"lib_step13_128x256x8", 128, 256, launch_lib13},
-        {"x_nn_interior", 128, 256, launch_x13<8, 3, 0, 4, false>},
-        {"x_nn16_interior_dyn", 128, 256, launch_x13<16, 3, 0, 0, true>},
-        {"transposeA_lib13_tn16", 128, 256, launch_tnn<16, true>},
-        {"async_128x256x8_s3", 128, 256, launch_async<128, 256, 8, 3, 1>},
+        {"transposeA_lib13_tn16", 128, 256, launch_tnn<launch_lib13_tn16>},
+        {"transposeA_xtn_32_s2", 128, 256, launch_tnn<launch_xtn<128, 256, 32, 2>>},
         {"async_128x256x16_s3", 128, 256, launch_async<128, 256, 16, 3, 1>},
         {"lib_step13_nt", 128, 256, launch_lib13_nt, 0, 1},
-        {"x_nt_interior", 128, 256, launch_x13<8, 3, 2, 4, false>, 0, 1},
         {"transposeAB_lib13_tn16", 128, 256, launch_tnt, 0, 1},
-        {"lib_step13_tn", 128, 256, launch_lib13_tn, 1, 0},
         {"lib13_tn16", 128, 256, launch_lib13_tn16, 1, 0},
-        {"x_tn_interior_pad0", 128, 256, launch_x13<8, 3, 1, 0, false>, 1, 0},
+        {"xtn_128x256x32_s2", 128, 256, launch_xtn<128, 256, 32, 2>, 1, 0},
+        {"xtn_128x256x16_s2", 128, 256, launch_xtn<128, 256, 16, 2>, 1, 0},
+        {"xtn_128x256x64_s2", 128, 256, launch_xtn<128, 256, 64, 2>, 1, 0},
+        {"xtn_128x256x32_s3", 128, 256, launch_xtn<128, 256, 32, 3>, 1, 0},
+        {"xtn_256x128x32_s2", 256, 128, launch_xtn<256, 128, 32, 2>, 1, 0},
     };
     std::vector<int> sizes = once ? std::vector<int>{4096} : std::vector<int>{2048, 4096, 8192};
     for (int n : sizes) {

@@ -235,18 +235,28 @@ extern "C" __global__ void __launch_bounds__(256, 1) sgemm_13_async_128x256x8(GE
     ASYNC_STATIC(128, 256, 8, 3);
 }
 
-// The interior kernel of the one layout whose operands both copy 16 bytes at a time: Aᵀ·B (A
-// stored K×M, B K×N), BK = 16. Its 3 stages take 74 KB, more than the 48 KB of static shared
-// memory, so the launch passes them as dynamic memory (ASYNC_TN_SMEM_BYTES). The host runs
-// every large product through it (matmul.rs, `sgemm_relayout`): an operand stored with k
-// contiguous (A of A·B, B of A·Bᵀ) is first transposed by sgemm_13_transpose into a workspace.
-// Measured in bench/sgemm_lab.cu on the H100 at 4096³ (cuBLAS FP32 A·B 50.9 TFLOP/s in the same
-// call): this kernel on Aᵀ·B 47.5 TFLOP/s; A·B as transpose + this kernel 46.7; the generic
-// kernel on A·B 43.3 (its 4-byte transposing copies of A are what cost), on A·Bᵀ 38.1.
-#define ASYNC_TN_SMEM_BYTES (async_smem_floats<128, 256, 16, 3, 0>() * 4)
+// The interior kernels of the one layout whose operands both copy 16 bytes at a time: Aᵀ·B (A
+// stored K×M, B K×N), with B unpadded. The host runs every large product through them
+// (matmul.rs, `sgemm_relayout`): an operand stored with k contiguous (A of A·B, B of A·Bᵀ) is
+// first transposed by sgemm_13_transpose into a workspace. Their stages exceed the 48 KB of
+// static shared memory, so the launch passes them as dynamic memory (ASYNC_TN*_SMEM_BYTES).
+// Measured in bench/sgemm_lab.cu on the H100 (TFLOP/s, cuBLAS FP32 A·B 51.2 / 51.2 in the same
+// call at 4096³ / 8192³):
+//   BK 32, 2 stages (99 KB)   48.8 / 50.4   — the most FMAs per barrier; best from 2 waves up
+//   BK 16, 3 stages (74 KB)   47.2 / 47.8   — best at 2048³ (one wave): 45.9 against 44.7
+//   BK 32, 3 stages 48.6 / 49.2; BK 16, 2 or 4 stages 46.7–47.3; 256×128×32 47.5 / 47.8;
+//   BK 64, 2 stages 20.3 (its fully unrolled slice overflows the instruction cache?)
+//   A·B as transpose + BK 32: 48.1 / 50.0; the generic kernel on A·B 43.2 / 43.9 (its 4-byte
+//   transposing copies of A are what cost), on A·Bᵀ 38.0 / 38.7.
+#define ASYNC_TN16_SMEM_BYTES (async_smem_floats<128, 256, 16, 3, 0>() * 4)
+#define ASYNC_TN32_SMEM_BYTES (async_smem_floats<128, 256, 32, 2, 0>() * 4)
 extern "C" __global__ void __launch_bounds__(256, 1) sgemm_13_async_128x256x16_tn(GEMM_ARGS) {
     extern __shared__ __align__(16) float dsmem[];
     async_tile_gemm<128, 256, 16, 3, 1, 0>(dsmem, GEMM_CALL_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(256, 1) sgemm_13_async_128x256x32_tn(GEMM_ARGS) {
+    extern __shared__ __align__(16) float dsmem[];
+    async_tile_gemm<128, 256, 32, 2, 1, 0>(dsmem, GEMM_CALL_ARGS);
 }
 
 // Y[b] = X[b]ᵀ: X[b] is R×C row-major at X + b·strideX, Y[b] is C×R at Y + b·R·C. 32×32 tiles

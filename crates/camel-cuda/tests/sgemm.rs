@@ -501,15 +501,17 @@ fn assert_epilogue(
 fn relayout_every_layout_batched_with_epilogue() {
     use camel_cuda::kernels::matmul::relayout_fits;
     let Some(dev) = test_device() else { return };
-    let (m, n, k) = (1024, 2048, 272); // 8×8 tiles × 2 batches: one wave on 132 SMs
-    for (ta, tb, a0, b0) in [
-        (false, false, false, true),
-        (false, true, true, false),
-        (true, false, false, false),
-        (true, true, false, true),
+    // 8×8 tiles × 2 batches (one wave on 132 SMs) with k % 32 ≠ 0: the BK = 16 kernel; and
+    // 16×17 tiles (two waves) with k % 32 = 0: the BK = 32 kernel
+    for (m, n, k, batch, ta, tb, a0, b0) in [
+        (1024, 2048, 272, 2, false, false, false, true),
+        (1024, 2048, 272, 2, false, true, true, false),
+        (1024, 2048, 272, 2, true, false, false, false),
+        (1024, 2048, 272, 2, true, true, false, true),
+        (2048, 4352, 288, 1, false, false, false, false),
     ] {
         let g = Gemm {
-            batch: 2,
+            batch,
             m,
             n,
             k,
@@ -525,8 +527,8 @@ fn relayout_every_layout_batched_with_epilogue() {
             dev.htod(&b).unwrap(),
             dev.htod(&bias).unwrap(),
         );
-        let dc = dev.htod(&vec![f32::NAN; 2 * m * n]).unwrap();
-        let dz = dev.htod(&vec![f32::NAN; 2 * m * n]).unwrap();
+        let dc = dev.htod(&vec![f32::NAN; batch * m * n]).unwrap();
+        let dz = dev.htod(&vec![f32::NAN; batch * m * n]).unwrap();
         let epi = Epilogue {
             bias: Some(dbias.ptr()),
             act: Activation::Gelu,
@@ -539,59 +541,64 @@ fn relayout_every_layout_batched_with_epilogue() {
         let before: Vec<f32> = dev.dtoh_vec(&da, a.len()).unwrap();
         let kernel = SgemmKernel::AsyncPipeline;
         sgemm_epilogue(&dev, kernel, &g, da.ptr(), db.ptr(), dc.ptr(), &epi).unwrap();
-        let c: Vec<f32> = dev.dtoh_vec(&dc, 2 * m * n).unwrap();
-        let z: Vec<f32> = dev.dtoh_vec(&dz, 2 * m * n).unwrap();
+        let c: Vec<f32> = dev.dtoh_vec(&dc, batch * m * n).unwrap();
+        let z: Vec<f32> = dev.dtoh_vec(&dz, batch * m * n).unwrap();
         assert_epilogue("re-layout", &g, &a, &b, &bias, Activation::Gelu, &c, &z);
         // the operands themselves are left as they were (the transposes go to workspaces)
         assert_eq!(dev.dtoh_vec::<f32>(&da, a.len()).unwrap(), before);
     }
 }
 
-/// The interior Aᵀ·B kernel forced directly, without and with K-splits (the split path applies
-/// the epilogue in the reduction), and refused where its preconditions fail.
+/// The interior Aᵀ·B kernels forced directly, without and with K-splits (the split path applies
+/// the epilogue in the reduction), and refused where their preconditions fail.
 #[test]
-fn interior_tn_kernel_split_k_and_refusals() {
+fn interior_tn_kernels_split_k_and_refusals() {
+    use camel_cuda::kernels::matmul::ASYNC_TN;
     let Some(dev) = test_device() else { return };
-    let t = SgemmKernel::async_tn_tile();
-    let g = gemm(256, 512, 400, true, false);
-    let (a, b) = inputs(&g, 31);
-    let bias = lcg(97, g.n);
-    let (da, db, dbias) = (
-        dev.htod(&a).unwrap(),
-        dev.htod(&b).unwrap(),
-        dev.htod(&bias).unwrap(),
-    );
-    for (splits, act) in [(1, Activation::Relu), (3, Activation::Gelu)] {
-        let dc = dev.htod(&vec![f32::NAN; g.m * g.n]).unwrap();
-        let dz = dev.htod(&vec![f32::NAN; g.m * g.n]).unwrap();
-        let epi = Epilogue {
-            bias: Some(dbias.ptr()),
-            act,
-            pre_act: Some(dz.ptr()),
-        };
-        sgemm_split_k(&dev, &t, &g, da.ptr(), db.ptr(), dc.ptr(), &epi, splits).unwrap();
-        let c: Vec<f32> = dev.dtoh_vec(&dc, g.m * g.n).unwrap();
-        let z: Vec<f32> = dev.dtoh_vec(&dz, g.m * g.n).unwrap();
-        assert_epilogue(&format!("{splits} splits"), &g, &a, &b, &bias, act, &c, &z);
-    }
-    // partial tiles, a row-major A and a misaligned B are refused, and C is left untouched
-    let epi = Epilogue::default();
-    for (bad, b_off) in [
-        (gemm(200, 512, 400, true, false), 0),
-        (gemm(256, 512, 400, false, false), 0),
-        (gemm(256, 512, 400, true, true), 0),
-        (gemm(256, 512, 392, true, false), 0),
-        (g, 4),
-    ] {
-        let dc = dev.htod(&vec![f32::NAN; 256 * 512]).unwrap();
-        let bp = camel_cuda::DevPtr(db.ptr().0 + b_off);
-        let err = sgemm_split_k(&dev, &t, &bad, da.ptr(), bp, dc.ptr(), &epi, 1).unwrap_err();
-        assert!(
-            err.to_string().contains("sgemm_13_async_128x256x16_tn"),
-            "{bad:?}: {err}"
+    for (i, &(name, bk, _)) in ASYNC_TN.iter().enumerate() {
+        let t = SgemmKernel::async_tn_tile(i);
+        let g = gemm(256, 512, 416, true, false); // 416 = 13·32
+        let (a, b) = inputs(&g, 31);
+        let bias = lcg(97, g.n);
+        let (da, db, dbias) = (
+            dev.htod(&a).unwrap(),
+            dev.htod(&b).unwrap(),
+            dev.htod(&bias).unwrap(),
         );
-        let c: Vec<f32> = dev.dtoh_vec(&dc, 256 * 512).unwrap();
-        assert!(c.iter().all(|x| x.is_nan()), "{bad:?}: C was written");
+        for (splits, act) in [(1, Activation::Relu), (3, Activation::Gelu)] {
+            let dc = dev.htod(&vec![f32::NAN; g.m * g.n]).unwrap();
+            let dz = dev.htod(&vec![f32::NAN; g.m * g.n]).unwrap();
+            let epi = Epilogue {
+                bias: Some(dbias.ptr()),
+                act,
+                pre_act: Some(dz.ptr()),
+            };
+            sgemm_split_k(&dev, &t, &g, da.ptr(), db.ptr(), dc.ptr(), &epi, splits).unwrap();
+            let c: Vec<f32> = dev.dtoh_vec(&dc, g.m * g.n).unwrap();
+            let z: Vec<f32> = dev.dtoh_vec(&dz, g.m * g.n).unwrap();
+            let what = format!("{name}, {splits} splits");
+            assert_epilogue(&what, &g, &a, &b, &bias, act, &c, &z);
+        }
+        // partial tiles, other layouts, K not a multiple of BK and a misaligned B are refused,
+        // and C is left untouched
+        let epi = Epilogue::default();
+        for (bad, b_off) in [
+            (gemm(200, 512, 416, true, false), 0),
+            (gemm(256, 512, 416, false, false), 0),
+            (gemm(256, 512, 416, true, true), 0),
+            (gemm(256, 512, 416 - bk as usize / 2, true, false), 0),
+            (g, 4),
+        ] {
+            let dc = dev.htod(&vec![f32::NAN; 256 * 512]).unwrap();
+            let bp = camel_cuda::DevPtr(db.ptr().0 + b_off);
+            let err = sgemm_split_k(&dev, &t, &bad, da.ptr(), bp, dc.ptr(), &epi, 1).unwrap_err();
+            assert!(err.to_string().contains(name), "{bad:?}: {err}");
+            let c: Vec<f32> = dev.dtoh_vec(&dc, 256 * 512).unwrap();
+            assert!(
+                c.iter().all(|x| x.is_nan()),
+                "{name} {bad:?}: C was written"
+            );
+        }
     }
 }
 
@@ -653,7 +660,9 @@ fn relayout_only_where_it_pays_and_fits() {
         ..Epilogue::default()
     };
     assert!(!relayout_fits(&g, p, p, p, &z));
-    assert!(tn_kernel_fits(&gemm(128, 256, 16, true, false), p, p, p, &none).is_ok());
-    let err = tn_kernel_fits(&g, p, p, p, &none).unwrap_err();
+    assert!(tn_kernel_fits(&gemm(128, 256, 16, true, false), 16, p, p, p, &none).is_ok());
+    let err = tn_kernel_fits(&gemm(128, 256, 16, true, false), 32, p, p, p, &none).unwrap_err();
+    assert!(err.contains("k % 32"), "{err}");
+    let err = tn_kernel_fits(&g, 16, p, p, p, &none).unwrap_err();
     assert!(err.contains("trans_a"), "{err}");
 }

@@ -258,28 +258,50 @@ impl SgemmKernel {
         }
     }
 
-    /// Step 13's interior Aᵀ·B kernel (BK = 16, dynamic shared memory): only for products that
-    /// pass [`relayout_fits`]'s shape and alignment tests with `trans_a` set and `trans_b`
-    /// clear; [`sgemm_split_k`] refuses it elsewhere.
-    pub fn async_tn_tile() -> TileShape {
+    /// Step 13's interior Aᵀ·B kernel `ASYNC_TN[i]` (dynamic shared memory): only for
+    /// products that pass [`tn_kernel_fits`]; [`sgemm_split_k`] refuses it elsewhere.
+    pub fn async_tn_tile(i: usize) -> TileShape {
+        let (kernel, bk, stages) = ASYNC_TN[i];
         TileShape {
             module: "matmul/13_async_pipeline",
-            kernel: ASYNC_TN_KERNEL,
+            kernel,
             bm: 128,
             bn: 256,
             threads: 256,
             split_k: true,
-            smem: ASYNC_TN_SMEM,
+            smem: stages * bk * ((128 + 4) + 256) * 4,
         }
     }
 }
 
-/// Step 13's interior Aᵀ·B kernel: both operands are copied 16 bytes at a time, with no bounds
-/// tests. On the H100 it ran at 47.5 TFLOP/s at 4096³ where the generic kernel ran A·B at 43.3
-/// and A·Bᵀ at 38.1 (bench/sgemm_lab.cu, docs/gemm.md).
-pub const ASYNC_TN_KERNEL: &str = "sgemm_13_async_128x256x16_tn";
-/// Its three stages of 16 × (128 + 4) A and 16 × 256 B floats (`ASYNC_TN_SMEM_BYTES`).
-const ASYNC_TN_SMEM: u32 = 3 * 16 * ((128 + 4) + 256) * 4;
+/// Step 13's interior Aᵀ·B kernels as (name, BK, stages): both operands are copied 16 bytes at
+/// a time, with no bounds tests. On the H100 (bench/sgemm_lab.cu) BK = 32 ran at 48.8 TFLOP/s
+/// at 4096³ and BK = 16 at 47.2, where the generic kernel ran A·B at 43.2 and A·Bᵀ at 38.0;
+/// at 2048³ (one wave of tiles) BK = 16 won, 45.9 against 44.7.
+pub const ASYNC_TN: [(&str, u32, u32); 2] = [
+    ("sgemm_13_async_128x256x16_tn", 16, 3),
+    ("sgemm_13_async_128x256x32_tn", 32, 2),
+];
+
+/// Which of [`ASYNC_TN`] runs `g`: BK = 32 from two waves of tiles (one block per
+/// multiprocessor) when K allows, else BK = 16. Env `CAMEL_ASYNC_TN=16|32` forces one where K
+/// allows it (for measuring).
+fn async_tn_choice(g: &Gemm, sm_count: usize) -> usize {
+    static ENV: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    let forced = *ENV.get_or_init(|| match std::env::var("CAMEL_ASYNC_TN").ok().as_deref() {
+        Some("16") => Some(0),
+        Some("32") => Some(1),
+        _ => None,
+    });
+    let tiles = g.m.div_ceil(128) * g.n.div_ceil(256) * g.batch;
+    let want = forced.unwrap_or(if tiles >= 2 * sm_count { 1 } else { 0 });
+    if g.k % ASYNC_TN[want].1 as usize == 0 {
+        want
+    } else {
+        0
+    }
+}
+
 /// Shortest other dimension for which transposing an operand pays: the transpose moves 8 bytes
 /// per element of the operand, the product reuses each element n (or m) times. At n = 1024 the
 /// transpose costs about 6 % of the product's time, against the 8–10 % it saves.
@@ -287,7 +309,7 @@ const RELAYOUT_MIN_REUSE: usize = 1024;
 
 /// Whether a product runs as step 13's re-layout (`CAMEL_ASYNC_RELAYOUT=off` disables it, for
 /// measuring): every operand stored with k contiguous (A of A·B, B of A·Bᵀ) is transposed into
-/// a workspace and [`ASYNC_TN_KERNEL`] runs Aᵀ·B. It needs the big tile's shapes
+/// a workspace and an [`ASYNC_TN`] kernel runs Aᵀ·B. It needs the big tile's shapes
 /// ([`async_suits`]), m % 128 = n % 256 = k % 16 = 0, 16-byte aligned operands that are used
 /// in place, C and the saved pre-activation, and enough reuse to pay for each transpose.
 pub fn relayout_fits(g: &Gemm, a: DevPtr, b: DevPtr, c: DevPtr, epi: &Epilogue) -> bool {
@@ -308,10 +330,12 @@ pub fn relayout_fits(g: &Gemm, a: DevPtr, b: DevPtr, c: DevPtr, epi: &Epilogue) 
         && epi.pre_act.map_or(true, al)
 }
 
-/// The preconditions of [`ASYNC_TN_KERNEL`], which has no bounds tests: Aᵀ·B, whole tiles,
-/// 16-byte aligned operands, C and pre-activation (K-splits are multiples of 32, so of 16).
+/// The preconditions of an [`ASYNC_TN`] kernel with K-slices of `bk`, which has no bounds
+/// tests: Aᵀ·B, whole tiles, 16-byte aligned operands, C and pre-activation (K-splits are
+/// multiples of 32, so of `bk`).
 pub fn tn_kernel_fits(
     g: &Gemm,
+    bk: usize,
     a: DevPtr,
     b: DevPtr,
     c: DevPtr,
@@ -324,9 +348,9 @@ pub fn tn_kernel_fits(
             g.trans_a, g.trans_b
         ));
     }
-    if g.m % 128 != 0 || g.n % 256 != 0 || g.k % 16 != 0 {
+    if g.m % 128 != 0 || g.n % 256 != 0 || g.k % bk != 0 {
         return Err(format!(
-            "m={} n={} k={}: needs m % 128 = n % 256 = k % 16 = 0",
+            "m={} n={} k={}: needs m % 128 = n % 256 = k % {bk} = 0",
             g.m, g.n, g.k
         ));
     }
@@ -386,7 +410,7 @@ pub fn transpose_f32(
 }
 
 /// Step 13's re-layout path (see [`relayout_fits`], which the caller has checked): transposes
-/// the k-contiguous operands into workspaces, then runs [`ASYNC_TN_KERNEL`] on Aᵀ·B.
+/// the k-contiguous operands into workspaces, then runs an [`ASYNC_TN`] kernel on Aᵀ·B.
 fn sgemm_relayout(
     dev: &CudaDevice,
     g: &Gemm,
@@ -425,7 +449,8 @@ fn sgemm_relayout(
         ..*g
     };
     // the workspaces go back to the stream-ordered cache when `work` drops
-    sgemm_with_tile(dev, &SgemmKernel::async_tn_tile(), &tn, at, bt, c, epi)
+    let tile = SgemmKernel::async_tn_tile(async_tn_choice(g, dev.limits().sm_count as usize));
+    sgemm_with_tile(dev, &tile, &tn, at, bt, c, epi)
 }
 
 /// The winner recorded for the tuned shape nearest to `g` (in log space of m, n, k).
@@ -636,8 +661,8 @@ pub fn sgemm_split_k(
             msg: format!("{splits} K-splits requested, but this kernel cannot split K"),
         });
     }
-    if t.kernel == ASYNC_TN_KERNEL {
-        tn_kernel_fits(g, a, b, c, epi).map_err(|msg| Error::LaunchConfig {
+    if let Some(&(_, bk, _)) = ASYNC_TN.iter().find(|x| x.0 == t.kernel) {
+        tn_kernel_fits(g, bk as usize, a, b, c, epi).map_err(|msg| Error::LaunchConfig {
             kernel: t.kernel.to_string(),
             msg,
         })?;
