@@ -682,6 +682,37 @@ fn embedding_backward_with_repeated_indices() {
     }
 }
 
+/// Large enough for the CUDA backend's embedding-backward step 3 (tokens grouped by row, from
+/// `EMBEDDING_SORTED_MIN` upstream elements), with repeated indices and unused rows.
+#[test]
+fn embedding_backward_large_grouped_by_row() {
+    let (n, v, dim) = (2048usize, 300usize, 512usize);
+    #[cfg(feature = "cuda")]
+    assert!(n * dim >= camel_core::backend::cuda::EMBEDDING_SORTED_MIN);
+    let idx: Vec<i64> = (0..n).map(|i| ((i * 7919) % 250) as i64).collect(); // rows 250.. unused
+    let table = rand_vec(v * dim, -1.0, 1.0, 3);
+    let g = rand_vec(n * dim, -1.0, 1.0, 4);
+    let mut want = vec![0.0f64; v * dim];
+    for (k, &i) in idx.iter().enumerate() {
+        for c in 0..dim {
+            want[i as usize * dim + c] += g[k * dim + c] as f64;
+        }
+    }
+    for d in devices() {
+        let w = t(&table, &[v, dim], d).requires_grad_(true).unwrap();
+        w.embedding(&ti(&idx, &[n], d))
+            .unwrap()
+            .backward_with(&t(&g, &[n, dim], d))
+            .unwrap();
+        assert_close(
+            &format!("embedding backward {n}×{dim} into {v} rows on {d}"),
+            &w.grad().unwrap().to_vec().unwrap(),
+            &want,
+            ELEM,
+        );
+    }
+}
+
 #[test]
 fn multi_tensor_update_matches_one_by_one() {
     // one table of several tensors: single elements, a float4 tail, exactly one chunk of the

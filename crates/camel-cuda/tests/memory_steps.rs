@@ -3,9 +3,11 @@
 //! a few ulp: FMA contraction may differ between inlined copies; and, where step 2 cannot run,
 //! pointers not 16-byte aligned, against step 1), LayerNorm backward step 4 against step 3, and the forwards' step 4 (softmax, LayerNorm: cache
 //! hints only) against step 3. The values themselves are checked against CPU references in
-//! camel-core's `memory_ops` tests. GPU only: skips without a device.
+//! camel-core's `memory_ops` tests. Embedding backward's step 3 (tokens grouped by row) is a
+//! different algorithm, so it is checked against an f64 CPU reference here, at every size and
+//! skew its launcher handles. GPU only: skips without a device.
 
-use camel_cuda::kernels::{layernorm as ln, optim};
+use camel_cuda::kernels::{embedding as emb, layernorm as ln, optim};
 use camel_cuda::{test_device, CudaDevice, DevPtr};
 
 /// Values in [lo, hi) from a small LCG (no RNG dependency).
@@ -357,6 +359,79 @@ fn forward_step4_is_step3_bit_for_bit() {
                 &dev.dtoh_vec::<f32>(&stats[2 + k], rows).unwrap(),
                 &dev.dtoh_vec::<f32>(&stats[k], rows).unwrap(),
             );
+        }
+    }
+}
+
+/// Embedding backward step 3 (count, scan, fill, zero, gather) against an f64 reference: rows of
+/// 1, 7, 33, 768 and 1000 (float4 and scalar gathers, and a misaligned upstream gradient that
+/// forces the scalar one), empty rows, repeated indices, a skewed index (most tokens on one
+/// row, spread over many chunks and summed atomically), and bad indices (skipped and recorded).
+/// The output is poisoned with NaN: every row must be written.
+#[test]
+fn embedding_backward_step3_grouped_by_row() {
+    let Some(dev) = test_device() else { return };
+    let mut seed = 70u64;
+    let mut lcg = move || {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 33) as usize
+    };
+    for (n, v, d, skew, bad, g_off) in [
+        (1usize, 1usize, 1usize, false, false, 0usize),
+        (37, 5, 7, false, false, 0),
+        (1000, 1000, 33, false, false, 0),
+        (4000, 300, 768, true, false, 0),
+        (3001, 64, 1000, false, true, 0),
+        (2048, 4096, 768, false, false, 1), // most rows empty; g misaligned: scalar gather
+        (0, 3, 4, false, false, 0),         // no tokens: the whole gradient is zeros
+    ] {
+        let mut idx: Vec<i64> = (0..n)
+            .map(|i| {
+                if skew && i % 4 != 0 {
+                    (v / 2) as i64
+                } else {
+                    (lcg() % v) as i64
+                }
+            })
+            .collect();
+        if bad {
+            idx[n / 2] = -1;
+            idx[n - 1] = v as i64;
+        }
+        let g = rand_vec(n * d + g_off, -1.0, 1.0, (n * d) as u64);
+        let mut want = vec![0.0f64; v * d];
+        for (i, &r) in idx.iter().enumerate() {
+            if (0..v as i64).contains(&r) {
+                for c in 0..d {
+                    want[r as usize * d + c] += g[g_off + i * d + c] as f64;
+                }
+            }
+        }
+        let dg = dev.htod(&g).unwrap();
+        let di = dev.htod(&idx).unwrap();
+        let dout = dev.htod(&vec![f32::NAN; v * d]).unwrap();
+        let err = dev.htod(&[0i64; 4]).unwrap();
+        let gp = DevPtr(dg.ptr().0 + 4 * g_off as u64);
+        emb::index_add_rows_sorted_f32(&dev, gp, di.ptr(), dout.ptr(), n, v, d, err.ptr()).unwrap();
+        let got: Vec<f32> = dev.dtoh_vec(&dout, v * d).unwrap();
+        for (k, (&a, &b)) in got.iter().zip(&want).enumerate() {
+            // f32 sums of up to n terms in an order the atomics choose
+            let tol = 1e-5 * (n as f64).sqrt().max(1.0) * 4.0;
+            assert!(
+                (a as f64 - b).abs() <= tol,
+                "n={n} v={v} d={d} skew={skew}: element {k} (row {}): got {a}, want {b}",
+                k / d
+            );
+        }
+        let e: Vec<i64> = dev.dtoh_vec(&err, 4).unwrap();
+        if bad {
+            assert_eq!(e[0], 1, "n={n}: a bad index must be recorded");
+            assert!(e[2] == -1 || e[2] == v as i64, "recorded index {}", e[2]);
+            assert_eq!(e[3], v as i64);
+        } else {
+            assert_eq!(e[0], 0, "n={n} v={v} d={d}: no index error expected");
         }
     }
 }

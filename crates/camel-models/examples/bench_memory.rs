@@ -444,10 +444,12 @@ fn run() -> Result<()> {
         })?;
     }
 
-    // ---- embedding: 2^28 / 768 tokens into a GPT-2 sized table
-    {
-        let (v, dim) = (50257usize, 768usize);
-        let tokens = (1usize << 28) / dim;
+    // ---- embedding: 2^28 / 768 tokens into a GPT-2 sized table; and 2^20 elements (16384
+    // tokens × 64 into 1000 rows), where the backward's step 3 starts (EMBEDDING_SORTED_MIN)
+    for (v, dim, tokens) in [
+        (50257usize, 768usize, (1usize << 28) / 768),
+        (1000, 64, 16384),
+    ] {
         let e = (tokens * dim) as f64;
         let table = rand_buf(d, v * dim, 9)?;
         let idx = idx_buf(d, tokens, v, 10)?;
@@ -463,12 +465,13 @@ fn run() -> Result<()> {
         b.row("embedding", &size, 2, 8.0 * e, &mut || {
             emb::index_select_rows_warp_f32(d, pt, pi, po, tokens, v, dim, pe)
         })?;
-        // backward, as the backend runs it (`index_add_rows`) and as PyTorch's
-        // embedding_dense_backward does: zero the table's gradient, then read the upstream rows
-        // and add them in. Every repetition starts from zeros, so the atomics see the same
-        // values each time; the bytes are the upstream read, the adds' write (8 B/element) and
-        // the zeroing of the [v, dim] gradient.
-        let bwd_bytes = 8.0 * e + 4.0 * (v * dim) as f64;
+        // backward, as the backend runs it (`index_add_rows`). Bytes it must move: the
+        // upstream rows read once (4 B/element), the indices (8 B/token) and the [v, dim]
+        // gradient written once. Steps 1–2 (as PyTorch's index_add would) zero the gradient and
+        // then add every row atomically, a read-modify-write per element in L2; step 3 (and
+        // PyTorch's embedding_dense_backward, which sorts the indices) group the tokens by row
+        // first. Every repetition starts from scratch, so the atomics see the same values.
+        let bwd_bytes = 4.0 * e + 8.0 * tokens as f64 + 4.0 * (v * dim) as f64;
         b.row("embedding_bwd", &size, 1, bwd_bytes, &mut || {
             d.memset_zero(&grad)?;
             emb::index_add_rows_f32(d, po, pi, pg, tokens, v, dim, pe)
@@ -476,6 +479,9 @@ fn run() -> Result<()> {
         b.row("embedding_bwd", &size, 2, bwd_bytes, &mut || {
             d.memset_zero(&grad)?;
             emb::index_add_rows_warp_f32(d, po, pi, pg, tokens, v, dim, pe)
+        })?;
+        b.row("embedding_bwd", &size, 3, bwd_bytes, &mut || {
+            emb::index_add_rows_sorted_f32(d, po, pi, pg, tokens, v, dim, pe)
         })?;
     }
 

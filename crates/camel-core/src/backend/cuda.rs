@@ -511,15 +511,35 @@ pub fn index_add_rows(
 ) -> Result<CudaStorage> {
     expect("embedding backward", idx, DType::I64)?;
     let out = like(g, v * d, DType::F32)?;
-    g.dev.memset_zero(&out.buf)?;
     let err = err_slot(&g.dev)?;
-    let add = match mem_step(MemFamily::Embedding) {
+    let n = idx.len;
+    let step = mem_step(MemFamily::Embedding);
+    if matches!(step, Step::Three | Step::Four) && n * d >= EMBEDDING_SORTED_MIN {
+        // writes every row itself: no zeroing pass
+        k::embedding::index_add_rows_sorted_f32(
+            &g.dev,
+            g.ptr(),
+            idx.ptr(),
+            out.ptr(),
+            n,
+            v,
+            d,
+            err,
+        )?;
+        return Ok(out);
+    }
+    g.dev.memset_zero(&out.buf)?;
+    let add = match step {
         Step::One => k::embedding::index_add_rows_f32,
         Step::Two | Step::Three | Step::Four => k::embedding::index_add_rows_warp_f32,
     };
-    add(&g.dev, g.ptr(), idx.ptr(), out.ptr(), idx.len, v, d, err)?;
+    add(&g.dev, g.ptr(), idx.ptr(), out.ptr(), n, v, d, err)?;
     Ok(out)
 }
+
+/// Upstream-gradient elements from which embedding backward's step 3 (tokens grouped by row,
+/// six launches) replaces step 2 (one launch of atomics): below it, launches dominate.
+pub const EMBEDDING_SORTED_MIN: usize = 1 << 20;
 
 /// dtype conversion.
 pub fn cast(x: &CudaStorage, dtype: DType) -> Result<CudaStorage> {
@@ -608,7 +628,9 @@ pub enum MemFamily {
     /// `CAMEL_CROSS_ENTROPY`: fused log-softmax + cross-entropy (3: short rows in registers,
     /// long rows with aligned float4 after a scalar prologue; the backward elementwise).
     CrossEntropy,
-    /// `CAMEL_EMBEDDING`: gather and scatter-add.
+    /// `CAMEL_EMBEDDING`: gather and scatter-add (3: the backward groups the tokens by row and
+    /// writes each gradient row once, from [`EMBEDDING_SORTED_MIN`] upstream elements; the
+    /// forward of 2).
     Embedding,
     /// `CAMEL_OPTIM`: optimizer updates (step 1 one launch per tensor, step 2 one for all,
     /// step 3 one for all with each thread's loads of its chunk issued before any store).

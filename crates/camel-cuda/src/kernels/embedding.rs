@@ -142,3 +142,77 @@ pub fn index_add_rows_warp_f32(
         )
     }
 }
+
+// ------------------------------------------------------------------ step 3 (memory-bound issue)
+
+/// Grouped tokens per warp in step 3's gather (`EMB_CHUNK` in `kernels/embedding.cu`).
+const EMB_CHUNK: usize = 32;
+
+/// Step 3 of [`index_add_rows_f32`]: `out[r, :] = Σ g[i, :]` over the tokens `i` with
+/// `idx[i] = r`, with the tokens grouped by row first (count, scan, fill), so that each row of
+/// `out` is written once instead of accumulated with atomics. `out` need not be zeroed: every
+/// row is written (zeros where no token points). Bad indices record the deferred index error
+/// and are skipped, as in steps 1–2. Needs `n` and `v` below 2³¹ (int32 offsets).
+#[allow(clippy::too_many_arguments)]
+pub fn index_add_rows_sorted_f32(
+    dev: &CudaDevice,
+    g: DevPtr,
+    idx: DevPtr,
+    out: DevPtr,
+    n: usize,
+    v: usize,
+    d: usize,
+    err: DevPtr,
+) -> Result<()> {
+    let name = "embedding_bwd (step 3)";
+    if v * d == 0 {
+        return Ok(());
+    }
+    if n >= i32::MAX as usize || v >= i32::MAX as usize {
+        return Err(crate::Error::LaunchConfig {
+            kernel: name.to_string(),
+            msg: format!("{n} tokens into {v} rows: both must be below 2^31 (int32 offsets)"),
+        });
+    }
+    // i32 workspaces: counts (v, zeroed) | start (v + 1) | cursor (v) | order (n) | rows (n)
+    let count_buf = dev.alloc(v * 4)?;
+    dev.memset_zero(&count_buf)?;
+    let work = dev.alloc((2 * v + 1 + 2 * n.max(1)) * 4)?;
+    let at = |ints: usize| DevPtr(work.ptr().0 + 4 * ints as u64);
+    let (counts, start, cursor) = (count_buf.ptr(), at(0), at(v + 1));
+    let (order, rows) = (at(2 * v + 1), at(2 * v + 1 + n.max(1)));
+    let (ni, vi, di) = (n as i64, v as i64, d as i64);
+    // SAFETY (every launch below): the pointers are the caller's g ([n, d] f32), idx (n i64),
+    // out ([v, d] f32) and err slot, and the workspace slices laid out above; the argument
+    // lists match the kernels in kernels/embedding.cu.
+    unsafe {
+        let k = dev.function(MODULE, "embedding_bwd_count")?;
+        if n > 0 {
+            dev.launch(&k, launch_1d(n), &[&idx, &ni, &vi, &counts, &err])?;
+        }
+        let k = dev.function(MODULE, "embedding_bwd_scan")?;
+        let one = crate::LaunchConfig::new(crate::Dim3::x(1), crate::Dim3::x(1024));
+        dev.launch(&k, one, &[&counts, &start, &cursor, &vi])?;
+        let k = dev.function(MODULE, "embedding_bwd_fill")?;
+        if n > 0 {
+            dev.launch(&k, launch_1d(n), &[&idx, &ni, &vi, &cursor, &order, &rows])?;
+        }
+        let k = dev.function(MODULE, "embedding_bwd_zero")?;
+        dev.launch(&k, warp_rows_cfg(name, v)?, &[&start, &vi, &di, &out])?;
+        if n > 0 {
+            let vec = d % 4 == 0 && out.0 % 16 == 0 && g.0 % 16 == 0;
+            let w = if vec { 4 } else { 1 };
+            let warps = n.div_ceil(EMB_CHUNK) * (d / w).div_ceil(32);
+            let kname = if vec {
+                "embedding_bwd_gather_vec_f32"
+            } else {
+                "embedding_bwd_gather_f32"
+            };
+            let k = dev.function(MODULE, kname)?;
+            let cfg = warp_rows_cfg(name, warps)?;
+            dev.launch(&k, cfg, &[&g, &start, &order, &rows, &vi, &di, &out])?;
+        }
+    }
+    // `work` returns to the stream-ordered cache: later users run after these kernels
+    Ok(())
+}
