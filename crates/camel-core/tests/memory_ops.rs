@@ -686,7 +686,7 @@ fn embedding_backward_with_repeated_indices() {
 /// `EMBEDDING_SORTED_MIN` upstream elements), with repeated indices and unused rows.
 #[test]
 fn embedding_backward_large_grouped_by_row() {
-    let (n, v, dim) = (2048usize, 300usize, 512usize);
+    let (n, v, dim) = (4096usize, 300usize, 4096usize);
     #[cfg(feature = "cuda")]
     assert!(n * dim >= camel_core::backend::cuda::EMBEDDING_SORTED_MIN);
     let idx: Vec<i64> = (0..n).map(|i| ((i * 7919) % 250) as i64).collect(); // rows 250.. unused

@@ -445,7 +445,7 @@ fn run() -> Result<()> {
     }
 
     // ---- embedding: 2^28 / 768 tokens into a GPT-2 sized table; and 2^20 elements (16384
-    // tokens × 64 into 1000 rows), where the backward's step 3 starts (EMBEDDING_SORTED_MIN)
+    // tokens × 64 into 1000 rows), below the backend's EMBEDDING_SORTED_MIN, where step 2 wins
     for (v, dim, tokens) in [
         (50257usize, 768usize, (1usize << 28) / 768),
         (1000, 64, 16384),
