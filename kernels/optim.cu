@@ -33,7 +33,7 @@ extern "C" __global__ void adam_f32(float* __restrict__ p, const float* __restri
 }
 
 // ---------------------------------------------------------------------------------------------
-// Step 2 (memory-bound issue): every parameter of the model in ONE launch. The host uploads a
+// Step 2 (memory-bound issue): every parameter of the model in ONE launch. The host passes a
 // table of tensors (pointers, length, first block, per-tensor bias corrections); each block
 // finds its tensor by binary search over `first_block` and updates one chunk of it, float4
 // where the chunk is whole. A model of T tensors costs one launch instead of T, and the small
@@ -50,6 +50,15 @@ struct MultiTensor {
 };
 
 #define MT_CHUNK 4096  // elements per block (256 threads × 4 float4)
+
+// The table travels in the launch's parameters (no upload, no allocation per optimizer step):
+// up to MT_PARAM_MAX tensors a launch, 3584 bytes, within the 4 KB kernel-parameter space;
+// more tensors take more launches. __grid_constant__ lets the kernel index it in place
+// (constant bank) instead of copying it to each thread's local memory.
+#define MT_PARAM_MAX 64
+struct MultiTable {
+    MultiTensor t[MT_PARAM_MAX];
+};
 
 __device__ __forceinline__ int find_tensor(const MultiTensor* __restrict__ ts, int count, long long b) {
     int lo = 0, hi = count - 1;
@@ -71,9 +80,10 @@ __device__ __forceinline__ float adam_one(float& p, float g, float& m, float& v,
     return p;
 }
 
-extern "C" __global__ void adam_multi_f32(const MultiTensor* __restrict__ ts, int count, float lr, float beta1,
+extern "C" __global__ void adam_multi_f32(const __grid_constant__ MultiTable tab, int count, float lr, float beta1,
                                           float beta2, float eps, float wd, int decoupled) {
     long long b = blockIdx.x + (long long)blockIdx.y * gridDim.x;
+    const MultiTensor* ts = tab.t;
     int k = find_tensor(ts, count, b);
     MultiTensor t = ts[k];
     long long start = (b - t.first_block) * MT_CHUNK;
@@ -115,9 +125,10 @@ __device__ __forceinline__ void sgd_one(float& p, float g, float* buf, float lr,
     p -= lr * g;
 }
 
-extern "C" __global__ void sgd_multi_f32(const MultiTensor* __restrict__ ts, int count, float lr, float momentum,
+extern "C" __global__ void sgd_multi_f32(const __grid_constant__ MultiTable tab, int count, float lr, float momentum,
                                          float wd) {
     long long b = blockIdx.x + (long long)blockIdx.y * gridDim.x;
+    const MultiTensor* ts = tab.t;
     int k = find_tensor(ts, count, b);
     MultiTensor t = ts[k];
     long long start = (b - t.first_block) * MT_CHUNK;
@@ -207,11 +218,12 @@ __device__ __forceinline__ void adam3_chunk(float* __restrict__ p, const float* 
     }
 }
 
-extern "C" __global__ void __launch_bounds__(MT3_THREADS) adam_multi3_f32(const MultiTensor* __restrict__ ts,
+extern "C" __global__ void __launch_bounds__(MT3_THREADS) adam_multi3_f32(const __grid_constant__ MultiTable tab,
                                                                           int count, float lr, float beta1,
                                                                           float beta2, float eps, float wd,
                                                                           int decoupled) {
     const long long b = blockIdx.x + (long long)blockIdx.y * gridDim.x;
+    const MultiTensor* ts = tab.t;
     const MultiTensor t = ts[find_tensor(ts, count, b)];
     const long long start = (b - t.first_block) * MT_CHUNK;
     if (start >= t.n) return;
@@ -302,10 +314,11 @@ __device__ __forceinline__ void sgd3_any(float* __restrict__ p, const float* __r
     }
 }
 
-extern "C" __global__ void __launch_bounds__(MT3_THREADS) sgd_multi3_f32(const MultiTensor* __restrict__ ts,
+extern "C" __global__ void __launch_bounds__(MT3_THREADS) sgd_multi3_f32(const __grid_constant__ MultiTable tab,
                                                                          int count, float lr, float momentum,
                                                                          float wd) {
     const long long b = blockIdx.x + (long long)blockIdx.y * gridDim.x;
+    const MultiTensor* ts = tab.t;
     const MultiTensor t = ts[find_tensor(ts, count, b)];
     const long long start = (b - t.first_block) * MT_CHUNK;
     if (start >= t.n) return;

@@ -59,8 +59,12 @@ struct State {
 }
 
 fn state() -> State {
+    state_for(&SIZES)
+}
+
+fn state_for(sizes: &[usize]) -> State {
     let mk = |seed: u64, lo: f32, hi: f32| -> Vec<Vec<f32>> {
-        SIZES
+        sizes
             .iter()
             .enumerate()
             .map(|(k, &n)| rand_vec(n, lo, hi, seed * 100 + k as u64))
@@ -101,7 +105,7 @@ fn run(dev: &CudaDevice, st: &State, kind: Kind, via: Via, offset: usize) -> Sta
         h.extend_from_slice(v);
         dev.htod(&h).unwrap()
     };
-    let bufs: Vec<_> = (0..SIZES.len())
+    let bufs: Vec<_> = (0..st.p.len())
         .map(|k| (up(&st.p[k]), up(&st.g[k]), up(&st.s1[k]), up(&st.s2[k])))
         .collect();
     let at = |b: &camel_cuda::Buffer| b.ptr().add::<f32>(offset);
@@ -115,7 +119,7 @@ fn run(dev: &CudaDevice, st: &State, kind: Kind, via: Via, offset: usize) -> Sta
             g: at(g),
             s1: if no_momentum { DevPtr::NULL } else { at(s1) },
             s2: at(s2),
-            n: SIZES[k],
+            n: st.p[k].len(),
             // per-tensor bias corrections (tensor k at step k + 1)
             bc1: 1.0 - 0.9f32.powi(k as i32 + 1),
             bc2: 1.0 - 0.999f32.powi(k as i32 + 1),
@@ -154,9 +158,10 @@ fn run(dev: &CudaDevice, st: &State, kind: Kind, via: Via, offset: usize) -> Sta
     };
     let mut out = st.clone();
     for (k, (p, _, s1, s2)) in bufs.iter().enumerate() {
-        out.p[k] = down(p, SIZES[k]);
-        out.s1[k] = down(s1, SIZES[k]);
-        out.s2[k] = down(s2, SIZES[k]);
+        let n = st.p[k].len();
+        out.p[k] = down(p, n);
+        out.s1[k] = down(s1, n);
+        out.s2[k] = down(s2, n);
     }
     out
 }
@@ -191,6 +196,36 @@ fn optimizer_step3_matches_step2() {
                 &got.s1.concat(),
                 &st.s1.concat(),
             );
+        }
+    }
+}
+
+/// More tensors than one launch's parameter table holds (64): steps 2 and 3 split them over
+/// several launches, each numbering its blocks from 0; every tensor must match step 1's
+/// one-launch-per-tensor update (empty tensors included, which take no table entry).
+#[test]
+fn optimizer_multi_tensor_tables_over_several_launches() {
+    let Some(dev) = test_device() else { return };
+    let sizes: Vec<usize> = (0..150)
+        .map(|k| {
+            if k % 6 == 3 {
+                0
+            } else {
+                [1, 7, 300, 0, 4097, 33][k % 6] + k
+            }
+        })
+        .collect();
+    let st = state_for(&sizes);
+    for kind in KINDS {
+        let want = run(&dev, &st, kind, Via::PerTensor, 0);
+        for via in [Via::Multi2, Via::Multi3] {
+            let got = run(&dev, &st, kind, via, 0);
+            for (k, n) in sizes.iter().enumerate() {
+                let what = |b: &str| format!("{kind:?} {via:?} tensor {k} ({n} elements) {b}");
+                assert_near(&what("p"), &got.p[k], &want.p[k], 1e-7, 1e-6);
+                assert_near(&what("s1"), &got.s1[k], &want.s1[k], 1e-7, 1e-6);
+                assert_near(&what("s2"), &got.s2[k], &want.s2[k], 1e-7, 1e-6);
+            }
         }
     }
 }

@@ -119,39 +119,59 @@ unsafe impl crate::Pod for MultiTensorC {}
 /// Elements per block (`MT_CHUNK` in optim.cu).
 const MT_CHUNK: usize = 4096;
 
-/// Upload the tensor table; returns it, the number of tensors and the launch configuration.
-fn multi_table(
-    dev: &CudaDevice,
+/// Tensors per launch (`MT_PARAM_MAX` in optim.cu): the table is a kernel parameter.
+const MT_PARAM_MAX: usize = 64;
+
+/// Layout of `MultiTable` in optim.cu: the table passed by value in the launch parameters.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct MultiTable {
+    t: [MultiTensorC; MT_PARAM_MAX],
+}
+// SAFETY: an array of Pod structs, no padding.
+unsafe impl crate::Pod for MultiTable {}
+
+/// The tables of the non-empty tensors of `ts`, at most [`MT_PARAM_MAX`] a launch, each with
+/// its tensor count and launch configuration (block numbers restart in every table).
+fn multi_tables(
     name: &str,
     ts: &[MultiTensor],
-) -> Result<Option<(crate::Buffer, i32, crate::LaunchConfig)>> {
-    let mut table = Vec::with_capacity(ts.len());
-    let mut blocks = 0usize;
-    for t in ts.iter().filter(|t| t.n > 0) {
-        table.push(MultiTensorC {
-            p: t.p.0,
-            g: t.g.0,
-            s1: t.s1.0,
-            s2: t.s2.0,
-            n: t.n as i64,
-            first_block: blocks as i64,
-            bc1: t.bc1,
-            bc2: t.bc2,
-        });
-        blocks += t.n.div_ceil(MT_CHUNK);
-    }
-    if table.is_empty() {
-        return Ok(None);
-    }
-    if table.len() > i32::MAX as usize {
-        return Err(crate::Error::LaunchConfig {
-            kernel: name.to_string(),
-            msg: format!("{} tensors exceed i32", table.len()),
-        });
-    }
-    let buf = dev.htod(&table)?;
-    let cfg = crate::LaunchConfig::new(super::rows_grid(name, blocks)?, crate::Dim3::x(256));
-    Ok(Some((buf, table.len() as i32, cfg)))
+) -> Result<Vec<(MultiTable, i32, crate::LaunchConfig)>> {
+    let live: Vec<&MultiTensor> = ts.iter().filter(|t| t.n > 0).collect();
+    let zero = MultiTensorC {
+        p: 0,
+        g: 0,
+        s1: 0,
+        s2: 0,
+        n: 0,
+        first_block: i64::MAX,
+        bc1: 1.0,
+        bc2: 1.0,
+    };
+    live.chunks(MT_PARAM_MAX)
+        .map(|chunk| {
+            let mut table = MultiTable {
+                t: [zero; MT_PARAM_MAX],
+            };
+            let mut blocks = 0usize;
+            for (e, t) in table.t.iter_mut().zip(chunk) {
+                *e = MultiTensorC {
+                    p: t.p.0,
+                    g: t.g.0,
+                    s1: t.s1.0,
+                    s2: t.s2.0,
+                    n: t.n as i64,
+                    first_block: blocks as i64,
+                    bc1: t.bc1,
+                    bc2: t.bc2,
+                };
+                blocks += t.n.div_ceil(MT_CHUNK);
+            }
+            let cfg =
+                crate::LaunchConfig::new(super::rows_grid(name, blocks)?, crate::Dim3::x(256));
+            Ok((table, chunk.len() as i32, cfg))
+        })
+        .collect()
 }
 
 /// Adam / AdamW over every tensor of `ts` in one launch (step 2 of [`adam_f32`]).
@@ -227,7 +247,7 @@ pub fn sgd_multi3_f32(
 }
 
 /// Launches the multi-tensor Adam kernel `name` (steps 2 and 3 share the signature
-/// `(const MultiTensor*, int, float lr, β₁, β₂, eps, wd, int decoupled)` and 256-thread blocks).
+/// `(MultiTable, int, float lr, β₁, β₂, eps, wd, int decoupled)` and 256-thread blocks).
 fn adam_multi(
     dev: &CudaDevice,
     name: &'static str,
@@ -235,24 +255,23 @@ fn adam_multi(
     [lr, beta1, beta2, eps, wd]: [f32; 5],
     decoupled: bool,
 ) -> Result<()> {
-    let Some((table, count, cfg)) = multi_table(dev, name, ts)? else {
-        return Ok(());
-    };
     let k = dev.function(MODULE, name)?;
     let dec = decoupled as i32;
-    // SAFETY: matches the signature above; the table lists buffers of n floats each; `table` is
-    // dropped after the launch (reused only by later work on the stream).
-    unsafe {
-        dev.launch(
-            &k,
-            cfg,
-            &[&table.ptr(), &count, &lr, &beta1, &beta2, &eps, &wd, &dec],
-        )
+    for (table, count, cfg) in multi_tables(name, ts)? {
+        // SAFETY: matches the signature above; the table lists buffers of n floats each.
+        unsafe {
+            dev.launch(
+                &k,
+                cfg,
+                &[&table, &count, &lr, &beta1, &beta2, &eps, &wd, &dec],
+            )?;
+        }
     }
+    Ok(())
 }
 
 /// Launches the multi-tensor SGD kernel `name` (steps 2 and 3 share the signature
-/// `(const MultiTensor*, int, float lr, float momentum, float wd)` and 256-thread blocks).
+/// `(MultiTable, int, float lr, float momentum, float wd)` and 256-thread blocks).
 fn sgd_multi(
     dev: &CudaDevice,
     name: &'static str,
@@ -261,12 +280,12 @@ fn sgd_multi(
     momentum: f32,
     wd: f32,
 ) -> Result<()> {
-    let Some((table, count, cfg)) = multi_table(dev, name, ts)? else {
-        return Ok(());
-    };
     let k = dev.function(MODULE, name)?;
-    // SAFETY: matches the signature above.
-    unsafe { dev.launch(&k, cfg, &[&table.ptr(), &count, &lr, &momentum, &wd]) }
+    for (table, count, cfg) in multi_tables(name, ts)? {
+        // SAFETY: matches the signature above.
+        unsafe { dev.launch(&k, cfg, &[&table, &count, &lr, &momentum, &wd])? };
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -276,6 +295,8 @@ mod tests {
     fn chunk_and_block_match_optim_cu() {
         let src = include_str!("../../../../kernels/optim.cu");
         assert!(src.contains(&format!("#define MT_CHUNK {}", super::MT_CHUNK)));
+        assert!(src.contains(&format!("#define MT_PARAM_MAX {}", super::MT_PARAM_MAX)));
+        assert_eq!(std::mem::size_of::<super::MultiTable>(), 64 * 56); // within 4 KB of parameters
         assert!(src.contains("#define MT3_THREADS 256"));
         for k in [
             "sgd_multi_f32",
