@@ -124,42 +124,54 @@ extern "C" __global__ void embedding_bwd_count(const long long* __restrict__ idx
     }
 }
 
-// One block of 1024 threads: each thread sums a contiguous run of counts, the block scans the
-// 1024 sums, then each thread writes its run's prefix. start has V + 1 entries (start[V] = the
-// number of valid tokens).
+// One block of 1024 threads walks the counts in tiles of 4096 (4 consecutive counts a thread, so
+// a warp's loads are 512 contiguous bytes): a block-wide exclusive scan per tile, plus the
+// running total of the tiles before. start has V + 1 entries (start[V] = the valid tokens).
+// (A first version gave each thread one contiguous run of V/1024 counts: uncoalesced loads and
+// a serial chain; ncu timed it at 149 µs for V = 50257 on the H100, against 459 µs of gather.)
 extern "C" __global__ void __launch_bounds__(1024) embedding_bwd_scan(const int* __restrict__ counts,
                                                                       int* __restrict__ start,
                                                                       int* __restrict__ cursor, long long V) {
     __shared__ int warp_sums[32];
     const int t = threadIdx.x, lane = t % 32, w = t / 32;
-    const long long per = (V + 1023) / 1024, b = t * per, e = min(V, b + per);
-    int s = 0;
-    for (long long r = b; r < e; ++r) s += counts[r];
-    int x = s;  // inclusive scan within the warp
+    int carry = 0;  // tokens in the tiles before this one
+    for (long long base = 0; base < V; base += 4096) {
+        const long long r0 = base + 4 * t;
+        int c[4];
 #pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        const int y = __shfl_up_sync(0xffffffffu, x, o);
-        if (lane >= o) x += y;
-    }
-    if (lane == 31) warp_sums[w] = x;
-    __syncthreads();
-    if (w == 0) {
-        int ws = warp_sums[lane];
+        for (int q = 0; q < 4; ++q) c[q] = r0 + q < V ? counts[r0 + q] : 0;
+        const int s = c[0] + c[1] + c[2] + c[3];
+        int x = s;  // inclusive scan within the warp
 #pragma unroll
         for (int o = 1; o < 32; o <<= 1) {
-            const int y = __shfl_up_sync(0xffffffffu, ws, o);
-            if (lane >= o) ws += y;
+            const int y = __shfl_up_sync(0xffffffffu, x, o);
+            if (lane >= o) x += y;
         }
-        warp_sums[lane] = ws;
+        if (lane == 31) warp_sums[w] = x;
+        __syncthreads();
+        if (w == 0) {
+            int ws = warp_sums[lane];
+#pragma unroll
+            for (int o = 1; o < 32; o <<= 1) {
+                const int y = __shfl_up_sync(0xffffffffu, ws, o);
+                if (lane >= o) ws += y;
+            }
+            warp_sums[lane] = ws;
+        }
+        __syncthreads();
+        int run = carry + x - s + (w > 0 ? warp_sums[w - 1] : 0);
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            if (r0 + q < V) {
+                start[r0 + q] = run;
+                cursor[r0 + q] = run;
+            }
+            run += c[q];
+        }
+        carry += warp_sums[31];
+        __syncthreads();  // warp_sums is rewritten by the next tile
     }
-    __syncthreads();
-    int run = x - s + (w > 0 ? warp_sums[w - 1] : 0);
-    for (long long r = b; r < e; ++r) {
-        start[r] = run;
-        cursor[r] = run;
-        run += counts[r];
-    }
-    if (t == 1023) start[V] = run;  // the last run ends at V (or is empty and starts there)
+    if (t == 0) start[V] = carry;
 }
 
 extern "C" __global__ void embedding_bwd_fill(const long long* __restrict__ idx, long long n, long long V,

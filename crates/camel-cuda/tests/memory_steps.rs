@@ -401,7 +401,8 @@ fn forward_step4_is_step3_bit_for_bit() {
 /// Embedding backward step 3 (count, scan, fill, zero, gather) against an f64 reference: rows of
 /// 1, 7, 33, 768 and 1000 (float4 and scalar gathers, and a misaligned upstream gradient that
 /// forces the scalar one), empty rows, repeated indices, a skewed index (most tokens on one
-/// row, spread over many chunks and summed atomically), and bad indices (skipped and recorded).
+/// row, spread over many chunks and summed atomically), bad indices (skipped and recorded) and
+/// a table of several scan tiles.
 /// The output is poisoned with NaN: every row must be written.
 #[test]
 fn embedding_backward_step3_grouped_by_row() {
@@ -421,6 +422,7 @@ fn embedding_backward_step3_grouped_by_row() {
         (3001, 64, 1000, false, true, 0),
         (2048, 4096, 768, false, false, 1), // most rows empty; g misaligned: scalar gather
         (0, 3, 4, false, false, 0),         // no tokens: the whole gradient is zeros
+        (20000, 10001, 4, false, false, 0), // the scan over several 4096-row tiles
     ] {
         let mut idx: Vec<i64> = (0..n)
             .map(|i| {
