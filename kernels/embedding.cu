@@ -100,7 +100,8 @@ extern "C" __global__ void index_add_rows_warp_f32(const float* __restrict__ g, 
 // 1.26 ms for 349525 tokens × 768 on the H100. Here each gradient row is written once:
 //   1. count    counts[r] = number of valid tokens with index r (bad ones record the deferred
 //               index error and are skipped)
-//   2. scan     start = exclusive prefix sum of counts (one block), cursor = start
+//   2. scan     start = exclusive prefix sum of counts (two launches over tiles of 4096),
+//               cursor = start
 //   3. fill     the token ids grouped by row: order[cursor[r]++] = i, rows[...] = r
 //   4. zero     the rows no single warp writes whole: empty ones, and ones whose group crosses a
 //               chunk boundary (those are then summed with atomics, see 5)
@@ -124,54 +125,88 @@ extern "C" __global__ void embedding_bwd_count(const long long* __restrict__ idx
     }
 }
 
-// One block of 1024 threads walks the counts in tiles of 4096 (4 consecutive counts a thread, so
-// a warp's loads are 512 contiguous bytes): a block-wide exclusive scan per tile, plus the
-// running total of the tiles before. start has V + 1 entries (start[V] = the valid tokens).
-// (A first version gave each thread one contiguous run of V/1024 counts: uncoalesced loads and
-// a serial chain; ncu timed it at 149 µs for V = 50257 on the H100, against 459 µs of gather.)
-extern "C" __global__ void __launch_bounds__(1024) embedding_bwd_scan(const int* __restrict__ counts,
-                                                                      int* __restrict__ start,
-                                                                      int* __restrict__ cursor, long long V) {
-    __shared__ int warp_sums[32];
-    const int t = threadIdx.x, lane = t % 32, w = t / 32;
-    int carry = 0;  // tokens in the tiles before this one
-    for (long long base = 0; base < V; base += 4096) {
-        const long long r0 = base + 4 * t;
-        int c[4];
+// The scan in two launches over tiles of 4096 counts (1024 threads, 4 consecutive counts each,
+// so a warp's loads are 512 contiguous bytes): scan_tiles writes each tile's local exclusive
+// scan into start and the tile's total into tile_sums; scan_offsets adds the totals of the
+// tiles before (each block sums them itself: there are V/4096 of them) and copies start to
+// cursor. start has V + 1 entries (start[V] = the valid tokens).
+// Measured by ncu on the H100 for V = 50257, against 459 µs of gather: a single block with one
+// contiguous run of V/1024 counts a thread (uncoalesced, serial) took 149 µs; a single block
+// walking the tiles 57 µs (13 tiles, each a chain of loads and barriers).
+
+// Block-wide exclusive scan of one value a thread (1024 threads); returns the block total too.
+__device__ __forceinline__ int emb_block_scan(int s, int* warp_sums, int& total) {
+    const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
+    int x = s;  // inclusive scan within the warp
 #pragma unroll
-        for (int q = 0; q < 4; ++q) c[q] = r0 + q < V ? counts[r0 + q] : 0;
-        const int s = c[0] + c[1] + c[2] + c[3];
-        int x = s;  // inclusive scan within the warp
+    for (int o = 1; o < 32; o <<= 1) {
+        const int y = __shfl_up_sync(0xffffffffu, x, o);
+        if (lane >= o) x += y;
+    }
+    if (lane == 31) warp_sums[w] = x;
+    __syncthreads();
+    if (w == 0) {
+        int ws = warp_sums[lane];
 #pragma unroll
         for (int o = 1; o < 32; o <<= 1) {
-            const int y = __shfl_up_sync(0xffffffffu, x, o);
-            if (lane >= o) x += y;
+            const int y = __shfl_up_sync(0xffffffffu, ws, o);
+            if (lane >= o) ws += y;
         }
-        if (lane == 31) warp_sums[w] = x;
-        __syncthreads();
-        if (w == 0) {
-            int ws = warp_sums[lane];
-#pragma unroll
-            for (int o = 1; o < 32; o <<= 1) {
-                const int y = __shfl_up_sync(0xffffffffu, ws, o);
-                if (lane >= o) ws += y;
-            }
-            warp_sums[lane] = ws;
-        }
-        __syncthreads();
-        int run = carry + x - s + (w > 0 ? warp_sums[w - 1] : 0);
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-            if (r0 + q < V) {
-                start[r0 + q] = run;
-                cursor[r0 + q] = run;
-            }
-            run += c[q];
-        }
-        carry += warp_sums[31];
-        __syncthreads();  // warp_sums is rewritten by the next tile
+        warp_sums[lane] = ws;
     }
-    if (t == 0) start[V] = carry;
+    __syncthreads();
+    total = warp_sums[31];
+    return x - s + (w > 0 ? warp_sums[w - 1] : 0);
+}
+
+extern "C" __global__ void __launch_bounds__(1024) embedding_bwd_scan_tiles(const int* __restrict__ counts,
+                                                                            int* __restrict__ start,
+                                                                            int* __restrict__ tile_sums,
+                                                                            long long V) {
+    __shared__ int warp_sums[32];
+    const long long r0 = (long long)blockIdx.x * 4096 + 4 * threadIdx.x;
+    int c[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) c[q] = r0 + q < V ? counts[r0 + q] : 0;
+    int total;
+    int run = emb_block_scan(c[0] + c[1] + c[2] + c[3], warp_sums, total);
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+        if (r0 + q < V) start[r0 + q] = run;
+        run += c[q];
+    }
+    if (threadIdx.x == 0) tile_sums[blockIdx.x] = total;
+}
+
+extern "C" __global__ void __launch_bounds__(1024) embedding_bwd_scan_offsets(const int* __restrict__ tile_sums,
+                                                                              int* __restrict__ start,
+                                                                              int* __restrict__ cursor,
+                                                                              long long V) {
+    __shared__ int warp_sums[32];
+    __shared__ int offset;
+    int s = 0;  // the totals of the tiles before this one
+    for (int i = threadIdx.x; i < (int)blockIdx.x; i += 1024) s += tile_sums[i];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
+    if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = s;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        int x = warp_sums[threadIdx.x];
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) x += __shfl_down_sync(0xffffffffu, x, o);
+        if (threadIdx.x == 0) offset = x;
+    }
+    __syncthreads();
+    const long long r0 = (long long)blockIdx.x * 4096 + 4 * threadIdx.x;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+        if (r0 + q < V) {
+            const int v = start[r0 + q] + offset;
+            start[r0 + q] = v;
+            cursor[r0 + q] = v;
+        }
+    }
+    if (blockIdx.x == gridDim.x - 1 && threadIdx.x == 0) start[V] = offset + tile_sums[blockIdx.x];
 }
 
 extern "C" __global__ void embedding_bwd_fill(const long long* __restrict__ idx, long long n, long long V,

@@ -147,12 +147,15 @@ pub fn index_add_rows_warp_f32(
 
 /// Grouped tokens per warp in step 3's gather (`EMB_CHUNK` in `kernels/embedding.cu`).
 const EMB_CHUNK: usize = 32;
+/// Rows per block of step 3's scan (1024 threads × 4).
+const SCAN_TILE: usize = 4096;
 
 /// Step 3 of [`index_add_rows_f32`]: `out[r, :] = Σ g[i, :]` over the tokens `i` with
 /// `idx[i] = r`, with the tokens grouped by row first (count, scan, fill), so that each row of
 /// `out` is written once instead of accumulated with atomics. `out` need not be zeroed: every
 /// row is written (zeros where no token points). Bad indices record the deferred index error
 /// and are skipped, as in steps 1–2. Needs `n` and `v` below 2³¹ (int32 offsets).
+/// Seven launches: count, two for the scan, fill, zero, gather (and the counts' memset).
 #[allow(clippy::too_many_arguments)]
 pub fn index_add_rows_sorted_f32(
     dev: &CudaDevice,
@@ -168,19 +171,25 @@ pub fn index_add_rows_sorted_f32(
     if v * d == 0 {
         return Ok(());
     }
-    if n >= i32::MAX as usize || v >= i32::MAX as usize {
+    if n >= i32::MAX as usize || v >= i32::MAX as usize || v.div_ceil(SCAN_TILE) > 65_535 {
         return Err(crate::Error::LaunchConfig {
             kernel: name.to_string(),
-            msg: format!("{n} tokens into {v} rows: both must be below 2^31 (int32 offsets)"),
+            msg: format!(
+                "{n} tokens into {v} rows: both must be below 2^31 (int32 offsets), and the \
+                 rows at most 65535 × 4096 (one scan block per 4096 rows)"
+            ),
         });
     }
-    // i32 workspaces: counts (v, zeroed) | start (v + 1) | cursor (v) | order (n) | rows (n)
+    // i32 workspaces: counts (v, zeroed) | start (v + 1) | cursor (v) | order (n) | rows (n) |
+    // the scan's tile totals (one per 4096 rows)
+    let tiles = v.div_ceil(SCAN_TILE);
     let count_buf = dev.alloc(v * 4)?;
     dev.memset_zero(&count_buf)?;
-    let work = dev.alloc((2 * v + 1 + 2 * n.max(1)) * 4)?;
+    let work = dev.alloc((2 * v + 1 + 2 * n.max(1) + tiles) * 4)?;
     let at = |ints: usize| DevPtr(work.ptr().0 + 4 * ints as u64);
     let (counts, start, cursor) = (count_buf.ptr(), at(0), at(v + 1));
     let (order, rows) = (at(2 * v + 1), at(2 * v + 1 + n.max(1)));
+    let tile_sums = at(2 * v + 1 + 2 * n.max(1));
     let (ni, vi, di) = (n as i64, v as i64, d as i64);
     // SAFETY (every launch below): the pointers are the caller's g ([n, d] f32), idx (n i64),
     // out ([v, d] f32) and err slot, and the workspace slices laid out above; the argument
@@ -190,9 +199,11 @@ pub fn index_add_rows_sorted_f32(
         if n > 0 {
             dev.launch(&k, launch_1d(n), &[&idx, &ni, &vi, &counts, &err])?;
         }
-        let k = dev.function(MODULE, "embedding_bwd_scan")?;
-        let one = crate::LaunchConfig::new(crate::Dim3::x(1), crate::Dim3::x(1024));
-        dev.launch(&k, one, &[&counts, &start, &cursor, &vi])?;
+        let scan = crate::LaunchConfig::new(crate::Dim3::x(tiles as u32), crate::Dim3::x(1024));
+        let k = dev.function(MODULE, "embedding_bwd_scan_tiles")?;
+        dev.launch(&k, scan, &[&counts, &start, &tile_sums, &vi])?;
+        let k = dev.function(MODULE, "embedding_bwd_scan_offsets")?;
+        dev.launch(&k, scan, &[&tile_sums, &start, &cursor, &vi])?;
         let k = dev.function(MODULE, "embedding_bwd_fill")?;
         if n > 0 {
             dev.launch(&k, launch_1d(n), &[&idx, &ni, &vi, &cursor, &order, &rows])?;
