@@ -310,16 +310,20 @@ void launch_x13(const float* A, const float* B, float* C, int M, int N, int K) {
     launch_lib_kernel<128, 256, IL & 1, IL / 2>(x13<BK, ST, IL, PADB, DYN>, bytes, A, B, C, M, N,
                                                 K);
 }
-// NN as an explicit transpose of A (M×K → K×M, in a workspace) and the TN kernel.
-__global__ void transpose32(const float* __restrict__ X, float* __restrict__ Y, int R, int Cc) {
-    __shared__ float tile[32][33];
-    int c = blockIdx.x * 32 + threadIdx.x, r0 = blockIdx.y * 32;
-    for (int i = threadIdx.y; i < 32; i += 8)
-        if (r0 + i < R && c < Cc) tile[i][threadIdx.x] = X[(size_t)(r0 + i) * Cc + c];
-    __syncthreads();
-    int r = r0 + threadIdx.x, c0 = blockIdx.x * 32;
-    for (int i = threadIdx.y; i < 32; i += 8)
-        if (c0 + i < Cc && r < R) Y[(size_t)(c0 + i) * R + r] = tile[threadIdx.x][i];
+// A·B and A·Bᵀ as explicit transposes (the library's sgemm_13_transpose) into a workspace,
+// then an Aᵀ·B kernel.
+float* lab_workspace(size_t floats) {  // one buffer, grown on demand, kept for the run
+    static float* W = nullptr;
+    static size_t cap = 0;
+    if (cap < floats) {
+        if (W) cudaFree(W);
+        CK(cudaMalloc(&W, floats * 4));
+        cap = floats;
+    }
+    return W;
+}
+void lab_transpose(const float* X, float* Y, int R, int C) {  // Y (C×R) = Xᵀ
+    sgemm_13_transpose<<<dim3((C + 31) / 32, (R + 31) / 32), dim3(32, 8)>>>(X, Y, R, C, 0);
 }
 // Other block shapes, K-slices and stage counts of the Aᵀ·B interior kernel (dynamic memory).
 template <int BM, int BN, int BK, int ST>
@@ -334,31 +338,17 @@ void launch_xtn(const float* A, const float* B, float* C, int M, int N, int K) {
 }
 // A·Bᵀ as transposes of both A and B, then the library's Aᵀ·B kernel.
 void launch_tnt(const float* A, const float* B, float* C, int M, int N, int K) {
-    static float* W = nullptr;
-    static size_t cap = 0;
-    const size_t need = (size_t)(M + N) * K;
-    if (cap < need) {
-        if (W) cudaFree(W);
-        CK(cudaMalloc(&W, need * 4));
-        cap = need;
-    }
+    float* W = lab_workspace((size_t)(M + N) * K);
     float* WB = W + (size_t)M * K;
-    transpose32<<<dim3((K + 31) / 32, (M + 31) / 32), dim3(32, 8)>>>(A, W, M, K);
-    transpose32<<<dim3((K + 31) / 32, (N + 31) / 32), dim3(32, 8)>>>(B, WB, N, K);
+    lab_transpose(A, W, M, K);
+    lab_transpose(B, WB, N, K);
     launch_lib_kernel<128, 256, 1, 0>(sgemm_13_async_128x256x16_tn, ASYNC_TN16_SMEM_BYTES, W, WB, C, M,
                                       N, K);
 }
 template <void (*TN)(const float*, const float*, float*, int, int, int)>
 void launch_tnn(const float* A, const float* B, float* C, int M, int N, int K) {
-    // (the library's sgemm_13_transpose does the same, batched)
-    static float* W = nullptr;
-    static size_t cap = 0;
-    if (cap < (size_t)M * K) {
-        if (W) cudaFree(W);
-        CK(cudaMalloc(&W, (size_t)M * K * 4));
-        cap = (size_t)M * K;
-    }
-    transpose32<<<dim3((K + 31) / 32, (M + 31) / 32), dim3(32, 8)>>>(A, W, M, K);
+    float* W = lab_workspace((size_t)M * K);
+    lab_transpose(A, W, M, K);
     TN(W, B, C, M, N, K);
 }
 void launch_lib13(const float* A, const float* B, float* C, int M, int N, int K) {

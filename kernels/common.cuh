@@ -31,6 +31,23 @@ __device__ __forceinline__ float warp_sum(float v) {
     return v;
 }
 
+__device__ __forceinline__ int warp_sum(int v) {
+#pragma unroll
+    for (int o = WARP_SIZE / 2; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
+}
+
+// Inclusive prefix sum over the lanes of a warp: lane i gets v_0 + … + v_i.
+__device__ __forceinline__ int warp_inclusive_scan(int v) {
+    const int lane = threadIdx.x % WARP_SIZE;
+#pragma unroll
+    for (int o = 1; o < WARP_SIZE; o <<= 1) {
+        const int y = __shfl_up_sync(FULL_MASK, v, o);
+        if (lane >= o) v += y;
+    }
+    return v;
+}
+
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
     for (int o = WARP_SIZE / 2; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL_MASK, v, o));
@@ -48,6 +65,17 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
     if (lane == 0) scratch[warp] = v;
     __syncthreads();
     v = lane < warps ? scratch[lane] : 0.0f;
+    return warp_sum(v);
+}
+
+__device__ __forceinline__ int block_sum(int v, int* scratch) {
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
+    const int warps = blockDim.x / WARP_SIZE;
+    v = warp_sum(v);
+    __syncthreads();
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    v = lane < warps ? scratch[lane] : 0;
     return warp_sum(v);
 }
 

@@ -137,23 +137,10 @@ extern "C" __global__ void embedding_bwd_count(const long long* __restrict__ idx
 // Block-wide exclusive scan of one value a thread (1024 threads); returns the block total too.
 __device__ __forceinline__ int emb_block_scan(int s, int* warp_sums, int& total) {
     const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
-    int x = s;  // inclusive scan within the warp
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        const int y = __shfl_up_sync(0xffffffffu, x, o);
-        if (lane >= o) x += y;
-    }
+    const int x = camel::warp_inclusive_scan(s);
     if (lane == 31) warp_sums[w] = x;
     __syncthreads();
-    if (w == 0) {
-        int ws = warp_sums[lane];
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-            const int y = __shfl_up_sync(0xffffffffu, ws, o);
-            if (lane >= o) ws += y;
-        }
-        warp_sums[lane] = ws;
-    }
+    if (w == 0) warp_sums[lane] = camel::warp_inclusive_scan(warp_sums[lane]);
     __syncthreads();
     total = warp_sums[31];
     return x - s + (w > 0 ? warp_sums[w - 1] : 0);
@@ -182,21 +169,10 @@ extern "C" __global__ void __launch_bounds__(1024) embedding_bwd_scan_offsets(co
                                                                               int* __restrict__ start,
                                                                               int* __restrict__ cursor,
                                                                               long long V) {
-    __shared__ int warp_sums[32];
-    __shared__ int offset;
+    __shared__ int scratch[32];
     int s = 0;  // the totals of the tiles before this one
     for (int i = threadIdx.x; i < (int)blockIdx.x; i += 1024) s += tile_sums[i];
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
-    if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = s;
-    __syncthreads();
-    if (threadIdx.x < 32) {
-        int x = warp_sums[threadIdx.x];
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) x += __shfl_down_sync(0xffffffffu, x, o);
-        if (threadIdx.x == 0) offset = x;
-    }
-    __syncthreads();
+    const int offset = camel::block_sum(s, scratch);
     const long long r0 = (long long)blockIdx.x * 4096 + 4 * threadIdx.x;
 #pragma unroll
     for (int q = 0; q < 4; ++q) {

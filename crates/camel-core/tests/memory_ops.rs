@@ -660,25 +660,39 @@ fn embedding_backward_with_repeated_indices() {
         check(&format!("embedding d={dim}"), &[n, dim], &fwd, EXACT, |d| {
             t(&table, &[v, dim], d).embedding(&ti(&idx, &[n], d))
         });
-        let mut want = vec![0.0f64; v * dim];
-        for (k, &i) in idx.iter().enumerate() {
-            for c in 0..dim {
-                want[i as usize * dim + c] += g[k * dim + c] as f64;
-            }
+        check_embedding_backward(&format!("d={dim}"), &table, &idx, &g, v, dim);
+    }
+}
+
+/// The table's gradient after `embedding(idx)` and a backward pass with upstream `g`, on every
+/// device, against the f64 sums of `g`'s rows per index.
+fn check_embedding_backward(
+    what: &str,
+    table: &[f32],
+    idx: &[i64],
+    g: &[f32],
+    v: usize,
+    dim: usize,
+) {
+    let n = idx.len();
+    let mut want = vec![0.0f64; v * dim];
+    for (k, &i) in idx.iter().enumerate() {
+        for c in 0..dim {
+            want[i as usize * dim + c] += g[k * dim + c] as f64;
         }
-        for d in devices() {
-            let w = t(&table, &[v, dim], d).requires_grad_(true).unwrap();
-            w.embedding(&ti(&idx, &[n], d))
-                .unwrap()
-                .backward_with(&t(&g, &[n, dim], d))
-                .unwrap();
-            assert_close(
-                &format!("embedding backward d={dim} on {d}"),
-                &w.grad().unwrap().to_vec().unwrap(),
-                &want,
-                ELEM,
-            );
-        }
+    }
+    for d in devices() {
+        let w = t(table, &[v, dim], d).requires_grad_(true).unwrap();
+        w.embedding(&ti(idx, &[n], d))
+            .unwrap()
+            .backward_with(&t(g, &[n, dim], d))
+            .unwrap();
+        assert_close(
+            &format!("embedding backward {what} on {d}"),
+            &w.grad().unwrap().to_vec().unwrap(),
+            &want,
+            ELEM,
+        );
     }
 }
 
@@ -692,25 +706,14 @@ fn embedding_backward_large_grouped_by_row() {
     let idx: Vec<i64> = (0..n).map(|i| ((i * 7919) % 250) as i64).collect(); // rows 250.. unused
     let table = rand_vec(v * dim, -1.0, 1.0, 3);
     let g = rand_vec(n * dim, -1.0, 1.0, 4);
-    let mut want = vec![0.0f64; v * dim];
-    for (k, &i) in idx.iter().enumerate() {
-        for c in 0..dim {
-            want[i as usize * dim + c] += g[k * dim + c] as f64;
-        }
-    }
-    for d in devices() {
-        let w = t(&table, &[v, dim], d).requires_grad_(true).unwrap();
-        w.embedding(&ti(&idx, &[n], d))
-            .unwrap()
-            .backward_with(&t(&g, &[n, dim], d))
-            .unwrap();
-        assert_close(
-            &format!("embedding backward {n}×{dim} into {v} rows on {d}"),
-            &w.grad().unwrap().to_vec().unwrap(),
-            &want,
-            ELEM,
-        );
-    }
+    check_embedding_backward(
+        &format!("{n}×{dim} into {v} rows"),
+        &table,
+        &idx,
+        &g,
+        v,
+        dim,
+    );
 }
 
 #[test]

@@ -420,38 +420,37 @@ fn sgemm_relayout(
     c: DevPtr,
     epi: &Epilogue,
 ) -> Result<()> {
-    // a broadcast operand (stride 0) is transposed once and stays broadcast
-    let count = |stride: usize| if stride == 0 { 1 } else { g.batch };
-    let stride = |s: usize, size: usize| if s == 0 { 0 } else { size };
-    let mut work = Vec::new();
-    // the workspaces are as large as the operands: where they cannot be had, the generic kernel
-    // runs instead (it needs none)
+    // The k-contiguous operand `x` (`rows × k` per batch, `stride` apart) transposed into a
+    // workspace: its pointer and batch stride, and the workspace (which goes back to the
+    // stream-ordered cache when dropped). A broadcast operand (stride 0) is transposed once and
+    // stays broadcast. None where the workspace cannot be had: the generic kernel then runs
+    // instead (it needs none).
+    let transposed = |x: DevPtr, rows: usize, stride: usize| -> Result<Option<_>> {
+        let count = if stride == 0 { 1 } else { g.batch };
+        let w = match dev.alloc(count * rows * g.k * 4) {
+            Err(Error::OutOfMemory { .. }) => return Ok(None),
+            r => r?,
+        };
+        transpose_f32(dev, x, w.ptr(), rows, g.k, stride, count)?;
+        let s = if stride == 0 { 0 } else { rows * g.k };
+        Ok(Some((w.ptr(), s, w)))
+    };
     let generic = || sgemm_with_tile(dev, &SgemmKernel::async_tile(), g, a, b, c, epi);
-    let alloc = |bytes: usize| match dev.alloc(bytes) {
-        Err(Error::OutOfMemory { .. }) => Ok(None),
-        r => r.map(Some),
-    };
-    let (at, sa) = if g.trans_a {
-        (a, g.stride_a)
+    let (at, sa, _wa) = if g.trans_a {
+        (a, g.stride_a, None)
     } else {
-        let Some(w) = alloc(count(g.stride_a) * g.m * g.k * 4)? else {
-            return generic();
-        };
-        transpose_f32(dev, a, w.ptr(), g.m, g.k, g.stride_a, count(g.stride_a))?;
-        let p = w.ptr();
-        work.push(w);
-        (p, stride(g.stride_a, g.m * g.k))
+        match transposed(a, g.m, g.stride_a)? {
+            Some((p, s, w)) => (p, s, Some(w)),
+            None => return generic(),
+        }
     };
-    let (bt, sb) = if !g.trans_b {
-        (b, g.stride_b)
+    let (bt, sb, _wb) = if !g.trans_b {
+        (b, g.stride_b, None)
     } else {
-        let Some(w) = alloc(count(g.stride_b) * g.n * g.k * 4)? else {
-            return generic();
-        };
-        transpose_f32(dev, b, w.ptr(), g.n, g.k, g.stride_b, count(g.stride_b))?;
-        let p = w.ptr();
-        work.push(w);
-        (p, stride(g.stride_b, g.n * g.k))
+        match transposed(b, g.n, g.stride_b)? {
+            Some((p, s, w)) => (p, s, Some(w)),
+            None => return generic(),
+        }
     };
     let tn = Gemm {
         trans_a: true,
@@ -460,7 +459,6 @@ fn sgemm_relayout(
         stride_b: sb,
         ..*g
     };
-    // the workspaces go back to the stream-ordered cache when `work` drops
     let tile = SgemmKernel::async_tn_tile(async_tn_choice(g, dev.limits().sm_count as usize));
     sgemm_with_tile(dev, &tile, &tn, at, bt, c, epi)
 }
