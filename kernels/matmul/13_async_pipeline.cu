@@ -290,6 +290,55 @@ extern "C" __global__ void __launch_bounds__(256) sgemm_13_transpose(const float
 extern "C" __global__ void __launch_bounds__(256) sgemm_13_async_64x64x16(GEMM_ARGS) {
     ASYNC_STATIC(64, 64, 16, 4);
 }
+
+// The 64×64×16 kernel with the split-K reduction in the same launch ("fused K-reduction"): no
+// second kernel, so the launch gap and ramp of `sgemm_splitk_reduce` go away, which matter at
+// the small shapes split-K is for (64×784×256 runs 10–15 µs in all). Each block writes its
+// partial tile to the workspace `C` exactly as the split kernel does, then waits until every
+// split of its tile has arrived (a counter per tile), and then reduces 1/S of the tile: the S
+// blocks of a tile share the reduction, where the last-arriver scheme tried before left it to
+// one block (25–35 % slower, docs/gemm.md). The sums run in split order from 0, as in
+// sgemm_splitk_reduce, so C is bit-identical to the two-launch path.
+// The wait needs every block of the grid resident at once: the host launches it only when the
+// grid fits the GPU by the kernel's registers and shared memory (`fused_reduce_fits`).
+// `counters` (2 ints per tile) must be zero at launch and are left zero: the last block of a
+// tile to finish resets them.
+__device__ __forceinline__ int ld_acquire_gpu(const int* p) {
+    int v;
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+extern "C" __global__ void __launch_bounds__(256)
+    sgemm_13_async_64x64x16_fk(GEMM_ARGS, float* __restrict__ Cout, const float* __restrict__ biasOut,
+                               int actOut, float* __restrict__ Zout, int* counters) {
+    {
+        ASYNC_STATIC(64, 64, 16, 4);  // the partial tile into the workspace C
+    }
+    const int S = (K + kSplit - 1) / kSplit, sp = blockIdx.z % S, zb = blockIdx.z / S;
+    const long long MN = (long long)M * N, total = (long long)(gridDim.z / S) * MN;
+    int* arrived = counters + 2 * ((zb * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x);
+    __threadfence();  // this block's partial is visible before it counts itself in
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        atomicAdd(arrived, 1);
+        while (ld_acquire_gpu(arrived) < S) __nanosleep(32);
+    }
+    __syncthreads();
+    const int i0 = blockIdx.y * 64, j0 = blockIdx.x * 64;
+    const int cols = min(64, N - j0), n = min(64, M - i0) * cols;
+    for (int e = n * sp / S + threadIdx.x; e < n * (sp + 1) / S; e += 256) {
+        const long long idx = zb * MN + (long long)(i0 + e / cols) * N + j0 + e % cols;
+        float sum = 0.0f;
+#pragma unroll 4
+        for (int q = 0; q < S; ++q) sum += __ldcg(&C[q * total + idx]);
+        Cout[idx] = gemm_epilogue(sum, j0 + e % cols, idx, biasOut, actOut, Zout);
+    }
+    __syncthreads();  // every thread of this block is past the wait
+    if (threadIdx.x == 0 && atomicAdd(arrived + 1, 1) == S - 1) {
+        arrived[0] = 0;  // all S blocks are past the wait: ready for the next launch
+        arrived[1] = 0;
+    }
+}
 extern "C" __global__ void __launch_bounds__(256) sgemm_13_async_64x128x16(GEMM_ARGS) {
     ASYNC_STATIC(64, 128, 16, 3);
 }

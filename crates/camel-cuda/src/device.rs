@@ -250,6 +250,8 @@ pub struct CudaDevice {
     total_memory: usize,
     shared: Arc<Shared>,
     modules: RwLock<Modules>,
+    /// Zeroed ints for kernels that count arrivals across blocks (see [`CudaDevice::counters`]).
+    counters: Mutex<Option<Buffer>>,
 }
 
 impl fmt::Debug for CudaDevice {
@@ -373,6 +375,7 @@ impl CudaDevice {
                 last_kernel: Mutex::new(None),
             }),
             modules: RwLock::new(Modules::default()),
+            counters: Mutex::new(None),
         })
     }
 
@@ -602,6 +605,21 @@ impl CudaDevice {
             unsafe { ffi::cuMemcpyDtoDAsync_v2(dst.ptr, src.ptr, bytes, self.shared.stream.0) },
             || format!("cuMemcpyDtoDAsync({bytes} bytes)"),
         )
+    }
+
+    /// At least `n` device ints that are zero whenever no kernel runs: kept for the device's
+    /// lifetime, zeroed once (and again when they grow), and every kernel that uses them must
+    /// leave them zero (as `sgemm_13_async_64x64x16_fk` does), so no memset is queued per launch.
+    pub fn counters(&self, n: usize) -> Result<DevPtr> {
+        let mut c = self.counters.lock().unwrap_or_else(PoisonError::into_inner);
+        if c.as_ref().map_or(true, |b| b.bytes < n * 4) {
+            let b = self.alloc(n.max(1024) * 4)?;
+            self.memset_zero(&b)?;
+            // the old buffer may still be in use by queued kernels: its return to the cache is
+            // stream-ordered like any other buffer's
+            *c = Some(b);
+        }
+        Ok(c.as_ref().map(|b| b.ptr()).unwrap_or_default())
     }
 
     /// Sets every byte of `buf` to zero, asynchronously on the stream.

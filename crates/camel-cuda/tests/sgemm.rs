@@ -602,6 +602,128 @@ fn interior_tn_kernels_split_k_and_refusals() {
     }
 }
 
+/// The fused K-reduction (partials summed inside the GEMM's launch) against the separate
+/// reduction kernel: bit-identical C and pre-activation on model, odd and clipped-tile shapes,
+/// batched with a broadcast operand, with bias and GELU, for several split counts; repeated runs
+/// and a change of shape reuse the device's counters (which the kernel must leave zero). A
+/// kernel without a fused form is refused when the fused one is demanded.
+#[test]
+fn fused_k_reduction_matches_the_separate_kernel() {
+    use camel_cuda::kernels::matmul::{sgemm_split_k_reduce, SplitReduce};
+    let Some(dev) = test_device() else { return };
+    let t = SgemmKernel::async_small_tile("sgemm_13_async_64x64x16", 64, 64);
+    for (m, k, n, batch, ta, tb, splits) in [
+        (64, 784, 256, 1, false, false, 13),
+        (64, 784, 256, 1, false, false, 13), // again: the counters were reset
+        (256, 784, 256, 1, false, true, 5),
+        (7, 300, 33, 1, true, false, 3),
+        (130, 1000, 257, 2, false, false, 7),
+        (1, 512, 1, 2, true, true, 16),
+    ] {
+        let g = Gemm {
+            batch,
+            stride_b: if batch > 1 { 0 } else { k * n },
+            ..gemm(m, n, k, ta, tb)
+        };
+        let (a, b) = inputs(&g, 51);
+        let bias = lcg(95, n);
+        let (da, db, dbias) = (
+            dev.htod(&a).unwrap(),
+            dev.htod(&b).unwrap(),
+            dev.htod(&bias).unwrap(),
+        );
+        let len = batch * m * n;
+        let mut out = Vec::new();
+        for reduce in [
+            SplitReduce::Separate,
+            SplitReduce::Fused,
+            SplitReduce::Fused,
+        ] {
+            let dc = dev.htod(&vec![f32::NAN; len]).unwrap();
+            let dz = dev.htod(&vec![f32::NAN; len]).unwrap();
+            let epi = Epilogue {
+                bias: Some(dbias.ptr()),
+                act: Activation::Gelu,
+                pre_act: Some(dz.ptr()),
+            };
+            let (ap, bp, cp) = (da.ptr(), db.ptr(), dc.ptr());
+            sgemm_split_k_reduce(&dev, &t, &g, ap, bp, cp, &epi, splits, reduce).unwrap();
+            let c: Vec<f32> = dev.dtoh_vec(&dc, len).unwrap();
+            let z: Vec<f32> = dev.dtoh_vec(&dz, len).unwrap();
+            out.push((reduce, c, z));
+        }
+        let (_, c0, z0) = &out[0];
+        let what = format!("{g:?}, {splits} splits");
+        let gelu = Activation::Gelu;
+        assert_epilogue(
+            &what,
+            SgemmKernel::AsyncPipeline,
+            &g,
+            &a,
+            &b,
+            &bias,
+            gelu,
+            c0,
+            z0,
+        );
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        for (reduce, c, z) in &out[1..] {
+            assert!(
+                bits(c) == bits(c0),
+                "{what} {reduce:?}: C differs from the separate sum"
+            );
+            assert!(
+                bits(z) == bits(z0),
+                "{what} {reduce:?}: Z differs from the separate sum"
+            );
+        }
+    }
+    // a kernel with no fused form: refused with its name, C untouched
+    let t11 = SgemmKernel::async_small_tile("sgemm_13_async_64x128x16", 64, 128);
+    let g = gemm(64, 256, 784, false, false);
+    let (a, b) = inputs(&g, 52);
+    let (da, db) = (dev.htod(&a).unwrap(), dev.htod(&b).unwrap());
+    let dc = dev.htod(&vec![f32::NAN; 64 * 256]).unwrap();
+    let none = Epilogue::default();
+    let (ap, bp, cp) = (da.ptr(), db.ptr(), dc.ptr());
+    let err =
+        sgemm_split_k_reduce(&dev, &t11, &g, ap, bp, cp, &none, 4, SplitReduce::Fused).unwrap_err();
+    assert!(err.to_string().contains("64x128x16"), "{err}");
+    let c: Vec<f32> = dev.dtoh_vec(&dc, 64 * 256).unwrap();
+    assert!(c.iter().all(|x| x.is_nan()), "C was written");
+}
+
+/// The residency rule of kernels whose blocks wait for each other (no GPU needed).
+#[test]
+fn all_resident_by_registers_and_shared_memory() {
+    use camel_cuda::kernels::matmul::all_resident;
+    use camel_cuda::{DeviceLimits, Dim3, KernelLimits};
+    let h100 = DeviceLimits {
+        compute_capability: (9, 0),
+        sm_count: 132,
+        warp_size: 32,
+        max_threads_per_block: 1024,
+        max_block: Dim3::xyz(1024, 1024, 64),
+        max_grid: Dim3::xyz(i32::MAX as u32, 65535, 65535),
+        max_shared_per_block: 48 * 1024,
+        max_shared_per_block_optin: 227 * 1024,
+        max_shared_per_sm: 228 * 1024,
+    };
+    let k = |num_regs, static_shared_bytes| KernelLimits {
+        max_threads_per_block: 256,
+        static_shared_bytes,
+        num_regs,
+    };
+    // 125 registers → 4096 a warp, 8 warps: two blocks a multiprocessor
+    assert!(all_resident(&h100, k(125, 34816), 256, 264));
+    assert!(!all_resident(&h100, k(125, 34816), 256, 265));
+    // 255 registers: one; 32 registers: six by threads (1536); 100 KB of shared memory: two
+    assert!(!all_resident(&h100, k(255, 0), 256, 133));
+    assert!(all_resident(&h100, k(32, 0), 256, 6 * 132));
+    assert!(!all_resident(&h100, k(32, 0), 256, 6 * 132 + 1));
+    assert!(!all_resident(&h100, k(32, 100 * 1024), 256, 2 * 132 + 1));
+}
+
 /// The batched transpose behind the re-layout, on odd sizes and a padded batch stride.
 #[test]
 fn relayout_transpose_odd_sizes() {

@@ -4,7 +4,7 @@
 //! (`cargo xtask gemm-search`, then `gemm_tune` on the GPU; winners in [`tuned`]); step 13 is
 //! one fixed 128×256 `cp.async` pipeline for large outputs.
 
-use crate::{CudaDevice, DevPtr, Dim3, Error, LaunchConfig, Result};
+use crate::{CudaDevice, DevPtr, DeviceLimits, Dim3, Error, KernelLimits, LaunchConfig, Result};
 
 #[path = "matmul_tuned.rs"]
 pub mod tuned;
@@ -662,6 +662,58 @@ pub fn sgemm_split_k(
     epi: &Epilogue,
     splits: usize,
 ) -> Result<()> {
+    sgemm_split_k_reduce(dev, t, g, a, b, c, epi, splits, SplitReduce::Auto)
+}
+
+/// How the K-splits' partial products are summed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SplitReduce {
+    /// The fused form where the kernel has one and the grid fits, else the separate kernel.
+    Auto,
+    /// `sgemm_splitk_reduce`, a second launch.
+    Separate,
+    /// The kernel's fused form ([`FUSED_K_REDUCE`]), or an error where it cannot run.
+    Fused,
+}
+
+/// Kernels with a fused K-reduction, as (split kernel, fused form). The fused form sums the
+/// partials inside the same launch, each of a tile's S blocks reducing 1/S of it once all have
+/// arrived; it saves the reduction's launch at the small products split-K is for.
+pub const FUSED_K_REDUCE: [(&str, &str); 1] =
+    [("sgemm_13_async_64x64x16", "sgemm_13_async_64x64x16_fk")];
+
+/// Env `CAMEL_SPLITK_FUSED=off` keeps the separate reduction (for measuring).
+fn fused_k_reduce_on() -> bool {
+    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    !*OFF.get_or_init(|| std::env::var("CAMEL_SPLITK_FUSED").is_ok_and(|v| v == "off"))
+}
+
+/// Whether `blocks` blocks of `threads` threads of a kernel can all be resident at once, by its
+/// registers (64 Ki a multiprocessor, allocated 256 a warp) and shared memory (plus the 1 KiB
+/// the driver reserves a block), at most 1536 threads and 16 blocks a multiprocessor (the
+/// smallest limits of sm_80–sm_90). A kernel whose blocks wait for each other needs this.
+pub fn all_resident(d: &DeviceLimits, k: KernelLimits, threads: u32, blocks: usize) -> bool {
+    let warps = threads.div_ceil(32).max(1);
+    let regs_per_warp = (k.num_regs * 32).next_multiple_of(256).max(256);
+    let by_regs = 65_536 / (regs_per_warp * warps);
+    let by_smem = d.max_shared_per_sm / (k.static_shared_bytes + 1024);
+    let per_sm = by_regs.min(by_smem).min(1536 / threads.max(1)).min(16);
+    blocks <= per_sm as usize * d.sm_count as usize
+}
+
+/// [`sgemm_split_k`] with the reduction chosen by `reduce`.
+#[allow(clippy::too_many_arguments)]
+pub fn sgemm_split_k_reduce(
+    dev: &CudaDevice,
+    t: &TileShape,
+    g: &Gemm,
+    a: DevPtr,
+    b: DevPtr,
+    c: DevPtr,
+    epi: &Epilogue,
+    splits: usize,
+    reduce: SplitReduce,
+) -> Result<()> {
     if g.batch == 0 || g.m == 0 || g.n == 0 {
         return Ok(());
     }
@@ -748,6 +800,45 @@ pub fn sgemm_split_k(
     // partial products into a workspace, then the reduction with the epilogue
     let work = dev.alloc(splits * total * 4)?;
     let (wp, null, none, ks) = (work.ptr(), DevPtr::NULL, 0i32, k_split as i32);
+    let tiles = (grid.x * grid.y) as usize * g.batch;
+    let blocks = tiles * splits;
+    if reduce != SplitReduce::Separate {
+        let fused = match FUSED_K_REDUCE.iter().find(|x| x.0 == t.kernel) {
+            Some(&(_, name)) => {
+                let kf = dev.function(t.module, name)?;
+                let fits = all_resident(dev.limits(), kf.limits(), t.threads, blocks);
+                (fits && fused_k_reduce_on()).then_some((kf, name))
+            }
+            None => None,
+        };
+        match fused {
+            Some((kf, _)) => {
+                let counters = dev.counters(2 * tiles)?;
+                // SAFETY: GEMM_ARGS as above (C = the workspace), then the real C, bias,
+                // activation, pre-activation and 2·tiles zeroed ints (left zero).
+                return unsafe {
+                    dev.launch(
+                        &kf,
+                        cfg,
+                        &[
+                            &a, &b, &wp, &m, &n, &kk, &ta, &tb, &sa, &sb, &sc, &null, &none, &null,
+                            &ks, &c, &bias, &act, &z, &counters,
+                        ],
+                    )
+                };
+            }
+            None if reduce == SplitReduce::Fused => return Err(Error::LaunchConfig {
+                kernel: t.kernel.to_string(),
+                msg: format!(
+                    "no fused K-reduction here: it needs a kernel with one ({}) and all {blocks} \
+                         blocks resident at once on {} SMs",
+                    FUSED_K_REDUCE.map(|x| x.0).join(", "),
+                    dev.limits().sm_count
+                ),
+            }),
+            None => {}
+        }
+    }
     // SAFETY: as above, with C = the workspace of `splits` × batch × m × n floats.
     unsafe {
         dev.launch(
