@@ -649,8 +649,10 @@ pub fn sgemm_with_tile(
 }
 
 /// [`sgemm_with_tile`] with an explicit number of K-splits (1 = none). With more than one,
-/// the kernel writes `splits` partial products to a workspace and `splitk_reduce` sums them
-/// and applies the epilogue. Only the templated steps (7–11, 13) can split.
+/// the kernel writes `splits` partial products to a workspace, and they are summed with the
+/// epilogue applied: inside the same launch where the kernel has a fused form
+/// ([`FUSED_K_REDUCE`]) and the grid fits ([`all_resident`]), else by `splitk_reduce`. Only the
+/// templated steps (7–11, 13) can split.
 #[allow(clippy::too_many_arguments)]
 pub fn sgemm_split_k(
     dev: &CudaDevice,
@@ -827,15 +829,17 @@ pub fn sgemm_split_k_reduce(
                     )
                 };
             }
-            None if reduce == SplitReduce::Fused => return Err(Error::LaunchConfig {
-                kernel: t.kernel.to_string(),
-                msg: format!(
+            None if reduce == SplitReduce::Fused => {
+                return Err(Error::LaunchConfig {
+                    kernel: t.kernel.to_string(),
+                    msg: format!(
                     "no fused K-reduction here: it needs a kernel with one ({}) and all {blocks} \
                          blocks resident at once on {} SMs",
                     FUSED_K_REDUCE.map(|x| x.0).join(", "),
                     dev.limits().sm_count
                 ),
-            }),
+                })
+            }
             None => {}
         }
     }
