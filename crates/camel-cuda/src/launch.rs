@@ -187,6 +187,21 @@ pub struct KernelLimits {
     pub num_regs: u32,
 }
 
+impl KernelLimits {
+    /// How many blocks of `threads` threads, with `dynamic_smem` bytes of dynamic shared memory,
+    /// fit on one multiprocessor of `d` at once by this kernel's registers (64 Ki a
+    /// multiprocessor from sm_80 to sm_90, allocated 256 a warp) and shared memory (static plus
+    /// dynamic, plus the 1 KiB the driver reserves a block). Caps on threads and blocks a
+    /// multiprocessor are the caller's.
+    pub fn blocks_per_sm(&self, d: &DeviceLimits, threads: u32, dynamic_smem: u32) -> u32 {
+        let warps = threads.div_ceil(32).max(1);
+        let regs_per_warp = (self.num_regs * 32).next_multiple_of(256).max(256);
+        let by_regs = 65_536 / (regs_per_warp * warps);
+        let by_smem = d.max_shared_per_sm / (self.static_shared_bytes + dynamic_smem + 1024);
+        by_regs.min(by_smem)
+    }
+}
+
 /// A raw device address (`CUdeviceptr`), as kernels receive it. Launchers take these rather
 /// than buffers so they can address sub-ranges; [`crate::Buffer::ptr`] gives one.
 #[repr(transparent)]

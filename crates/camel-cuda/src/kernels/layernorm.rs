@@ -391,10 +391,8 @@ pub fn layernorm4_bwd_f32(
     // by registers (64 Ki a SM from sm_80 to sm_90) and by shared memory (the driver reserves
     // 1 KiB a block), at most 32 warps a SM.
     let threads = 32 * warps;
-    let regs = (k.limits().num_regs.max(1) as usize).div_ceil(8) * 8;
-    let by_regs = 65536 / (regs * threads);
-    let by_smem = lim.max_shared_per_sm as usize / (smem + 1024);
-    let per_sm = by_regs.min(by_smem).clamp(1, 32 / warps);
+    let fit = k.limits().blocks_per_sm(lim, threads as u32, smem as u32) as usize;
+    let per_sm = fit.clamp(1, 32 / warps);
     let sms = lim.sm_count.max(1) as usize;
     let blocks = rows.div_ceil(warps).clamp(1, per_sm * sms);
     let partial = dev.alloc(2 * blocks * cols * 4)?;

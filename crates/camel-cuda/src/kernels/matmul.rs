@@ -695,11 +695,10 @@ fn fused_k_reduce_on() -> bool {
 /// the driver reserves a block), at most 1536 threads and 16 blocks a multiprocessor (the
 /// smallest limits of sm_80–sm_90). A kernel whose blocks wait for each other needs this.
 pub fn all_resident(d: &DeviceLimits, k: KernelLimits, threads: u32, blocks: usize) -> bool {
-    let warps = threads.div_ceil(32).max(1);
-    let regs_per_warp = (k.num_regs * 32).next_multiple_of(256).max(256);
-    let by_regs = 65_536 / (regs_per_warp * warps);
-    let by_smem = d.max_shared_per_sm / (k.static_shared_bytes + 1024);
-    let per_sm = by_regs.min(by_smem).min(1536 / threads.max(1)).min(16);
+    let per_sm = k
+        .blocks_per_sm(d, threads, 0)
+        .min(1536 / threads.max(1))
+        .min(16);
     blocks <= per_sm as usize * d.sm_count as usize
 }
 
