@@ -1013,6 +1013,18 @@ pub struct Event {
 }
 
 impl Event {
+    /// Whether the device has reached this event (`cuEventQuery`; does not wait). Benchmarks
+    /// use it to check that the GPU was still busy when the host finished queueing work.
+    pub fn is_done(&self) -> Result<bool> {
+        self.shared.bind()?;
+        // SAFETY: the event is live and recorded.
+        match unsafe { ffi::cuEventQuery(self.raw.0) } {
+            ffi::CUDA_SUCCESS => Ok(true),
+            ffi::CUDA_ERROR_NOT_READY => Ok(false),
+            code => check(code, || "cuEventQuery".into()).map(|()| false),
+        }
+    }
+
     /// Milliseconds between this event and a later one `end`; waits for `end` to complete.
     pub fn elapsed_ms(&self, end: &Event) -> Result<f32> {
         self.shared.bind()?;

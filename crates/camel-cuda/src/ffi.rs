@@ -27,6 +27,7 @@ pub type CUevent = *mut c_void;
 pub const CUDA_SUCCESS: CUresult = 0;
 pub const CUDA_ERROR_OUT_OF_MEMORY: CUresult = 2;
 pub const CUDA_ERROR_NO_DEVICE: CUresult = 100;
+pub const CUDA_ERROR_NOT_READY: CUresult = 600;
 
 pub const CU_STREAM_NON_BLOCKING: c_uint = 1;
 
@@ -142,6 +143,7 @@ driver_api! {
     fn cuEventCreate(event: *mut CUevent, flags: c_uint);
     fn cuEventRecord(event: CUevent, stream: CUstream);
     fn cuEventSynchronize(event: CUevent);
+    fn cuEventQuery(event: CUevent);
     fn cuEventElapsedTime(ms: *mut f32, start: CUevent, end: CUevent);
     fn cuEventDestroy_v2(event: CUevent);
 }
