@@ -295,9 +295,9 @@ LAYERNORM3(1, 32)
 //   in registers across rows: no shared memory per row, no atomics;
 // - at the end the block adds its warps' registers in warp order (shared memory, one pass) and
 //   writes one partial row per block, [2][nblocks][cols] as the kernel above;
-// - `layernorm3_param_grad_f32` sums the partials in a fixed order with 16 threads per column
-//   (each a short strided chain, unrolled) and a shared-memory tree: deterministic, and no
-//   longer a long dependent chain.
+// - `layernorm3_param_grad_f32` sums the partials in a fixed order with 64 threads per column
+//   (each a short strided chain, unrolled), then one thread adds the 64 sums in order: deterministic,
+//   and no long dependent chain.
 // Bytes that must move: x, g read, dx written (12 B/element) plus γ, mean, rstd and dγ/dβ.
 // Longer rows stay on the kernel above.
 // Measured (H100, copy 2988 GB/s, bench_memory, layernorm_bwd 16384×768): step 2 1450 GB/s (49 %)
@@ -566,29 +566,32 @@ LAYERNORM4_BWD(1, 16)
 LAYERNORM4_BWD(1, 24)
 LAYERNORM4_BWD(1, 32)
 
-// dγ[c] = Σ_b partial[0, b, c], dβ[c] = Σ_b partial[1, b, c] for step 3. Blocks of 32 × 16
-// threads: threadIdx.x picks one of 32 consecutive entries of the [2·cols] output (coalesced
-// reads of a partial row), threadIdx.y sums the partial rows b ≡ y (mod 16) in order, then
-// the 16 sums are added in y order from shared memory: the same order on every run.
+// dγ[c] = Σ_b partial[0, b, c], dβ[c] = Σ_b partial[1, b, c] for steps 3 and 4. Blocks of
+// 8 × 64 threads: threadIdx.x picks one of 8 consecutive entries of the [2·cols] output (a
+// 32-byte sector of a partial row), threadIdx.y sums the partial rows b ≡ y (mod 64) in order,
+// then thread y = 0 adds the 64 sums in y order from shared memory: the same order on every run.
+// The first form (32 × 16 threads, 2·cols/32 blocks) gave 48 blocks at 768 columns, a third of
+// the H100's SMs, each thread a chain of 17 loads: 5.3 µs (ncu) for 1.6 MB, 10 % of the step-3
+// backward. With 8 columns a block the grid is 192 blocks and each chain 4–5 loads.
 extern "C" __global__ void __launch_bounds__(512) layernorm3_param_grad_f32(const float* __restrict__ partial,
                                                                             float* __restrict__ dgamma,
                                                                             float* __restrict__ dbeta,
                                                                             long long nblocks, long long cols) {
-    __shared__ float part[16][33];
-    const long long k = (long long)blockIdx.x * 32 + threadIdx.x;  // index into [dγ | dβ]
+    __shared__ float part[64][9];
+    const long long k = (long long)blockIdx.x * 8 + threadIdx.x;  // index into [dγ | dβ]
     float s = 0.0f;
     if (k < 2 * cols) {
         const long long which = k / cols, col = k % cols;
         const float* p = partial + which * nblocks * cols + col;
 #pragma unroll 4
-        for (long long b = threadIdx.y; b < nblocks; b += 16) s += p[b * cols];
+        for (long long b = threadIdx.y; b < nblocks; b += 64) s += p[b * cols];
     }
     part[threadIdx.y][threadIdx.x] = s;
     __syncthreads();
     if (threadIdx.y == 0 && k < 2 * cols) {
         float t = 0.0f;
 #pragma unroll
-        for (int y = 0; y < 16; ++y) t += part[y][threadIdx.x];
+        for (int y = 0; y < 64; ++y) t += part[y][threadIdx.x];
         (k < cols ? dgamma : dbeta)[k < cols ? k : k - cols] = t;
     }
 }

@@ -330,12 +330,9 @@ fn layernorm3_param_grad(
 ) -> Result<()> {
     let name = "layernorm3_param_grad_f32";
     let k = dev.function(MODULE, name)?;
-    let cfg = LaunchConfig::new(
-        Dim3::x((2 * cols).div_ceil(32) as u32),
-        Dim3::xyz(32, 16, 1),
-    );
+    let cfg = LaunchConfig::new(Dim3::x((2 * cols).div_ceil(8) as u32), Dim3::xyz(8, 64, 1));
     // SAFETY: matches `layernorm3_param_grad_f32(const float*, float*, float*, long long, long long)`;
-    // blocks of 32 × 16 as the kernel assumes, 32 outputs a block.
+    // blocks of 8 × 64 as the kernel assumes, 8 outputs a block.
     unsafe {
         dev.launch(
             &k,
