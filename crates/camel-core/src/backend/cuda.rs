@@ -637,7 +637,9 @@ pub enum MemFamily {
     /// forward of 2).
     Embedding,
     /// `CAMEL_OPTIM`: optimizer updates (step 1 one launch per tensor, step 2 one for all,
-    /// step 3 one for all with each thread's loads of its chunk issued before any store).
+    /// step 3 one for all with each thread's loads of its chunk issued before any store, for
+    /// SGD; Adam keeps step 2's kernel at step 3, which measured faster, and takes the
+    /// loads-first one only at step 4).
     Optim,
     /// `CAMEL_LAYERNORM`: LayerNorm forward and backward (1 and 2: the warp-per-row kernels,
     /// Welford forward; 3: the row in registers, and in the backward dγ/dβ in registers too;
@@ -901,14 +903,19 @@ pub fn update_multi(
             bc2,
         });
     }
-    let step3 = mem_step(MemFamily::Optim) != Step::Two;
+    // SGD takes step 3's loads-first kernel from step 3 on. Adam's loads-first kernel
+    // (`adam_multi3_f32`) measured 1–7 % slower than step 2's loop in every H100 and H200 call
+    // (docs/benchmarks.md), so Adam keeps step 2's kernel at step 3 and takes it only at step 4.
+    let step = mem_step(MemFamily::Optim);
+    let sgd3 = matches!(step, Step::Three | Step::Four);
+    let adam3 = step == Step::Four;
     match *first {
         UpdateRule::Sgd {
             lr,
             momentum,
             weight_decay,
         } => {
-            let f = if step3 {
+            let f = if sgd3 {
                 k::optim::sgd_multi3_f32
             } else {
                 k::optim::sgd_multi_f32
@@ -924,7 +931,7 @@ pub fn update_multi(
             decoupled,
             ..
         } => {
-            let f = if step3 {
+            let f = if adam3 {
                 k::optim::adam_multi3_f32
             } else {
                 k::optim::adam_multi_f32

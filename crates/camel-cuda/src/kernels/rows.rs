@@ -60,8 +60,8 @@ pub enum Step {
     Three,
     /// 4: A/B experiments over step 3 (LayerNorm backward: the next row staged in shared memory
     /// by cp.async while the current one is reduced; LayerNorm and softmax forward: cache-
-    /// streaming loads and stores). Not the default until it measures faster; a family without
-    /// a step 4 runs its step 3 (or 2).
+    /// streaming loads and stores; Adam: the loads-first kernel that SGD uses at step 3). Not
+    /// the default until it measures faster; a family without a step 4 runs its step 3 (or 2).
     Four,
 }
 
