@@ -1,7 +1,16 @@
 #!/usr/bin/env python3
 """PyTorch timings of the ops in crates/camel-models/examples/bench_memory.rs, same sizes, same
-timing (CUDA events, 3 warm-ups, median of N). Prints "<op> <size>\t<ms>" lines, which
-`bench_memory --torch FILE` reads to report the ratio to PyTorch measured on the same GPU."""
+timing. Prints "<op> <size>\t<streamed ms>\t<one-launch ms>" lines, which
+`bench_memory --torch FILE` reads to report the ratio to PyTorch measured on the same GPU.
+
+Streamed (what the ratio uses), as in bench_memory: before each batch the GPU sleeps
+(torch.cuda._sleep) while Python queues it, a few unmeasured calls bring L2 to its steady state,
+then BATCH back-to-back calls run between one pair of CUDA events; the median over the batches,
+per call. Inputs smaller than ROTATE_BYTES are rotated through several copies so that each call
+reads DRAM, not L2. A '#' line reports a batch that the GPU reached before Python had queued it.
+One launch: each call alone between its events, the GPU idle before it (the earlier method)."""
+import math
+import time
 import sys
 import torch
 import torch.nn.functional as F
@@ -9,92 +18,160 @@ import torch.nn.functional as F
 reps = int(sys.argv[1]) if len(sys.argv) > 1 else 20
 dev = "cuda"
 torch.manual_seed(0)
+BATCH = 10
+ROTATE_BYTES = 256 << 20
 
 
-def med(fn):
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(reps):
+def sets(footprint):
+    """Copies to rotate through when one call touches `footprint` bytes (as bench_memory)."""
+    return max(1, min(64, math.ceil(ROTATE_BYTES / max(1, footprint))))
+
+
+def cycles_per_ms():
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    torch.cuda._sleep(10_000_000)
+    b.record()
+    b.synchronize()
+    return 10_000_000 / a.elapsed_time(b)
+
+
+CYCLES_PER_MS = cycles_per_ms()
+
+
+def med(fn, k=1, name=""):
+    """(streamed ms, one-launch ms) of fn(i), i the buffer set in 0..k."""
+
+    for i in range(max(k, 3)):
+        fn(i % k)
+    torch.cuda.synchronize()
+    single, host = [], []
+    for r in range(reps):
+        torch.cuda.synchronize()
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
-        fn()
+        t0 = time.perf_counter()
+        fn(r % k)
+        host.append((time.perf_counter() - t0) * 1e3)
         b.record()
         b.synchronize()
-        times.append(a.elapsed_time(b))
-    times.sort()
-    return times[len(times) // 2]
+        single.append(a.elapsed_time(b))
+    batch = max(BATCH, k)
+    host.sort()
+    # the GPU sleeps four times as long as Python took to queue a batch and its warm-up one call
+    # at a time, at least 5 ms (queueing back to back can take longer: allocations)
+    sleep_ms = max(5.0, 4 * host[len(host) // 2] * (max(k, 2) + batch))
+    stream, starved, queued = [], False, 0.0
+    for r in range(reps):
+        torch.cuda.synchronize()
+        torch.cuda._sleep(int(sleep_ms * CYCLES_PER_MS))
+        blocked = torch.cuda.Event()
+        blocked.record()
+        t0 = time.perf_counter()
+        for i in range(max(k, 2)):
+            fn((r + i) % k)
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        for j in range(batch):
+            fn((r + j) % k)
+        b.record()
+        queued = max(queued, (time.perf_counter() - t0) * 1e3)
+        starved |= blocked.query()
+        b.synchronize()
+        stream.append(a.elapsed_time(b) / batch)
+    if starved:
+        print(f"# {name}: a batch started before it was queued (GPU slept {sleep_ms:.1f} ms, "
+              f"queueing took up to {queued:.1f} ms)", flush=True)
+    stream.sort()
+    single.sort()
+    return stream[len(stream) // 2], single[len(single) // 2]
 
 
-def out(name, ms):
-    print(f"{name}\t{ms:.6f}", flush=True)
+def out(name, fn, k=1):
+    s, o = med(fn, k, name)
+    print(f"{name}\t{s:.6f}\t{o:.6f}", flush=True)
+
+
+def rand(k, *shape):
+    return [torch.rand(*shape, device=dev) * 4 - 2 for _ in range(k)]
 
 
 n = 1 << 28
 x = torch.rand(n, device=dev) * 4 - 2
 y = torch.rand(n, device=dev) * 4 - 2
 z = torch.empty(n, device=dev)
-out("copy 2^28", med(lambda: z.copy_(x)))
-out("relu 2^28", med(lambda: torch.relu(x)))
-out("scale 2^28", med(lambda: torch.mul(x, 0.37, out=z)))
-out("gelu 2^28", med(lambda: F.gelu(x, approximate="tanh")))
-out("add 2^28", med(lambda: torch.add(x, y, out=z)))
-out("mul 2^28", med(lambda: torch.mul(x, y, out=z)))
-out("gelu_bwd 2^28", med(lambda: torch.ops.aten.gelu_backward(y, x, approximate="tanh")))
-out("sum 2^28", med(lambda: x.sum()))
-out("max 2^28", med(lambda: x.max()))
+out("copy 2^28", lambda i: z.copy_(x))
+out("relu 2^28", lambda i: torch.relu(x))
+out("scale 2^28", lambda i: torch.mul(x, 0.37, out=z))
+out("gelu 2^28", lambda i: F.gelu(x, approximate="tanh"))
+out("add 2^28", lambda i: torch.add(x, y, out=z))
+out("mul 2^28", lambda i: torch.mul(x, y, out=z))
+out("gelu_bwd 2^28", lambda i: torch.ops.aten.gelu_backward(y, x, approximate="tanh"))
+out("sum 2^28", lambda i: x.sum())
+out("max 2^28", lambda i: x.max())
 x2 = x.view(65536, 4096)
-out("sum_last 65536x4096", med(lambda: x2.sum(-1)))
-out("max_last 65536x4096", med(lambda: x2.amax(-1)))
+out("sum_last 65536x4096", lambda i: x2.sum(-1))
+out("max_last 65536x4096", lambda i: x2.amax(-1))
 del x, y, z, x2
 torch.cuda.empty_cache()
 
 for r, c in [(16384, 1024), (4096, 4096), (65536, 65)]:
-    xs = torch.rand(r, c, device=dev) * 4 - 2
-    gs = torch.rand(r, c, device=dev) * 4 - 2
-    ys = torch.softmax(xs, -1)
-    out(f"softmax {r}x{c}", med(lambda: torch.softmax(xs, -1)))
-    out(f"softmax_bwd {r}x{c}", med(lambda: torch.ops.aten._softmax_backward_data(gs, ys, -1, torch.float32)))
-    out(f"log_softmax {r}x{c}", med(lambda: torch.log_softmax(xs, -1)))
-    ls = torch.log_softmax(xs, -1)
+    k = sets(8 * r * c)
+    xs, gs = rand(k, r, c), rand(k, r, c)
+    ys = [torch.softmax(v, -1) for v in xs]
+    ls = [torch.log_softmax(v, -1) for v in xs]
+    out(f"softmax {r}x{c}", lambda i: torch.softmax(xs[i], -1), k)
+    out(f"softmax_bwd {r}x{c}",
+        lambda i: torch.ops.aten._softmax_backward_data(gs[i], ys[i], -1, torch.float32), k)
+    out(f"log_softmax {r}x{c}", lambda i: torch.log_softmax(xs[i], -1), k)
     out(f"log_softmax_bwd {r}x{c}",
-        med(lambda: torch.ops.aten._log_softmax_backward_data(gs, ls, -1, torch.float32)))
+        lambda i: torch.ops.aten._log_softmax_backward_data(gs[i], ls[i], -1, torch.float32), k)
+    del xs, gs, ys, ls
+    torch.cuda.empty_cache()
 
 r, c = 16384, 768
-xs = torch.rand(r, c, device=dev) * 4 - 2
-gs = torch.rand(r, c, device=dev) * 4 - 2
+k = sets(8 * r * c)
+xs, gs = rand(k, r, c), rand(k, r, c)
 w = torch.rand(c, device=dev)
 bb = torch.rand(c, device=dev)
-_, mean, rstd = torch.ops.aten.native_layer_norm(xs, [c], w, bb, 1e-5)
-out("layernorm 16384x768", med(lambda: torch.ops.aten.native_layer_norm(xs, [c], w, bb, 1e-5)))
+stats = [torch.ops.aten.native_layer_norm(v, [c], w, bb, 1e-5)[1:] for v in xs]
+out("layernorm 16384x768", lambda i: torch.ops.aten.native_layer_norm(xs[i], [c], w, bb, 1e-5), k)
 out("layernorm_bwd 16384x768",
-    med(lambda: torch.ops.aten.native_layer_norm_backward(gs, xs, [c], mean, rstd, w, bb, [True, True, True])))
+    lambda i: torch.ops.aten.native_layer_norm_backward(gs[i], xs[i], [c], stats[i][0], stats[i][1], w, bb,
+                                                        [True, True, True]), k)
+del xs, gs, stats
+torch.cuda.empty_cache()
 
 for r, c in [(16384, 65), (4096, 50257)]:
-    xs = (torch.rand(r, c, device=dev) * 4 - 2).requires_grad_(True)
+    k = sets(4 * r * c)
+    xs = [v.requires_grad_(True) for v in rand(k, r, c)]
     t = torch.randint(0, c, (r,), device=dev)
-    out(f"cross_entropy {r}x{c}", med(lambda: F.cross_entropy(xs, t)))
-    loss = F.cross_entropy(xs, t)
-    out(f"cross_entropy_bwd {r}x{c}", med(lambda: torch.autograd.grad(loss, xs, retain_graph=True)))
-    del xs, loss
-torch.cuda.empty_cache()
+    out(f"cross_entropy {r}x{c}", lambda i: F.cross_entropy(xs[i], t), k)
+    losses = [F.cross_entropy(v, t) for v in xs]
+    out(f"cross_entropy_bwd {r}x{c}", lambda i: torch.autograd.grad(losses[i], xs[i], retain_graph=True), k)
+    del xs, losses
+    torch.cuda.empty_cache()
 
 v, dim = 50257, 768
 tokens = (1 << 28) // dim
 table = torch.rand(v, dim, device=dev)
 idx = torch.randint(0, v, (tokens,), device=dev)
-out(f"embedding {tokens}x{dim}", med(lambda: F.embedding(idx, table)))
+out(f"embedding {tokens}x{dim}", lambda i: F.embedding(idx, table))
 g = torch.rand(tokens, dim, device=dev)
-out(f"embedding_bwd {tokens}x{dim}", med(lambda: torch.ops.aten.embedding_dense_backward(g, idx, v, -1, False)))
+out(f"embedding_bwd {tokens}x{dim}", lambda i: torch.ops.aten.embedding_dense_backward(g, idx, v, -1, False))
 del table, idx, g
 torch.cuda.empty_cache()
 
-params = [torch.rand(1_000_000, device=dev) for _ in range(10)]
-for p in params:
-    p.grad = torch.rand_like(p)
-opt = torch.optim.AdamW(params, lr=1e-4, fused=True)
-out("adam 10M", med(lambda: opt.step()))
-opt = torch.optim.SGD(params, lr=1e-4, momentum=0.9, foreach=True)
-out("sgd_momentum 10M", med(lambda: opt.step()))
-opt = torch.optim.SGD(params, lr=1e-4, momentum=0.0, foreach=True)
-out("sgd 10M", med(lambda: opt.step()))
+k = sets(16 * 10_000_000)
+groups = []
+for _ in range(k):
+    params = [torch.rand(1_000_000, device=dev) for _ in range(10)]
+    for p in params:
+        p.grad = torch.rand_like(p)
+    groups.append(params)
+opts = [torch.optim.AdamW(ps, lr=1e-4, fused=True) for ps in groups]
+out("adam 10M", lambda i: opts[i].step(), k)
+opts = [torch.optim.SGD(ps, lr=1e-4, momentum=0.9, foreach=True) for ps in groups]
+out("sgd_momentum 10M", lambda i: opts[i].step(), k)
+opts = [torch.optim.SGD(ps, lr=1e-4, momentum=0.0, foreach=True) for ps in groups]
+out("sgd 10M", lambda i: opts[i].step(), k)
