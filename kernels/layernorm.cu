@@ -571,8 +571,10 @@ LAYERNORM4_BWD(1, 32)
 // 32-byte sector of a partial row), threadIdx.y sums the partial rows b ≡ y (mod 64) in order,
 // then thread y = 0 adds the 64 sums in y order from shared memory: the same order on every run.
 // The first form (32 × 16 threads, 2·cols/32 blocks) gave 48 blocks at 768 columns, a third of
-// the H100's SMs, each thread a chain of 17 loads: 5.3 µs (ncu) for 1.6 MB, 10 % of the step-3
-// backward. With 8 columns a block the grid is 192 blocks and each chain 4–5 loads.
+// the H100's SMs, each thread a chain of 17 loads: 5.31 µs (ncu, caches flushed) for 1.6 MB.
+// With 8 columns a block the grid is 192 blocks and each chain 4–5 loads, but it measured the
+// same, 5.18 µs: the kernel is bound by its latency (a cold round trip to DRAM, the barrier and
+// the ordered sum), not by the number of blocks. Removing it needs the sum inside the backward.
 extern "C" __global__ void __launch_bounds__(512) layernorm3_param_grad_f32(const float* __restrict__ partial,
                                                                             float* __restrict__ dgamma,
                                                                             float* __restrict__ dbeta,
