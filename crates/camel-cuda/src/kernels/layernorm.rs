@@ -6,7 +6,7 @@
 
 use super::rows::{aligned16, ROW_THREADS};
 use super::rows_grid;
-use crate::{launch_1d, CudaDevice, DevPtr, Dim3, Error, LaunchConfig, Result};
+use crate::{launch_1d, CudaDevice, DevPtr, Dim3, Error, Kernel, LaunchConfig, Result};
 
 const MODULE: &str = "layernorm";
 
@@ -287,20 +287,48 @@ pub fn layernorm3_bwd_f32(
     let name = name.as_str();
     let k = dev.function(MODULE, name)?;
     // A grid-stride loop over rows: as many blocks of 256 as fit on the GPU at once (by the
-    // kernel's registers, 64 Ki a SM from sm_80 to sm_90), so each warp visits several rows and
-    // the partial rows stay few. At least one block, even for zero rows (it writes zero partials).
-    let per_block = (ROW_THREADS / 32) as usize;
-    let regs = (k.limits().num_regs.max(1) as usize).div_ceil(8) * 8;
-    let per_sm = (65536 / (regs * ROW_THREADS as usize)).clamp(1, 4);
-    let sms = dev.limits().sm_count.max(1) as usize;
-    let blocks = rows.div_ceil(per_block).clamp(1, per_sm * sms);
-    let partial = dev.alloc(2 * blocks * cols * 4)?;
+    // kernel's registers and shared memory), at most 4 a multiprocessor, so each warp visits
+    // several rows and the partial rows stay few. At least one block, even for zero rows (it
+    // writes zero partials).
+    let lim = dev.limits();
+    let per_sm = (k.limits().blocks_per_sm(lim, ROW_THREADS, 0) as usize).clamp(1, 4);
+    let blocks = rows
+        .div_ceil((ROW_THREADS / 32) as usize)
+        .clamp(1, per_sm * lim.sm_count.max(1) as usize);
     let cfg = LaunchConfig::new(Dim3::x(blocks as u32), Dim3::x(ROW_THREADS));
-    // SAFETY: matches `layernorm3_bwd_*(const float* ×5, float*, float*, long long, long long)`;
-    // `partial` holds 2 × blocks × cols floats, the grid has `blocks` blocks.
+    launch_rows_bwd(
+        dev, &k, cfg, x, gamma, g, mean, rstd, dx, dgamma, dbeta, rows, cols,
+    )
+}
+
+/// Launches a step-3/4 backward kernel `k` (`(const float* ×5, float*, float*, long long, long
+/// long)`; one partial row of dγ/dβ per block of `cfg`'s grid), then the column sum of those
+/// partial rows into `dgamma` and `dbeta`.
+#[allow(clippy::too_many_arguments)]
+fn launch_rows_bwd(
+    dev: &CudaDevice,
+    k: &Kernel,
+    cfg: LaunchConfig,
+    x: DevPtr,
+    gamma: DevPtr,
+    g: DevPtr,
+    mean: DevPtr,
+    rstd: DevPtr,
+    dx: DevPtr,
+    dgamma: DevPtr,
+    dbeta: DevPtr,
+    rows: usize,
+    cols: usize,
+) -> Result<()> {
+    let blocks = cfg.grid.x as usize;
+    let partial = dev.alloc(2 * blocks * cols * 4)?;
+    // SAFETY: the caller passes a `layernorm{3,4}_bwd_*(const float* ×5, float*, float*, long
+    // long, long long)` kernel with its configuration (for step 4, dynamic shared memory for
+    // every warp's stages, ≥ the block's partial row); `partial` holds 2 × blocks × cols floats,
+    // one row of each per block of the grid.
     unsafe {
         dev.launch(
-            &k,
+            k,
             cfg,
             &[
                 &x,
@@ -392,31 +420,11 @@ pub fn layernorm4_bwd_f32(
     let per_sm = fit.clamp(1, 32 / warps);
     let sms = lim.sm_count.max(1) as usize;
     let blocks = rows.div_ceil(warps).clamp(1, per_sm * sms);
-    let partial = dev.alloc(2 * blocks * cols * 4)?;
     let cfg = LaunchConfig::new(Dim3::x(blocks as u32), Dim3::x(threads as u32))
         .with_shared_mem(smem as u32);
-    // SAFETY: matches `layernorm4_bwd_*(const float* ×5, float*, float*, long long, long long)`;
-    // `partial` holds 2 × blocks × cols floats, the grid has `blocks` blocks, and the dynamic
-    // shared memory holds every warp's two stages of x and g (≥ the 2·cap floats of the
-    // block's partial row).
-    unsafe {
-        dev.launch(
-            &k,
-            cfg,
-            &[
-                &x,
-                &gamma,
-                &g,
-                &mean,
-                &rstd,
-                &dx,
-                &partial.ptr(),
-                &(rows as i64),
-                &(cols as i64),
-            ],
-        )?;
-    }
-    layernorm3_param_grad(dev, partial.ptr(), dgamma, dbeta, blocks, cols)
+    launch_rows_bwd(
+        dev, &k, cfg, x, gamma, g, mean, rstd, dx, dgamma, dbeta, rows, cols,
+    )
 }
 
 #[cfg(test)]
