@@ -171,7 +171,7 @@ extern "C" __global__ void layernorm_param_grad_f32(const float* __restrict__ pa
 }
 
 // ---------------------------------------------------------------------------------------------
-// Step 3 of the forward (`CAMEL_LAYERNORM=3`, the default): the row lives in registers. The
+// Step 3 of the forward (`CAMEL_LAYERNORM=3`): the row lives in registers. The
 // kernel above reads x twice (Welford pass, then the write pass from L1) and divides once per
 // float4 in Welford's update; on the H200 it got 2628 GB/s at 16384×768 (62 % of copy).
 // Here a warp loads its row once into registers (NV float4 or scalars per lane, compile time,
@@ -246,10 +246,11 @@ __device__ __forceinline__ void ln3_fwd_row(const float* __restrict__ x, const f
     }
 }
 
-// Step 4 of the forward (`CAMEL_LAYERNORM=4`; not the default until measured): step 3 with the
-// cache-streaming hints on the row's load and store (ld.global.cs / st.global.cs: evict first;
-// x is read once and y written once, γ and β stay cached). Same arithmetic and shapes as step 3
-// (the same results bit for bit); an A/B experiment, as softmax's step 4.
+// Step 4 of the forward (`CAMEL_LAYERNORM=4`, the default): step 3 with the cache-streaming
+// hints on the row's load and store (ld.global.cs / st.global.cs: evict first; x is read once
+// and y written once, γ and β stay cached). Same arithmetic and shapes as step 3 (the same
+// results bit for bit). Measured (H100, 16384×768, streamed): 89–90 % of copy against step 3's
+// 87 % over three calls (bench_memory; lab bench/layernorm_lab.cu: 37.0 against 38.3 µs).
 
 // Kernel names: layernorm3_fwd_v{VEC}_n{NV}_f32 and, step 4, layernorm4_fwd_v{VEC}_n{NV}_f32 (the
 // launchers build the same names).
@@ -281,7 +282,7 @@ LAYERNORM3(1, 24)
 LAYERNORM3(1, 32)
 
 // ---------------------------------------------------------------------------------------------
-// Step 3 of the backward (`CAMEL_LAYERNORM=3`, the default): the row in registers, dγ/dβ in
+// Step 3 of the backward (`CAMEL_LAYERNORM=3`, and 4, the default): the row in registers, dγ/dβ in
 // registers. The backward above reads x, g and γ twice per row (the two sums, then the write
 // pass from L1), adds each row's dγ/dβ into shared memory (a read-modify-write of 2·cols floats
 // per row), and its column sum of the partials is one thread per column walking every block's
@@ -293,8 +294,9 @@ LAYERNORM3(1, 32)
 //   with two warp sums and writes dx from the registers;
 // - a lane owns the *same columns* in every row it visits, so it keeps its dγ, dβ partial sums
 //   in registers across rows: no shared memory per row, no atomics;
-// - at the end the block adds its warps' registers in warp order (shared memory, one pass) and
-//   writes one partial row per block, [2][nblocks][cols] as the kernel above;
+// - at the end the block adds its warps' registers in warp order (each warp's own slice of
+//   shared memory, one barrier) and writes one partial row per block, [2][nblocks][cols] as
+//   the kernel above;
 // - `layernorm3_param_grad_f32` sums the partials in a fixed order with 64 threads per column
 //   (each a short strided chain, unrolled), then one thread adds the 64 sums in order: deterministic,
 //   and no long dependent chain.
@@ -302,7 +304,7 @@ LAYERNORM3(1, 32)
 // Longer rows stay on the kernel above.
 // Measured (H100, copy 2988 GB/s, bench_memory, layernorm_bwd 16384×768): step 2 1450 GB/s (49 %)
 // → step 3 2219 GB/s (74 % of copy, 83 % of a same-size copy), 2.27× PyTorch.
-// One row of the step-3/4 backward from the registers: xv = x, gv = g of this lane's columns
+// One row of the step-3 backward from the registers: xv = x, gv = g of this lane's columns
 // (zeros past cols) in, dx written; adds the row's g·x̂ and g into this lane's dγ/dβ sums.
 template <int VEC, int NV>
 __device__ __forceinline__ void ln3_bwd_row(float (&xv)[NV * VEC], float (&gv)[NV * VEC], float (&ag)[NV * VEC],
@@ -354,35 +356,46 @@ __device__ __forceinline__ void ln3_bwd_row(float (&xv)[NV * VEC], float (&gv)[N
     }
 }
 
-// The block's partial row of the step-3/4 backward: its warps' registers added in warp order
-// (deterministic) in `red` (shared, ≥ 2·CAP floats, free: the caller synchronized the block
-// after its last use), then written to partial[0, blockIdx.x, :] (dγ) and [1, blockIdx.x, :].
-// Each lane writes only its own columns, so a warp's turn needs no atomics.
+// The block's partial row of the step-3 backward: every warp stores its registers to its own
+// slice of `slices` (dynamic shared memory, W × 2 × CAP floats: dγ then dβ), one barrier, then
+// each thread adds the W slices of its columns in warp order (deterministic) and writes
+// partial[0, blockIdx.x, :] (dγ) and partial[1, blockIdx.x, :] (dβ).
+// The first form added the warps in turns into one shared row (W barriers, a warp at a time):
+// the same sums bit for bit, but the block's tail was W times longer. Measured (H100, 16384×768,
+// streamed, column sum included): bench_memory 63.7 → 61.7–62.4 µs (79 → 80–81 % of copy);
+// lab bench/layernorm_lab.cu 64.4 → 62.9.
 template <int VEC, int NV>
 __device__ __forceinline__ void ln3_bwd_block_partial(const float (&ag)[NV * VEC], const float (&ab)[NV * VEC],
-                                                      float* red, float* __restrict__ partial, long long cols) {
+                                                      float* slices, float* __restrict__ partial, long long cols) {
     constexpr int CAP = 32 * NV * VEC;
     const int lane = threadIdx.x % 32, w = threadIdx.x / 32, W = blockDim.x / 32;
-    for (int turn = 0; turn < W; ++turn) {
-        if (w == turn) {
+    float* const mine = slices + w * 2 * CAP;
 #pragma unroll
-            for (int i = 0; i < NV; ++i) {
-                const int c = (i * 32 + lane) * VEC;
-                if (c < cols) {
-#pragma unroll
-                    for (int k = 0; k < VEC; ++k) {
-                        const int j = VEC * i + k;
-                        red[c + k] = turn == 0 ? ag[j] : red[c + k] + ag[j];
-                        red[CAP + c + k] = turn == 0 ? ab[j] : red[CAP + c + k] + ab[j];
-                    }
-                }
+    for (int i = 0; i < NV; ++i) {
+        const int c = (i * 32 + lane) * VEC;
+        if (c < cols) {
+            if (VEC == 4) {
+                *reinterpret_cast<float4*>(mine + c) =
+                    make_float4(ag[(4 * i) % (NV * VEC)], ag[(4 * i + 1) % (NV * VEC)], ag[(4 * i + 2) % (NV * VEC)],
+                                ag[(4 * i + 3) % (NV * VEC)]);
+                *reinterpret_cast<float4*>(mine + CAP + c) =
+                    make_float4(ab[(4 * i) % (NV * VEC)], ab[(4 * i + 1) % (NV * VEC)], ab[(4 * i + 2) % (NV * VEC)],
+                                ab[(4 * i + 3) % (NV * VEC)]);
+            } else {
+                mine[c] = ag[i];
+                mine[CAP + c] = ab[i];
             }
         }
-        __syncthreads();
     }
+    __syncthreads();
     for (long long c = threadIdx.x; c < cols; c += blockDim.x) {
-        partial[(long long)blockIdx.x * cols + c] = red[c];                      // dγ
-        partial[((long long)gridDim.x + blockIdx.x) * cols + c] = red[CAP + c];  // dβ
+        float sg = slices[c], sb = slices[CAP + c];
+        for (int ww = 1; ww < W; ++ww) {
+            sg += slices[ww * 2 * CAP + c];
+            sb += slices[ww * 2 * CAP + CAP + c];
+        }
+        partial[(long long)blockIdx.x * cols + c] = sg;                      // dγ
+        partial[((long long)gridDim.x + blockIdx.x) * cols + c] = sb;        // dβ
     }
 }
 
@@ -392,8 +405,7 @@ __device__ __forceinline__ void ln3_bwd(const float* __restrict__ x, const float
                                         const float* __restrict__ rstd, float* __restrict__ dx,
                                         float* __restrict__ partial, long long rows, long long cols) {
     constexpr int PER_LANE = NV * VEC;         // floats of a row a lane holds
-    constexpr int CAP = 32 * PER_LANE;         // longest row this instantiation holds
-    __shared__ float red[2 * CAP];             // the block's dγ (first CAP) and dβ
+    extern __shared__ __align__(16) float ln3_slices[];  // W × 2 × 32·PER_LANE: the warps' dγ/dβ
     const int lane = threadIdx.x % 32, w = threadIdx.x / 32, W = blockDim.x / 32;
     float ag[PER_LANE], ab[PER_LANE];  // this lane's Σ g·x̂ (dγ) and Σ g (dβ) over its rows
 #pragma unroll
@@ -426,12 +438,28 @@ __device__ __forceinline__ void ln3_bwd(const float* __restrict__ x, const float
         }
         ln3_bwd_row<VEC, NV>(xv, gv, ag, ab, gamma, dx + r * cols, mu, rs, inv_cols, cols, lane);
     }
-    ln3_bwd_block_partial<VEC, NV>(ag, ab, red, partial, cols);
+    ln3_bwd_block_partial<VEC, NV>(ag, ab, ln3_slices, partial, cols);
 }
 
+// Step 4 of LayerNorm (`CAMEL_LAYERNORM=4`, the default) runs these kernels for the backward:
+// no variant of them measured faster. Tried and dropped (H100, 16384×768, streamed, column sum
+// included; bench_memory and the lab bench/layernorm_lab.cu):
+// - cache-streaming hints on x, g and dx, as the forward's step 4: 0.5–1.2 µs slower than these
+//   in three bench_memory calls, 0.3–1.9 µs faster in the lab (by how many buffer sets it
+//   rotates): no reliable gain;
+// - the next row staged in shared memory by cp.async while a warp works on the current one
+//   (step 4 before, in the git history): 70 % of copy against 73 %;
+// - dγ/dβ sums in each warp's shared memory instead of registers (80 registers, 3 blocks an
+//   SM): 70.1 against 62.9 µs (spills, a read-modify-write per row);
+// - the column sum inside this kernel (all blocks resident, a device counter, then each warp
+//   sums one column's partials): 64.9 against 62.9 µs with the separate kernel.
+// A kernel with dx only (no dγ/dβ) ran at 55.9 µs, 90 % of copy: the dγ/dβ sums cost ~4 µs
+// here (128 registers against 72, and the block's partial row at the end) and ~3 µs in the
+// column-sum kernel (its launch and a pass over the partials).
 // Kernel names: layernorm3_bwd_v{VEC}_n{NV}_f32 (the launcher builds the same name). Blocks of
-// 256 threads; rows of up to 768 float4 columns (512 scalar) fit 2 blocks per SM in registers
-// (≤ 128 a thread, no spills with nvcc 13 for sm_90), longer ones get the registers of 1.
+// 256 threads, dynamic shared memory 8 warps × 2 × 32·VEC·NV floats (48 KiB at 768 columns);
+// rows of up to 768 float4 columns (512 scalar) fit 2 blocks per SM in registers (≤ 128 a
+// thread, no spills with nvcc 13 for sm_90), longer ones get the registers of 1.
 #define LAYERNORM3_BWD(VEC, NV)                                                                            \
     extern "C" __global__ void __launch_bounds__(256, ((VEC) == 4 ? (NV) <= 6 : (NV) <= 16) ? 2 : 1)       \
         layernorm3_bwd_v##VEC##_n##NV##_f32(const float* __restrict__ x, const float* __restrict__ gamma,   \
@@ -453,118 +481,6 @@ LAYERNORM3_BWD(1, 8)
 LAYERNORM3_BWD(1, 16)
 LAYERNORM3_BWD(1, 24)
 LAYERNORM3_BWD(1, 32)
-
-// ---------------------------------------------------------------------------------------------
-// Step 4 of the backward (`CAMEL_LAYERNORM=4`; not the default until measured): step 3 with the
-// *next* row already in flight while a warp works on the current one. In step 3 a warp loads
-// its row (12 independent float4 loads per lane at 768 columns), then waits the whole memory
-// latency, reduces (two warp sums), writes dx, and only then issues the next row's loads: with
-// 128 registers a thread (ag/ab 48 of them) an SM holds 16 warps, so at most 16 rows (96 KB at
-// 768 columns) are in flight, and none while a warp reduces and stores. Here each warp stages
-// rows in shared memory with cp.async (sm_80+; copies in flight hold no registers): before
-// working on row r it issues the copies of its next row r + stride into the other of its two
-// stages, then waits only for row r's copies (cp.async.wait_group 1), reads its own columns back
-// into the same registers as step 3 and runs step 3's arithmetic (ln3_bwd_row: the same results
-// bit for bit). So a warp always has one row in flight, also while it reduces and stores, and
-// the wait per row shrinks by the reduce/store time. Each lane reads back only what its own
-// copies wrote, so no barrier is needed in the loop. Dynamic shared memory: W warps × 2 stages ×
-// (x, g) × CAP floats (96 KiB for 8 warps at 768 columns: 2 blocks per SM on the H100, as the
-// registers allow); after the loop the block reuses it for step 3's partial row of dγ/dβ, and
-// `layernorm3_param_grad_f32` sums the partials as in step 3.
-// Bytes as step 3 (x, g read once, dx written once; the staging is on chip).
-template <int VEC, int NV>
-__device__ __forceinline__ void ln4_bwd(const float* __restrict__ x, const float* __restrict__ gamma,
-                                        const float* __restrict__ g, const float* __restrict__ mean,
-                                        const float* __restrict__ rstd, float* __restrict__ dx,
-                                        float* __restrict__ partial, long long rows, long long cols) {
-    constexpr int PER_LANE = NV * VEC;
-    constexpr int CAP = 32 * PER_LANE;
-    extern __shared__ __align__(16) float ln4_stage[];  // [W][2 stages][x, g][CAP]
-    const int lane = threadIdx.x % 32, w = threadIdx.x / 32, W = blockDim.x / 32;
-    float* const mine = ln4_stage + (long long)w * 4 * CAP;  // this warp's two stages
-    float ag[PER_LANE], ab[PER_LANE];
-#pragma unroll
-    for (int j = 0; j < PER_LANE; ++j) ag[j] = ab[j] = 0.0f;
-    const float inv_cols = 1.0f / (float)cols;
-    // Queue the copies of row `r` into stage `s` (this lane's columns only).
-    auto stage_row = [&](long long r, int s) {
-        const float* xr = x + r * cols;
-        const float* gr = g + r * cols;
-        float* xs = mine + s * 2 * CAP;
-        float* gs = xs + CAP;
-#pragma unroll
-        for (int i = 0; i < NV; ++i) {
-            const int c = (i * 32 + lane) * VEC;
-            if (c < cols) {
-                if (VEC == 4) {
-                    camel::cp_async16(xs + c, xr + c);
-                    camel::cp_async16(gs + c, gr + c);
-                } else {
-                    camel::cp_async4(xs + c, xr + c);
-                    camel::cp_async4(gs + c, gr + c);
-                }
-            }
-        }
-    };
-    const long long stride = (long long)gridDim.x * W;
-    long long r = (long long)blockIdx.x * W + w;
-    if (r < rows) stage_row(r, 0);
-    camel::cp_async_commit();
-    for (int s = 0; r < rows; r += stride, s ^= 1) {
-        if (r + stride < rows) stage_row(r + stride, s ^ 1);
-        camel::cp_async_commit();  // one group per iteration (maybe empty): wait<1> is row r's
-        const float mu = mean[r], rs = rstd[r];
-        camel::cp_async_wait<1>();
-        const float* xs = mine + s * 2 * CAP;
-        const float* gs = xs + CAP;
-        float xv[PER_LANE], gv[PER_LANE];
-#pragma unroll
-        for (int i = 0; i < NV; ++i) {
-            const int c = (i * 32 + lane) * VEC;
-            if (c < cols) {
-                if (VEC == 4) {
-                    float4 a = *reinterpret_cast<const float4*>(xs + c);
-                    float4 b = *reinterpret_cast<const float4*>(gs + c);
-                    xv[4 * i] = a.x, xv[4 * i + 1] = a.y, xv[4 * i + 2] = a.z, xv[4 * i + 3] = a.w;
-                    gv[4 * i] = b.x, gv[4 * i + 1] = b.y, gv[4 * i + 2] = b.z, gv[4 * i + 3] = b.w;
-                } else {
-                    xv[i] = xs[c];
-                    gv[i] = gs[c];
-                }
-            } else {
-#pragma unroll
-                for (int k = 0; k < VEC; ++k) xv[VEC * i + k] = gv[VEC * i + k] = 0.0f;
-            }
-        }
-        ln3_bwd_row<VEC, NV>(xv, gv, ag, ab, gamma, dx + r * cols, mu, rs, inv_cols, cols, lane);
-    }
-    camel::cp_async_wait<0>();  // nothing is left in flight (the last groups are empty); for form
-    __syncthreads();            // every warp is done with its stages: reuse them for the partials
-    ln3_bwd_block_partial<VEC, NV>(ag, ab, ln4_stage, partial, cols);
-}
-
-// Kernel names: layernorm4_bwd_v{VEC}_n{NV}_f32, the shapes and register bounds of step 3.
-#define LAYERNORM4_BWD(VEC, NV)                                                                            \
-    extern "C" __global__ void __launch_bounds__(256, ((VEC) == 4 ? (NV) <= 6 : (NV) <= 16) ? 2 : 1)       \
-        layernorm4_bwd_v##VEC##_n##NV##_f32(const float* __restrict__ x, const float* __restrict__ gamma,   \
-                                            const float* __restrict__ g, const float* __restrict__ mean,   \
-                                            const float* __restrict__ rstd, float* __restrict__ dx,        \
-                                            float* __restrict__ partial, long long rows, long long cols) { \
-        ln4_bwd<VEC, NV>(x, gamma, g, mean, rstd, dx, partial, rows, cols);                                \
-    }
-LAYERNORM4_BWD(4, 1)
-LAYERNORM4_BWD(4, 2)
-LAYERNORM4_BWD(4, 3)
-LAYERNORM4_BWD(4, 4)
-LAYERNORM4_BWD(4, 6)
-LAYERNORM4_BWD(4, 8)
-LAYERNORM4_BWD(1, 1)
-LAYERNORM4_BWD(1, 2)
-LAYERNORM4_BWD(1, 4)
-LAYERNORM4_BWD(1, 8)
-LAYERNORM4_BWD(1, 16)
-LAYERNORM4_BWD(1, 24)
-LAYERNORM4_BWD(1, 32)
 
 // dγ[c] = Σ_b partial[0, b, c], dβ[c] = Σ_b partial[1, b, c] for steps 3 and 4. Blocks of
 // 8 × 64 threads: threadIdx.x picks one of 8 consecutive entries of the [2·cols] output (a

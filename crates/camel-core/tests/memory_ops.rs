@@ -7,9 +7,9 @@
 //! repeated indices, ±1e4 logits, and the multi-tensor optimizer step.
 //!
 //! The GPU run script also runs this binary with every `CAMEL_<FAMILY>=1`, so step 1 of each
-//! ladder passes the same checks, with every family that has a step 3 at step 2 (the default
-//! is step 3: softmax, LayerNorm, cross-entropy, reduce, optimizers), and with
-//! `CAMEL_LAYERNORM=4` (LayerNorm backward step 4, not the default).
+//! ladder passes the same checks (with LayerNorm at step 3: its default is step 4), with every
+//! family that has a step 3 at step 2 (the default is step 3: softmax, cross-entropy, reduce,
+//! optimizers), and with every family at step 4.
 
 mod common;
 use camel_core::{Tensor, UpdateRule};

@@ -643,8 +643,8 @@ pub enum MemFamily {
     Optim,
     /// `CAMEL_LAYERNORM`: LayerNorm forward and backward (1 and 2: the warp-per-row kernels,
     /// Welford forward; 3: the row in registers, and in the backward dγ/dβ in registers too;
-    /// 4: the backward of 3 with each warp's next row staged in shared memory by cp.async while
-    /// it works on the current one, the forward of 3 with cache-streaming loads and stores).
+    /// 4, the default: the forward of 3 with cache-streaming loads and stores of the rows, the
+    /// backward of 3).
     LayerNorm,
 }
 
@@ -660,10 +660,15 @@ impl MemFamily {
         MemFamily::LayerNorm,
     ];
 
-    /// The step used when the family's environment variable is unset (or not a step number).
-    /// Step 4 (LayerNorm, softmax forward) stays opt-in until it measures faster than step 3.
+    /// The step used when the family's environment variable is unset (or not a step number):
+    /// [`Step::BEST`], except LayerNorm's step 4 (the forward's streaming hints), which measured
+    /// faster than its step 3 on the H100 (docs/benchmarks.md). The softmax forward's step 4 did
+    /// not, and stays opt-in.
     pub fn default_step(&self) -> Step {
-        Step::BEST
+        match self {
+            MemFamily::LayerNorm => Step::Four,
+            _ => Step::BEST,
+        }
     }
 
     /// The environment variable selecting this family's step.
@@ -829,8 +834,8 @@ pub fn layer_norm_bwd(
     let dbeta = like(x, cols, DType::F32)?;
     let f = match mem_step(MemFamily::LayerNorm) {
         Step::One | Step::Two => k::layernorm::layernorm_bwd_f32,
-        Step::Three => k::layernorm::layernorm3_bwd_f32,
-        Step::Four => k::layernorm::layernorm4_bwd_f32,
+        // step 4's backward is step 3's: no variant of it measured faster
+        Step::Three | Step::Four => k::layernorm::layernorm3_bwd_f32,
     };
     f(
         &x.dev,

@@ -1,8 +1,8 @@
 //! Launchers for `kernels/layernorm.cu`: LayerNorm over the last dim, a warp per row.
 //! Steps: forward 2 (`layernorm_fwd_f32`), 3 (`layernorm3_fwd_f32`) and 4
 //! (`layernorm4_fwd_f32`: streaming hints), backward 2 (`layernorm_bwd_f32`), 3
-//! (`layernorm3_bwd_f32`) and 4 (`layernorm4_bwd_f32`: step 3 with the next row in flight); the
-//! backend's steps 1 and 2 share step 2.
+//! (`layernorm3_bwd_f32`; the backend's step 4, its default, runs it too: no variant measured
+//! faster, see `kernels/layernorm.cu`); the backend's steps 1 and 2 share step 2.
 
 use super::rows::{aligned16, ROW_THREADS};
 use super::rows_grid;
@@ -276,6 +276,25 @@ pub fn layernorm3_bwd_f32(
     rows: usize,
     cols: usize,
 ) -> Result<()> {
+    layernorm_regs_bwd(
+        dev,
+        "layernorm3_bwd",
+        [x, gamma, g, mean, rstd, dx, dgamma, dbeta],
+        rows,
+        cols,
+    )
+}
+
+/// The backward kernels that hold a row in registers, `{prefix}_v{VEC}_n{NV}_f32`; `p` is
+/// `[x, γ, g, mean, rstd, dx, dγ, dβ]`.
+fn layernorm_regs_bwd(
+    dev: &CudaDevice,
+    prefix: &str,
+    p: [DevPtr; 8],
+    rows: usize,
+    cols: usize,
+) -> Result<()> {
+    let [x, gamma, g, mean, rstd, dx, dgamma, dbeta] = p;
     if cols == 0 {
         return Ok(());
     }
@@ -283,19 +302,25 @@ pub fn layernorm3_bwd_f32(
     let Some((vw, nv)) = layernorm3_shape(cols, vec) else {
         return layernorm_bwd_f32(dev, x, gamma, g, mean, rstd, dx, dgamma, dbeta, rows, cols);
     };
-    let name = super::rows::KernelName::new(format_args!("layernorm3_bwd_v{vw}_n{nv}_f32"));
+    let name = super::rows::KernelName::new(format_args!("{prefix}_v{vw}_n{nv}_f32"));
     let name = name.as_str();
     let k = dev.function(MODULE, name)?;
+    // Dynamic shared memory: each warp's dγ/dβ slice for the block's partial row (48 KiB at
+    // 768 columns, 64 KiB at 1024).
+    let warps = (ROW_THREADS / 32) as usize;
+    let smem = warps * 2 * 32 * vw * nv * 4;
+    // (A device that cannot give that much to a block gets a launch-configuration error.)
+    let lim = dev.limits();
     // A grid-stride loop over rows: as many blocks of 256 as fit on the GPU at once (by the
     // kernel's registers and shared memory), at most 4 a multiprocessor, so each warp visits
     // several rows and the partial rows stay few. At least one block, even for zero rows (it
     // writes zero partials).
-    let lim = dev.limits();
-    let per_sm = (k.limits().blocks_per_sm(lim, ROW_THREADS, 0) as usize).clamp(1, 4);
+    let per_sm = (k.limits().blocks_per_sm(lim, ROW_THREADS, smem as u32) as usize).clamp(1, 4);
     let blocks = rows
-        .div_ceil((ROW_THREADS / 32) as usize)
+        .div_ceil(warps)
         .clamp(1, per_sm * lim.sm_count.max(1) as usize);
-    let cfg = LaunchConfig::new(Dim3::x(blocks as u32), Dim3::x(ROW_THREADS));
+    let cfg = LaunchConfig::new(Dim3::x(blocks as u32), Dim3::x(ROW_THREADS))
+        .with_shared_mem(smem as u32);
     launch_rows_bwd(
         dev, &k, cfg, x, gamma, g, mean, rstd, dx, dgamma, dbeta, rows, cols,
     )
@@ -370,63 +395,6 @@ fn layernorm3_param_grad(
     }
 }
 
-/// Step 4 of [`layernorm_bwd_f32`] (same arguments and outputs; `CAMEL_LAYERNORM=4`): step 3
-/// with each warp's *next* row copied into shared memory (cp.async, two stages a warp) while
-/// the warp works on the current one, so a row is always in flight. Step 3's arithmetic: dx is
-/// the same bit for bit, and dγ/dβ too when the grid has step 3's size (it does at 768
-/// columns on the H100). Rows longer than 1024 columns run [`layernorm_bwd_f32`]; a device
-/// whose blocks cannot hold one warp's stages runs [`layernorm3_bwd_f32`].
-#[allow(clippy::too_many_arguments)]
-pub fn layernorm4_bwd_f32(
-    dev: &CudaDevice,
-    x: DevPtr,
-    gamma: DevPtr,
-    g: DevPtr,
-    mean: DevPtr,
-    rstd: DevPtr,
-    dx: DevPtr,
-    dgamma: DevPtr,
-    dbeta: DevPtr,
-    rows: usize,
-    cols: usize,
-) -> Result<()> {
-    if cols == 0 {
-        return Ok(());
-    }
-    let vec = cols % 4 == 0 && aligned16(&[x, gamma, g, dx]);
-    let Some((vw, nv)) = layernorm3_shape(cols, vec) else {
-        return layernorm_bwd_f32(dev, x, gamma, g, mean, rstd, dx, dgamma, dbeta, rows, cols);
-    };
-    // Each warp stages two rows of x and g: 2 × 2 × cap floats. Blocks of 8 warps, fewer where
-    // the device's blocks cannot hold that much shared memory.
-    let lim = dev.limits();
-    let per_warp = 16 * 32 * vw * nv;
-    let mut warps = (ROW_THREADS / 32) as usize;
-    while warps > 1 && warps * per_warp > lim.max_shared_per_block_optin as usize {
-        warps /= 2;
-    }
-    let smem = warps * per_warp;
-    if smem > lim.max_shared_per_block_optin as usize {
-        return layernorm3_bwd_f32(dev, x, gamma, g, mean, rstd, dx, dgamma, dbeta, rows, cols);
-    }
-    let name = super::rows::KernelName::new(format_args!("layernorm4_bwd_v{vw}_n{nv}_f32"));
-    let name = name.as_str();
-    let k = dev.function(MODULE, name)?;
-    // As step 3, a grid-stride loop over rows with as many blocks as fit on the GPU at once:
-    // by registers (64 Ki a SM from sm_80 to sm_90) and by shared memory (the driver reserves
-    // 1 KiB a block), at most 32 warps a SM.
-    let threads = 32 * warps;
-    let fit = k.limits().blocks_per_sm(lim, threads as u32, smem as u32) as usize;
-    let per_sm = fit.clamp(1, 32 / warps);
-    let sms = lim.sm_count.max(1) as usize;
-    let blocks = rows.div_ceil(warps).clamp(1, per_sm * sms);
-    let cfg = LaunchConfig::new(Dim3::x(blocks as u32), Dim3::x(threads as u32))
-        .with_shared_mem(smem as u32);
-    launch_rows_bwd(
-        dev, &k, cfg, x, gamma, g, mean, rstd, dx, dgamma, dbeta, rows, cols,
-    )
-}
-
 #[cfg(test)]
 mod tests {
     /// Every shape step 3 can pick is instantiated in `kernels/layernorm.cu` and holds the row.
@@ -450,10 +418,6 @@ mod tests {
                         assert!(
                             src.contains(&format!("LAYERNORM3_BWD({vw}, {nv})")),
                             "cols {cols} (backward)"
-                        );
-                        assert!(
-                            src.contains(&format!("LAYERNORM4_BWD({vw}, {nv})")),
-                            "cols {cols} (backward, step 4)"
                         );
                     }
                     None => assert!(cols > 1024, "cols {cols}"),
