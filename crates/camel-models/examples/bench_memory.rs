@@ -18,7 +18,8 @@
 //!   the earlier tables): it adds the host's launch path and the GPU's launch latency, several
 //!   µs, which weighs at the 10–100 µs these ops take.
 //!
-//! `bench_memory [--torch torch.txt] [--reps N]` — prints a Markdown table.
+//! `bench_memory [--torch torch.txt] [--reps N] [--only OP]` — prints a Markdown table (with
+//! `--only`, just the rows whose op name contains `OP`, e.g. `layernorm`).
 //! Kernels are called through their camel-cuda launchers (no tensor overhead).
 
 use camel_cuda::kernels::{
@@ -63,6 +64,8 @@ struct Bench {
     same_copy: HashMap<u64, f64>,
     /// PyTorch's streamed milliseconds by "op size".
     torch: HashMap<String, f64>,
+    /// `--only`: time only the rows whose op name contains this.
+    only: Option<String>,
 }
 
 impl Bench {
@@ -170,6 +173,9 @@ impl Bench {
         k: usize,
         f: &mut dyn FnMut(usize) -> Result<()>,
     ) -> Result<()> {
+        if self.only.as_deref().is_some_and(|o| !op.contains(o)) {
+            return Ok(());
+        }
         let t = self.time(k, f)?;
         let gbs = bytes / (t.stream * 1e-3) / 1e9;
         let same_gbs = self.same_size_copy_gbs(bytes)?;
@@ -257,6 +263,7 @@ fn run() -> Result<()> {
             .and_then(|i| args.get(i + 1).cloned())
     };
     let reps = arg("--reps").map_or(20, |s| s.parse().expect("--reps N"));
+    let only = arg("--only");
     let mut torch = HashMap::new();
     let mut torch_copy = None;
     if let Some(path) = arg("--torch") {
@@ -288,6 +295,7 @@ fn run() -> Result<()> {
         blocker_out: dev.alloc(4)?,
         same_copy: HashMap::new(),
         torch,
+        only,
     };
     let d = &*dev;
 
@@ -468,11 +476,8 @@ fn run() -> Result<()> {
             usize,
             usize,
         ) -> Result<()>;
-        let bwds: [(u32, Bwd); 3] = [
-            (2, ln::layernorm_bwd_f32),
-            (3, ln::layernorm3_bwd_f32),
-            (4, ln::layernorm4_bwd_f32),
-        ];
+        // (step 4's backward is step 3's kernel)
+        let bwds: [(u32, Bwd); 2] = [(2, ln::layernorm_bwd_f32), (3, ln::layernorm3_bwd_f32)];
         for (step, f) in bwds {
             b.row("layernorm_bwd", "16384x768", step, 12.0 * e, k, &mut |i| {
                 f(
