@@ -14,7 +14,10 @@
 // What it showed (H100, 2026-11-22; µs, column sum included in the backward):
 // - forward: library step 3 38.1–38.4, step 4 (streaming hints) 36.8–37.1 (90–91 % of copy);
 //   two or four rows a warp in flight 41.9–44.1 (spills); a persistent grid with the next row
-//   prefetched in registers 37.5–37.7; the row width a compile-time constant 37.6.
+//   prefetched in registers 37.5–37.7 (with hints 37.8–38.0); the row width a compile-time
+//   constant 37.4–37.6, with hints 36.5–36.6, and blocks of 128 threads 36.4. That last form
+//   (no column tests where the row fills the lanes, blocks of 128) went into the library and
+//   bench_memory read 37.4–37.6 µs for step 4 before and after, three calls each: not kept.
 // - backward: the library's step 3 with the block's warps added in turns 64.1, from per-warp
 //   slices 62.6–63.6 (kept); + streaming hints 60.8–61.7 with 2 sets but 60.9 against 61.2 with
 //   3 and slower in bench_memory (dropped); column sum fused in the kernel 64.9–66.0 (dropped);
@@ -99,7 +102,7 @@ __global__ void __launch_bounds__(256, MINB) lab_fwd_rows(const float* __restric
 
 // fP: persistent warps (grid = resident blocks), each walking rows with a stride and holding
 // the next row's loads in registers while it reduces and writes the current one.
-template <int MINB>
+template <int MINB, bool CS = false>
 __global__ void __launch_bounds__(256, MINB) lab_fwd_prefetch(const float* __restrict__ x, const float* __restrict__ gamma,
                                                                const float* __restrict__ beta, float* __restrict__ y,
                                                                float* __restrict__ mean, float* __restrict__ rstd,
@@ -112,7 +115,7 @@ __global__ void __launch_bounds__(256, MINB) lab_fwd_prefetch(const float* __res
         const float* xr = x + rr * COLS;
 #pragma unroll
         for (int i = 0; i < NV; ++i) {
-            float4 a = *reinterpret_cast<const float4*>(xr + (i * 32 + lane) * 4);
+            float4 a = lab_ld<CS>(xr + (i * 32 + lane) * 4);
             nx[4 * i] = a.x, nx[4 * i + 1] = a.y, nx[4 * i + 2] = a.z, nx[4 * i + 3] = a.w;
         }
     };
@@ -136,8 +139,8 @@ __global__ void __launch_bounds__(256, MINB) lab_fwd_prefetch(const float* __res
             const int c = (i * 32 + lane) * 4;
             float4 g = *reinterpret_cast<const float4*>(gamma + c), b = *reinterpret_cast<const float4*>(beta + c);
             const float* w = v + 4 * i;
-            *reinterpret_cast<float4*>(yr + c) = make_float4((w[0] - mu) * rs * g.x + b.x, (w[1] - mu) * rs * g.y + b.y,
-                                                             (w[2] - mu) * rs * g.z + b.z, (w[3] - mu) * rs * g.w + b.w);
+            camel::st4<CS>(yr + c, make_float4((w[0] - mu) * rs * g.x + b.x, (w[1] - mu) * rs * g.y + b.y,
+                                               (w[2] - mu) * rs * g.z + b.z, (w[3] - mu) * rs * g.w + b.w));
             asm volatile("" ::: "memory");  // γ, β loaded per float4, not all hoisted (registers)
         }
         if (lane == 0) mean[r] = mu, rstd[r] = rs;
@@ -473,6 +476,22 @@ int main() {
             snprintf(name, sizeof name, "FP persistent, next row prefetched (%d/SM)", occ);
             run(name, [&](float* x, float* y, float* m, float* r) {
                 lab_fwd_prefetch<3><<<occ * sms, blk>>>(x, gamma, beta, y, m, r, ROWS);
+            });
+        }
+        {
+            const int o3 = occupancy((const void*)lab_fwd_prefetch<3, true>, 256);
+            const int o4 = occupancy((const void*)lab_fwd_prefetch<4, true>, 256);
+            char n3[80], n4[80];
+            snprintf(n3, sizeof n3, "FPs persistent, prefetch, hints (%d/SM)", o3);
+            snprintf(n4, sizeof n4, "FPs persistent, prefetch, hints (%d/SM)", o4);
+            run(n3, [&](float* x, float* y, float* m, float* r) {
+                lab_fwd_prefetch<3, true><<<o3 * sms, blk>>>(x, gamma, beta, y, m, r, ROWS);
+            });
+            run(n4, [&](float* x, float* y, float* m, float* r) {
+                lab_fwd_prefetch<4, true><<<o4 * sms, blk>>>(x, gamma, beta, y, m, r, ROWS);
+            });
+            run("F1s128 R=1, hints, blocks of 128", [&](float* x, float* y, float* m, float* r) {
+                lab_fwd_rows<1, 4, true><<<ROWS / 4, 128>>>(x, gamma, beta, y, m, r, ROWS);
             });
         }
         printf("  occupancy (blocks/SM): F0 %d, R=2 %d, R=4 %d\n", occupancy((const void*)layernorm3_fwd_v4_n6_f32, 256),
