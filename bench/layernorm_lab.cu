@@ -185,15 +185,53 @@ __device__ __forceinline__ void lab_fused_colsum(const float* __restrict__ parti
     }
 }
 
+// The fused column sum with coalesced reads: block q sums entries 8q … 8q + 7 of [dγ | dβ] (one
+// 32-byte sector of a partial row), thread t the partial rows b ≡ t / 8 (mod 32) of entry t % 8,
+// then thread t < 8 adds the 32 sums in order (deterministic; the order of the column-sum
+// kernel, with 32 phases instead of 64).
+__device__ __forceinline__ void lab_fused_colsum3(const float* __restrict__ partial, float* __restrict__ dgamma,
+                                                  float* __restrict__ dbeta, int* counters) {
+    __shared__ float red[32][9];
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        atomicAdd(counters, 1);
+        while (lab_ld_acquire(counters) < (int)gridDim.x) __nanosleep(32);
+    }
+    __syncthreads();
+    const int nb = gridDim.x, t = threadIdx.x;
+    for (int q = blockIdx.x; q < 2 * COLS / 8; q += gridDim.x) {
+        const int e = q * 8 + t % 8, which = e / COLS, col = e % COLS;
+        const float* p = partial + (long long)which * nb * COLS + col;
+        float sum = 0.0f;
+#pragma unroll 4
+        for (int b = t / 8; b < nb; b += 32) sum += __ldcg(p + (long long)b * COLS);
+        red[t / 8][t % 8] = sum;
+        __syncthreads();
+        if (t < 8) {
+            float tot = 0.0f;
+#pragma unroll
+            for (int r = 0; r < 32; ++r) tot += red[r][t];
+            (which ? dbeta : dgamma)[col] = tot;
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0 && atomicAdd(counters + 1, 1) == (int)gridDim.x - 1) {
+        counters[0] = 0;
+        counters[1] = 0;
+    }
+}
+
 // bX: the library's step 3 main kernel with the column sum fused (FUSED) — same arithmetic.
-template <bool FUSED>
+template <int FUSED>
 __global__ void __launch_bounds__(256, 2) lab_bwd_reg(const float* __restrict__ x, const float* __restrict__ gamma,
                                                        const float* __restrict__ g, const float* __restrict__ mean,
                                                        const float* __restrict__ rstd, float* __restrict__ dx,
                                                        float* __restrict__ partial, long long rows, long long cols,
                                                        float* dgamma, float* dbeta, int* counters) {
     ln3_bwd<VEC, NV>(x, gamma, g, mean, rstd, dx, partial, rows, cols);
-    if (FUSED) lab_fused_colsum(partial, dgamma, dbeta, counters);
+    if (FUSED == 1) lab_fused_colsum(partial, dgamma, dbeta, counters);
+    if (FUSED == 2) lab_fused_colsum3(partial, dgamma, dbeta, counters);
 }
 
 // bV: one template for the variants, all with the row width a constant (no bounds code):
@@ -234,7 +272,7 @@ __device__ __forceinline__ void lab_fused_colsum2(const float* __restrict__ part
 }
 
 
-template <int MINB, bool ACC, int PART, bool CS, bool FUSED>
+template <int MINB, bool ACC, int PART, bool CS, int FUSED>
 __global__ void __launch_bounds__(256, MINB) lab_bwd(const float* __restrict__ x, const float* __restrict__ gamma,
                                                       const float* __restrict__ g, const float* __restrict__ mean,
                                                       const float* __restrict__ rstd, float* __restrict__ dx,
@@ -317,7 +355,8 @@ __global__ void __launch_bounds__(256, MINB) lab_bwd(const float* __restrict__ x
             partial[((long long)(c / COLS) * gridDim.x + blockIdx.x) * COLS + c % COLS] = t;
         }
     }
-    if (FUSED) lab_fused_colsum2(partial, dgamma, dbeta, counters);
+    if (FUSED == 1) lab_fused_colsum2(partial, dgamma, dbeta, counters);
+    if (FUSED == 2) lab_fused_colsum3(partial, dgamma, dbeta, counters);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -545,12 +584,17 @@ int main() {
             layernorm3_bwd_v4_n6_f32<<<grid_reg, 256, LIB_SMEM>>>(X[s], gamma, G[s], MS[s % 2], RS[s % 2], d, partial, ROWS, COLS);
         });
         run("B2 step 3 + fused column sum", true, [&](int s, float* d) {
-            lab_bwd_reg<true><<<grid_reg, 256, LIB_SMEM>>>(X[s], gamma, G[s], MS[s % 2], RS[s % 2], d, partial, ROWS, COLS, dg, db, counters);
+            lab_bwd_reg<1><<<grid_reg, 256, LIB_SMEM>>>(X[s], gamma, G[s], MS[s % 2], RS[s % 2], d, partial, ROWS, COLS, dg, db, counters);
+        });
+        CK(cudaFuncSetAttribute(lab_bwd_reg<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, LIB_SMEM));
+        run("B3 step 3 + fused coalesced column sum", true, [&](int s, float* d) {
+            lab_bwd_reg<2><<<grid_reg, 256, LIB_SMEM>>>(X[s], gamma, G[s], MS[s % 2], RS[s % 2], d, partial, ROWS, COLS, dg, db, counters);
         });
 #define LAB_BWD(NAME, PARAMS, ACC, PART, CS, FUSED, COLSUM)                                                    \
     {                                                                                                          \
         auto k = lab_bwd<2, ACC, PART, CS, FUSED>;                                                             \
         const size_t sm = PART == 2 ? 8 * 2 * COLS * 4 : 2 * COLS * 4;                                         \
+        CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));                     \
         const int occ = occupancy((const void*)k, 256, sm);                                                    \
         char nm[96];                                                                                           \
         snprintf(nm, sizeof nm, "%s (%d/SM)", NAME, occ);                                                      \
@@ -568,6 +612,7 @@ int main() {
         LAB_BWD("V2s slices, hints + kernel", true, true, 2, true, false, true)
         LAB_BWD("V2f slices + fused sum", true, true, 2, false, true, false)
         LAB_BWD("V2sf slices, hints + fused sum", true, true, 2, true, true, false)
+        LAB_BWD("V2g slices + fused coalesced sum", true, true, 2, false, 2, false)
         printf("  occupancy (blocks/SM): step 3 %d\n", occ_reg);
     }
     return 0;

@@ -297,9 +297,11 @@ LAYERNORM3(1, 32)
 // - at the end the block adds its warps' registers in warp order (each warp's own slice of
 //   shared memory, one barrier) and writes one partial row per block, [2][nblocks][cols] as
 //   the kernel above;
-// - `layernorm3_param_grad_f32` sums the partials in a fixed order with 64 threads per column
-//   (each a short strided chain, unrolled), then one thread adds the 64 sums in order: deterministic,
-//   and no long dependent chain.
+// - the partials are summed per column in a fixed order inside the kernel once every block has
+//   written its own (ln3_fused_colsum, when the grid is all resident), or else by
+//   `layernorm3_param_grad_f32` after it: 64 threads per column (each a short strided chain,
+//   unrolled), then one thread adds the 64 sums in order: deterministic either way, and no long
+//   dependent chain.
 // Bytes that must move: x, g read, dx written (12 B/element) plus γ, mean, rstd and dγ/dβ.
 // Longer rows stay on the kernel above.
 // Measured (H100, copy 2988 GB/s, bench_memory, layernorm_bwd 16384×768): step 2 1450 GB/s (49 %)
@@ -399,11 +401,61 @@ __device__ __forceinline__ void ln3_bwd_block_partial(const float (&ag)[NV * VEC
     }
 }
 
+// The column sum of the blocks' partial rows inside the step-3 backward (the launcher passes
+// `counters` only when every block of the grid is resident at once; else null, and
+// `layernorm3_param_grad_f32` runs after the kernel). Each block counts itself in once its
+// partial row is written and waits until all have; then block q sums the entries 8q … 8q + 7 of
+// [dγ | dβ] (one 32-byte sector of every partial row): thread t the partial rows b ≡ t / 8
+// (mod 32) of entry t % 8, then thread t < 8 adds the 32 sums in order. The same order on every
+// run (deterministic). Blocks of 256 threads. `counters` (2 ints) are zero at launch and left
+// zero: the last block past the wait resets them.
+// Why: the separate kernel costs its launch and ramp (~3 µs of ~62). Measured (H100, lab
+// bench/layernorm_lab.cu, 16384×768, streamed): 61.7–63.2 → 60.4–61.1 µs. A first fused form
+// with a warp per entry and its lanes over the partial rows (each 4-byte read a 32-byte sector of
+// its own, 8× the L2 traffic) was slower than the separate kernel: 63.3–66.0 µs.
+__device__ __forceinline__ void ln3_fused_colsum(const float* __restrict__ partial, float* __restrict__ dgamma,
+                                                 float* __restrict__ dbeta, int* counters, long long cols) {
+    __shared__ float red[32][9];
+    __threadfence();  // this block's partial row is visible before it counts itself in
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        atomicAdd(counters, 1);
+        while (camel::ld_acquire_gpu(counters) < (int)gridDim.x) __nanosleep(32);
+    }
+    __syncthreads();
+    const int t = threadIdx.x;
+    const long long nb = gridDim.x, n = 2 * cols;
+    for (long long q = blockIdx.x; q * 8 < n; q += gridDim.x) {
+        const long long e = q * 8 + t % 8;
+        float sum = 0.0f;
+        if (e < n) {
+            const float* p = partial + (e / cols) * nb * cols + e % cols;
+#pragma unroll 4
+            for (long long b = t / 8; b < nb; b += 32) sum += __ldcg(p + b * cols);  // L2: other blocks wrote it
+        }
+        red[t / 8][t % 8] = sum;
+        __syncthreads();
+        if (t < 8 && e < n) {
+            float tot = 0.0f;
+#pragma unroll
+            for (int r = 0; r < 32; ++r) tot += red[r][t];
+            if (e < cols) dgamma[e] = tot;
+            else dbeta[e - cols] = tot;
+        }
+        __syncthreads();
+    }
+    if (t == 0 && atomicAdd(counters + 1, 1) == (int)gridDim.x - 1) {
+        counters[0] = 0;  // every block is past the wait: ready for the next launch
+        counters[1] = 0;
+    }
+}
+
 template <int VEC, int NV>
 __device__ __forceinline__ void ln3_bwd(const float* __restrict__ x, const float* __restrict__ gamma,
                                         const float* __restrict__ g, const float* __restrict__ mean,
                                         const float* __restrict__ rstd, float* __restrict__ dx,
-                                        float* __restrict__ partial, long long rows, long long cols) {
+                                        float* __restrict__ partial, long long rows, long long cols,
+                                        float* __restrict__ dgamma, float* __restrict__ dbeta, int* counters) {
     constexpr int PER_LANE = NV * VEC;         // floats of a row a lane holds
     extern __shared__ __align__(16) float ln3_slices[];  // W × 2 × 32·PER_LANE: the warps' dγ/dβ
     const int lane = threadIdx.x % 32, w = threadIdx.x / 32, W = blockDim.x / 32;
@@ -439,6 +491,7 @@ __device__ __forceinline__ void ln3_bwd(const float* __restrict__ x, const float
         ln3_bwd_row<VEC, NV>(xv, gv, ag, ab, gamma, dx + r * cols, mu, rs, inv_cols, cols, lane);
     }
     ln3_bwd_block_partial<VEC, NV>(ag, ab, ln3_slices, partial, cols);
+    if (counters != nullptr) ln3_fused_colsum(partial, dgamma, dbeta, counters, cols);
 }
 
 // Step 4 of LayerNorm (`CAMEL_LAYERNORM=4`, the default) runs these kernels for the backward:
@@ -451,11 +504,10 @@ __device__ __forceinline__ void ln3_bwd(const float* __restrict__ x, const float
 //   (step 4 before, in the git history): 70 % of copy against 73 %;
 // - dγ/dβ sums in each warp's shared memory instead of registers (80 registers, 3 blocks an
 //   SM): 70.1 against 62.9 µs (spills, a read-modify-write per row);
-// - the column sum inside this kernel (all blocks resident, a device counter, then each warp
-//   sums one column's partials): 64.9 against 62.9 µs with the separate kernel.
 // A kernel with dx only (no dγ/dβ) ran at 55.9 µs, 90 % of copy: the dγ/dβ sums cost ~4 µs
 // here (128 registers against 72, and the block's partial row at the end) and ~3 µs in the
-// column-sum kernel (its launch and a pass over the partials).
+// separate column-sum kernel (its launch and a pass over the partials), ~1.5 µs with the column
+// sum fused into this kernel (ln3_fused_colsum).
 // Kernel names: layernorm3_bwd_v{VEC}_n{NV}_f32 (the launcher builds the same name). Blocks of
 // 256 threads, dynamic shared memory 8 warps × 2 × 32·VEC·NV floats (48 KiB at 768 columns);
 // rows of up to 768 float4 columns (512 scalar) fit 2 blocks per SM in registers (≤ 128 a
@@ -465,8 +517,10 @@ __device__ __forceinline__ void ln3_bwd(const float* __restrict__ x, const float
         layernorm3_bwd_v##VEC##_n##NV##_f32(const float* __restrict__ x, const float* __restrict__ gamma,   \
                                             const float* __restrict__ g, const float* __restrict__ mean,   \
                                             const float* __restrict__ rstd, float* __restrict__ dx,        \
-                                            float* __restrict__ partial, long long rows, long long cols) { \
-        ln3_bwd<VEC, NV>(x, gamma, g, mean, rstd, dx, partial, rows, cols);                                \
+                                            float* __restrict__ partial, long long rows, long long cols,   \
+                                            float* __restrict__ dgamma, float* __restrict__ dbeta,         \
+                                            int* counters) {                                               \
+        ln3_bwd<VEC, NV>(x, gamma, g, mean, rstd, dx, partial, rows, cols, dgamma, dbeta, counters);       \
     }
 LAYERNORM3_BWD(4, 1)
 LAYERNORM3_BWD(4, 2)
@@ -482,15 +536,16 @@ LAYERNORM3_BWD(1, 16)
 LAYERNORM3_BWD(1, 24)
 LAYERNORM3_BWD(1, 32)
 
-// dγ[c] = Σ_b partial[0, b, c], dβ[c] = Σ_b partial[1, b, c] for steps 3 and 4. Blocks of
-// 8 × 64 threads: threadIdx.x picks one of 8 consecutive entries of the [2·cols] output (a
+// dγ[c] = Σ_b partial[0, b, c], dβ[c] = Σ_b partial[1, b, c] for step 3 when its grid cannot be
+// all resident (ln3_fused_colsum sums them otherwise). Blocks of 8 × 64 threads: threadIdx.x picks one of 8 consecutive entries of the [2·cols] output (a
 // 32-byte sector of a partial row), threadIdx.y sums the partial rows b ≡ y (mod 64) in order,
 // then thread y = 0 adds the 64 sums in y order from shared memory: the same order on every run.
 // The first form (32 × 16 threads, 2·cols/32 blocks) gave 48 blocks at 768 columns, a third of
 // the H100's SMs, each thread a chain of 17 loads: 5.31 µs (ncu, caches flushed) for 1.6 MB.
 // With 8 columns a block the grid is 192 blocks and each chain 4–5 loads, but it measured the
 // same, 5.18 µs: the kernel is bound by its latency (a cold round trip to DRAM, the barrier and
-// the ordered sum), not by the number of blocks. Removing it needs the sum inside the backward.
+// the ordered sum), not by the number of blocks; the sum inside the backward (ln3_fused_colsum)
+// removed it where the grid allows.
 extern "C" __global__ void __launch_bounds__(512) layernorm3_param_grad_f32(const float* __restrict__ partial,
                                                                             float* __restrict__ dgamma,
                                                                             float* __restrict__ dbeta,

@@ -222,4 +222,15 @@ __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
+// ---- waiting for the other blocks of a grid --------------------------------------------------
+// A load with acquire semantics at GPU scope: after it sees another block's counter update, the
+// writes that block made before its update (and its __threadfence) are visible. Only for kernels
+// whose launcher made sure every block of the grid is resident at once (else a block could wait
+// for one that never starts).
+__device__ __forceinline__ int ld_acquire_gpu(const int* p) {
+    int v;
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
 }  // namespace camel

@@ -260,8 +260,9 @@ pub fn layernorm_bwd_f32(
 /// Step 3 of [`layernorm_bwd_f32`] (same arguments and outputs): a warp per row with the row
 /// in registers (x and g read once, x̂ recomputed from `mean`/`rstd`, dx written from the
 /// registers), each lane's dγ/dβ kept in registers across the rows it visits, one partial row
-/// per block, then a deterministic column sum (`layernorm3_param_grad_f32`). Rows longer than
-/// 1024 columns run [`layernorm_bwd_f32`].
+/// per block, then a deterministic column sum (in the same kernel when its grid is all resident
+/// at once, else `layernorm3_param_grad_f32`). Rows longer than 1024 columns run
+/// [`layernorm_bwd_f32`].
 #[allow(clippy::too_many_arguments)]
 pub fn layernorm3_bwd_f32(
     dev: &CudaDevice,
@@ -315,20 +316,40 @@ fn layernorm_regs_bwd(
     // kernel's registers and shared memory), at most 4 a multiprocessor, so each warp visits
     // several rows and the partial rows stay few. At least one block, even for zero rows (it
     // writes zero partials).
-    let per_sm = (k.limits().blocks_per_sm(lim, ROW_THREADS, smem as u32) as usize).clamp(1, 4);
+    let fit = k.limits().blocks_per_sm(lim, ROW_THREADS, smem as u32) as usize;
+    let per_sm = fit.clamp(1, 4);
     let blocks = rows
         .div_ceil(warps)
         .clamp(1, per_sm * lim.sm_count.max(1) as usize);
     let cfg = LaunchConfig::new(Dim3::x(blocks as u32), Dim3::x(ROW_THREADS))
         .with_shared_mem(smem as u32);
+    // The column sum of the partial rows runs inside the kernel when every block of the grid is
+    // resident at once (its blocks wait for each other; at most 4 × 256 threads a SM, below
+    // every limit of sm_80–sm_90): by the registers and shared memory, `fit` ≥ 1 makes the grid
+    // above resident. The wait also needs no other kernel to hold the SMs meanwhile: camel
+    // queues everything on the device's one stream.
+    let counters = if fit >= 1 && fused_colsum_on() {
+        dev.counters(2)?
+    } else {
+        DevPtr::NULL
+    };
     launch_rows_bwd(
-        dev, &k, cfg, x, gamma, g, mean, rstd, dx, dgamma, dbeta, rows, cols,
+        dev, &k, cfg, x, gamma, g, mean, rstd, dx, dgamma, dbeta, rows, cols, counters,
     )
 }
 
-/// Launches a step-3/4 backward kernel `k` (`(const float* ×5, float*, float*, long long, long
-/// long)`; one partial row of dγ/dβ per block of `cfg`'s grid), then the column sum of those
-/// partial rows into `dgamma` and `dbeta`.
+/// Env `CAMEL_LAYERNORM_FUSED=off` keeps the separate column-sum kernel (for measuring and for
+/// testing that path; read once).
+fn fused_colsum_on() -> bool {
+    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    !*OFF.get_or_init(|| std::env::var("CAMEL_LAYERNORM_FUSED").is_ok_and(|v| v == "off"))
+}
+
+/// Launches a step-3 backward kernel `k` (`(const float* ×5, float*, float*, long long, long
+/// long, float*, float*, int*)`; one partial row of dγ/dβ per block of `cfg`'s grid). With
+/// `counters` (2 zeroed device ints, [`CudaDevice::counters`]; only for a grid that is all
+/// resident at once) the kernel sums the partial rows into `dgamma` and `dbeta` itself; with
+/// [`DevPtr::NULL`] the column-sum kernel runs after it.
 #[allow(clippy::too_many_arguments)]
 fn launch_rows_bwd(
     dev: &CudaDevice,
@@ -344,13 +365,14 @@ fn launch_rows_bwd(
     dbeta: DevPtr,
     rows: usize,
     cols: usize,
+    counters: DevPtr,
 ) -> Result<()> {
     let blocks = cfg.grid.x as usize;
     let partial = dev.alloc(2 * blocks * cols * 4)?;
-    // SAFETY: the caller passes a `layernorm{3,4}_bwd_*(const float* ×5, float*, float*, long
-    // long, long long)` kernel with its configuration (for step 4, dynamic shared memory for
-    // every warp's stages, ≥ the block's partial row); `partial` holds 2 × blocks × cols floats,
-    // one row of each per block of the grid.
+    // SAFETY: the caller passes a `layernorm3_bwd_*(const float* ×5, float*, float*, long long,
+    // long long, float*, float*, int*)` kernel with its configuration (dynamic shared memory for
+    // every warp's dγ/dβ slice); `partial` holds 2 × blocks × cols floats, one row of each per
+    // block of the grid; `counters`, when not null, 2 zeroed ints and a grid all resident.
     unsafe {
         dev.launch(
             k,
@@ -365,8 +387,14 @@ fn launch_rows_bwd(
                 &partial.ptr(),
                 &(rows as i64),
                 &(cols as i64),
+                &dgamma,
+                &dbeta,
+                &counters,
             ],
         )?;
+    }
+    if counters != DevPtr::NULL {
+        return Ok(());
     }
     layernorm3_param_grad(dev, partial.ptr(), dgamma, dbeta, blocks, cols)
 }
