@@ -20,7 +20,9 @@
 //   bench_memory read 37.4–37.6 µs for step 4 before and after, three calls each: not kept.
 // - backward: the library's step 3 with the block's warps added in turns 64.1, from per-warp
 //   slices 62.6–63.6 (kept); + streaming hints 60.8–61.7 with 2 sets but 60.9 against 61.2 with
-//   3 and slower in bench_memory (dropped); column sum fused in the kernel 64.9–66.0 (dropped);
+//   3 and slower in bench_memory (dropped); column sum fused in the kernel, a warp per column
+//   (B2, V2f) 63.3–66.0 (slower), a block per 8 columns with coalesced reads (B3, V2g)
+//   60.4–61.4 against 61.7–63.6 for the separate kernel (kept: ln3_fused_colsum);
 //   dγ/dβ in shared memory 70.1–97.9 (dropped); dx only, no dγ/dβ at all, 55.7–55.9 (90 % of
 //   copy: the bound for a kernel moving these bytes).
 #include <algorithm>
