@@ -6,10 +6,13 @@
 // Build and run on the GPU host:  bash bench/layernorm_lab.sh   (nvcc -O3 -arch=sm_90 …)
 //
 // Timing is bench_memory's "streamed" method: a blocker kernel (a spin, here) keeps the GPU busy
-// while the host queues a batch of 20 launches between two events; median over 20 batches;
+// while the host queues a batch of LAB_PER launches (default 20) between two events; median over
+// 20 batches;
 // LAB_SETS buffer sets rotated (default 2: 302 MB for the backward) so every launch reads DRAM;
 // a same-size cudaMemcpy timed the same way. bench_memory (a 1.5 GiB read as its blocker, 3
-// sets) is the reference: where the two disagree, it decides.
+// sets, a warm-up inside each batch) is the reference: where the two disagree, it decides. They
+// differ by ~0.5 µs on the LayerNorm forward (lab 36.8–37.0 µs for step 4, bench_memory
+// 37.3–37.6); the batch length is not why (LAB_PER 10, 20, 40: 36.8–37.0 each).
 //
 // What it showed (H100, 2026-11-22; µs, column sum included in the backward):
 // - forward: library step 3 38.1–38.4, step 4 (streaming hints) 36.8–37.1 (90–91 % of copy);
@@ -231,7 +234,7 @@ __global__ void __launch_bounds__(256, 2) lab_bwd_reg(const float* __restrict__ 
                                                        const float* __restrict__ rstd, float* __restrict__ dx,
                                                        float* __restrict__ partial, long long rows, long long cols,
                                                        float* dgamma, float* dbeta, int* counters) {
-    ln3_bwd<VEC, NV>(x, gamma, g, mean, rstd, dx, partial, rows, cols);
+    ln3_bwd<VEC, NV>(x, gamma, g, mean, rstd, dx, partial, rows, cols, dgamma, dbeta, nullptr);
     if (FUSED == 1) lab_fused_colsum(partial, dgamma, dbeta, counters);
     if (FUSED == 2) lab_fused_colsum3(partial, dgamma, dbeta, counters);
 }
@@ -377,7 +380,8 @@ struct Timer {
 };
 
 // Median µs per launch of `launch(set)` streamed: 20 batches of `per` launches behind a blocker.
-static double streamed(const std::function<void(int)>& launch, int sets, int per = 20) {
+static double streamed(const std::function<void(int)>& launch, int sets, int per = 0) {
+    if (per == 0) per = getenv("LAB_PER") ? atoi(getenv("LAB_PER")) : 20;
     static Timer t;
     for (int i = 0; i < 3 * sets; ++i) launch(i % sets);
     CK(cudaDeviceSynchronize());
@@ -547,6 +551,8 @@ int main() {
         const double bytes = 3.0 * N * 4 + 2.0 * ROWS * 4 + 2.0 * COLS * 4;
         const double same = same_copy(3.0 * N * 4);
         printf("\nbackward 16384x768 (same-size copy %.2f us)\n", same);
+        CK(cudaFuncSetAttribute(layernorm3_bwd_v4_n6_f32, cudaFuncAttributeMaxDynamicSharedMemorySize, LIB_SMEM));
+        CK(cudaFuncSetAttribute(lab_bwd_reg<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, LIB_SMEM));
         const int occ_reg = occupancy((const void*)layernorm3_bwd_v4_n6_f32, 256, LIB_SMEM);
         const int grid_reg = occ_reg * sms;
         float* partial = dalloc(2ull * 4 * sms * COLS);
@@ -558,7 +564,7 @@ int main() {
             layernorm3_param_grad_f32<<<(2 * COLS + 7) / 8, dim3(8, 64)>>>(partial, dg, db, nb, COLS);
         };
         // reference: library step 3 (main + column sum)
-        layernorm3_bwd_v4_n6_f32<<<grid_reg, 256, LIB_SMEM>>>(X[0], gamma, G[0], mean, rstd, ref, partial, ROWS, COLS);
+        layernorm3_bwd_v4_n6_f32<<<grid_reg, 256, LIB_SMEM>>>(X[0], gamma, G[0], mean, rstd, ref, partial, ROWS, COLS, dgr, dbr, nullptr);
         layernorm3_param_grad_f32<<<(2 * COLS + 7) / 8, dim3(8, 64)>>>(partial, dgr, dbr, grid_reg, COLS);
         CK(cudaDeviceSynchronize());
         auto check = [&](const char* name, bool params) {
@@ -578,12 +584,15 @@ int main() {
             const double t = streamed([&](int s) { k(s, Y[s]); }, SETS);
             report(name, t, bytes, same);
         };
-        run("B0 library step 3 + column-sum kernel", true, [&](int s, float* d) {
-            layernorm3_bwd_v4_n6_f32<<<grid_reg, 256, LIB_SMEM>>>(X[s], gamma, G[s], MS[s % 2], RS[s % 2], d, partial, ROWS, COLS);
+        run("B0 library step 3 + column-sum kernel (FUSED=off)", true, [&](int s, float* d) {
+            layernorm3_bwd_v4_n6_f32<<<grid_reg, 256, LIB_SMEM>>>(X[s], gamma, G[s], MS[s % 2], RS[s % 2], d, partial, ROWS, COLS, dg, db, nullptr);
             colsum(grid_reg);
         });
+        run("B5 library step 3, column sum fused (default)", true, [&](int s, float* d) {
+            layernorm3_bwd_v4_n6_f32<<<grid_reg, 256, LIB_SMEM>>>(X[s], gamma, G[s], MS[s % 2], RS[s % 2], d, partial, ROWS, COLS, dg, db, counters);
+        });
         run("B1 library step 3 main kernel only", false, [&](int s, float* d) {
-            layernorm3_bwd_v4_n6_f32<<<grid_reg, 256, LIB_SMEM>>>(X[s], gamma, G[s], MS[s % 2], RS[s % 2], d, partial, ROWS, COLS);
+            layernorm3_bwd_v4_n6_f32<<<grid_reg, 256, LIB_SMEM>>>(X[s], gamma, G[s], MS[s % 2], RS[s % 2], d, partial, ROWS, COLS, dg, db, nullptr);
         });
         run("B2 step 3 + fused column sum", true, [&](int s, float* d) {
             lab_bwd_reg<1><<<grid_reg, 256, LIB_SMEM>>>(X[s], gamma, G[s], MS[s % 2], RS[s % 2], d, partial, ROWS, COLS, dg, db, counters);
