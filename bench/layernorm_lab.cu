@@ -24,7 +24,7 @@
 // - backward: the library's step 3 with the block's warps added in turns 64.1, from per-warp
 //   slices 62.6–63.6 (kept); + streaming hints 60.8–61.7 with 2 sets but 60.9 against 61.2 with
 //   3 and slower in bench_memory (dropped); column sum fused in the kernel, a warp per column
-//   (B2, V2f) 63.3–66.0 (slower), a block per 8 columns with coalesced reads (B3, V2g)
+//   (B2, V2f) 63.3–66.0 (slower), a block per 8 columns with coalesced reads (B5, V2g)
 //   60.4–61.4 against 61.7–63.6 for the separate kernel (kept: ln3_fused_colsum);
 //   dγ/dβ in shared memory 70.1–97.9 (dropped); dx only, no dγ/dβ at all, 55.7–55.9 (90 % of
 //   copy: the bound for a kernel moving these bytes).
@@ -154,104 +154,19 @@ __global__ void __launch_bounds__(256, MINB) lab_fwd_prefetch(const float* __res
 
 // ---------------------------------------------------------------------------------------------
 // Backward candidates. All persistent (grid = resident blocks × SMs), a warp per row at a time.
-__device__ __forceinline__ int lab_ld_acquire(const int* p) {
-    int v;
-    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-
-// The column sum of the blocks' partial rows inside the backward: every block waits until all
-// blocks of the grid have written their partial row (all resident: the grid is sized so), then
-// warp e sums entry e of [dγ | dβ] over the partials in a fixed order (lane b takes partials
-// b, b + 32, …; then a butterfly): deterministic. counters[0..1] zero at launch, left zero.
-__device__ __forceinline__ void lab_fused_colsum(const float* __restrict__ partial, float* __restrict__ dgamma,
-                                                 float* __restrict__ dbeta, int* counters) {
+// The first fused column sum (dropped): every block waits until all blocks of the grid have
+// written their partial row (all resident: the grid is sized so), then warp e sums entry e of
+// [dγ | dβ] over the partials (lane b takes partials b, b + 32, …, 12 loads in flight; then a
+// butterfly): deterministic, but each 4-byte read is a 32-byte sector of its own. The kept form
+// is the library's ln3_fused_colsum (a block per 8 entries, whole sectors). counters[0..1] zero
+// at launch, left zero.
+__device__ __forceinline__ void lab_fused_colsum_warp(const float* __restrict__ partial, float* __restrict__ dgamma,
+                                                      float* __restrict__ dbeta, int* counters) {
     __threadfence();
     __syncthreads();
     if (threadIdx.x == 0) {
         atomicAdd(counters, 1);
-        while (lab_ld_acquire(counters) < (int)gridDim.x) __nanosleep(64);
-    }
-    __syncthreads();
-    const int lane = threadIdx.x % 32, W = blockDim.x / 32;
-    const int nb = gridDim.x;
-    for (int e = blockIdx.x * W + threadIdx.x / 32; e < 2 * COLS; e += gridDim.x * W) {
-        const int which = e / COLS, col = e % COLS;
-        const float* p = partial + (long long)which * nb * COLS + col;
-        float s = 0.0f;
-        for (int b = lane; b < nb; b += 32) s += __ldcg(p + (long long)b * COLS);
-        s = camel::warp_sum(s);
-        if (lane == 0) (which ? dbeta : dgamma)[col] = s;
-    }
-    __syncthreads();
-    if (threadIdx.x == 0 && atomicAdd(counters + 1, 1) == (int)gridDim.x - 1) {
-        counters[0] = 0;
-        counters[1] = 0;
-    }
-}
-
-// The fused column sum with coalesced reads: block q sums entries 8q … 8q + 7 of [dγ | dβ] (one
-// 32-byte sector of a partial row), thread t the partial rows b ≡ t / 8 (mod 32) of entry t % 8,
-// then thread t < 8 adds the 32 sums in order (deterministic; the order of the column-sum
-// kernel, with 32 phases instead of 64).
-__device__ __forceinline__ void lab_fused_colsum3(const float* __restrict__ partial, float* __restrict__ dgamma,
-                                                  float* __restrict__ dbeta, int* counters) {
-    __shared__ float red[32][9];
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        atomicAdd(counters, 1);
-        while (lab_ld_acquire(counters) < (int)gridDim.x) __nanosleep(32);
-    }
-    __syncthreads();
-    const int nb = gridDim.x, t = threadIdx.x;
-    for (int q = blockIdx.x; q < 2 * COLS / 8; q += gridDim.x) {
-        const int e = q * 8 + t % 8, which = e / COLS, col = e % COLS;
-        const float* p = partial + (long long)which * nb * COLS + col;
-        float sum = 0.0f;
-#pragma unroll 4
-        for (int b = t / 8; b < nb; b += 32) sum += __ldcg(p + (long long)b * COLS);
-        red[t / 8][t % 8] = sum;
-        __syncthreads();
-        if (t < 8) {
-            float tot = 0.0f;
-#pragma unroll
-            for (int r = 0; r < 32; ++r) tot += red[r][t];
-            (which ? dbeta : dgamma)[col] = tot;
-        }
-        __syncthreads();
-    }
-    if (threadIdx.x == 0 && atomicAdd(counters + 1, 1) == (int)gridDim.x - 1) {
-        counters[0] = 0;
-        counters[1] = 0;
-    }
-}
-
-// bX: the library's step 3 main kernel with the column sum fused (FUSED) — same arithmetic.
-template <int FUSED>
-__global__ void __launch_bounds__(256, 2) lab_bwd_reg(const float* __restrict__ x, const float* __restrict__ gamma,
-                                                       const float* __restrict__ g, const float* __restrict__ mean,
-                                                       const float* __restrict__ rstd, float* __restrict__ dx,
-                                                       float* __restrict__ partial, long long rows, long long cols,
-                                                       float* dgamma, float* dbeta, int* counters) {
-    ln3_bwd<VEC, NV>(x, gamma, g, mean, rstd, dx, partial, rows, cols, dgamma, dbeta, nullptr);
-    if (FUSED == 1) lab_fused_colsum(partial, dgamma, dbeta, counters);
-    if (FUSED == 2) lab_fused_colsum3(partial, dgamma, dbeta, counters);
-}
-
-// bV: one template for the variants, all with the row width a constant (no bounds code):
-// ACC: dγ/dβ sums in registers (as step 3); PART: how the block's warps are added into its partial
-// row (1: step 3's one warp a turn, 8 barriers; 2: every warp stores its sums to its own slice of
-// dynamic shared memory, one barrier, then each thread adds the 8 slices of its columns in warp
-// order — the same sums bit for bit); CS: streaming hints on x, g loads and dx stores; FUSED: the
-// column sum in the same kernel (lab_fused_colsum2: independent loads).
-__device__ __forceinline__ void lab_fused_colsum2(const float* __restrict__ partial, float* __restrict__ dgamma,
-                                                  float* __restrict__ dbeta, int* counters) {
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        atomicAdd(counters, 1);
-        while (lab_ld_acquire(counters) < (int)gridDim.x) __nanosleep(32);
+        while (camel::ld_acquire_gpu(counters) < (int)gridDim.x) __nanosleep(32);
     }
     __syncthreads();
     const int lane = threadIdx.x % 32, W = blockDim.x / 32;
@@ -276,7 +191,22 @@ __device__ __forceinline__ void lab_fused_colsum2(const float* __restrict__ part
     }
 }
 
+// bX: the library's step 3 main kernel (column sum not fused) followed by the dropped fused form.
+__global__ void __launch_bounds__(256, 2) lab_bwd_reg(const float* __restrict__ x, const float* __restrict__ gamma,
+                                                       const float* __restrict__ g, const float* __restrict__ mean,
+                                                       const float* __restrict__ rstd, float* __restrict__ dx,
+                                                       float* __restrict__ partial, long long rows, long long cols,
+                                                       float* dgamma, float* dbeta, int* counters) {
+    ln3_bwd<VEC, NV>(x, gamma, g, mean, rstd, dx, partial, rows, cols, dgamma, dbeta, nullptr);
+    lab_fused_colsum_warp(partial, dgamma, dbeta, counters);
+}
 
+// bV: one template for the variants, all with the row width a constant (no bounds code):
+// ACC: dγ/dβ sums in registers (as step 3); PART: how the block's warps are added into its partial
+// row (1: step 3's one warp a turn, 8 barriers; 2: every warp stores its sums to its own slice of
+// dynamic shared memory, one barrier, then each thread adds the 8 slices of its columns in warp
+// order — the same sums bit for bit); CS: streaming hints on x, g loads and dx stores; FUSED: the
+// column sum in the same kernel (1: lab_fused_colsum_warp, 2: the library's ln3_fused_colsum).
 template <int MINB, bool ACC, int PART, bool CS, int FUSED>
 __global__ void __launch_bounds__(256, MINB) lab_bwd(const float* __restrict__ x, const float* __restrict__ gamma,
                                                       const float* __restrict__ g, const float* __restrict__ mean,
@@ -360,8 +290,8 @@ __global__ void __launch_bounds__(256, MINB) lab_bwd(const float* __restrict__ x
             partial[((long long)(c / COLS) * gridDim.x + blockIdx.x) * COLS + c % COLS] = t;
         }
     }
-    if (FUSED == 1) lab_fused_colsum2(partial, dgamma, dbeta, counters);
-    if (FUSED == 2) lab_fused_colsum3(partial, dgamma, dbeta, counters);
+    if (FUSED == 1) lab_fused_colsum_warp(partial, dgamma, dbeta, counters);
+    if (FUSED == 2) ln3_fused_colsum(partial, dgamma, dbeta, counters, COLS);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -552,7 +482,7 @@ int main() {
         const double same = same_copy(3.0 * N * 4);
         printf("\nbackward 16384x768 (same-size copy %.2f us)\n", same);
         CK(cudaFuncSetAttribute(layernorm3_bwd_v4_n6_f32, cudaFuncAttributeMaxDynamicSharedMemorySize, LIB_SMEM));
-        CK(cudaFuncSetAttribute(lab_bwd_reg<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, LIB_SMEM));
+        CK(cudaFuncSetAttribute(lab_bwd_reg, cudaFuncAttributeMaxDynamicSharedMemorySize, LIB_SMEM));
         const int occ_reg = occupancy((const void*)layernorm3_bwd_v4_n6_f32, 256, LIB_SMEM);
         const int grid_reg = occ_reg * sms;
         float* partial = dalloc(2ull * 4 * sms * COLS);
@@ -595,11 +525,7 @@ int main() {
             layernorm3_bwd_v4_n6_f32<<<grid_reg, 256, LIB_SMEM>>>(X[s], gamma, G[s], MS[s % 2], RS[s % 2], d, partial, ROWS, COLS, dg, db, nullptr);
         });
         run("B2 step 3 + fused column sum", true, [&](int s, float* d) {
-            lab_bwd_reg<1><<<grid_reg, 256, LIB_SMEM>>>(X[s], gamma, G[s], MS[s % 2], RS[s % 2], d, partial, ROWS, COLS, dg, db, counters);
-        });
-        CK(cudaFuncSetAttribute(lab_bwd_reg<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, LIB_SMEM));
-        run("B3 step 3 + fused coalesced column sum", true, [&](int s, float* d) {
-            lab_bwd_reg<2><<<grid_reg, 256, LIB_SMEM>>>(X[s], gamma, G[s], MS[s % 2], RS[s % 2], d, partial, ROWS, COLS, dg, db, counters);
+            lab_bwd_reg<<<grid_reg, 256, LIB_SMEM>>>(X[s], gamma, G[s], MS[s % 2], RS[s % 2], d, partial, ROWS, COLS, dg, db, counters);
         });
 #define LAB_BWD(NAME, PARAMS, ACC, PART, CS, FUSED, COLSUM)                                                    \
     {                                                                                                          \

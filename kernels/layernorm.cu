@@ -376,16 +376,10 @@ __device__ __forceinline__ void ln3_bwd_block_partial(const float (&ag)[NV * VEC
     for (int i = 0; i < NV; ++i) {
         const int c = (i * 32 + lane) * VEC;
         if (c < cols) {
-            if (VEC == 4) {
-                *reinterpret_cast<float4*>(mine + c) =
-                    make_float4(ag[(4 * i) % (NV * VEC)], ag[(4 * i + 1) % (NV * VEC)], ag[(4 * i + 2) % (NV * VEC)],
-                                ag[(4 * i + 3) % (NV * VEC)]);
-                *reinterpret_cast<float4*>(mine + CAP + c) =
-                    make_float4(ab[(4 * i) % (NV * VEC)], ab[(4 * i + 1) % (NV * VEC)], ab[(4 * i + 2) % (NV * VEC)],
-                                ab[(4 * i + 3) % (NV * VEC)]);
-            } else {
-                mine[c] = ag[i];
-                mine[CAP + c] = ab[i];
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) {
+                mine[c + k] = ag[VEC * i + k];
+                mine[CAP + c + k] = ab[VEC * i + k];
             }
         }
     }

@@ -199,29 +199,6 @@ __device__ __forceinline__ void st1(float* p, float v) {
     else *p = v;
 }
 
-// ---- cp.async (sm_80+): global → shared copies that hold no registers while in flight --------
-// The step-4 row kernels stage the *next* row in shared memory while they work on the current
-// one. A thread reads back only the shared memory its own copies wrote, after
-// cp_async_wait<N>() (all but the newest N of its groups complete): no barrier is needed.
-
-// 16 bytes, cached in L2 only (.cg); both addresses 16-byte aligned.
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(__cvta_generic_to_global(gmem))
-                 : "memory");
-}
-// 4 bytes (.ca: the only cache mode for sizes below 16).
-__device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
-    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(__cvta_generic_to_global(gmem))
-                 : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
 // ---- waiting for the other blocks of a grid --------------------------------------------------
 // A load with acquire semantics at GPU scope: after it sees another block's counter update, the
 // writes that block made before its update (and its __threadfence) are visible. Only for kernels

@@ -277,25 +277,6 @@ pub fn layernorm3_bwd_f32(
     rows: usize,
     cols: usize,
 ) -> Result<()> {
-    layernorm_regs_bwd(
-        dev,
-        "layernorm3_bwd",
-        [x, gamma, g, mean, rstd, dx, dgamma, dbeta],
-        rows,
-        cols,
-    )
-}
-
-/// The backward kernels that hold a row in registers, `{prefix}_v{VEC}_n{NV}_f32`; `p` is
-/// `[x, γ, g, mean, rstd, dx, dγ, dβ]`.
-fn layernorm_regs_bwd(
-    dev: &CudaDevice,
-    prefix: &str,
-    p: [DevPtr; 8],
-    rows: usize,
-    cols: usize,
-) -> Result<()> {
-    let [x, gamma, g, mean, rstd, dx, dgamma, dbeta] = p;
     if cols == 0 {
         return Ok(());
     }
@@ -303,7 +284,7 @@ fn layernorm_regs_bwd(
     let Some((vw, nv)) = layernorm3_shape(cols, vec) else {
         return layernorm_bwd_f32(dev, x, gamma, g, mean, rstd, dx, dgamma, dbeta, rows, cols);
     };
-    let name = super::rows::KernelName::new(format_args!("{prefix}_v{vw}_n{nv}_f32"));
+    let name = super::rows::KernelName::new(format_args!("layernorm3_bwd_v{vw}_n{nv}_f32"));
     let name = name.as_str();
     let k = dev.function(MODULE, name)?;
     // Dynamic shared memory: each warp's dγ/dβ slice for the block's partial row (48 KiB at
