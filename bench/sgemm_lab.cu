@@ -9,10 +9,13 @@
 #include <cstdlib>
 #include <vector>
 #include <algorithm>
+#include <string>
 #include <cuda_runtime.h>
 
 #include "../kernels/matmul/gemm_tile.cuh"
 DB(128, 128, 8, 64, 32, 1, 8, 8, 256)  // the library's step 11 winner at 4096³
+DB(256, 128, 8, 128, 32, 2, 8, 4, 256)  // … at 8192×128×512
+DB(128, 128, 16, 64, 32, 2, 8, 4, 256)  // … at 16384×1536×384
 #define cp_async4 lib_cp_async4
 #define cp_async16 lib_cp_async16
 #define cp_async_commit lib_cp_async_commit
@@ -373,7 +376,138 @@ void launch_ref(int ta, int tb, const float* A, const float* B, float* C, int n)
                                                       0, nullptr, 0);
 }
 
+// ---- The model shapes (`./lab shapes`): M×K×N products where camel trailed cuBLAS, A·B
+// row-major. Step 13's interior template at other tiles, K-slices and blocks per SM, A read with
+// k contiguous (IL 0: 4-byte transposing copies) or transposed first (IL 1).
+template <int BM, int BN, int BK, int ST, int IL, int MINB>
+__global__ void __launch_bounds__(256, MINB) xs(GEMM_ARGS) {
+    extern __shared__ __align__(16) float dyn_smem[];
+    async_tile_gemm<BM, BN, BK, ST, IL, 0>(dyn_smem, GEMM_CALL_ARGS);
+}
+template <int BM, int BN, int BK, int ST, int IL, int MINB>
+void launch_xs(const float* A, const float* B, float* C, int M, int N, int K) {
+    launch_lib_kernel<BM, BN, IL & 1, 0>(xs<BM, BN, BK, ST, IL, MINB>,
+                                         async_smem_floats<BM, BN, BK, ST, 0>() * 4, A, B, C, M, N,
+                                         K);
+}
+void launch_s11_256x128(const float* A, const float* B, float* C, int M, int N, int K) {
+    launch_lib_kernel<256, 128, 0, 0>(sgemm_db_256x128x8_128x32x2_8x4_256, 0, A, B, C, M, N, K);
+}
+void launch_s11_128x128x16(const float* A, const float* B, float* C, int M, int N, int K) {
+    launch_lib_kernel<128, 128, 0, 0>(sgemm_db_128x128x16_64x32x2_8x4_256, 0, A, B, C, M, N, K);
+}
+int run_shapes(bool flush) {
+    Variant vs[] = {
+        {"s11_256x128x8", 256, 128, launch_s11_256x128},
+        {"s11_128x128x16", 128, 128, launch_s11_128x128x16},
+        {"lib13_generic_128x256x8", 128, 256, launch_lib13},
+        {"transposeA_xtn_32_s2", 128, 256, launch_tnn<launch_xtn<128, 256, 32, 2>>},
+        {"transposeA_xtn_16_s3", 128, 256, launch_tnn<launch_lib13_tn16>},
+        {"xs_128x256x16_s3_b1", 128, 256, launch_xs<128, 256, 16, 3, 0, 1>},
+        {"xs_128x192x16_s3_b1", 128, 192, launch_xs<128, 192, 16, 3, 0, 1>},
+        {"xs_128x192x16_s4_b1", 128, 192, launch_xs<128, 192, 16, 4, 0, 1>},
+        {"xs_128x192x8_s4_b1", 128, 192, launch_xs<128, 192, 8, 4, 0, 1>},
+        {"xs_128x128x16_s3_b1", 128, 128, launch_xs<128, 128, 16, 3, 0, 1>},
+        {"xs_64x256x16_s3_b2", 64, 256, launch_xs<64, 256, 16, 3, 0, 2>},
+        {"xs_64x256x16_s4_b2", 64, 256, launch_xs<64, 256, 16, 4, 0, 2>},
+        {"xs_64x192x16_s3_b2", 64, 192, launch_xs<64, 192, 16, 3, 0, 2>},
+        {"xs_64x192x16_s4_b3", 64, 192, launch_xs<64, 192, 16, 4, 0, 3>},
+        {"xs_64x128x16_s4_b3", 64, 128, launch_xs<64, 128, 16, 4, 0, 3>},
+        {"xs_128x128x16_s4_b1", 128, 128, launch_xs<128, 128, 16, 4, 0, 1>},
+        {"transposeA_xs_128x192x16_s3_b1", 128, 192, launch_tnn<launch_xs<128, 192, 16, 3, 1, 1>>},
+        {"transposeA_xs_128x128x16_s3_b2", 128, 128, launch_tnn<launch_xs<128, 128, 16, 3, 1, 2>>},
+        {"transposeA_xs_128x128x16_s4_b2", 128, 128, launch_tnn<launch_xs<128, 128, 16, 4, 1, 2>>},
+        {"transposeA_xs_128x128x16_s2_b2", 128, 128, launch_tnn<launch_xs<128, 128, 16, 2, 1, 2>>},
+        {"transposeA_xs_128x128x8_s4_b2", 128, 128, launch_tnn<launch_xs<128, 128, 8, 4, 1, 2>>},
+        {"transposeA_xs_64x128x16_s3_b3", 64, 128, launch_tnn<launch_xs<64, 128, 16, 3, 1, 3>>},
+        {"transposeA_xs_64x256x16_s3_b2", 64, 256, launch_tnn<launch_xs<64, 256, 16, 3, 1, 2>>},
+        {"tn_only_xs_128x128x16_s3_b2", 128, 128, launch_xs<128, 128, 16, 3, 1, 2>, 1, 0},
+    };
+    // M, K, N; LAB_SHAPES=nn: shapes whose A·B is not worth a transpose of A (N < 1024)
+    const int all[][3] = {{8192, 128, 512},   {16384, 1536, 384}, {16384, 384, 1536},
+                          {2048, 2048, 2048}, {4096, 4096, 4096}, {8192, 8192, 8192}};
+    const int nn[][3] = {{8192, 128, 512}, {16384, 1536, 384}, {8192, 768, 768},
+                         {4096, 2048, 512}, {16384, 128, 384}, {2048, 4096, 768}};
+    const bool only_nn = getenv("LAB_SHAPES") && std::string(getenv("LAB_SHAPES")) == "nn";
+    const int(*shapes)[3] = only_nn ? nn : all;
+    const int nshapes = only_nn ? 6 : 6;
+    float* F = nullptr;  // 256 MiB, zeroed before each timed run when `flush`
+    if (flush) CK(cudaMalloc(&F, 256 << 20));
+    for (int si = 0; si < nshapes; ++si) {
+        const int M = shapes[si][0], K = shapes[si][1], N = shapes[si][2];
+        std::vector<float> ha((size_t)M * K), hb((size_t)K * N);
+        srand(1);
+        for (auto& x : ha) x = (rand() / (float)RAND_MAX) * 2.0f - 1.0f;
+        for (auto& x : hb) x = (rand() / (float)RAND_MAX) * 2.0f - 1.0f;
+        float *A, *B, *C, *R;
+        const size_t cb = (size_t)M * N * 4;
+        CK(cudaMalloc(&A, ha.size() * 4));
+        CK(cudaMalloc(&B, hb.size() * 4));
+        CK(cudaMalloc(&C, cb));
+        CK(cudaMalloc(&R, cb));
+        CK(cudaMemcpy(A, ha.data(), ha.size() * 4, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(B, hb.data(), hb.size() * 4, cudaMemcpyHostToDevice));
+        // reference: step 11 on the same layout (A·B, or Aᵀ·B from a transposed copy of A)
+        float* At = lab_workspace((size_t)M * K + (size_t)K * N);
+        lab_transpose(A, At, M, K);  // Aᵀ for the tn_only variants, kept out of the workspace
+        float* AT;
+        CK(cudaMalloc(&AT, ha.size() * 4));
+        CK(cudaMemcpy(AT, At, ha.size() * 4, cudaMemcpyDeviceToDevice));
+        launch_lib(A, B, R, M, N, K);
+        std::vector<float> ref((size_t)M * N), got(ref.size());
+        CK(cudaDeviceSynchronize());
+        CK(cudaMemcpy(ref.data(), R, cb, cudaMemcpyDeviceToHost));
+        const int per = flush ? 1 : ((double)M * N * K < 1e10 ? 20 : 1);  // launches per sample
+        const int reps = (double)M * N * K > 1e11 ? 7 : 15;
+        std::vector<cudaEvent_t> ev(2 * reps);
+        for (auto& e : ev) cudaEventCreate(&e);
+        for (auto& v : vs) {
+            if (M % v.bm || N % v.bn) continue;
+            const float* a = v.ta ? AT : A;
+            CK(cudaMemset(C, 0xff, cb));  // poison: NaN where nothing is written
+            v.fn(a, B, C, M, N, K);
+            CK(cudaGetLastError());
+            CK(cudaDeviceSynchronize());
+            CK(cudaMemcpy(got.data(), C, cb, cudaMemcpyDeviceToHost));
+            double maxd = 0;
+            for (size_t i = 0; i < got.size(); ++i) {
+                double d = fabs((double)got[i] - ref[i]);
+                if (!(d <= maxd)) maxd = d;  // NaN propagates
+            }
+            for (int w = 0; w < 3 * per; ++w) v.fn(a, B, C, M, N, K);
+            for (int r = 0; r < reps; ++r) {  // enqueued back to back
+                if (flush) CK(cudaMemsetAsync(F, r, 256 << 20));
+                cudaEventRecord(ev[2 * r]);
+                for (int q = 0; q < per; ++q) v.fn(a, B, C, M, N, K);
+                cudaEventRecord(ev[2 * r + 1]);
+            }
+            CK(cudaDeviceSynchronize());
+            std::vector<float> ms;
+            for (int r = 0; r < reps; ++r) {
+                float t;
+                cudaEventElapsedTime(&t, ev[2 * r], ev[2 * r + 1]);
+                ms.push_back(t / per);
+            }
+            std::sort(ms.begin(), ms.end());
+            const double med = ms[ms.size() / 2];
+            printf("%-32s %5dx%dx%d  %8.1f us  %8.0f GFLOP/s  maxdiff-vs-step11 %.2e%s\n", v.name,
+                   M, K, N, med * 1e3, 2.0 * M * (double)N * K / (med * 1e-3) / 1e9, maxd,
+                   flush ? "  (L2 flushed)" : "");
+        }
+        for (auto& e : ev) cudaEventDestroy(e);
+        cudaFree(A);
+        cudaFree(AT);
+        cudaFree(B);
+        cudaFree(C);
+        cudaFree(R);
+    }
+    if (F) cudaFree(F);
+    return 0;
+}
+
 int main(int argc, char** argv) {
+    if (argc > 1 && std::string(argv[1]) == "shapes") return run_shapes(false);
+    if (argc > 1 && std::string(argv[1]) == "shapes-flush") return run_shapes(true);
     bool once = argc > 1;  // under ncu: each kernel once at 4096³
     Variant vs[] = {
         {"lib_step11_128x128x8", 128, 128, launch_lib},
