@@ -99,6 +99,8 @@ __device__ __forceinline__ void async_slice(float* S, const float* X, bool kcont
 template <int BK, int BX, bool KC, int SS = BX + 4>
 __device__ __forceinline__ void async_slice_in(float* S, const float* X, int ld, int k0, int x0,
                                                int t) {
+    static_assert(KC ? (BK * BX) % 256 == 0 : (BK * BX) % 1024 == 0,
+                  "a slice must be whole copies for each of the 256 threads");
     if (KC) {
 #pragma unroll
         for (int p = 0; p < BK * BX / 256; ++p) {
@@ -264,6 +266,43 @@ extern "C" __global__ void __launch_bounds__(256, 1) sgemm_13_async_128x256x16_t
 extern "C" __global__ void __launch_bounds__(256, 1) sgemm_13_async_128x256x32_tn(GEMM_ARGS) {
     extern __shared__ __align__(16) float dsmem[];
     async_tile_gemm<128, 256, 32, 2, 1, 0>(dsmem, GEMM_CALL_ARGS);
+}
+
+// Then smaller tiles, two blocks per SM (bench/sgemm_lab.cu `shapes`, H100, L2 flushed before
+// each run as gemm_bench does; TFLOP/s, cuBLAS FP32 A·B in the same call):
+//   128×128×16, 3 stages, ≤ 128 registers, 2 blocks per SM, after the transpose of A:
+//     2048³ 47.1 (cuBLAS 50.2), 4096³ 49.8 (51.7), 8192³ 50.8 (51.7), 16384×384×1536 46.5
+//     (45.1), where the 128×256 BK = 32 kernel read 43.6, 48.3, 50.0 and 44.4 in the same call.
+//     Alone (Aᵀ·B, no transpose) it passed cuBLAS's A·B at every shape measured: 51.2 at 4096³.
+//   Two blocks of 8 warps hide each other's barriers and the epilogue's stores, which one block
+//   of 255 registers cannot; the thread tile is 8×8 (64 accumulators) instead of 8×16.
+//   4 stages: level with 3 (±0.2 %); 2 stages 6–8 % slower; BK = 8 (4 stages) 9 % slower.
+#define ASYNC_TN128_SMEM_BYTES (async_smem_floats<128, 128, 16, 3, 0>() * 4)
+extern "C" __global__ void __launch_bounds__(256, 2) sgemm_13_async_128x128x16_tn(GEMM_ARGS) {
+    extern __shared__ __align__(16) float dsmem[];
+    async_tile_gemm<128, 128, 16, 3, 1, 0>(dsmem, GEMM_CALL_ARGS);
+}
+
+// Interior A·B kernels with A read in place (4-byte transposing copies, no workspace), for the
+// products whose A is not worth transposing (N < 1024: the transpose moves 8 bytes per element
+// of A, which the product reuses only N times). Same measurement (L2 flushed, TFLOP/s):
+//   128×192×16, 4 stages, one block per SM: 16384×1536×384 44.6 (cuBLAS 46.8; step 11's tuned
+//     tile 37.5), 8192×768×768 43.2 (45.0), 16384×128×384 33.4 (33.1); 3 stages 0.5 % slower.
+//   64×256×16, 3 stages, two blocks per SM: 8192×128×512 32.2–32.7 (cuBLAS 33.7–33.8; step
+//     11's 256×128 tile 29.0), 4096×2048×512 38.7 (44.7; step 11 37.1).
+//   Also measured there and not kept: 128×128×16 with A in place (one block per SM: 30.5 at
+//   8192×128×512, 41.7 at 16384×1536×384; two blocks spill), 64×192 and 64×128 (2–3 blocks per
+//   SM, below 128×192 and 64×256 at every shape), and transposing A first at N < 1024 (34.8 µs
+//   against 33.3 at 8192×128×512, 471 µs against 434 at 16384×1536×384).
+#define ASYNC_NN192_SMEM_BYTES (async_smem_floats<128, 192, 16, 4, 0>() * 4)
+#define ASYNC_NN64_SMEM_BYTES (async_smem_floats<64, 256, 16, 3, 0>() * 4)
+extern "C" __global__ void __launch_bounds__(256, 1) sgemm_13_async_128x192x16_nn(GEMM_ARGS) {
+    extern __shared__ __align__(16) float dsmem[];
+    async_tile_gemm<128, 192, 16, 4, 0, 0>(dsmem, GEMM_CALL_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(256, 2) sgemm_13_async_64x256x16_nn(GEMM_ARGS) {
+    extern __shared__ __align__(16) float dsmem[];
+    async_tile_gemm<64, 256, 16, 3, 0, 0>(dsmem, GEMM_CALL_ARGS);
 }
 
 // Y[b] = X[b]ᵀ: X[b] is R×C row-major at X + b·strideX, Y[b] is C×R at Y + b·R·C. 32×32 tiles

@@ -490,14 +490,15 @@ fn assert_epilogue(
 fn relayout_every_layout_batched_with_epilogue() {
     use camel_cuda::kernels::matmul::relayout_fits;
     let Some(dev) = test_device() else { return };
-    // 8×8 tiles × 2 batches (one wave on 132 SMs) with k % 32 ≠ 0: the BK = 16 kernel; and
-    // 16×17 tiles (two waves) with k % 32 = 0: the BK = 32 kernel
+    // 8×16 tiles of 128×128 × 2 batches with k % 32 ≠ 0, 16×34 tiles, and n = 1152 (a multiple
+    // of 128, not of 256) with a broadcast B
     for (m, n, k, batch, ta, tb, a0, b0) in [
         (1024, 2048, 272, 2, false, false, false, true),
         (1024, 2048, 272, 2, false, true, true, false),
         (1024, 2048, 272, 2, true, false, false, false),
         (1024, 2048, 272, 2, true, true, false, true),
         (2048, 4352, 288, 1, false, false, false, false),
+        (2048, 1152, 288, 2, false, false, false, true),
     ] {
         let g = Gemm {
             batch,
@@ -539,15 +540,17 @@ fn relayout_every_layout_batched_with_epilogue() {
     }
 }
 
-/// The interior Aᵀ·B kernels forced directly, without and with K-splits (the split path applies
-/// the epilogue in the reduction), and refused where their preconditions fail.
+/// The interior kernels (Aᵀ·B, and A·B with A read in place) forced directly, without and with
+/// K-splits (the split path applies the epilogue in the reduction), and refused where their
+/// preconditions fail.
 #[test]
-fn interior_tn_kernels_split_k_and_refusals() {
-    use camel_cuda::kernels::matmul::ASYNC_TN;
+fn interior_kernels_split_k_and_refusals() {
+    use camel_cuda::kernels::matmul::{ASYNC_NN, ASYNC_TN};
     let Some(dev) = test_device() else { return };
-    for (i, &(name, bk, _)) in ASYNC_TN.iter().enumerate() {
-        let t = SgemmKernel::async_tn_tile(i);
-        let g = gemm(256, 512, 416, true, false); // 416 = 13·32
+    for it in ASYNC_TN.iter().chain(&ASYNC_NN) {
+        let (name, bk, ta) = (it.kernel, it.bk, it.trans_a);
+        let t = SgemmKernel::interior_tile(it);
+        let g = gemm(256, 768, 416, ta, false); // 416 = 13·32; 768 = 3·256 = 4·192
         let (a, b) = inputs(&g, 31);
         let bias = lcg(97, g.n);
         let (da, db, dbias) = (
@@ -583,23 +586,93 @@ fn interior_tn_kernels_split_k_and_refusals() {
         // and C is left untouched
         let epi = Epilogue::default();
         for (bad, b_off) in [
-            (gemm(200, 512, 416, true, false), 0),
-            (gemm(256, 512, 416, false, false), 0),
-            (gemm(256, 512, 416, true, true), 0),
-            (gemm(256, 512, 416 - bk as usize / 2, true, false), 0),
+            (gemm(200, 768, 416, ta, false), 0),
+            (gemm(256, 768, 416, !ta, false), 0),
+            (gemm(256, 768, 416, ta, true), 0),
+            (gemm(256, 768, 416 - bk as usize / 2, ta, false), 0),
             (g, 4),
         ] {
-            let dc = dev.htod(&vec![f32::NAN; 256 * 512]).unwrap();
+            let dc = dev.htod(&vec![f32::NAN; 256 * 768]).unwrap();
             let bp = camel_cuda::DevPtr(db.ptr().0 + b_off);
             let err = sgemm_split_k(&dev, &t, &bad, da.ptr(), bp, dc.ptr(), &epi, 1).unwrap_err();
             assert!(err.to_string().contains(name), "{bad:?}: {err}");
-            let c: Vec<f32> = dev.dtoh_vec(&dc, 256 * 512).unwrap();
+            let c: Vec<f32> = dev.dtoh_vec(&dc, 256 * 768).unwrap();
             assert!(
                 c.iter().all(|x| x.is_nan()),
                 "{name} {bad:?}: C was written"
             );
         }
     }
+}
+
+/// Step 13 through `sgemm` on A·B products that take an [`ASYNC_NN`] kernel (A read in place):
+/// each shape is checked to take the expected kernel, batched with a broadcast B, with bias,
+/// GELU and the saved pre-activation; a misaligned A is fine (4-byte copies), a misaligned B
+/// is not (another kernel runs).
+#[test]
+fn interior_nn_through_sgemm() {
+    use camel_cuda::kernels::matmul::{async_nn_choice, relayout_fits};
+    let Some(dev) = test_device() else { return };
+    for (m, n, k, batch, want) in [
+        (3840, 512, 48, 1, "sgemm_13_async_64x256x16_nn"),
+        (1920, 512, 80, 2, "sgemm_13_async_64x256x16_nn"),
+        (7680, 384, 32, 1, "sgemm_13_async_128x192x16_nn"),
+        (2560, 768, 208, 2, "sgemm_13_async_128x192x16_nn"),
+    ] {
+        let g = Gemm {
+            batch,
+            stride_b: 0,
+            ..gemm(m, n, k, false, false)
+        };
+        let (mut a, b) = inputs(&g, 61);
+        a.push(0.5); // one float more, so that A can start 4 bytes in
+        let bias = lcg(94, n);
+        let (da, db, dbias) = (
+            dev.htod(&a).unwrap(),
+            dev.htod(&b).unwrap(),
+            dev.htod(&bias).unwrap(),
+        );
+        let len = batch * m * n;
+        for a_off in [0, 4] {
+            let dc = dev.htod(&vec![f32::NAN; len]).unwrap();
+            let dz = dev.htod(&vec![f32::NAN; len]).unwrap();
+            let epi = Epilogue {
+                bias: Some(dbias.ptr()),
+                act: Activation::Gelu,
+                pre_act: Some(dz.ptr()),
+            };
+            let ap = camel_cuda::DevPtr(da.ptr().0 + a_off);
+            let (bp, cp) = (db.ptr(), dc.ptr());
+            assert!(!relayout_fits(&g, ap, bp, cp, &epi), "{g:?}: n < 1024");
+            let chosen = async_nn_choice(&g, ap, bp, cp, &epi).map(|t| t.kernel);
+            assert_eq!(chosen, Some(want), "{g:?}");
+            let bad_b = camel_cuda::DevPtr(bp.0 + 4);
+            assert!(async_nn_choice(&g, ap, bad_b, cp, &epi).is_none());
+            sgemm_epilogue(&dev, SgemmKernel::AsyncPipeline, &g, ap, bp, cp, &epi).unwrap();
+            let c: Vec<f32> = dev.dtoh_vec(&dc, len).unwrap();
+            let z: Vec<f32> = dev.dtoh_vec(&dz, len).unwrap();
+            let a_used = &a[a_off as usize / 4..][..a.len() - 1];
+            let what = format!("{want}, A offset {a_off}");
+            let gelu = Activation::Gelu;
+            assert_epilogue(
+                &what,
+                SgemmKernel::AsyncPipeline,
+                &g,
+                a_used,
+                &b,
+                &bias,
+                gelu,
+                &c,
+                &z,
+            );
+        }
+    }
+    // too few tiles (1024³: 64 of 64×256), or not whole tiles: none
+    let p = camel_cuda::DevPtr(0x1000);
+    let none = Epilogue::default();
+    assert!(async_nn_choice(&gemm(1024, 1024, 1024, false, false), p, p, p, &none).is_none());
+    assert!(async_nn_choice(&gemm(8192, 500, 128, false, false), p, p, p, &none).is_none());
+    assert!(async_nn_choice(&gemm(8192, 512, 128, true, false), p, p, p, &none).is_none());
 }
 
 /// The fused K-reduction (partials summed inside the GEMM's launch) against the separate
@@ -758,7 +831,7 @@ fn relayout_transpose_odd_sizes() {
 /// Which products take step 13's re-layout (host-side decision, no GPU needed).
 #[test]
 fn relayout_only_where_it_pays_and_fits() {
-    use camel_cuda::kernels::matmul::{relayout_fits, tn_kernel_fits};
+    use camel_cuda::kernels::matmul::{interior_fits, relayout_fits, ASYNC_NN, ASYNC_TN};
     use camel_cuda::DevPtr;
     let (p, q) = (DevPtr(0x1000), DevPtr(0x1004)); // 16-byte aligned, and not
     let none = Epilogue::default();
@@ -769,7 +842,8 @@ fn relayout_only_where_it_pays_and_fits() {
     assert!(fits(16384, 384, 1536, false, false)); // the model shape: n = 1536 pays for Aᵀ
     assert!(!fits(8192, 512, 512, false, false)); // n = 512: the transpose of A would not pay
     assert!(fits(8192, 512, 512, true, false)); // nothing to transpose
-    assert!(!fits(4096, 4096, 4000, false, false)); // n % 256 ≠ 0
+    assert!(!fits(4096, 4096, 4000, false, false)); // n % 128 ≠ 0
+    assert!(fits(4096, 4096, 4224, false, false)); // n = 33·128
     assert!(!fits(4000, 4096, 4096, false, false)); // m % 128 ≠ 0
     assert!(!fits(4096, 4088, 4096, false, false)); // k % 16 ≠ 0
     assert!(!fits(1024, 1024, 1024, false, false)); // too few tiles: step 11
@@ -782,9 +856,19 @@ fn relayout_only_where_it_pays_and_fits() {
         ..Epilogue::default()
     };
     assert!(!relayout_fits(&g, p, p, p, &z));
-    assert!(tn_kernel_fits(&gemm(128, 256, 16, true, false), 16, p, p, p, &none).is_ok());
-    let err = tn_kernel_fits(&gemm(128, 256, 16, true, false), 32, p, p, p, &none).unwrap_err();
+    let tn = |i: usize, m, n, k| {
+        interior_fits(&gemm(m, n, k, true, false), &ASYNC_TN[i], p, p, p, &none)
+    };
+    assert!(tn(0, 128, 128, 16).is_ok() && tn(1, 128, 256, 16).is_ok());
+    let err = tn(2, 128, 256, 16).unwrap_err();
     assert!(err.contains("k % 32"), "{err}");
-    let err = tn_kernel_fits(&g, 16, p, p, p, &none).unwrap_err();
+    let err = tn(1, 128, 128, 16).unwrap_err();
+    assert!(err.contains("n % 256"), "{err}");
+    let err = interior_fits(&g, &ASYNC_TN[0], p, p, p, &none).unwrap_err();
     assert!(err.contains("trans_a"), "{err}");
+    // A·B kernels read A in place, so A needs no alignment; B does
+    let nn = gemm(128, 192, 16, false, false);
+    assert!(interior_fits(&nn, &ASYNC_NN[0], q, p, p, &none).is_ok());
+    let err = interior_fits(&nn, &ASYNC_NN[0], p, q, p, &none).unwrap_err();
+    assert!(err.contains("16-byte aligned"), "{err}");
 }

@@ -258,61 +258,136 @@ impl SgemmKernel {
         }
     }
 
-    /// Step 13's interior Aᵀ·B kernel `ASYNC_TN[i]` (dynamic shared memory): only for
-    /// products that pass [`tn_kernel_fits`]; [`sgemm_split_k`] refuses it elsewhere.
-    pub fn async_tn_tile(i: usize) -> TileShape {
-        let (kernel, bk, stages) = ASYNC_TN[i];
+    /// One of step 13's interior kernels ([`ASYNC_TN`], [`ASYNC_NN`]; dynamic shared memory):
+    /// only for products that pass [`interior_fits`]; [`sgemm_split_k`] refuses it elsewhere.
+    pub fn interior_tile(k: &Interior) -> TileShape {
         TileShape {
             module: "matmul/13_async_pipeline",
-            kernel,
-            bm: 128,
-            bn: 256,
+            kernel: k.kernel,
+            bm: k.bm,
+            bn: k.bn,
             threads: 256,
             split_k: true,
-            smem: stages * bk * ((128 + 4) + 256) * 4,
+            smem: k.smem_bytes(),
         }
     }
 }
 
-/// Step 13's interior Aᵀ·B kernels as (name, BK, stages): both operands are copied 16 bytes at
-/// a time, with no bounds tests. On the H100 (bench/sgemm_lab.cu) BK = 32 ran at 48.8 TFLOP/s
-/// at 4096³ and BK = 16 at 47.2, where the generic kernel ran A·B at 43.2 and A·Bᵀ at 38.0;
-/// at 2048³ (one wave of tiles) BK = 16 won, 45.9 against 44.7.
-pub const ASYNC_TN: [(&str, u32, u32); 2] = [
-    ("sgemm_13_async_128x256x16_tn", 16, 3),
-    ("sgemm_13_async_128x256x32_tn", 32, 2),
+/// One of step 13's interior kernels: whole tiles only, no bounds tests, B (stored k × n) copied
+/// 16 bytes at a time, C stored with float4 (see [`interior_fits`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Interior {
+    /// `extern "C"` kernel name in `matmul/13_async_pipeline`.
+    pub kernel: &'static str,
+    /// Rows of C per block.
+    pub bm: u32,
+    /// Columns of C per block.
+    pub bn: u32,
+    /// K-slice per pipeline stage.
+    pub bk: u32,
+    /// Pipeline stages in shared memory.
+    pub stages: u32,
+    /// Aᵀ·B (A stored k × m, copied 16 bytes at a time); else A·B with A read in place by 4-byte
+    /// transposing copies.
+    pub trans_a: bool,
+}
+
+impl Interior {
+    /// Dynamic shared memory: `stages` slices of A (bk × (bm + 4)) and of B (bk × bn), as
+    /// `async_smem_floats` in the kernel file.
+    pub const fn smem_bytes(&self) -> u32 {
+        self.stages * self.bk * ((self.bm + 4) + self.bn) * 4
+    }
+}
+
+const fn interior(
+    kernel: &'static str,
+    (bm, bn, bk): (u32, u32, u32),
+    stages: u32,
+    trans_a: bool,
+) -> Interior {
+    Interior {
+        kernel,
+        bm,
+        bn,
+        bk,
+        stages,
+        trans_a,
+    }
+}
+
+/// Step 13's interior Aᵀ·B kernels, the re-layout's (both operands copied 16 bytes at a time).
+/// The first is the default: on the H100 (bench/sgemm_lab.cu `shapes`, L2 flushed, transpose of
+/// A included) 128×128×16 with two blocks per SM ran 49.8 TFLOP/s at 4096³ and 50.8 at 8192³
+/// (cuBLAS 51.7 both), where 128×256×32 ran 48.3 and 50.0 and 128×256×16 46.7 and 47.4.
+pub const ASYNC_TN: [Interior; 3] = [
+    interior("sgemm_13_async_128x128x16_tn", (128, 128, 16), 3, true),
+    interior("sgemm_13_async_128x256x16_tn", (128, 256, 16), 3, true),
+    interior("sgemm_13_async_128x256x32_tn", (128, 256, 32), 2, true),
 ];
 
-/// Which of [`ASYNC_TN`] runs `g`: BK = 32 from two waves of tiles (one block per
-/// multiprocessor) when K allows, else BK = 16. Env `CAMEL_ASYNC_TN=16|32` forces one where K
-/// allows it (for measuring).
-fn async_tn_choice(g: &Gemm, sm_count: usize) -> usize {
+/// Step 13's interior A·B kernels with A read in place, for whole-tile products whose A is not
+/// worth transposing (the re-layout's reuse rule), in order of preference: 128×192 (one block
+/// per SM) where N % 192 = 0, else 64×256 (two). On the H100 (same lab, L2 flushed): 44.6
+/// TFLOP/s at 16384×1536×384 and 32.2–32.7 at 8192×128×512, where step 11's tuned tiles ran
+/// 37.5 and 29.0 (cuBLAS 46.8 and 33.7).
+pub const ASYNC_NN: [Interior; 2] = [
+    interior("sgemm_13_async_128x192x16_nn", (128, 192, 16), 4, false),
+    interior("sgemm_13_async_64x256x16_nn", (64, 256, 16), 3, false),
+];
+
+/// Which of [`ASYNC_TN`] the re-layout runs: the first, unless env `CAMEL_ASYNC_TN` names
+/// another by its tile (`128x256x16`, `128x256x32`; for measuring) and `g` fits that one.
+fn async_tn_choice(g: &Gemm) -> &'static Interior {
     static ENV: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
-    let forced = *ENV.get_or_init(|| match std::env::var("CAMEL_ASYNC_TN").ok().as_deref() {
-        Some("16") => Some(0),
-        Some("32") => Some(1),
-        _ => None,
+    let forced = *ENV.get_or_init(|| {
+        let v = std::env::var("CAMEL_ASYNC_TN").ok()?;
+        ASYNC_TN.iter().position(|t| t.kernel.contains(v.as_str()))
     });
-    let tiles = g.m.div_ceil(128) * g.n.div_ceil(256) * g.batch;
-    let want = forced.unwrap_or(if tiles >= 2 * sm_count { 1 } else { 0 });
-    if g.k % ASYNC_TN[want].1 as usize == 0 {
-        want
-    } else {
-        0
+    match forced.map(|i| &ASYNC_TN[i]) {
+        Some(t) if whole_tiles(g, t) => t,
+        _ => &ASYNC_TN[0],
     }
+}
+
+/// Whether `g`'s output and K are whole tiles and slices of `t`.
+fn whole_tiles(g: &Gemm, t: &Interior) -> bool {
+    g.m % t.bm as usize == 0 && g.n % t.bn as usize == 0 && g.k % t.bk as usize == 0
+}
+
+/// The [`ASYNC_NN`] kernel step 13 runs for `g` where the re-layout does not
+/// ([`relayout_fits`] is checked first): the first that fits `g` (A·B, whole tiles, aligned)
+/// with at least [`ASYNC_MIN_BLOCKS`] tiles. Env `CAMEL_ASYNC_NN=off` keeps them out (for
+/// measuring).
+pub fn async_nn_choice(
+    g: &Gemm,
+    a: DevPtr,
+    b: DevPtr,
+    c: DevPtr,
+    epi: &Epilogue,
+) -> Option<&'static Interior> {
+    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if *OFF.get_or_init(|| std::env::var("CAMEL_ASYNC_NN").is_ok_and(|v| v == "off")) {
+        return None;
+    }
+    ASYNC_NN.iter().find(|t| {
+        let tiles = g.m / t.bm as usize * (g.n / t.bn as usize) * g.batch;
+        tiles >= ASYNC_MIN_BLOCKS && interior_fits(g, t, a, b, c, epi).is_ok()
+    })
 }
 
 /// Shortest other dimension for which transposing an operand pays: the transpose moves 8 bytes
 /// per element of the operand, the product reuses each element n (or m) times. By the lab's
 /// figures (H100), at n = 1024 the transpose costs about 6 % of the product's time, against the
-/// 10–13 % the interior kernel saves.
+/// 10–13 % the interior kernel saves; below it (n = 384, 512) the [`ASYNC_NN`] kernels, which
+/// read A in place, ran 5–9 % faster than the transpose and the Aᵀ·B kernel.
 const RELAYOUT_MIN_REUSE: usize = 1024;
 
 /// Whether a product runs as step 13's re-layout (`CAMEL_ASYNC_RELAYOUT=off` disables it, for
 /// measuring): every operand stored with k contiguous (A of A·B, B of A·Bᵀ) is transposed into
-/// a workspace and an [`ASYNC_TN`] kernel runs Aᵀ·B. It needs the big tile's shapes
-/// ([`async_suits`]), m % 128 = n % 256 = k % 16 = 0, 16-byte aligned operands that are used
-/// in place, C and the saved pre-activation, and enough reuse to pay for each transpose.
+/// a workspace and an [`ASYNC_TN`] kernel runs Aᵀ·B. It needs a large product
+/// ([`async_suits`]), whole tiles of that kernel, 16-byte aligned operands that are used in
+/// place, C and the saved pre-activation, and enough reuse to pay for each transpose.
 pub fn relayout_fits(g: &Gemm, a: DevPtr, b: DevPtr, c: DevPtr, epi: &Epilogue) -> bool {
     static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     if *OFF.get_or_init(|| std::env::var("CAMEL_ASYNC_RELAYOUT").is_ok_and(|v| v == "off")) {
@@ -320,9 +395,7 @@ pub fn relayout_fits(g: &Gemm, a: DevPtr, b: DevPtr, c: DevPtr, epi: &Epilogue) 
     }
     let al = |p: DevPtr| p.0 % 16 == 0;
     async_suits(g)
-        && g.m % 128 == 0
-        && g.n % 256 == 0
-        && g.k % 16 == 0
+        && whole_tiles(g, async_tn_choice(g))
         && (g.trans_a || g.n >= RELAYOUT_MIN_REUSE)
         && (!g.trans_b || g.m >= RELAYOUT_MIN_REUSE)
         && (!g.trans_a || (al(a) && g.stride_a % 4 == 0))
@@ -331,41 +404,49 @@ pub fn relayout_fits(g: &Gemm, a: DevPtr, b: DevPtr, c: DevPtr, epi: &Epilogue) 
         && epi.pre_act.map_or(true, al)
 }
 
-/// The preconditions of an [`ASYNC_TN`] kernel with K-slices of `bk`, which has no bounds
-/// tests: Aᵀ·B, whole tiles, 16-byte aligned operands, C and pre-activation (K-splits are
-/// multiples of 32, so of `bk`).
-pub fn tn_kernel_fits(
+/// The preconditions of an interior kernel `t`, which has no bounds tests: its layout (Aᵀ·B
+/// or A·B), whole tiles and K-slices, and 16-byte aligned B (and A where `t` copies it 16
+/// bytes at a time), C and pre-activation, with batch strides that keep them aligned
+/// (K-splits are multiples of 32, so of `t.bk`).
+pub fn interior_fits(
     g: &Gemm,
-    bk: usize,
+    t: &Interior,
     a: DevPtr,
     b: DevPtr,
     c: DevPtr,
     epi: &Epilogue,
 ) -> std::result::Result<(), String> {
     let al = |p: DevPtr| p.0 % 16 == 0;
-    if !g.trans_a || g.trans_b {
+    if g.trans_a != t.trans_a || g.trans_b {
         return Err(format!(
-            "only Aᵀ·B (trans_a, not trans_b); got trans_a={} trans_b={}",
-            g.trans_a, g.trans_b
+            "only {} (trans_a={}, not trans_b); got trans_a={} trans_b={}",
+            if t.trans_a { "Aᵀ·B" } else { "A·B" },
+            t.trans_a,
+            g.trans_a,
+            g.trans_b
         ));
     }
-    if g.m % 128 != 0 || g.n % 256 != 0 || g.k % bk != 0 {
+    if !whole_tiles(g, t) {
         return Err(format!(
-            "m={} n={} k={}: needs m % 128 = n % 256 = k % {bk} = 0",
-            g.m, g.n, g.k
+            "m={} n={} k={}: needs m % {} = n % {} = k % {} = 0",
+            g.m, g.n, g.k, t.bm, t.bn, t.bk
         ));
     }
-    let aligned = al(a)
+    let aligned = (!t.trans_a || (al(a) && g.stride_a % 4 == 0))
         && al(b)
         && al(c)
         && epi.pre_act.map_or(true, al)
-        && g.stride_a % 4 == 0
         && g.stride_b % 4 == 0;
     if !aligned {
         return Err(format!(
-            "A, B, C and the pre-activation must be 16-byte aligned with batch strides % 4 = 0 \
+            "B, C, the pre-activation{} must be 16-byte aligned with batch strides % 4 = 0 \
              (A {:#x} stride {}, B {:#x} stride {}, C {:#x})",
-            a.0, g.stride_a, b.0, g.stride_b, c.0
+            if t.trans_a { " and A" } else { "" },
+            a.0,
+            g.stride_a,
+            b.0,
+            g.stride_b,
+            c.0
         ));
     }
     Ok(())
@@ -459,7 +540,7 @@ fn sgemm_relayout(
         stride_b: sb,
         ..*g
     };
-    let tile = SgemmKernel::async_tn_tile(async_tn_choice(g, dev.limits().sm_count as usize));
+    let tile = SgemmKernel::interior_tile(async_tn_choice(g));
     sgemm_with_tile(dev, &tile, &tn, at, bt, c, epi)
 }
 
@@ -592,8 +673,13 @@ pub fn sgemm_epilogue(
     c: DevPtr,
     epi: &Epilogue,
 ) -> Result<()> {
-    if kernel == SgemmKernel::AsyncPipeline && relayout_fits(g, a, b, c, epi) {
-        return sgemm_relayout(dev, g, a, b, c, epi);
+    if kernel == SgemmKernel::AsyncPipeline {
+        if relayout_fits(g, a, b, c, epi) {
+            return sgemm_relayout(dev, g, a, b, c, epi);
+        }
+        if let Some(t) = async_nn_choice(g, a, b, c, epi) {
+            return sgemm_with_tile(dev, &SgemmKernel::interior_tile(t), g, a, b, c, epi);
+        }
     }
     sgemm_with_tile(dev, &kernel.tile(g), g, a, b, c, epi)
 }
@@ -724,8 +810,12 @@ pub fn sgemm_split_k_reduce(
             msg: format!("{splits} K-splits requested, but this kernel cannot split K"),
         });
     }
-    if let Some(&(_, bk, _)) = ASYNC_TN.iter().find(|x| x.0 == t.kernel) {
-        tn_kernel_fits(g, bk as usize, a, b, c, epi).map_err(|msg| Error::LaunchConfig {
+    if let Some(it) = ASYNC_TN
+        .iter()
+        .chain(&ASYNC_NN)
+        .find(|x| x.kernel == t.kernel)
+    {
+        interior_fits(g, it, a, b, c, epi).map_err(|msg| Error::LaunchConfig {
             kernel: t.kernel.to_string(),
             msg,
         })?;
