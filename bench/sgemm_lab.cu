@@ -376,9 +376,21 @@ void launch_ref(int ta, int tb, const float* A, const float* B, float* C, int n)
                                                       0, nullptr, 0);
 }
 
-// ---- The model shapes (`./lab shapes`): M×K×N products where camel trailed cuBLAS, A·B
-// row-major. Step 13's interior template at other tiles, K-slices and blocks per SM, A read with
-// k contiguous (IL 0: 4-byte transposing copies) or transposed first (IL 1).
+// ---- The model shapes (`./lab shapes`, `shapes-flush`; bench/sgemm_shapes.sh runs both beside
+// cuBLAS): M×K×N products where camel trailed cuBLAS, A·B row-major. Step 13's interior template
+// at other tiles, K-slices and blocks per SM, A read with k contiguous (IL 0: 4-byte transposing
+// copies) or transposed first (IL 1). `tn_only` times the Aᵀ·B kernel on a pre-transposed A.
+// Measured on the H100, L2 flushed (TFLOP/s; cuBLAS FP32 A·B in the same call):
+//   transposeA + 128×128×16 s3, 2 blocks/SM   2048³ 47.1 (50.2), 4096³ 49.8 (51.7), 8192³ 50.8
+//     (51.7), 16384×384×1536 46.5 (45.1); the library's 128×256×32 then: 43.6, 48.3, 50.0, 44.4.
+//     → the re-layout's kernel (sgemm_13_async_128x128x16_tn). s4 level, s2 −6–8 %, BK 8 −9 %.
+//   tn_only 128×128×16: 51.2 at 4096³, 36.9 at 8192×128×512 (33.7), 49.3 at 16384×1536×384 (46.9)
+//   A in place (IL 0): 128×192×16 s4 44.6 at 16384×1536×384 (46.8), 43.2 at 8192×768×768 (45.0);
+//     64×256×16 s3 2 blocks 32.2–32.7 at 8192×128×512 (33.7), 38.7 at 4096×2048×512 (44.7)
+//     → sgemm_13_async_128x192x16_nn, sgemm_13_async_64x256x16_nn. Lost: 128×128 (30.5, 41.7),
+//     64×192, 64×128 (3 blocks), and transposing A first at N < 1024 (34.8 µs against 33.3 at
+//     8192×128×512). 2048×4096×768 (64 tiles, one wave short): every variant 0.75× (split-K
+//     territory).
 template <int BM, int BN, int BK, int ST, int IL, int MINB>
 __global__ void __launch_bounds__(256, MINB) xs(GEMM_ARGS) {
     extern __shared__ __align__(16) float dyn_smem[];
@@ -406,7 +418,6 @@ int run_shapes(bool flush) {
         {"xs_128x256x16_s3_b1", 128, 256, launch_xs<128, 256, 16, 3, 0, 1>},
         {"xs_128x192x16_s3_b1", 128, 192, launch_xs<128, 192, 16, 3, 0, 1>},
         {"xs_128x192x16_s4_b1", 128, 192, launch_xs<128, 192, 16, 4, 0, 1>},
-        {"xs_128x192x8_s4_b1", 128, 192, launch_xs<128, 192, 8, 4, 0, 1>},
         {"xs_128x128x16_s3_b1", 128, 128, launch_xs<128, 128, 16, 3, 0, 1>},
         {"xs_64x256x16_s3_b2", 64, 256, launch_xs<64, 256, 16, 3, 0, 2>},
         {"xs_64x256x16_s4_b2", 64, 256, launch_xs<64, 256, 16, 4, 0, 2>},

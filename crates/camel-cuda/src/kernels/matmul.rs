@@ -2,7 +2,8 @@
 //! `C = act(op(A)·op(B) + bias)` with `C` row-major `m × n`; see `kernels/matmul/common_gemm.cuh`.
 //! Steps 7, 10 and 11 are templates whose tile shapes come from the autotuner
 //! (`cargo xtask gemm-search`, then `gemm_tune` on the GPU; winners in [`tuned`]); step 13 is
-//! one fixed 128×256 `cp.async` pipeline for large outputs.
+//! a `cp.async` pipeline: a generic 128×256 kernel, interior kernels for whole-tile products
+//! ([`ASYNC_TN`] after a re-layout, [`ASYNC_NN`]) and small-tile kernels for split-K.
 
 use crate::{CudaDevice, DevPtr, DeviceLimits, Dim3, Error, KernelLimits, LaunchConfig, Result};
 
@@ -30,9 +31,11 @@ pub enum SgemmKernel {
     Warptiling,
     /// 11: warp tiling with double-buffered shared memory (autotuned tile shapes).
     DoubleBuffering,
-    /// 13: a 3-stage `cp.async` pipeline with 128×256 tiles (one block per SM). For outputs
-    /// with fewer than [`ASYNC_MIN_BLOCKS`] such tiles it launches step 11's tuned tile
-    /// instead (too few blocks to fill the GPU); [`SgemmKernel::async_tile`] forces it.
+    /// 13: a 3-stage `cp.async` pipeline with 128×256 tiles (one block per SM). Large
+    /// whole-tile products run its interior kernels instead ([`relayout_fits`],
+    /// [`async_nn_choice`]); for outputs with fewer than [`ASYNC_MIN_BLOCKS`] such tiles it
+    /// launches its small-tile kernels or step 11's tuned tile (too few blocks to fill the
+    /// GPU); [`SgemmKernel::async_tile`] forces the 128×256 kernel.
     AsyncPipeline,
     /// 12 (opt-in): TF32 tensor cores through `mma.sync`; inputs are rounded to TF32
     /// (10-bit mantissa), so results differ from FP32 by up to ~1e-3 relative.
