@@ -2,7 +2,7 @@
 # GPU host: the SGEMM lab's model shapes (`lab shapes`) and cuBLAS FP32 (PyTorch, TF32 off) at
 # the same shapes, timed the same way: batches of launches with the L2 warm, then single launches
 # after a 256 MiB memset that flushes the L2 (as gemm_bench and bench/gemm_torch.py time them).
-# Usage (repository root): OUT=dir [LAB_SHAPES=nn] [FLUSH_ONLY=1] bash bench/sgemm_shapes.sh
+# Usage (repository root): OUT=dir [LAB_SHAPES=nn|small] [FLUSH_ONLY=1] bash bench/sgemm_shapes.sh
 set -u
 OUT=${OUT:-lab-out}; mkdir -p "$OUT"
 nvcc -O3 -arch=sm_90 -Xptxas -v -o /tmp/lab bench/sgemm_lab.cu > "$OUT/ptxas.txt" 2>&1 || { cat "$OUT/ptxas.txt"; exit 1; }
@@ -15,6 +15,8 @@ F = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
 import os
 SHAPES = ((8192, 128, 512), (16384, 1536, 384), (16384, 384, 1536), (2048, 2048, 2048),
           (4096, 4096, 4096), (8192, 8192, 8192))
+if os.environ.get("LAB_SHAPES") == "small":
+    SHAPES = ((64, 784, 256), (256, 784, 256))
 if os.environ.get("LAB_SHAPES") == "nn":
     SHAPES = ((8192, 128, 512), (16384, 1536, 384), (8192, 768, 768), (4096, 2048, 512),
               (16384, 128, 384), (2048, 4096, 768))

@@ -384,3 +384,105 @@ extern "C" __global__ void __launch_bounds__(256)
 extern "C" __global__ void __launch_bounds__(256) sgemm_13_async_64x128x16(GEMM_ARGS) {
     ASYNC_STATIC(64, 128, 16, 3);
 }
+
+// Whole-K kernels for small outputs with a long K (the MLP's 64×784×256 and 256×784×256),
+// where split-K over 64×64 tiles (the kernels above, and cuBLAS's plan there) pays a memory
+// latency per pipeline stage plus the wait for every split. Each block takes a thin BM×BN tile
+// and copies all of its K into shared memory at once (every copy in flight together: one
+// memory latency), KG groups of threads each multiply a K-range with TM×TN outputs per thread
+// (float4 reads along k), and the groups' sums are added in shared memory, in group order, then
+// stored through the epilogue. No split workspace, no counters, no bounds tests: the host
+// launches it only on whole tiles with K % 4 = 0 and 16-byte aligned operands
+// (`wholek_fits` in matmul.rs); A is row-major (k contiguous), B either layout.
+// Measured (bench/sgemm_lab.cu `LAB_SHAPES=small`, H100, L2 flushed, same call): 64×784×256
+// 7.9 µs with 8×16 tiles (cuBLAS 11.8, step 13's split-K 12.2; an empty kernel 3.5), 256×784×256
+// 11.6 µs with 16×32 tiles (cuBLAS 13.7, split-K 14.3). Other tiles there: 16×16, 8×32, 4×16,
+// 32×32 and KG = 8 at 16×16: 0.5–5 µs slower.
+template <int BM, int BN, int TM, int TN, int KG>
+__device__ __forceinline__ void wholek_gemm(GEMM_ARGS) {
+    constexpr int GT = (BM / TM) * (BN / TN), NT = KG * GT;
+    static_assert(NT == 256 && TN % 2 == 0, "256 threads; B fragments of 2 or 4");
+    extern __shared__ __align__(16) float wk_smem[];
+    GEMM_BATCH_OFFSETS();
+    const int KP = K + 4;  // padded rows of K (K % 4 == 0): conflict-free float4 reads
+    float* As = wk_smem;             // BM rows of K
+    float* Bs = wk_smem + BM * KP;   // transB: BN rows of K; else K rows of BN
+    const int t = threadIdx.x, m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+    for (int e = t; e < BM * (K / 4); e += NT) {
+        const int r = e / (K / 4), c = (e % (K / 4)) * 4;
+        cp_async16(&As[r * KP + c], A + (long long)(m0 + r) * K + c);
+    }
+    if (transB) {
+        for (int e = t; e < BN * (K / 4); e += NT) {
+            const int r = e / (K / 4), c = (e % (K / 4)) * 4;
+            cp_async16(&Bs[r * KP + c], B + (long long)(n0 + r) * K + c);
+        }
+    } else {
+        for (int e = t; e < K * (BN / 4); e += NT) {
+            const int k = e / (BN / 4), c = (e % (BN / 4)) * 4;
+            cp_async16(&Bs[k * BN + c], B + (long long)k * N + n0 + c);
+        }
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
+    const int g = t / GT, l = t % GT, ti = l / (BN / TN), tj = l % (BN / TN);
+    const int kb = (K / 4) * g / KG * 4, ke = (K / 4) * (g + 1) / KG * 4;
+    float acc[TM][TN];
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
+    for (int k = kb; k < ke; k += 4) {
+        float4 a[TM], b[TN];  // b[j]: B(k..k+3, col j) when transposed
+#pragma unroll
+        for (int i = 0; i < TM; ++i)
+            a[i] = *reinterpret_cast<const float4*>(&As[(ti * TM + i) * KP + k]);
+        if (transB) {
+#pragma unroll
+            for (int j = 0; j < TN; ++j)
+                b[j] = *reinterpret_cast<const float4*>(&Bs[(tj * TN + j) * KP + k]);
+        } else {
+            // rows k..k+3 of B's TN columns, regrouped by column
+            float r[4][TN];
+#pragma unroll
+            for (int q = 0; q < 4; ++q)
+#pragma unroll
+                for (int j = 0; j < TN; j += 2)
+                    *reinterpret_cast<float2*>(&r[q][j]) =
+                        *reinterpret_cast<const float2*>(&Bs[(k + q) * BN + tj * TN + j]);
+#pragma unroll
+            for (int j = 0; j < TN; ++j) b[j] = make_float4(r[0][j], r[1][j], r[2][j], r[3][j]);
+        }
+#pragma unroll
+        for (int i = 0; i < TM; ++i)
+#pragma unroll
+            for (int j = 0; j < TN; ++j) {
+                acc[i][j] = fmaf(a[i].x, b[j].x, acc[i][j]);
+                acc[i][j] = fmaf(a[i].y, b[j].y, acc[i][j]);
+                acc[i][j] = fmaf(a[i].z, b[j].z, acc[i][j]);
+                acc[i][j] = fmaf(a[i].w, b[j].w, acc[i][j]);
+            }
+    }
+    __syncthreads();  // everyone is done with As and Bs: they hold the groups' sums now
+    float* red = wk_smem;  // [KG][BM·BN]
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j)
+            red[g * BM * BN + (ti * TM + i) * BN + tj * TN + j] = acc[i][j];
+    __syncthreads();
+    for (int e = t; e < BM * BN; e += NT) {
+        float s = 0.0f;
+#pragma unroll
+        for (int q = 0; q < KG; ++q) s += red[q * BM * BN + e];
+        const int row = m0 + e / BN, col = n0 + e % BN;
+        GEMM_STORE(row, col, s);
+    }
+}
+extern "C" __global__ void __launch_bounds__(256) sgemm_13_wholek_8x16(GEMM_ARGS) {
+    wholek_gemm<8, 16, 2, 2, 8>(GEMM_CALL_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(256) sgemm_13_wholek_16x32(GEMM_ARGS) {
+    wholek_gemm<16, 32, 2, 4, 4>(GEMM_CALL_ARGS);
+}

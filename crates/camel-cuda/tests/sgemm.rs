@@ -872,3 +872,116 @@ fn relayout_only_where_it_pays_and_fits() {
     let err = interior_fits(&nn, &ASYNC_NN[0], p, q, p, &none).unwrap_err();
     assert!(err.contains("16-byte aligned"), "{err}");
 }
+
+/// Step 13's whole-K kernels (all of K in shared memory for thin tiles, no split): through
+/// `sgemm` on the MLP's shapes and a batched one with a broadcast B, in both layouts of B, with
+/// bias, GELU and the saved pre-activation, each shape checked to take the expected kernel;
+/// forced on shapes `sgemm` would not give them; refused (C untouched) where they cannot run.
+#[test]
+fn wholek_kernels_through_sgemm_and_refusals() {
+    use camel_cuda::kernels::matmul::{async_wholek_choice, WHOLE_K};
+    let Some(dev) = test_device() else { return };
+    let max_smem = dev.limits().max_shared_per_block_optin as usize;
+    for (m, k, n, batch, tb, want) in [
+        (64, 784, 256, 1, false, Some(0)),
+        (64, 784, 256, 1, true, Some(0)),
+        (256, 784, 256, 1, false, Some(1)),
+        (256, 784, 256, 1, true, Some(1)),
+        (128, 300, 64, 2, false, Some(0)),
+        (64, 1000, 32, 1, true, None), // forced: 16 tiles of 8×16 are too few for `sgemm`
+    ] {
+        let g = Gemm {
+            batch,
+            stride_b: if batch > 1 { 0 } else { k * n },
+            ..gemm(m, n, k, false, tb)
+        };
+        let (a, b) = inputs(&g, 71);
+        let bias = lcg(93, n);
+        let (da, db, dbias) = (
+            dev.htod(&a).unwrap(),
+            dev.htod(&b).unwrap(),
+            dev.htod(&bias).unwrap(),
+        );
+        let len = batch * m * n;
+        let chosen = async_wholek_choice(&g, da.ptr(), db.ptr(), max_smem);
+        assert_eq!(chosen, want, "{g:?}");
+        for (i, &(name, bm, bn, _)) in WHOLE_K.iter().enumerate() {
+            let forced = want.is_none() || Some(i) != want;
+            if forced && !(m % bm as usize == 0 && n % bn as usize == 0) {
+                continue;
+            }
+            let dc = dev.htod(&vec![f32::NAN; len]).unwrap();
+            let dz = dev.htod(&vec![f32::NAN; len]).unwrap();
+            let epi = Epilogue {
+                bias: Some(dbias.ptr()),
+                act: Activation::Gelu,
+                pre_act: Some(dz.ptr()),
+            };
+            let (ap, bp, cp) = (da.ptr(), db.ptr(), dc.ptr());
+            if forced {
+                let t = SgemmKernel::wholek_tile(i, &g);
+                sgemm_split_k(&dev, &t, &g, ap, bp, cp, &epi, 1).unwrap();
+            } else {
+                sgemm_epilogue(&dev, SgemmKernel::AsyncPipeline, &g, ap, bp, cp, &epi).unwrap();
+            }
+            let c: Vec<f32> = dev.dtoh_vec(&dc, len).unwrap();
+            let z: Vec<f32> = dev.dtoh_vec(&dz, len).unwrap();
+            let what = format!("{name} {g:?} (forced: {forced})");
+            let gelu = Activation::Gelu;
+            assert_epilogue(
+                &what,
+                SgemmKernel::AsyncPipeline,
+                &g,
+                &a,
+                &b,
+                &bias,
+                gelu,
+                &c,
+                &z,
+            );
+        }
+    }
+    // refusals: Aᵀ, a partial tile, K % 4 ≠ 0, a misaligned B, too much shared memory, K-splits
+    let g = gemm(64, 256, 784, false, false);
+    let (a, b) = inputs(&gemm(64, 256, 4000, false, false), 72);
+    let (da, db) = (dev.htod(&a).unwrap(), dev.htod(&b).unwrap());
+    let none = Epilogue::default();
+    for (i, bad, b_off, splits) in [
+        (0, gemm(64, 256, 784, true, false), 0, 1),
+        (0, gemm(60, 256, 784, false, false), 0, 1),
+        (1, gemm(64, 256, 782, false, false), 0, 1),
+        (0, g, 4, 1),
+        (1, gemm(64, 256, 4000, false, false), 0, 1),
+        (0, g, 0, 2),
+    ] {
+        let t = SgemmKernel::wholek_tile(i, &bad);
+        let dc = dev.htod(&vec![f32::NAN; 64 * 256]).unwrap();
+        let bp = camel_cuda::DevPtr(db.ptr().0 + b_off);
+        let err = sgemm_split_k(&dev, &t, &bad, da.ptr(), bp, dc.ptr(), &none, splits).unwrap_err();
+        assert!(err.to_string().contains(WHOLE_K[i].0), "{bad:?}: {err}");
+        let c: Vec<f32> = dev.dtoh_vec(&dc, 64 * 256).unwrap();
+        assert!(c.iter().all(|x| x.is_nan()), "{bad:?}: C was written");
+    }
+}
+
+/// Which products take a whole-K kernel (host-side decision, no GPU needed).
+#[test]
+fn wholek_only_for_small_outputs_with_long_k() {
+    use camel_cuda::kernels::matmul::async_wholek_choice;
+    use camel_cuda::DevPtr;
+    let (p, q) = (DevPtr(0x1000), DevPtr(0x1004));
+    let smem = 227 * 1024;
+    let pick = |m, k, n, tb| async_wholek_choice(&gemm(m, n, k, false, tb), p, p, smem);
+    assert_eq!(pick(64, 784, 256, false), Some(0));
+    assert_eq!(pick(256, 784, 256, true), Some(1));
+    assert_eq!(pick(64, 200, 256, false), None); // K < 256: no split to replace
+    assert_eq!(pick(1024, 1024, 1024, false), None); // 256 tiles of 64×64: no split either
+    assert_eq!(pick(64, 784, 64, false), None); // 32 blocks of 8×16: split-K keeps more SMs busy
+    assert_eq!(pick(256, 2000, 256, false), Some(0)); // 16×32 would need 384 KB, 8×16 192
+    assert_eq!(pick(256, 5000, 256, false), None); // neither fits in shared memory
+    assert_eq!(pick(64, 786, 256, false), None); // K % 4 ≠ 0
+    let g = gemm(64, 256, 784, false, false);
+    assert_eq!(async_wholek_choice(&g, q, p, smem), None); // misaligned A
+    let ta = gemm(64, 256, 784, true, false);
+    assert_eq!(async_wholek_choice(&ta, p, p, smem), None);
+}

@@ -379,6 +379,99 @@ pub fn async_nn_choice(
     })
 }
 
+/// Step 13's whole-K kernels for small outputs with a long K, as (name, BM, BN, K-groups): each
+/// block copies all of K for a thin BM×BN tile into shared memory at once, instead of splitting
+/// K. On the H100 (bench/sgemm_lab.cu, L2 flushed): 64×784×256 7.9 µs with 8×16 tiles and
+/// 256×784×256 11.6 µs with 16×32, where split-K over 64×64 tiles ran 12.2 and 14.3 and cuBLAS
+/// 11.8 and 13.7.
+pub const WHOLE_K: [(&str, u32, u32, u32); 2] = [
+    ("sgemm_13_wholek_8x16", 8, 16, 8),
+    ("sgemm_13_wholek_16x32", 16, 32, 4),
+];
+
+/// Dynamic shared memory of [`WHOLE_K`] kernel `i` for `g`: A's BM rows and B's BN columns of
+/// all of K (rows padded by 4 floats where k is contiguous), and at least the groups' sums.
+pub fn wholek_smem_bytes(i: usize, g: &Gemm) -> usize {
+    let (_, bm, bn, kg) = WHOLE_K[i];
+    let (bm, bn, kp) = (bm as usize, bn as usize, g.k + 4);
+    let b = if g.trans_b { bn * kp } else { g.k * bn };
+    ((bm * kp + b) * 4).max(kg as usize * bm * bn * 4)
+}
+
+/// The preconditions of [`WHOLE_K`] kernel `i`, which has no bounds tests: A stored m × k,
+/// whole tiles, K % 4 = 0, 16-byte aligned A and B with batch strides % 4 = 0, and its shared
+/// memory within `max_smem` bytes (the device's opt-in limit).
+pub fn wholek_fits(
+    g: &Gemm,
+    i: usize,
+    a: DevPtr,
+    b: DevPtr,
+    max_smem: usize,
+) -> std::result::Result<(), String> {
+    let (_, bm, bn, _) = WHOLE_K[i];
+    if g.trans_a {
+        return Err("A must be stored m × k (trans_a is not supported)".to_string());
+    }
+    if g.m % bm as usize != 0 || g.n % bn as usize != 0 || g.k % 4 != 0 || g.k == 0 {
+        return Err(format!(
+            "m={} n={} k={}: needs m % {bm} = n % {bn} = k % 4 = 0 and k > 0",
+            g.m, g.n, g.k
+        ));
+    }
+    if a.0 % 16 != 0 || b.0 % 16 != 0 || g.stride_a % 4 != 0 || g.stride_b % 4 != 0 {
+        return Err(format!(
+            "A and B must be 16-byte aligned with batch strides % 4 = 0 (A {:#x} stride {}, \
+             B {:#x} stride {})",
+            a.0, g.stride_a, b.0, g.stride_b
+        ));
+    }
+    let smem = wholek_smem_bytes(i, g);
+    if smem > max_smem {
+        return Err(format!(
+            "k={}: {smem} bytes of shared memory, more than the device's {max_smem}",
+            g.k
+        ));
+    }
+    Ok(())
+}
+
+impl SgemmKernel {
+    /// [`WHOLE_K`] kernel `i` for `g` (its shared memory depends on K); only where
+    /// [`wholek_fits`], which [`sgemm_split_k`] checks. It cannot split K.
+    pub fn wholek_tile(i: usize, g: &Gemm) -> TileShape {
+        let (kernel, bm, bn, _) = WHOLE_K[i];
+        TileShape {
+            module: "matmul/13_async_pipeline",
+            kernel,
+            bm,
+            bn,
+            threads: 256,
+            split_k: false,
+            smem: wholek_smem_bytes(i, g) as u32,
+        }
+    }
+}
+
+/// The [`WHOLE_K`] kernel step 13 runs for `g`, if any: only where it would otherwise split K
+/// (fewer than [`ASYNC_MIN_BLOCKS`] 64×64 tiles, K ≥ 256), 16×32 tiles from 100 blocks, else
+/// 8×16 from 64 (fewer blocks would leave most SMs idle: split-K keeps them), where the kernel
+/// fits ([`wholek_fits`]). Env `CAMEL_ASYNC_WHOLEK=off` keeps them out (for measuring).
+pub fn async_wholek_choice(g: &Gemm, a: DevPtr, b: DevPtr, max_smem: usize) -> Option<usize> {
+    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if *OFF.get_or_init(|| std::env::var("CAMEL_ASYNC_WHOLEK").is_ok_and(|v| v == "off")) {
+        return None;
+    }
+    let tiles64 = g.m.div_ceil(64) * g.n.div_ceil(64) * g.batch;
+    if tiles64 >= ASYNC_MIN_BLOCKS || g.k < 256 {
+        return None;
+    }
+    [(1, 100), (0, 64)].into_iter().find_map(|(i, min_blocks)| {
+        let (_, bm, bn, _) = WHOLE_K[i];
+        let blocks = g.m / bm as usize * (g.n / bn as usize) * g.batch;
+        (blocks >= min_blocks && wholek_fits(g, i, a, b, max_smem).is_ok()).then_some(i)
+    })
+}
+
 /// Shortest other dimension for which transposing an operand pays: the transpose moves 8 bytes
 /// per element of the operand, the product reuses each element n (or m) times. By the lab's
 /// figures (H100), at n = 1024 the transpose costs about 6 % of the product's time, against the
@@ -683,6 +776,10 @@ pub fn sgemm_epilogue(
         if let Some(t) = async_nn_choice(g, a, b, c, epi) {
             return sgemm_with_tile(dev, &SgemmKernel::interior_tile(t), g, a, b, c, epi);
         }
+        let max_smem = dev.limits().max_shared_per_block_optin as usize;
+        if let Some(i) = async_wholek_choice(g, a, b, max_smem) {
+            return sgemm_with_tile(dev, &SgemmKernel::wholek_tile(i, g), g, a, b, c, epi);
+        }
     }
     sgemm_with_tile(dev, &kernel.tile(g), g, a, b, c, epi)
 }
@@ -819,6 +916,13 @@ pub fn sgemm_split_k_reduce(
         .find(|x| x.kernel == t.kernel)
     {
         interior_fits(g, it, a, b, c, epi).map_err(|msg| Error::LaunchConfig {
+            kernel: t.kernel.to_string(),
+            msg,
+        })?;
+    }
+    if let Some(i) = WHOLE_K.iter().position(|x| x.0 == t.kernel) {
+        let max_smem = dev.limits().max_shared_per_block_optin as usize;
+        wholek_fits(g, i, a, b, max_smem).map_err(|msg| Error::LaunchConfig {
             kernel: t.kernel.to_string(),
             msg,
         })?;
