@@ -411,8 +411,11 @@ void launch_s11_128x128x16(const float* A, const float* B, float* C, int M, int 
 // Small outputs with a long K (the MLP's 64×784×256 and 256×784×256), where step 13 splits K
 // over 64×64 tiles and sums the splits in the same launch, as cuBLAS does (level with it):
 // here instead each block loads all of K for a thin BM×BN tile at once (every copy in flight
-// together: one memory latency, not one per pipeline stage), KG warps-groups each multiply a
-// K-range, and the groups' sums are added in shared memory. No split workspace, no counters.
+// together: one memory latency, not one per pipeline stage), KG groups of threads each multiply
+// a K-range, and the groups' sums are added in shared memory. No split workspace, no counters.
+// Measured (H100, L2 flushed, µs; cuBLAS 11.8 / 13.7, an empty kernel 3.5): 64×784×256 8×16
+// KG 8 7.9, 8×32 8.3, 16×16 KG 8 8.7, 4×16 8.8, 16×16 KG 4 9.0; 256×784×256 16×32 KG 4 11.6,
+// 32×32 13.6, 8×32 13.6 → the library's sgemm_13_wholek_8x16 and _16x32 (LAB_SHAPES=small).
 template <int BM, int BN, int TM, int TN, int KG>
 __global__ void __launch_bounds__(KG * (BM / TM) * (BN / TN))
     lab_wholek(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,

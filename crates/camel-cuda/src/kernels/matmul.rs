@@ -3,7 +3,8 @@
 //! Steps 7, 10 and 11 are templates whose tile shapes come from the autotuner
 //! (`cargo xtask gemm-search`, then `gemm_tune` on the GPU; winners in [`tuned`]); step 13 is
 //! a `cp.async` pipeline: a generic 128×256 kernel, interior kernels for whole-tile products
-//! ([`ASYNC_TN`] after a re-layout, [`ASYNC_NN`]) and small-tile kernels for split-K.
+//! ([`ASYNC_TN`] after a re-layout, [`ASYNC_NN`]), whole-K kernels for small outputs with a
+//! long K ([`WHOLE_K`]) and small-tile kernels for split-K.
 
 use crate::{CudaDevice, DevPtr, DeviceLimits, Dim3, Error, KernelLimits, LaunchConfig, Result};
 
