@@ -414,81 +414,20 @@ void launch_s11_128x128x16(const float* A, const float* B, float* C, int M, int 
 // together: one memory latency, not one per pipeline stage), KG groups of threads each multiply
 // a K-range, and the groups' sums are added in shared memory. No split workspace, no counters.
 // Measured (H100, L2 flushed, µs; cuBLAS 11.8 / 13.7, an empty kernel 3.5): 64×784×256 8×16
-// KG 8 7.9, 8×32 8.3, 16×16 KG 8 8.7, 4×16 8.8, 16×16 KG 4 9.0; 256×784×256 16×32 KG 4 11.6,
+// KG 8 7.9, 8×32 8.3, 16×16 KG 8 8.7 (512 threads, a lab copy since removed), 4×16 8.8, 16×16
+// KG 4 9.0; 256×784×256 16×32 KG 4 11.6,
 // 32×32 13.6, 8×32 13.6 → the library's sgemm_13_wholek_8x16 and _16x32 (LAB_SHAPES=small).
+// (Measured with the lab's first copy of the kernel, B row-major only; the lab now instantiates
+// the library's template, which adds B stored n × k and the epilogue.)
+// The library's template (kernels/matmul/13_async_pipeline.cu) at other tiles.
 template <int BM, int BN, int TM, int TN, int KG>
-__global__ void __launch_bounds__(KG * (BM / TM) * (BN / TN))
-    lab_wholek(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
-               int M, int N, int K) {
-    constexpr int GT = (BM / TM) * (BN / TN), NT = KG * GT;
-    static_assert(TN == 2 || TN == 4, "B fragment: float2 or float4");
-    extern __shared__ __align__(16) float sm[];
-    const int KP = K + 4;  // A's padded row (K % 4 == 0)
-    float* As = sm;
-    float* Bs = sm + BM * KP;
-    const int t = threadIdx.x, m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
-    for (int e = t; e < BM * (K / 4); e += NT) {
-        const int r = e / (K / 4), c = (e % (K / 4)) * 4;
-        cp_async16(&As[r * KP + c], A + (size_t)(m0 + r) * K + c);
-    }
-    for (int e = t; e < K * (BN / 4); e += NT) {
-        const int k = e / (BN / 4), c = (e % (BN / 4)) * 4;
-        cp_async16(&Bs[k * BN + c], B + (size_t)k * N + n0 + c);
-    }
-    cp_async_commit();
-    cp_async_wait<0>();
-    __syncthreads();
-    const int g = t / GT, l = t % GT, ti = l / (BN / TN), tj = l % (BN / TN);
-    const int kb = (K / 4) * g / KG * 4, ke = (K / 4) * (g + 1) / KG * 4;
-    float acc[TM][TN];
-#pragma unroll
-    for (int i = 0; i < TM; ++i)
-#pragma unroll
-        for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
-    for (int k = kb; k < ke; k += 4) {
-        float4 a[TM];
-#pragma unroll
-        for (int i = 0; i < TM; ++i)
-            a[i] = *reinterpret_cast<const float4*>(&As[(ti * TM + i) * KP + k]);
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-            float b[TN];
-            if constexpr (TN == 4) {
-                *reinterpret_cast<float4*>(b) =
-                    *reinterpret_cast<const float4*>(&Bs[(k + q) * BN + tj * TN]);
-            } else {
-                *reinterpret_cast<float2*>(b) =
-                    *reinterpret_cast<const float2*>(&Bs[(k + q) * BN + tj * TN]);
-            }
-#pragma unroll
-            for (int i = 0; i < TM; ++i) {
-                const float av = q == 0 ? a[i].x : q == 1 ? a[i].y : q == 2 ? a[i].z : a[i].w;
-#pragma unroll
-                for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(av, b[j], acc[i][j]);
-            }
-        }
-    }
-    __syncthreads();  // done with As/Bs: reuse them for the groups' sums
-    float* red = sm;  // [KG][BM*BN]
-#pragma unroll
-    for (int i = 0; i < TM; ++i)
-#pragma unroll
-        for (int j = 0; j < TN; ++j) red[g * BM * BN + (ti * TM + i) * BN + tj * TN + j] = acc[i][j];
-    __syncthreads();
-    for (int e = t; e < BM * BN; e += NT) {
-        float s = 0.0f;
-#pragma unroll
-        for (int q = 0; q < KG; ++q) s += red[q * BM * BN + e];
-        C[(size_t)(m0 + e / BN) * N + n0 + e % BN] = s;
-    }
+__global__ void __launch_bounds__(256) lab_wholek(GEMM_ARGS) {
+    wholek_gemm<BM, BN, TM, TN, KG>(GEMM_CALL_ARGS);
 }
 template <int BM, int BN, int TM, int TN, int KG>
 void launch_wholek(const float* A, const float* B, float* C, int M, int N, int K) {
     const int bytes = (BM * (K + 4) + K * BN) * 4;
-    CK(cudaFuncSetAttribute(lab_wholek<BM, BN, TM, TN, KG>,
-                            cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-    lab_wholek<BM, BN, TM, TN, KG>
-        <<<dim3(N / BN, M / BM), KG * (BM / TM) * (BN / TN), bytes>>>(A, B, C, M, N, K);
+    launch_lib_kernel<BM, BN, 0, 0>(lab_wholek<BM, BN, TM, TN, KG>, bytes, A, B, C, M, N, K);
 }
 __global__ void lab_empty(float*) {}
 void launch_floor(const float*, const float*, float* C, int, int, int) {  // timing floor
@@ -503,7 +442,6 @@ int run_shapes(bool flush) {
         {"wholek_8x32_2x4_kg8", 8, 32, launch_wholek<8, 32, 2, 4, 8>},
         {"wholek_4x16_1x2_kg8", 4, 16, launch_wholek<4, 16, 1, 2, 8>},
         {"wholek_16x32_2x4_kg4", 16, 32, launch_wholek<16, 32, 2, 4, 4>},
-        {"wholek_16x16_2x2_kg8", 16, 16, launch_wholek<16, 16, 2, 2, 8>},
         {"wholek_32x32_4x4_kg4", 32, 32, launch_wholek<32, 32, 4, 4, 4>},
         {"s11_256x128x8", 256, 128, launch_s11_256x128},
         {"s11_128x128x16", 128, 128, launch_s11_128x128x16},
