@@ -235,45 +235,40 @@ fn async_small(g: &Gemm) -> Option<TileShape> {
     }
 }
 
+/// A kernel of step 13's file (256 threads a block).
+const fn step13_tile(
+    kernel: &'static str,
+    bm: u32,
+    bn: u32,
+    split_k: bool,
+    smem: u32,
+) -> TileShape {
+    TileShape {
+        module: "matmul/13_async_pipeline",
+        kernel,
+        bm,
+        bn,
+        threads: 256,
+        split_k,
+        smem,
+    }
+}
+
 impl SgemmKernel {
     /// One of step 13's small-tile kernels ([`ASYNC_SMALL`]).
     pub fn async_small_tile(kernel: &'static str, bm: u32, bn: u32) -> TileShape {
-        TileShape {
-            module: "matmul/13_async_pipeline",
-            kernel,
-            bm,
-            bn,
-            threads: 256,
-            split_k: true,
-            smem: 0,
-        }
+        step13_tile(kernel, bm, bn, true, 0)
     }
 
     /// Step 13's own kernel, whatever the shape (for tests and benchmarks of the kernel itself).
     pub fn async_tile() -> TileShape {
-        TileShape {
-            module: "matmul/13_async_pipeline",
-            kernel: "sgemm_13_async_128x256x8",
-            bm: 128,
-            bn: 256,
-            threads: 256,
-            split_k: true,
-            smem: 0,
-        }
+        step13_tile("sgemm_13_async_128x256x8", 128, 256, true, 0)
     }
 
     /// One of step 13's interior kernels ([`ASYNC_TN`], [`ASYNC_NN`]; dynamic shared memory):
     /// only for products that pass [`interior_fits`]; [`sgemm_split_k`] refuses it elsewhere.
     pub fn interior_tile(k: &Interior) -> TileShape {
-        TileShape {
-            module: "matmul/13_async_pipeline",
-            kernel: k.kernel,
-            bm: k.bm,
-            bn: k.bn,
-            threads: 256,
-            split_k: true,
-            smem: k.smem_bytes(),
-        }
+        step13_tile(k.kernel, k.bm, k.bn, true, k.smem_bytes())
     }
 }
 
@@ -371,7 +366,7 @@ pub fn async_nn_choice(
     epi: &Epilogue,
 ) -> Option<&'static Interior> {
     static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    if *OFF.get_or_init(|| std::env::var("CAMEL_ASYNC_NN").is_ok_and(|v| v == "off")) {
+    if env_off(&OFF, "CAMEL_ASYNC_NN") {
         return None;
     }
     ASYNC_NN.iter().find(|t| {
@@ -441,15 +436,7 @@ impl SgemmKernel {
     /// [`wholek_fits`], which [`sgemm_split_k`] checks. It cannot split K.
     pub fn wholek_tile(i: usize, g: &Gemm) -> TileShape {
         let (kernel, bm, bn, _) = WHOLE_K[i];
-        TileShape {
-            module: "matmul/13_async_pipeline",
-            kernel,
-            bm,
-            bn,
-            threads: 256,
-            split_k: false,
-            smem: wholek_smem_bytes(i, g) as u32,
-        }
+        step13_tile(kernel, bm, bn, false, wholek_smem_bytes(i, g) as u32)
     }
 }
 
@@ -459,7 +446,7 @@ impl SgemmKernel {
 /// fits ([`wholek_fits`]). Env `CAMEL_ASYNC_WHOLEK=off` keeps them out (for measuring).
 pub fn async_wholek_choice(g: &Gemm, a: DevPtr, b: DevPtr, max_smem: usize) -> Option<usize> {
     static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    if *OFF.get_or_init(|| std::env::var("CAMEL_ASYNC_WHOLEK").is_ok_and(|v| v == "off")) {
+    if env_off(&OFF, "CAMEL_ASYNC_WHOLEK") {
         return None;
     }
     let tiles64 = g.m.div_ceil(64) * g.n.div_ceil(64) * g.batch;
@@ -487,7 +474,7 @@ const RELAYOUT_MIN_REUSE: usize = 1024;
 /// place, C and the saved pre-activation, and enough reuse to pay for each transpose.
 pub fn relayout_fits(g: &Gemm, a: DevPtr, b: DevPtr, c: DevPtr, epi: &Epilogue) -> bool {
     static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    if *OFF.get_or_init(|| std::env::var("CAMEL_ASYNC_RELAYOUT").is_ok_and(|v| v == "off")) {
+    if env_off(&OFF, "CAMEL_ASYNC_RELAYOUT") {
         return false;
     }
     let al = |p: DevPtr| p.0 % 16 == 0;
@@ -871,10 +858,15 @@ pub enum SplitReduce {
 pub const FUSED_K_REDUCE: [(&str, &str); 1] =
     [("sgemm_13_async_64x64x16", "sgemm_13_async_64x64x16_fk")];
 
+/// Whether env `var` is `off` (a switch for measuring), read once into `cell`.
+fn env_off(cell: &'static std::sync::OnceLock<bool>, var: &str) -> bool {
+    *cell.get_or_init(|| std::env::var(var).is_ok_and(|v| v == "off"))
+}
+
 /// Env `CAMEL_SPLITK_FUSED=off` keeps the separate reduction (for measuring).
 fn fused_k_reduce_on() -> bool {
     static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    !*OFF.get_or_init(|| std::env::var("CAMEL_SPLITK_FUSED").is_ok_and(|v| v == "off"))
+    !env_off(&OFF, "CAMEL_SPLITK_FUSED")
 }
 
 /// Whether `blocks` blocks of `threads` threads of a kernel can all be resident at once, by its
@@ -911,23 +903,22 @@ pub fn sgemm_split_k_reduce(
             msg: format!("{splits} K-splits requested, but this kernel cannot split K"),
         });
     }
-    if let Some(it) = ASYNC_TN
+    // kernels without bounds code are refused where their preconditions fail
+    let interior = ASYNC_TN
         .iter()
         .chain(&ASYNC_NN)
-        .find(|x| x.kernel == t.kernel)
-    {
-        interior_fits(g, it, a, b, c, epi).map_err(|msg| Error::LaunchConfig {
-            kernel: t.kernel.to_string(),
-            msg,
-        })?;
-    }
-    if let Some(i) = WHOLE_K.iter().position(|x| x.0 == t.kernel) {
-        let max_smem = dev.limits().max_shared_per_block_optin as usize;
-        wholek_fits(g, i, a, b, max_smem).map_err(|msg| Error::LaunchConfig {
-            kernel: t.kernel.to_string(),
-            msg,
-        })?;
-    }
+        .find(|x| x.kernel == t.kernel);
+    let unchecked = if let Some(it) = interior {
+        interior_fits(g, it, a, b, c, epi)
+    } else if let Some(i) = WHOLE_K.iter().position(|x| x.0 == t.kernel) {
+        wholek_fits(g, i, a, b, dev.limits().max_shared_per_block_optin as usize)
+    } else {
+        Ok(())
+    };
+    unchecked.map_err(|msg| Error::LaunchConfig {
+        kernel: t.kernel.to_string(),
+        msg,
+    })?;
     // each split a multiple of 32 long (keeps the float4 loads aligned); recount the splits
     let k_split = if splits > 1 {
         g.k.div_ceil(splits).next_multiple_of(32)
