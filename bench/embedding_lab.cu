@@ -1,0 +1,946 @@
+// Embedding-backward lab: candidate pipelines for 349525 tokens × 768 into GPT-2's 50257 rows
+// (the memory-bound issue's size), timed beside the library's step 3 in one program (llm.c
+// dev/cuda style: kernels, validation against the library, benchmark in one file). Not part of
+// the library; a winner moves into kernels/embedding.cu as a step of its own.
+//
+// Build and run on the GPU host:  OUT=dir bash bench/embedding_lab.sh
+//
+// Timing is bench_memory's "streamed" method (as bench/layernorm_lab.cu): a spinning blocker keeps
+// the GPU busy while the host queues LAB_PER launches of the whole pipeline between two events;
+// median over 20 batches. The upstream gradient (1.07 GB) and the output (154 MB) exceed the L2,
+// so one buffer set is enough.
+//
+// Step 3 (the library) moves 1.23 GB in ~514 µs (80 % of copy): count 9.5, scan 4.9 + 7.0,
+// fill 19.7, zero 11.3 and gather 458.5 µs by ncu. Its gather zeroes and then adds with atomics
+// every row whose group crosses a 32-token chunk (~11 k of 50 k rows: ~34 MB of zeros, then a
+// read-modify-write of them in L2, on top of the 1.23 GB). What the candidates change:
+//   P  preprocessing: count returns each token's rank in its row (atomicAdd's old value), so the
+//      fill needs no atomics; one scan launch (each tile publishes its total and adds those of
+//      the tiles before it: all tiles are resident, tickets hand them out in order); the rows
+//      no warp writes whole (long groups) are zeroed in the scan.
+//   G  gather "group-aligned": a warp owns the groups that *start* in its chunk and follows the
+//      last one past the chunk's end, so it stores each row with a plain store; only groups
+//      longer than LONG tokens are split over chunks and added atomically (into rows zeroed by
+//      the scan). Empty rows are zeroed by extra warps of the gather's own grid.
+//   F  the preprocessing in one launch of resident blocks, phases between grid barriers.
+//   F2 F with its counters in buffers left zero (no memset) and one int2 entry (token, row with
+//      a long-group bit) a grouped token, so the gather reads no start[] to choose store or
+//      atomic. G2: G on those entries (NW float4 a lane).
+//
+// What it showed (H100, 2026-11-22, µs, streamed; copy 3017 GB/s; 1231 MB to move):
+// - uniform indices: step 3 514.5 (79 % of copy; its gather alone 458.5, preprocessing 36.5,
+//   zero pass 10.2). G's gather alone 423–425 (96 %): the zeroing and atomics of chunk-crossing
+//   groups cost 35 µs. With the indices sorted it reads 414 (98.5 %): random order costs 10.
+//   P 31.3 (count+rank 9, fill 15: scattered 4-byte stores), F 30.9–32.0 (fusing saves little),
+//   F2 25.5 (aggregated 26.6). Whole pipelines: PG 458.0, FG 456.5, F2G2 NW=1 450.4 (90.6 %),
+//   aggregated 451.2 (90.4 %); NW=2 452.8–454.5; U=8 loads in flight or __ldcs loads: no gain
+//   (ldcs 13 µs slower); LONG 64/128/256: the same.
+// - skewed (30 % of tokens on one row): step 3 743–749, F2G2 620, aggregated 547 (the count's
+//   atomics on one address cost 70 µs without the warp aggregation).
+// - sparse (21845 tokens: 72 % of rows empty): step 3 103.5, F2G2 100–104 (the zeroing of empty
+//   rows dominates either way).
+// F2G2 aggregated, NW=1 went into the library as step 4 (bench_memory: 450.1–450.3 µs, 91 %).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+#include <cuda_runtime.h>
+
+#include "../kernels/embedding.cu"  // the library's kernels (steps 1–3)
+
+#define CK(x)                                                                                   \
+    do {                                                                                        \
+        cudaError_t e_ = (x);                                                                   \
+        if (e_ != cudaSuccess) {                                                                \
+            printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__);     \
+            exit(1);                                                                            \
+        }                                                                                       \
+    } while (0)
+
+constexpr int LAB_CHUNK = 32;
+
+// ---------------------------------------------------------------------------------------------
+// P1: count with ranks. rank[i] = the token's place among the tokens of its row (arrival order).
+__global__ void lab_count_rank(const long long* __restrict__ idx, long long n, long long V, int* __restrict__ counts,
+                               int* __restrict__ rank, long long* err) {
+    GRID_STRIDE_LOOP(i, n) {
+        const long long r = idx[i];
+        if (r < 0 || r >= V) {
+            record_index_error(err, CAMEL_OP_EMBEDDING_BWD, r, V);
+        } else {
+            rank[i] = atomicAdd(&counts[r], 1);
+        }
+    }
+}
+
+// P2: the scan in one launch. Block b takes ticket t (so tiles start in order), scans its 4096
+// counts, publishes its total as flags[t] = 1 << 32 | total, and adds the totals of tiles < t
+// (spinning on their flags: those blocks hold earlier tickets, so they are running). counts,
+// flags and the ticket are zero on entry (one memset). Rows with more than LONG tokens are zeroed
+// here (the gather adds into them with atomics).
+template <int LONG>
+__global__ void __launch_bounds__(1024) lab_scan1(const int* __restrict__ counts, int* __restrict__ start,
+                                                   unsigned long long* flags, int* ticket, long long V, long long D,
+                                                   float* __restrict__ out) {
+    __shared__ int warp_sums[32];
+    __shared__ int s_tile;
+    if (threadIdx.x == 0) s_tile = atomicAdd(ticket, 1);
+    __syncthreads();
+    const int t = s_tile;
+    const long long r0 = (long long)t * 4096 + 4 * threadIdx.x;
+    int c[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) c[q] = r0 + q < V ? counts[r0 + q] : 0;
+    int total;
+    int run = emb_block_scan(c[0] + c[1] + c[2] + c[3], warp_sums, total);
+    if (threadIdx.x == 0) atomicExch(&flags[t], (1ull << 32) | (unsigned)total);
+    int s = 0;
+    for (int i = threadIdx.x; i < t; i += 1024) {
+        unsigned long long f;
+        do {
+            f = atomicAdd(&flags[i], 0ull);
+        } while ((f >> 32) == 0);
+        s += (int)(unsigned)f;
+    }
+    __syncthreads();  // warp_sums is reused by block_sum
+    const int offset = camel::block_sum(s, warp_sums);
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+        if (r0 + q < V) start[r0 + q] = run + offset;
+        run += c[q];
+    }
+    const long long tiles = (V + 4095) / 4096;
+    if (t == tiles - 1 && threadIdx.x == 0) start[V] = offset + total;
+    // long rows: the whole warp zeroes each
+    const int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+        unsigned m = __ballot_sync(0xffffffffu, r0 + q < V && c[q] > LONG);
+        while (m) {
+            const int src = __ffs(m) - 1;
+            m &= m - 1;
+            const long long r = (long long)t * 4096 + 4 * ((threadIdx.x & ~31) + src) + q;
+            for (long long d = lane; d < D; d += 32) out[r * D + d] = 0.0f;
+        }
+    }
+}
+
+// P3: fill without atomics.
+__global__ void lab_fill_rank(const long long* __restrict__ idx, const int* __restrict__ rank, long long n, long long V,
+                              const int* __restrict__ start, int* __restrict__ order, int* __restrict__ rows) {
+    GRID_STRIDE_LOOP(i, n) {
+        const long long r = idx[i];
+        if (r >= 0 && r < V) {
+            const int p = start[r] + rank[i];
+            order[p] = (int)i;
+            rows[p] = (int)r;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// F: the whole preprocessing in one launch of resident blocks (256 threads), phases separated by
+// grid barriers: count (ranks kept in registers for the thread's first K tokens), scan of tiles
+// of 1024 rows (tile t waits for the totals of the tiles before it), fill. AGG: lanes of a warp
+// with the same row add to its count once (__match_any_sync), for skewed indices.
+__device__ __forceinline__ void lab_grid_sync(unsigned* bar, unsigned target) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        atomicAdd(bar, 1u);
+        while (*(volatile unsigned*)bar < target) {
+        }
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+// exclusive scan over a block of any multiple of 32 threads; ws: __shared__ int[32]
+__device__ __forceinline__ int lab_block_scan(int s, int* ws, int& total) {
+    const int lane = threadIdx.x % 32, w = threadIdx.x / 32, nw = blockDim.x / 32;
+    const int x = camel::warp_inclusive_scan(s);
+    __syncthreads();
+    if (lane == 31) ws[w] = x;
+    __syncthreads();
+    if (w == 0) {
+        const int v = camel::warp_inclusive_scan(lane < nw ? ws[lane] : 0);
+        ws[lane] = v;
+    }
+    __syncthreads();
+    total = ws[nw - 1];
+    return x - s + (w > 0 ? ws[w - 1] : 0);
+}
+
+template <int LONG, bool AGG, int K>
+__global__ void __launch_bounds__(256) lab_pre_fused(const long long* __restrict__ idx, long long n, long long V,
+                                                      long long D, int* __restrict__ counts, int* __restrict__ rank,
+                                                      int* __restrict__ start, int* __restrict__ order,
+                                                      int* __restrict__ rows, unsigned long long* flags,
+                                                      unsigned* bar, float* __restrict__ out, long long* err) {
+    __shared__ int ws[32];
+    const int lane = threadIdx.x % 32;
+    const long long G = gridDim.x, step = G * 256;
+    const long long base0 = (long long)blockIdx.x * 256 + (threadIdx.x & ~31);
+    int kr[K], kk[K];  // the first K tokens' rows and ranks
+    // phase 1: count
+    int it = 0;
+    for (long long base = base0; base < n; base += step, ++it) {
+        const long long i = base + lane;
+        const long long r = i < n ? idx[i] : 0;
+        const bool ok = i < n && r >= 0 && r < V;
+        if (i < n && !ok) record_index_error(err, CAMEL_OP_EMBEDDING_BWD, r, V);
+        int rk = 0;
+        if (AGG) {
+            const unsigned peers = __match_any_sync(0xffffffffu, ok ? r : -1ll);
+            const int leader = __ffs(peers) - 1;
+            int old = 0;
+            if (ok && lane == leader) old = atomicAdd(&counts[r], __popc(peers));
+            old = __shfl_sync(0xffffffffu, old, leader);
+            rk = old + __popc(peers & ((1u << lane) - 1));
+        } else if (ok) {
+            rk = atomicAdd(&counts[r], 1);
+        }
+        if (it < K) {
+#pragma unroll
+            for (int q = 0; q < K; ++q)
+                if (q == it) kr[q] = ok ? (int)r : -1, kk[q] = rk;
+        } else if (ok) {
+            rank[i] = rk;
+        }
+    }
+    lab_grid_sync(bar, (unsigned)G);
+    // phase 2: scan, tiles of 1024 rows
+    const long long tiles = (V + 1023) / 1024;
+    for (long long t = blockIdx.x; t < tiles; t += G) {
+        const long long r0 = t * 1024 + 4 * threadIdx.x;
+        int c[4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) c[q] = r0 + q < V ? counts[r0 + q] : 0;
+        int total;
+        int run = lab_block_scan(c[0] + c[1] + c[2] + c[3], ws, total);
+        if (threadIdx.x == 0) atomicExch(&flags[t], (1ull << 32) | (unsigned)total);
+        int s = 0;
+        for (long long i = threadIdx.x; i < t; i += 256) {
+            unsigned long long f;
+            do {
+                f = *(volatile unsigned long long*)&flags[i];
+            } while ((f >> 32) == 0);
+            s += (int)(unsigned)f;
+        }
+        const int offset = camel::block_sum(s, ws);
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            if (r0 + q < V) start[r0 + q] = run + offset;
+            run += c[q];
+        }
+        if (t == tiles - 1 && threadIdx.x == 0) start[V] = offset + total;
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            unsigned m = __ballot_sync(0xffffffffu, r0 + q < V && c[q] > LONG);
+            while (m) {
+                const int src = __ffs(m) - 1;
+                m &= m - 1;
+                const long long r = t * 1024 + 4 * ((threadIdx.x & ~31) + src) + q;
+                for (long long d = lane; d < D; d += 32) out[r * D + d] = 0.0f;
+            }
+        }
+    }
+    lab_grid_sync(bar, 2 * (unsigned)G);
+    // phase 3: fill
+    it = 0;
+    for (long long base = base0; base < n; base += step, ++it) {
+        const long long i = base + lane;
+        int r = -1, rk = 0;
+        if (it < K) {
+#pragma unroll
+            for (int q = 0; q < K; ++q)
+                if (q == it) r = kr[q], rk = kk[q];
+        } else if (i < n) {
+            const long long ri = idx[i];
+            if (ri >= 0 && ri < V) r = (int)ri, rk = rank[i];
+        }
+        if (i < n && r >= 0) {
+            const int p = start[r] + rk;
+            order[p] = (int)i;
+            rows[p] = r;
+        }
+    }
+}
+
+// F2: F with no memset and one 8-byte entry per grouped token. counts, flags and the barrier
+// live in buffers that are zero whenever no launch runs (the library's device counters): phase 2
+// zeroes each count after reading it, and the last block out zeroes the flags and the barrier.
+// The fill writes (token, row | LONG_BIT) as one int2, the row's long-group flag included, so the
+// gather needs no start[] reads to decide store or atomic.
+#define LAB_LONG_BIT 0x80000000u
+template <int LONG, bool AGG, int K>
+__global__ void __launch_bounds__(256) lab_pre_fused2(const long long* __restrict__ idx, long long n, long long V,
+                                                       long long D, int* __restrict__ counts, int* __restrict__ rank,
+                                                       int* __restrict__ start, int2* __restrict__ ent,
+                                                       unsigned long long* flags, unsigned* bar,
+                                                       float* __restrict__ out, long long* err) {
+    __shared__ int ws[32];
+    const int lane = threadIdx.x % 32;
+    const long long G = gridDim.x, step = G * 256;
+    const long long base0 = (long long)blockIdx.x * 256 + (threadIdx.x & ~31);
+    int kr[K], kk[K];
+    int it = 0;
+    for (long long base = base0; base < n; base += step, ++it) {
+        const long long i = base + lane;
+        const long long r = i < n ? idx[i] : 0;
+        const bool ok = i < n && r >= 0 && r < V;
+        if (i < n && !ok) record_index_error(err, CAMEL_OP_EMBEDDING_BWD, r, V);
+        int rk = 0;
+        if (AGG) {
+            const unsigned peers = __match_any_sync(0xffffffffu, ok ? r : -1ll);
+            const int leader = __ffs(peers) - 1;
+            int old = 0;
+            if (ok && lane == leader) old = atomicAdd(&counts[r], __popc(peers));
+            old = __shfl_sync(0xffffffffu, old, leader);
+            rk = old + __popc(peers & ((1u << lane) - 1));
+        } else if (ok) {
+            rk = atomicAdd(&counts[r], 1);
+        }
+        if (it < K) {
+#pragma unroll
+            for (int q = 0; q < K; ++q)
+                if (q == it) kr[q] = ok ? (int)r : -1, kk[q] = rk;
+        } else if (ok) {
+            rank[i] = rk;
+        }
+    }
+    lab_grid_sync(bar, (unsigned)G);
+    const long long tiles = (V + 1023) / 1024;
+    for (long long t = blockIdx.x; t < tiles; t += G) {
+        const long long r0 = t * 1024 + 4 * threadIdx.x;
+        int c[4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) c[q] = r0 + q < V ? counts[r0 + q] : 0;
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+            if (r0 + q < V) counts[r0 + q] = 0;  // left zero for the next launch
+        int total;
+        int run = lab_block_scan(c[0] + c[1] + c[2] + c[3], ws, total);
+        if (threadIdx.x == 0) atomicExch(&flags[t], (1ull << 32) | (unsigned)total);
+        int s = 0;
+        for (long long i = threadIdx.x; i < t; i += 256) {
+            unsigned long long f;
+            do {
+                f = *(volatile unsigned long long*)&flags[i];
+            } while ((f >> 32) == 0);
+            s += (int)(unsigned)f;
+        }
+        const int offset = camel::block_sum(s, ws);
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            if (r0 + q < V) start[r0 + q] = run + offset;
+            run += c[q];
+        }
+        if (t == tiles - 1 && threadIdx.x == 0) start[V] = offset + total;
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            unsigned m = __ballot_sync(0xffffffffu, r0 + q < V && c[q] > LONG);
+            while (m) {
+                const int src = __ffs(m) - 1;
+                m &= m - 1;
+                const long long r = t * 1024 + 4 * ((threadIdx.x & ~31) + src) + q;
+                for (long long d = lane; d < D; d += 32) out[r * D + d] = 0.0f;
+            }
+        }
+    }
+    lab_grid_sync(bar, 2 * (unsigned)G);
+    it = 0;
+    for (long long base = base0; base < n; base += step, ++it) {
+        const long long i = base + lane;
+        int r = -1, rk = 0;
+        if (it < K) {
+#pragma unroll
+            for (int q = 0; q < K; ++q)
+                if (q == it) r = kr[q], rk = kk[q];
+        } else if (i < n) {
+            const long long ri = idx[i];
+            if (ri >= 0 && ri < V) r = (int)ri, rk = rank[i];
+        }
+        if (i < n && r >= 0) {
+            const int s0 = start[r], e0 = start[r + 1];
+            ent[s0 + rk] = make_int2((int)i, (int)((unsigned)r | (e0 - s0 > LONG ? LAB_LONG_BIT : 0u)));
+        }
+    }
+    // the last block out leaves the flags and the barrier zero
+    if (threadIdx.x == 0) {
+        __threadfence();
+        if (atomicAdd(bar + 1, 1u) == (unsigned)G - 1) {
+            for (long long t = 0; t < tiles; ++t) flags[t] = 0;
+            bar[0] = 0;
+            bar[1] = 0;
+            __threadfence();
+        }
+    }
+}
+
+// G2: the group-aligned gather on F2's entries; a warp covers 128 × NW columns (NW float4 a lane).
+template <int NW, int U>
+__global__ void __launch_bounds__(256) lab_gather2(const float* __restrict__ g, const int* __restrict__ start,
+                                                    const int2* __restrict__ ent, long long V, long long D,
+                                                    long long zw, float* __restrict__ out) {
+    const long long wid = (long long)blockIdx.x * 8 + threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    if (wid < zw) {
+        const long long r = wid * 32 + lane;
+        const bool empty = r < V && start[r] == start[r + 1];
+        unsigned m = __ballot_sync(0xffffffffu, empty);
+        while (m) {
+            const int src = __ffs(m) - 1;
+            m &= m - 1;
+            float4* o = reinterpret_cast<float4*>(out + (wid * 32 + src) * D);
+            for (long long d = lane; d < D / 4; d += 32) o[d] = make_float4(0, 0, 0, 0);
+        }
+        return;
+    }
+    const long long w = wid - zw;
+    const long long nb = (D / 4 + 32 * NW - 1) / (32 * NW);
+    const long long c = w / nb, cb = w % nb;
+    const int total = start[V];
+    const int p0 = (int)(c * LAB_CHUNK);
+    if (p0 >= total) return;
+    const int pc = min(p0 + LAB_CHUNK, total);
+    const int p = p0 + lane;
+    const int my_e = p < pc ? ent[p].y : -1;
+    int prev = __shfl_up_sync(0xffffffffu, my_e, 1);
+    if (lane == 0) prev = p0 > 0 ? ent[p0 - 1].y : -1;
+    const unsigned starts = __ballot_sync(0xffffffffu, p < pc && my_e != prev);
+    const int e_first = __shfl_sync(0xffffffffu, my_e, 0);
+    int B, E;
+    if ((starts & 1u) || e_first < 0) {  // a start, or inside a long group
+        B = p0;
+    } else if (starts) {
+        B = p0 + __ffs(starts) - 1;
+    } else {
+        return;
+    }
+    if (starts) {
+        const int e_last = __shfl_sync(0xffffffffu, my_e, 31 - __clz(starts));
+        E = e_last < 0 ? pc : start[e_last + 1];
+    } else {
+        E = pc;
+    }
+    float4 acc[NW];
+#pragma unroll
+    for (int k = 0; k < NW; ++k) acc[k] = make_float4(0, 0, 0, 0);
+    int row = -1;  // entry .y of the group being summed
+    auto flush = [&]() {
+        if (row == -1) return;
+        float* o = out + (long long)(row & 0x7fffffff) * D;
+#pragma unroll
+        for (int k = 0; k < NW; ++k) {
+            const long long col = ((cb * NW + k) * 32 + lane) * 4;
+            if (col < D) {
+                if (row >= 0) {
+                    *reinterpret_cast<float4*>(o + col) = acc[k];
+                } else {
+                    atomicAdd(o + col, acc[k].x), atomicAdd(o + col + 1, acc[k].y);
+                    atomicAdd(o + col + 2, acc[k].z), atomicAdd(o + col + 3, acc[k].w);
+                }
+            }
+        }
+    };
+    for (int j0 = B; j0 < E; j0 += 32) {
+        const int cnt = min(32, E - j0);
+        const int2 be = lane < cnt ? ent[j0 + lane] : make_int2(0, -1);
+        for (int j = 0; j < cnt; j += U) {
+            float4 v[U][NW];
+            int rr[U];
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                const int pp = __shfl_sync(0xffffffffu, be.x, (j + u) & 31);
+                rr[u] = __shfl_sync(0xffffffffu, be.y, (j + u) & 31);
+#pragma unroll
+                for (int k = 0; k < NW; ++k) {
+                    const long long col = ((cb * NW + k) * 32 + lane) * 4;
+                    v[u][k] = col < D && j + u < cnt ? *reinterpret_cast<const float4*>(g + (long long)pp * D + col)
+                                                     : make_float4(0, 0, 0, 0);
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                if (j + u < cnt) {
+                    if (rr[u] != row) {
+                        flush();
+#pragma unroll
+                        for (int k = 0; k < NW; ++k) acc[k] = make_float4(0, 0, 0, 0);
+                        row = rr[u];
+                    }
+#pragma unroll
+                    for (int k = 0; k < NW; ++k)
+                        acc[k].x += v[u][k].x, acc[k].y += v[u][k].y, acc[k].z += v[u][k].z, acc[k].w += v[u][k].w;
+                }
+            }
+        }
+    }
+    flush();
+}
+
+// ---------------------------------------------------------------------------------------------
+// G: group-aligned gather. Warps [0, zw) zero the empty rows (32 rows a warp); the others are
+// (chunk, column block of 128) as in step 3. A warp's positions are [B, E):
+//   B = the chunk's first position if a group starts there or the group it continues is long,
+//       else the first start inside the chunk (none: the warp has nothing to do);
+//   E = the end of the last group starting in the chunk, or the chunk's end where that group is
+//       long.
+// A row is stored plainly when its group has at most LONG tokens, else added atomically.
+template <int U, bool CS>
+__device__ __forceinline__ float4 lab_ld4(const float* p) {
+    return CS ? __ldcs(reinterpret_cast<const float4*>(p)) : *reinterpret_cast<const float4*>(p);
+}
+
+template <int LONG, int U, bool CS>
+__global__ void __launch_bounds__(256) lab_gather_grp(const float* __restrict__ g, const int* __restrict__ start,
+                                                       const int* __restrict__ order, const int* __restrict__ rows,
+                                                       long long V, long long D, long long zw,
+                                                       float* __restrict__ out) {
+    const long long wid = (long long)blockIdx.x * 8 + threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    if (wid < zw) {  // zero the empty rows among 32
+        const long long r = wid * 32 + lane;
+        const bool empty = r < V && start[r] == start[r + 1];
+        unsigned m = __ballot_sync(0xffffffffu, empty);
+        while (m) {
+            const int src = __ffs(m) - 1;
+            m &= m - 1;
+            float4* o = reinterpret_cast<float4*>(out + (wid * 32 + src) * D);
+            for (long long d = lane; d < D / 4; d += 32) o[d] = make_float4(0, 0, 0, 0);
+        }
+        return;
+    }
+    const long long w = wid - zw;
+    const long long nb = (D / 4 + 31) / 32;
+    const long long c = w / nb, cb = w % nb;
+    const int total = start[V];
+    const int p0 = (int)(c * LAB_CHUNK);
+    if (p0 >= total) return;
+    const int pc = min(p0 + LAB_CHUNK, total);  // chunk end
+    const int p = p0 + lane;
+    const int my_r = p < pc ? rows[p] : -1;
+    int prev = __shfl_up_sync(0xffffffffu, my_r, 1);
+    if (lane == 0) prev = p0 > 0 ? rows[p0 - 1] : -1;
+    const unsigned starts = __ballot_sync(0xffffffffu, p < pc && my_r != prev);
+    // the group at p0, and the last group starting in the chunk
+    const int r_first = __shfl_sync(0xffffffffu, my_r, 0);
+    int B, E;
+    {
+        const int s0 = start[r_first], e0 = start[r_first + 1];
+        const bool first_long = e0 - s0 > LONG;
+        if ((starts & 1u) || first_long) {
+            B = p0;
+        } else if (starts) {
+            B = p0 + __ffs(starts) - 1;
+        } else {
+            return;  // inside a short group that started before
+        }
+        if (starts) {
+            const int last = 31 - __clz(starts);
+            const int r_last = __shfl_sync(0xffffffffu, my_r, last);
+            const int sl = start[r_last], el = start[r_last + 1];
+            E = el - sl > LONG ? pc : el;
+        } else {
+            E = pc;  // a long group covers the chunk
+        }
+    }
+    const long long col = (cb * 32 + lane) * 4;
+    const bool act = col < D;
+    float4 acc = make_float4(0, 0, 0, 0);
+    int row = -1;
+    auto flush = [&]() {
+        if (!act || row < 0) return;
+        float* o = out + (long long)row * D + col;
+        if (start[row + 1] - start[row] <= LONG) {
+            *reinterpret_cast<float4*>(o) = acc;
+        } else {
+            atomicAdd(o, acc.x), atomicAdd(o + 1, acc.y), atomicAdd(o + 2, acc.z), atomicAdd(o + 3, acc.w);
+        }
+    };
+    for (int j0 = B; j0 < E; j0 += 32) {
+        const int cnt = min(32, E - j0);
+        const int bp = lane < cnt ? order[j0 + lane] : 0, br = lane < cnt ? rows[j0 + lane] : -1;
+        for (int j = 0; j < cnt; j += U) {
+            float4 v[U];
+            int rr[U];
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                const int pp = __shfl_sync(0xffffffffu, bp, (j + u) & 31);
+                rr[u] = __shfl_sync(0xffffffffu, br, (j + u) & 31);
+                v[u] = act && j + u < cnt ? lab_ld4<U, CS>(g + (long long)pp * D + col) : make_float4(0, 0, 0, 0);
+            }
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                if (j + u < cnt) {
+                    if (rr[u] != row) {
+                        flush();
+                        acc = make_float4(0, 0, 0, 0);
+                        row = rr[u];
+                    }
+                    acc.x += v[u].x, acc.y += v[u].y, acc.z += v[u].z, acc.w += v[u].w;
+                }
+            }
+        }
+    }
+    flush();
+}
+
+// ---------------------------------------------------------------------------------------------
+__global__ void blocker(long long cycles) {
+    const long long t0 = clock64();
+    while (clock64() - t0 < cycles) {
+    }
+}
+
+struct Timer {
+    cudaEvent_t a, b;
+    Timer() {
+        CK(cudaEventCreate(&a));
+        CK(cudaEventCreate(&b));
+    }
+};
+
+static double streamed(const std::function<void()>& launch, int per = 0) {
+    if (per == 0) per = getenv("LAB_PER") ? atoi(getenv("LAB_PER")) : 10;
+    static Timer t;
+    for (int i = 0; i < 3; ++i) launch();
+    CK(cudaDeviceSynchronize());
+    CK(cudaGetLastError());
+    std::vector<double> v;
+    for (int rep = 0; rep < 20; ++rep) {
+        blocker<<<1, 1>>>(2000000);
+        CK(cudaEventRecord(t.a));
+        for (int i = 0; i < per; ++i) launch();
+        CK(cudaEventRecord(t.b));
+        CK(cudaEventSynchronize(t.b));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, t.a, t.b));
+        v.push_back(ms * 1000.0 / per);
+    }
+    CK(cudaGetLastError());
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+template <class T>
+static T* dalloc(size_t n) {
+    T* p;
+    CK(cudaMalloc(&p, n * sizeof(T)));
+    return p;
+}
+
+static double max_diff(const float* a, const float* b, size_t n) {
+    std::vector<float> ha(n), hb(n);
+    CK(cudaMemcpy(ha.data(), a, n * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(hb.data(), b, n * 4, cudaMemcpyDeviceToHost));
+    double m = 0;
+    for (size_t i = 0; i < n; ++i) {
+        double d = std::fabs((double)ha[i] - hb[i]) / std::max(1.0, std::fabs((double)ha[i]));  // relative past 1
+        if (!(d <= m)) m = std::isnan(d) ? INFINITY : d;
+    }
+    return m;
+}
+
+static long long grid_1d(long long n) { return std::min<long long>((n + 255) / 256, 65535); }
+
+struct Work {
+    long long n, V, D;
+    const float* g;
+    const long long* idx;
+    int *counts, *start, *cursor, *order, *rows, *tile_sums, *rank;
+    unsigned long long* flags;  // after counts: tiles flags, then the ticket
+    long long* err;
+    size_t counts_bytes;  // counts + flags + ticket, zeroed by one memset
+};
+
+static Work make_work(long long n, long long V, long long D, const float* g, const long long* idx) {
+    Work w{n, V, D, g, idx};
+    const long long tiles = (V + 4095) / 4096;
+    const long long vpad = (V + 1) & ~1ll;  // 8-byte alignment for the flags
+    w.counts_bytes = vpad * 4 + ((V + 1023) / 1024) * 8 + 8;  // counts, flags (tiles of 1024 or 4096), ticket
+    char* c = dalloc<char>(w.counts_bytes);
+    w.counts = (int*)c;
+    w.flags = (unsigned long long*)(c + vpad * 4);
+    w.start = dalloc<int>(V + 1);
+    w.cursor = dalloc<int>(V);
+    w.order = dalloc<int>(std::max(n, 1ll));
+    w.rows = dalloc<int>(std::max(n, 1ll));
+    w.rank = dalloc<int>(std::max(n, 1ll));
+    w.tile_sums = dalloc<int>(tiles);
+    w.err = dalloc<long long>(4);
+    CK(cudaMemset(w.err, 0, 32));
+    return w;
+}
+
+// the library's step 3, as index_add_rows_sorted_f32 launches it
+static void lib3_pre(const Work& w) {
+    const long long tiles = (w.V + 4095) / 4096;
+    CK(cudaMemsetAsync(w.counts, 0, w.V * 4));
+    embedding_bwd_count<<<grid_1d(w.n), 256>>>(w.idx, w.n, w.V, w.counts, w.err);
+    embedding_bwd_scan_tiles<<<tiles, 1024>>>(w.counts, w.start, w.tile_sums, w.V);
+    embedding_bwd_scan_offsets<<<tiles, 1024>>>(w.tile_sums, w.start, w.cursor, w.V);
+    embedding_bwd_fill<<<grid_1d(w.n), 256>>>(w.idx, w.n, w.V, w.cursor, w.order, w.rows);
+}
+static void lib3_zero(const Work& w, float* out) {
+    embedding_bwd_zero<<<(w.V + 7) / 8, 256>>>(w.start, w.V, w.D, out);
+}
+static void lib3_gather(const Work& w, float* out) {
+    const long long warps = (w.n + EMB_CHUNK - 1) / EMB_CHUNK * ((w.D / 4 + 31) / 32);
+    embedding_bwd_gather_vec_f32<<<(warps + 7) / 8, 256>>>(w.g, w.start, w.order, w.rows, w.V, w.D, out);
+}
+static void lib3(const Work& w, float* out) {
+    lib3_pre(w);
+    lib3_zero(w, out);
+    lib3_gather(w, out);
+}
+
+template <int LONG>
+static void new_pre(const Work& w, float* out) {
+    const long long tiles = (w.V + 4095) / 4096;
+    CK(cudaMemsetAsync(w.counts, 0, w.counts_bytes));
+    lab_count_rank<<<grid_1d(w.n), 256>>>(w.idx, w.n, w.V, w.counts, w.rank, w.err);
+    lab_scan1<LONG><<<tiles, 1024>>>(w.counts, w.start, w.flags, (int*)(w.flags + tiles), w.V, w.D, out);
+    lab_fill_rank<<<grid_1d(w.n), 256>>>(w.idx, w.rank, w.n, w.V, w.start, w.order, w.rows);
+}
+static int g_fused_blocks = 0;
+template <int LONG, bool AGG>
+static void fused_pre(const Work& w, float* out) {
+    const long long tiles = (w.V + 1023) / 1024;
+    CK(cudaMemsetAsync(w.counts, 0, w.counts_bytes));
+    lab_pre_fused<LONG, AGG, 4><<<g_fused_blocks, 256>>>(w.idx, w.n, w.V, w.D, w.counts, w.rank, w.start, w.order,
+                                                          w.rows, w.flags, (unsigned*)(w.flags + tiles), out, w.err);
+}
+static unsigned long long* g_zflags = nullptr;  // zero whenever no launch runs (F2)
+static unsigned* g_zbar = nullptr;
+static int* g_zcounts = nullptr;
+static int2* g_ent = nullptr;
+static int g_fused2_blocks = 0;
+template <int LONG, bool AGG>
+static void fused2_pre(const Work& w, float* out) {
+    lab_pre_fused2<LONG, AGG, 4><<<g_fused2_blocks, 256>>>(w.idx, w.n, w.V, w.D, g_zcounts, w.rank, w.start, g_ent,
+                                                            g_zflags, g_zbar, out, w.err);
+}
+template <int NW, int U>
+static void gather2(const Work& w, float* out) {
+    const long long zw = (w.V + 31) / 32;
+    const long long warps = zw + (w.n + LAB_CHUNK - 1) / LAB_CHUNK * ((w.D / 4 + 32 * NW - 1) / (32 * NW));
+    lab_gather2<NW, U><<<(warps + 7) / 8, 256>>>(w.g, w.start, g_ent, w.V, w.D, zw, out);
+}
+// the separate kernels of P, one at a time (their inputs are left by a full run)
+static void p_count(const Work& w) {
+    CK(cudaMemsetAsync(w.counts, 0, w.counts_bytes));
+    lab_count_rank<<<grid_1d(w.n), 256>>>(w.idx, w.n, w.V, w.counts, w.rank, w.err);
+}
+template <int LONG, int U, bool CS>
+static void new_gather(const Work& w, float* out) {
+    const long long zw = (w.V + 31) / 32;
+    const long long warps = zw + (w.n + LAB_CHUNK - 1) / LAB_CHUNK * ((w.D / 4 + 31) / 32);
+    lab_gather_grp<LONG, U, CS><<<(warps + 7) / 8, 256>>>(w.g, w.start, w.order, w.rows, w.V, w.D, zw, out);
+}
+
+static std::vector<long long> rand_idx(long long n, long long V, unsigned long long seed) {
+    std::vector<long long> v(n);
+    unsigned long long s = seed + 12345;
+    for (auto& e : v) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        e = (long long)((s >> 33) % (unsigned long long)V);
+    }
+    return v;
+}
+
+int main() {
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    printf("device: %s (%d SMs)\n", prop.name, prop.multiProcessorCount);
+    const long long D = 768, V = 50257, N = (1ll << 28) / 768;
+    {
+        int a = 0, b = 0;
+        CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&a, lab_pre_fused<128, false, 4>, 256, 0));
+        CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, lab_pre_fused<128, true, 4>, 256, 0));
+        g_fused_blocks = std::min(a, b) * prop.multiProcessorCount;
+        CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&a, lab_pre_fused2<128, false, 4>, 256, 0));
+        CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, lab_pre_fused2<128, true, 4>, 256, 0));
+        g_fused2_blocks = std::min(a, b) * prop.multiProcessorCount;
+        g_zcounts = dalloc<int>(V);
+        g_zflags = dalloc<unsigned long long>((V + 1023) / 1024);
+        g_zbar = dalloc<unsigned>(2);
+        g_ent = dalloc<int2>(N);
+        CK(cudaMemset(g_zcounts, 0, V * 4));
+        CK(cudaMemset(g_zflags, 0, (V + 1023) / 1024 * 8));
+        CK(cudaMemset(g_zbar, 0, 8));
+        printf("fused preprocessing: %d resident blocks of 256 (%d, %d per SM)\n", g_fused_blocks, a, b);
+    }
+
+    const size_t BIG = 1ull << 28;
+    double copy_bw;
+    {
+        float *bs = dalloc<float>(BIG), *bd = dalloc<float>(BIG);
+        CK(cudaMemset(bs, 0, BIG * 4));
+        const double t = streamed([&] { CK(cudaMemcpyAsync(bd, bs, BIG * 4, cudaMemcpyDeviceToDevice)); });
+        copy_bw = 2.0 * BIG * 4 / t / 1e3;
+        printf("copy 2^28: %.1f us, %.0f GB/s\n", t, copy_bw);
+        CK(cudaFree(bs));
+        CK(cudaFree(bd));
+    }
+
+    float* g = dalloc<float>(N * D);
+    {
+        std::vector<float> h(N * D);
+        srand(1);
+        for (auto& e : h) e = (float)rand() / RAND_MAX * 2.0f - 1.0f;
+        CK(cudaMemcpy(g, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
+    }
+    float *ref = dalloc<float>(V * D), *out = dalloc<float>(V * D);
+    long long* didx = dalloc<long long>(N);
+
+    auto report = [&](const char* name, double us, double bytes) {
+        printf("%-58s %8.1f us  %6.0f GB/s  %5.1f %% of copy\n", name, us, bytes / us / 1e3,
+               100.0 * bytes / us / 1e3 / copy_bw);
+    };
+    auto check = [&](const char* name, long long V_) {
+        CK(cudaDeviceSynchronize());
+        const double d = max_diff(ref, out, V_ * D);
+        printf("  %s: max |diff| vs step 3 = %.3g%s\n", name, d, d > 1e-4 ? "  !! DIFFERS" : "");
+    };
+
+    // idx distributions: uniform (the bench's), skewed (30 % of tokens on row 7, rows 100..199
+    // empty), sparse (2^24 / 768 tokens: the backend's threshold), sorted (the uniform indices
+    // sorted: the gather reads g in order, its bound)
+    struct Case {
+        const char* name;
+        long long n;
+        std::vector<long long> idx;
+    };
+    std::vector<Case> cases;
+    cases.push_back({"uniform", N, rand_idx(N, V, 10)});
+    {
+        auto v = rand_idx(N, V, 11);
+        for (long long i = 0; i < N; ++i) {
+            if (i % 10 < 3) v[i] = 7;
+            if (v[i] >= 100 && v[i] < 200) v[i] += 100;
+        }
+        cases.push_back({"skewed", N, v});
+    }
+    cases.push_back({"sparse", (1ll << 24) / 768, rand_idx((1ll << 24) / 768, V, 12)});
+    {
+        auto v = rand_idx(N, V, 10);
+        std::sort(v.begin(), v.end());
+        cases.push_back({"sorted", N, v});
+    }
+
+    for (auto& cs : cases) {
+        const long long n = cs.n;
+        CK(cudaMemcpy(didx, cs.idx.data(), n * 8, cudaMemcpyHostToDevice));
+        Work w = make_work(n, V, D, g, didx);
+        const double bytes = 4.0 * n * D + 8.0 * n + 4.0 * V * D;
+        printf("\n== %s: %lld tokens x %lld into %lld rows (%.0f MB to move)\n", cs.name, n, D, V, bytes / 1e6);
+        CK(cudaMemset(ref, 0xff, V * D * 4));
+        lib3(w, ref);
+        CK(cudaDeviceSynchronize());
+        report("S3 library step 3 (memset, 6 kernels)", streamed([&] { lib3(w, out); }), bytes);
+        report("  S3 pre (memset, count, scan x2, fill)", streamed([&] { lib3_pre(w); }), bytes);
+        report("  S3 zero", streamed([&] { lib3_zero(w, out); }), bytes);
+        report("  S3 gather", streamed([&] { lib3_gather(w, out); }), bytes);
+
+        report("  P pre (memset, count+rank, scan1, fill)", streamed([&] { new_pre<128>(w, out); }), bytes);
+        report("    P memset + count+rank", streamed([&] { p_count(w); }), bytes);
+        new_pre<128>(w, out);
+        report("    P fill", streamed([&] {
+                   lab_fill_rank<<<grid_1d(w.n), 256>>>(w.idx, w.rank, w.n, w.V, w.start, w.order, w.rows);
+               }),
+               bytes);
+        report("  F pre fused (memset, 1 kernel)", streamed([&] { fused_pre<128, false>(w, out); }), bytes);
+        report("  F pre fused, warp-aggregated counts", streamed([&] { fused_pre<128, true>(w, out); }), bytes);
+        report("  memset alone", streamed([&] { CK(cudaMemsetAsync(w.counts, 0, w.counts_bytes)); }), bytes);
+        // library gather on the new preprocessing (needs the zero kernel)
+        {
+            CK(cudaMemset(out, 0xff, V * D * 4));
+            new_pre<128>(w, out);
+            lib3_zero(w, out);
+            lib3_gather(w, out);
+            check("P + S3 zero + S3 gather", V);
+            report("P + S3 zero + S3 gather", streamed([&] {
+                       new_pre<128>(w, out);
+                       lib3_zero(w, out);
+                       lib3_gather(w, out);
+                   }),
+                   bytes);
+        }
+        auto variant = [&](const char* name, const std::function<void()>& gather_only,
+                           const std::function<void()>& whole) {
+            CK(cudaMemset(out, 0xff, V * D * 4));
+            whole();
+            check(name, V);
+            char nm[96];
+            snprintf(nm, sizeof nm, "%s", name);
+            report(nm, streamed(whole), bytes);
+            snprintf(nm, sizeof nm, "  %s: gather alone", name);
+            report(nm, streamed(gather_only), bytes);
+        };
+        variant("PG LONG=128 U=4", [&] { new_gather<128, 4, false>(w, out); },
+                [&] {
+                    new_pre<128>(w, out);
+                    new_gather<128, 4, false>(w, out);
+                });
+        variant("FG fused pre, LONG=128 U=4", [&] { new_gather<128, 4, false>(w, out); },
+                [&] {
+                    fused_pre<128, false>(w, out);
+                    new_gather<128, 4, false>(w, out);
+                });
+        variant("FG fused pre (aggregated), LONG=128 U=4", [&] { new_gather<128, 4, false>(w, out); },
+                [&] {
+                    fused_pre<128, true>(w, out);
+                    new_gather<128, 4, false>(w, out);
+                });
+        report("  F2 pre (no memset, int2 entries)", streamed([&] { fused2_pre<128, false>(w, out); }), bytes);
+        report("  F2 pre, aggregated counts", streamed([&] { fused2_pre<128, true>(w, out); }), bytes);
+        variant("F2G2 NW=1 U=4", [&] { gather2<1, 4>(w, out); },
+                [&] {
+                    fused2_pre<128, false>(w, out);
+                    gather2<1, 4>(w, out);
+                });
+        variant("F2G2 NW=2 U=4", [&] { gather2<2, 4>(w, out); },
+                [&] {
+                    fused2_pre<128, false>(w, out);
+                    gather2<2, 4>(w, out);
+                });
+        variant("F2G2 NW=2 U=2", [&] { gather2<2, 2>(w, out); },
+                [&] {
+                    fused2_pre<128, false>(w, out);
+                    gather2<2, 2>(w, out);
+                });
+        variant("F2G2 aggregated, NW=1 U=4", [&] { gather2<1, 4>(w, out); },
+                [&] {
+                    fused2_pre<128, true>(w, out);
+                    gather2<1, 4>(w, out);
+                });
+        {  // the zero buffers are zero again after a launch
+            CK(cudaDeviceSynchronize());
+            std::vector<int> hc(w.V);
+            CK(cudaMemcpy(hc.data(), g_zcounts, w.V * 4, cudaMemcpyDeviceToHost));
+            unsigned hb[2];
+            CK(cudaMemcpy(hb, g_zbar, 8, cudaMemcpyDeviceToHost));
+            long long nz = 0;
+            for (int x : hc) nz += x != 0;
+            if (nz || hb[0] || hb[1]) printf("  !! F2 left %lld counts and the barrier (%u, %u) non-zero\n", nz, hb[0], hb[1]);
+        }
+        long long e[4];
+        CK(cudaMemcpy(e, w.err, 32, cudaMemcpyDeviceToHost));
+        if (e[0]) printf("  !! index error recorded\n");
+    }
+
+    // same-size copy for the uniform case
+    {
+        const double bytes = 4.0 * N * D + 8.0 * N + 4.0 * V * D;
+        float *s = dalloc<float>((size_t)(bytes / 8)), *d = dalloc<float>((size_t)(bytes / 8));
+        const double t = streamed([&] { CK(cudaMemcpyAsync(d, s, (size_t)(bytes / 2), cudaMemcpyDeviceToDevice)); });
+        report("\nsame-size copy (uniform case's bytes)", t, bytes);
+    }
+    return 0;
+}
