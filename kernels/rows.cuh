@@ -209,5 +209,23 @@ __device__ __forceinline__ int ld_acquire_gpu(const int* p) {
     asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
     return v;
 }
+__device__ __forceinline__ unsigned long long ld_acquire_gpu(const unsigned long long* p) {
+    unsigned long long v;
+    asm volatile("ld.acquire.gpu.global.b64 %0, [%1];\n" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+
+// A barrier over the whole grid (every block resident, see above): each block counts itself in
+// on `*bar` and waits until it reads `target` (gridDim.x for the first barrier of a launch,
+// 2 × gridDim.x for the second, …). The kernel must leave `*bar` zero for the next launch.
+__device__ __forceinline__ void grid_barrier(int* bar, int target) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();  // this block's writes are visible before it counts itself in
+        atomicAdd(bar, 1);
+        while (ld_acquire_gpu(bar) < target) __nanosleep(32);
+    }
+    __syncthreads();
+}
 
 }  // namespace camel

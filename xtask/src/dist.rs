@@ -68,10 +68,12 @@ for t in "$here"/tests/memory_ops-*; do
     CAMEL_CROSS_ENTROPY=1 CAMEL_EMBEDDING=1 CAMEL_OPTIM=1 CAMEL_LAYERNORM=3 CAMEL_LAYERNORM_FUSED=off \
     "$t" --test-threads=4 "$@"
   # softmax, LayerNorm, cross-entropy, reduce and the optimizers have a step 3 (the default):
-  # step 2 stays tested
-  one "$(basename "$t") [softmax, layernorm, cross-entropy, reduce, optim step 2]" env CAMEL_SOFTMAX=2 \
-    CAMEL_LAYERNORM=2 CAMEL_CROSS_ENTROPY=2 CAMEL_REDUCE=2 CAMEL_OPTIM=2 "$t" --test-threads=4 "$@"
-  # step 4 (softmax forward, Adam; LayerNorm's default): every family at 4 (the others run 3)
+  # step 2 stays tested; and the embedding backward's step 3 (its default is step 4)
+  one "$(basename "$t") [softmax, layernorm, cross-entropy, reduce, optim step 2; embedding 3]" env \
+    CAMEL_SOFTMAX=2 CAMEL_LAYERNORM=2 CAMEL_CROSS_ENTROPY=2 CAMEL_REDUCE=2 CAMEL_OPTIM=2 CAMEL_EMBEDDING=3 \
+    "$t" --test-threads=4 "$@"
+  # step 4 (softmax forward, Adam; LayerNorm's and embedding's default): every family at 4 (the
+  # others run 3)
   one "$(basename "$t") [step 4]" env CAMEL_ELEMENTWISE=4 CAMEL_REDUCE=4 CAMEL_SOFTMAX=4 \
     CAMEL_CROSS_ENTROPY=4 CAMEL_EMBEDDING=4 CAMEL_OPTIM=4 CAMEL_LAYERNORM=4 "$t" --test-threads=4 "$@"
 done

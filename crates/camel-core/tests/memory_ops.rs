@@ -696,8 +696,8 @@ fn check_embedding_backward(
     }
 }
 
-/// Large enough for the CUDA backend's embedding-backward step 3 (tokens grouped by row, from
-/// `EMBEDDING_SORTED_MIN` upstream elements), with repeated indices and unused rows.
+/// Large enough for the CUDA backend's embedding-backward steps 3 and 4 (tokens grouped by row,
+/// from `EMBEDDING_SORTED_MIN` upstream elements), with repeated indices and unused rows.
 #[test]
 fn embedding_backward_large_grouped_by_row() {
     let (n, v, dim) = (4096usize, 300usize, 4096usize);

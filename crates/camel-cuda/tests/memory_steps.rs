@@ -406,15 +406,32 @@ fn forward_step4_is_step3_bit_for_bit() {
     }
 }
 
-/// Embedding backward step 3 (count, scan, fill, zero, gather) against an f64 reference: rows of
+/// Embedding backward steps 3 (count, scan, fill, zero, gather) and 4 (the grouping in one
+/// launch, a gather that stores each short group's row once) against an f64 reference: rows of
 /// 1, 7, 33, 768 and 1000 (float4 and scalar gathers, and a misaligned upstream gradient that
 /// forces the scalar one), empty rows, repeated indices, a skewed index (most tokens on one
-/// row, spread over many chunks and summed atomically), bad indices (skipped and recorded) and
-/// a table of several scan tiles.
-/// The output is poisoned with NaN: every row must be written.
+/// row, spread over many chunks and summed atomically), groups of exactly 128 and 129 tokens
+/// (step 4's bound between a stored and an atomically added row), bad indices (skipped and
+/// recorded), a table of several scan tiles, and (step 4) more tiles and more tokens than its
+/// resident grid holds in one pass (the ranks past the registers).
+/// The output is poisoned with NaN: every row must be written. Step 4 runs the cases one after
+/// another on the device's shared zero counters, so a launch that left them dirty fails the next.
 #[test]
 fn embedding_backward_step3_grouped_by_row() {
+    embedding_backward_grouped(3);
+}
+
+#[test]
+fn embedding_backward_step4_one_launch_grouping() {
+    embedding_backward_grouped(4);
+}
+
+fn embedding_backward_grouped(step: usize) {
     let Some(dev) = test_device() else { return };
+    let launch = match step {
+        3 => emb::index_add_rows_sorted_f32,
+        _ => emb::index_add_rows_grouped_f32,
+    };
     let mut seed = 70u64;
     let mut lcg = move || {
         seed = seed
@@ -431,16 +448,30 @@ fn embedding_backward_step3_grouped_by_row() {
         (2048, 4096, 768, false, false, 1), // most rows empty; g misaligned: scalar gather
         (0, 3, 4, false, false, 0),         // no tokens: the whole gradient is zeros
         (20000, 10001, 4, false, false, 0), // the scan over several 4096-row tiles
+        (257, 2, 7, false, false, 0),       // groups of 128 (stored) and 129 (added) tokens
+        (300, 40, 12, false, false, 0),     // ... at rows 0 and 1, then a few short groups
+        // more tiles (700 of 1024 rows) and tokens (2.1 per thread) than a resident grid of
+        // 132 SMs × 5 blocks holds: tiles and ranks past one pass
+        (1_400_000, 716_801, 1, false, false, 0),
     ] {
         let mut idx: Vec<i64> = (0..n)
             .map(|i| {
                 if skew && i % 4 != 0 {
                     (v / 2) as i64
+                } else if (n, v) == (257, 2) {
+                    (i % 2) as i64 // 129 × row 0, 128 × row 1
+                } else if (n, v) == (300, 40) && i < 257 {
+                    (i / 129) as i64 // 129 × row 0, 128 × row 1, shuffled below
                 } else {
                     (lcg() % v) as i64
                 }
             })
             .collect();
+        if (n, v) == (300, 40) {
+            for i in (1..n).rev() {
+                idx.swap(i, lcg() % (i + 1));
+            }
+        }
         if bad {
             idx[n / 2] = -1;
             idx[n - 1] = v as i64;
@@ -459,14 +490,14 @@ fn embedding_backward_step3_grouped_by_row() {
         let dout = dev.htod(&vec![f32::NAN; v * d]).unwrap();
         let err = dev.htod(&[0i64; 4]).unwrap();
         let gp = DevPtr(dg.ptr().0 + 4 * g_off as u64);
-        emb::index_add_rows_sorted_f32(&dev, gp, di.ptr(), dout.ptr(), n, v, d, err.ptr()).unwrap();
+        launch(&dev, gp, di.ptr(), dout.ptr(), n, v, d, err.ptr()).unwrap();
         let got: Vec<f32> = dev.dtoh_vec(&dout, v * d).unwrap();
         for (k, (&a, &b)) in got.iter().zip(&want).enumerate() {
             // f32 sums of up to n terms in an order the atomics choose
             let tol = 1e-5 * (n as f64).sqrt().max(1.0) * 4.0;
             assert!(
                 (a as f64 - b).abs() <= tol,
-                "n={n} v={v} d={d} skew={skew}: element {k} (row {}): got {a}, want {b}",
+                "step {step}, n={n} v={v} d={d} skew={skew}: element {k} (row {}): got {a}, want {b}",
                 k / d
             );
         }

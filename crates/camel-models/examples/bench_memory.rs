@@ -581,7 +581,8 @@ fn run() -> Result<()> {
         // gradient written once. Steps 1–2 (as PyTorch's index_add would) zero the gradient and
         // then add every row atomically, a read-modify-write per element in L2; step 3 (and
         // PyTorch's embedding_dense_backward, which sorts the indices) group the tokens by row
-        // first. Every repetition starts from scratch, so the atomics see the same values.
+        // first (step 4 in two launches, with plain stores of all but long groups). Every
+        // repetition starts from scratch, so the atomics see the same values.
         let bwd_bytes = 4.0 * e + 8.0 * tokens as f64 + 4.0 * (v * dim) as f64;
         b.row("embedding_bwd", &size, 1, bwd_bytes, k, &mut |i| {
             d.memset_zero(&grads[i])?;
@@ -602,6 +603,18 @@ fn run() -> Result<()> {
         })?;
         b.row("embedding_bwd", &size, 3, bwd_bytes, k, &mut |i| {
             emb::index_add_rows_sorted_f32(
+                d,
+                p(&outs, i),
+                p(&idx, i),
+                p(&grads, i),
+                tokens,
+                v,
+                dim,
+                pe,
+            )
+        })?;
+        b.row("embedding_bwd", &size, 4, bwd_bytes, k, &mut |i| {
+            emb::index_add_rows_grouped_f32(
                 d,
                 p(&outs, i),
                 p(&idx, i),

@@ -516,16 +516,11 @@ pub fn index_add_rows(
     let step = mem_step(MemFamily::Embedding);
     if matches!(step, Step::Three | Step::Four) && n * d >= EMBEDDING_SORTED_MIN {
         // writes every row itself: no zeroing pass
-        k::embedding::index_add_rows_sorted_f32(
-            &g.dev,
-            g.ptr(),
-            idx.ptr(),
-            out.ptr(),
-            n,
-            v,
-            d,
-            err,
-        )?;
+        let grouped = match step {
+            Step::Four => k::embedding::index_add_rows_grouped_f32,
+            _ => k::embedding::index_add_rows_sorted_f32,
+        };
+        grouped(&g.dev, g.ptr(), idx.ptr(), out.ptr(), n, v, d, err)?;
         return Ok(out);
     }
     g.dev.memset_zero(&out.buf)?;
@@ -537,8 +532,8 @@ pub fn index_add_rows(
     Ok(out)
 }
 
-/// Upstream-gradient elements from which embedding backward's step 3 (tokens grouped by row,
-/// seven launches) replaces step 2 (one launch of atomics). On the H100 step 3 took 518 µs
+/// Upstream-gradient elements from which embedding backward's steps 3 and 4 (tokens grouped by
+/// row; seven and two launches) replace step 2 (one launch of atomics). On the H100 step 3 took 518 µs
 /// against 1248 at 349525 tokens × 768 into 50257 rows, but 28.0 µs against 11.9 at 16384 × 64
 /// into 1000 rows (2^20 elements, a table that stays in L2): its launches cost about 25 µs, and
 /// step 2's atomics are cheap while the table fits in L2. The crossover by those figures is
@@ -616,9 +611,10 @@ pub fn update(
 
 /// The families of memory-bound kernels whose ladder step is selectable, each by an environment
 /// variable read once (`1` … `4`; unset means the family's default, [`MemFamily::default_step`],
-/// step 3 for all). A family without the step asked for runs its highest step below it:
-/// elementwise and embedding have no step 3; only LayerNorm and the softmax forward have a
-/// step 4 (A/B experiments, not defaults).
+/// step 3 for most). A family without the step asked for runs its highest step below it:
+/// elementwise has no step 3, and the embedding forward none past 2; LayerNorm, the softmax
+/// forward, Adam and the embedding backward have a step 4 (LayerNorm's and the embedding's are
+/// their defaults).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MemFamily {
     /// `CAMEL_ELEMENTWISE`: unary and same-shape binary ops (add, mul, relu, scale, GELU ...).
@@ -633,8 +629,9 @@ pub enum MemFamily {
     /// long rows with aligned float4 after a scalar prologue; the backward elementwise).
     CrossEntropy,
     /// `CAMEL_EMBEDDING`: gather and scatter-add (3: the backward groups the tokens by row and
-    /// writes each gradient row once, from [`EMBEDDING_SORTED_MIN`] upstream elements; the
-    /// forward of 2).
+    /// writes each gradient row once, from [`EMBEDDING_SORTED_MIN`] upstream elements; 4, the
+    /// default: the same grouping in one launch and a gather that stores every row plainly
+    /// but those of more than 128 tokens; the forward of 2).
     Embedding,
     /// `CAMEL_OPTIM`: optimizer updates (step 1 one launch per tensor, step 2 one for all,
     /// step 3 one for all with each thread's loads of its chunk issued before any store, for
@@ -661,12 +658,12 @@ impl MemFamily {
     ];
 
     /// The step used when the family's environment variable is unset (or not a step number):
-    /// [`Step::BEST`], except LayerNorm's step 4 (the forward's streaming hints), which measured
-    /// faster than its step 3 on the H100 (docs/benchmarks.md). The softmax forward's step 4 did
-    /// not, and stays opt-in.
+    /// [`Step::BEST`], except LayerNorm's step 4 (the forward's streaming hints) and the
+    /// embedding backward's step 4, which measured faster than their step 3 on the H100
+    /// (docs/benchmarks.md). The softmax forward's step 4 did not, and stays opt-in.
     pub fn default_step(&self) -> Step {
         match self {
-            MemFamily::LayerNorm => Step::Four,
+            MemFamily::LayerNorm | MemFamily::Embedding => Step::Four,
             _ => Step::BEST,
         }
     }

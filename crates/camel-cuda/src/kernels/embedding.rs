@@ -227,3 +227,94 @@ pub fn index_add_rows_sorted_f32(
     // `work` returns to the stream-ordered cache: later users run after these kernels
     Ok(())
 }
+
+// ------------------------------------------------------------------ step 4 (memory-bound issue)
+
+/// Rows per tile of step 4's scan (`EMB4_TILE` in `kernels/embedding.cu`).
+const EMB4_TILE: usize = 1024;
+
+/// Step 4 of [`index_add_rows_f32`]: step 3's grouping by row in one launch of resident blocks
+/// (count with ranks, scan, fill, between grid barriers; its counters are the device's, left
+/// zero, so no memset), and a gather in which a warp owns the groups that start in its chunk,
+/// so each gradient row is stored once without atomics (only rows of more than 128 tokens are
+/// split over warps and added atomically). Two launches in all. `out` need not be zeroed.
+/// Needs `n` and `v` below 2³¹ − 1 (int32 offsets).
+#[allow(clippy::too_many_arguments)]
+pub fn index_add_rows_grouped_f32(
+    dev: &CudaDevice,
+    g: DevPtr,
+    idx: DevPtr,
+    out: DevPtr,
+    n: usize,
+    v: usize,
+    d: usize,
+    err: DevPtr,
+) -> Result<()> {
+    let name = "embedding_bwd (step 4)";
+    if v * d == 0 {
+        return Ok(());
+    }
+    if n >= i32::MAX as usize || v >= i32::MAX as usize {
+        return Err(crate::Error::LaunchConfig {
+            kernel: name.to_string(),
+            msg: format!("{n} tokens into {v} rows: both must be below 2^31 - 1 (int32 offsets)"),
+        });
+    }
+    let group = dev.function(MODULE, "embedding_bwd4_group")?;
+    // The grid waits for itself at two barriers: every block must be resident at once. As many
+    // blocks of 256 as fit (by the kernel's registers), no more than the tokens or tiles need.
+    let lim = dev.limits();
+    let threads = super::rows::ROW_THREADS;
+    let fit = group.limits().blocks_per_sm(lim, threads, 0) as usize;
+    if fit == 0 {
+        return Err(crate::Error::LaunchConfig {
+            kernel: name.to_string(),
+            msg: "no block of 256 threads fits on a multiprocessor".to_string(),
+        });
+    }
+    let tiles = v.div_ceil(EMB4_TILE);
+    let blocks = n
+        .div_ceil(threads as usize)
+        .max(tiles)
+        .clamp(1, fit * lim.sm_count.max(1) as usize);
+    // Zero-whenever-idle ints: counts (v, padded to even) | tile flags (u64 each) | barrier (2)
+    let zero = dev.counters(v.div_ceil(2) * 2 + 2 * tiles + 2)?;
+    // Workspace: start (v + 1 ints) | ranks (n ints) | entries (n int2, 8-byte aligned)
+    let ent_at = (v + 1 + n).div_ceil(2) * 2;
+    let work = dev.alloc((ent_at + 2 * n.max(1)) * 4)?;
+    let at = |ints: usize| DevPtr(work.ptr().0 + 4 * ints as u64);
+    let (start, rank, ent) = (at(0), at(v + 1), at(ent_at));
+    let (ni, vi, di) = (n as i64, v as i64, d as i64);
+    let vec = d % 4 == 0 && out.0 % 16 == 0 && g.0 % 16 == 0;
+    let w = if vec { 4 } else { 1 };
+    let zw = v.div_ceil(32);
+    let warps = zw + n.div_ceil(EMB_CHUNK) * (d / w).div_ceil(32);
+    let gather = dev.function(
+        MODULE,
+        if vec {
+            "embedding_bwd4_gather_vec_f32"
+        } else {
+            "embedding_bwd4_gather_f32"
+        },
+    )?;
+    let cfg = crate::LaunchConfig::new(crate::Dim3::x(blocks as u32), crate::Dim3::x(threads));
+    let zwi = zw as i64;
+    // SAFETY: the pointers are the caller's g ([n, d] f32), idx (n i64), out ([v, d] f32) and
+    // err slot, the device's zero counters (sized above) and the workspace slices laid out
+    // above; the argument lists match the kernels in kernels/embedding.cu. The group kernel's
+    // grid is resident at once (fit ≥ 1 block a multiprocessor, at most fit × SMs blocks) and
+    // nothing else runs meanwhile: camel queues everything on the device's one stream.
+    unsafe {
+        dev.launch(
+            &group,
+            cfg,
+            &[&idx, &ni, &vi, &di, &zero, &rank, &start, &ent, &out, &err],
+        )?;
+        dev.launch(
+            &gather,
+            warp_rows_cfg(name, warps)?,
+            &[&g, &start, &ent, &vi, &di, &zwi, &out],
+        )?;
+    }
+    Ok(())
+}
