@@ -511,3 +511,39 @@ fn embedding_backward_grouped(step: usize) {
         }
     }
 }
+
+/// Steps 3 and 4 of the embedding backward refuse token or row counts their int32 offsets
+/// cannot hold, before touching any memory (the pointers here are null), with an error naming
+/// the step and the counts.
+#[test]
+fn embedding_backward_grouped_refuses_int32_overflow() {
+    let Some(dev) = test_device() else { return };
+    let big = i32::MAX as usize;
+    for (step, launch) in [
+        (
+            3,
+            emb::index_add_rows_sorted_f32 as fn(_, _, _, _, _, _, _, _) -> _,
+        ),
+        (4, emb::index_add_rows_grouped_f32),
+    ] {
+        for (n, v) in [(big, 10usize), (10, big)] {
+            let e = launch(
+                &dev,
+                DevPtr::NULL,
+                DevPtr::NULL,
+                DevPtr::NULL,
+                n,
+                v,
+                4,
+                DevPtr::NULL,
+            )
+            .expect_err("an int32 overflow must be refused");
+            let msg = e.to_string();
+            assert!(
+                msg.contains(&format!("step {step}")) && msg.contains(&n.to_string()),
+                "step {step}, n={n} v={v}: {msg}"
+            );
+        }
+    }
+    dev.synchronize().unwrap();
+}
