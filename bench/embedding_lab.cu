@@ -22,7 +22,9 @@
 //      last one past the chunk's end, so it stores each row with a plain store; only groups
 //      longer than LONG tokens are split over chunks and added atomically (into rows zeroed by
 //      the scan). Empty rows are zeroed by extra warps of the gather's own grid.
-//   F  the preprocessing in one launch of resident blocks, phases between grid barriers.
+//   F  the preprocessing in one launch of resident blocks, phases between grid barriers (its
+//      lab copy is gone: F2 below, the library's step 4, is the same launch with the changes
+//      named there).
 //   F2 F with its counters in buffers left zero (no memset) and one int2 entry (token, row with
 //      a long-group bit) a grouped token, so the gather reads no start[] to choose store or
 //      atomic. G2: G on those entries (NW float4 a lane). F2 + G2 (aggregated count, NW = 1) won
@@ -53,15 +55,8 @@
 #include <cuda_runtime.h>
 
 #include "../kernels/embedding.cu"  // the library's kernels (steps 1–3)
+#include "lab_common.cuh"
 
-#define CK(x)                                                                                   \
-    do {                                                                                        \
-        cudaError_t e_ = (x);                                                                   \
-        if (e_ != cudaSuccess) {                                                                \
-            printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__);     \
-            exit(1);                                                                            \
-        }                                                                                       \
-    } while (0)
 
 constexpr int LAB_CHUNK = 32;
 
@@ -140,135 +135,6 @@ __global__ void lab_fill_rank(const long long* __restrict__ idx, const int* __re
             const int p = start[r] + rank[i];
             order[p] = (int)i;
             rows[p] = (int)r;
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// F: the whole preprocessing in one launch of resident blocks (256 threads), phases separated by
-// grid barriers: count (ranks kept in registers for the thread's first K tokens), scan of tiles
-// of 1024 rows (tile t waits for the totals of the tiles before it), fill. AGG: lanes of a warp
-// with the same row add to its count once (__match_any_sync), for skewed indices.
-__device__ __forceinline__ void lab_grid_sync(unsigned* bar, unsigned target) {
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence();
-        atomicAdd(bar, 1u);
-        while (*(volatile unsigned*)bar < target) {
-        }
-        __threadfence();
-    }
-    __syncthreads();
-}
-
-// exclusive scan over a block of any multiple of 32 threads; ws: __shared__ int[32]
-__device__ __forceinline__ int lab_block_scan(int s, int* ws, int& total) {
-    const int lane = threadIdx.x % 32, w = threadIdx.x / 32, nw = blockDim.x / 32;
-    const int x = camel::warp_inclusive_scan(s);
-    __syncthreads();
-    if (lane == 31) ws[w] = x;
-    __syncthreads();
-    if (w == 0) {
-        const int v = camel::warp_inclusive_scan(lane < nw ? ws[lane] : 0);
-        ws[lane] = v;
-    }
-    __syncthreads();
-    total = ws[nw - 1];
-    return x - s + (w > 0 ? ws[w - 1] : 0);
-}
-
-template <int LONG, bool AGG, int K>
-__global__ void __launch_bounds__(256) lab_pre_fused(const long long* __restrict__ idx, long long n, long long V,
-                                                      long long D, int* __restrict__ counts, int* __restrict__ rank,
-                                                      int* __restrict__ start, int* __restrict__ order,
-                                                      int* __restrict__ rows, unsigned long long* flags,
-                                                      unsigned* bar, float* __restrict__ out, long long* err) {
-    __shared__ int ws[32];
-    const int lane = threadIdx.x % 32;
-    const long long G = gridDim.x, step = G * 256;
-    const long long base0 = (long long)blockIdx.x * 256 + (threadIdx.x & ~31);
-    int kr[K], kk[K];  // the first K tokens' rows and ranks
-    // phase 1: count
-    int it = 0;
-    for (long long base = base0; base < n; base += step, ++it) {
-        const long long i = base + lane;
-        const long long r = i < n ? idx[i] : 0;
-        const bool ok = i < n && r >= 0 && r < V;
-        if (i < n && !ok) record_index_error(err, CAMEL_OP_EMBEDDING_BWD, r, V);
-        int rk = 0;
-        if (AGG) {
-            const unsigned peers = __match_any_sync(0xffffffffu, ok ? r : -1ll);
-            const int leader = __ffs(peers) - 1;
-            int old = 0;
-            if (ok && lane == leader) old = atomicAdd(&counts[r], __popc(peers));
-            old = __shfl_sync(0xffffffffu, old, leader);
-            rk = old + __popc(peers & ((1u << lane) - 1));
-        } else if (ok) {
-            rk = atomicAdd(&counts[r], 1);
-        }
-        if (it < K) {
-#pragma unroll
-            for (int q = 0; q < K; ++q)
-                if (q == it) kr[q] = ok ? (int)r : -1, kk[q] = rk;
-        } else if (ok) {
-            rank[i] = rk;
-        }
-    }
-    lab_grid_sync(bar, (unsigned)G);
-    // phase 2: scan, tiles of 1024 rows
-    const long long tiles = (V + 1023) / 1024;
-    for (long long t = blockIdx.x; t < tiles; t += G) {
-        const long long r0 = t * 1024 + 4 * threadIdx.x;
-        int c[4];
-#pragma unroll
-        for (int q = 0; q < 4; ++q) c[q] = r0 + q < V ? counts[r0 + q] : 0;
-        int total;
-        int run = lab_block_scan(c[0] + c[1] + c[2] + c[3], ws, total);
-        if (threadIdx.x == 0) atomicExch(&flags[t], (1ull << 32) | (unsigned)total);
-        int s = 0;
-        for (long long i = threadIdx.x; i < t; i += 256) {
-            unsigned long long f;
-            do {
-                f = *(volatile unsigned long long*)&flags[i];
-            } while ((f >> 32) == 0);
-            s += (int)(unsigned)f;
-        }
-        const int offset = camel::block_sum(s, ws);
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-            if (r0 + q < V) start[r0 + q] = run + offset;
-            run += c[q];
-        }
-        if (t == tiles - 1 && threadIdx.x == 0) start[V] = offset + total;
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-            unsigned m = __ballot_sync(0xffffffffu, r0 + q < V && c[q] > LONG);
-            while (m) {
-                const int src = __ffs(m) - 1;
-                m &= m - 1;
-                const long long r = t * 1024 + 4 * ((threadIdx.x & ~31) + src) + q;
-                for (long long d = lane; d < D; d += 32) out[r * D + d] = 0.0f;
-            }
-        }
-    }
-    lab_grid_sync(bar, 2 * (unsigned)G);
-    // phase 3: fill
-    it = 0;
-    for (long long base = base0; base < n; base += step, ++it) {
-        const long long i = base + lane;
-        int r = -1, rk = 0;
-        if (it < K) {
-#pragma unroll
-            for (int q = 0; q < K; ++q)
-                if (q == it) r = kr[q], rk = kk[q];
-        } else if (i < n) {
-            const long long ri = idx[i];
-            if (ri >= 0 && ri < V) r = (int)ri, rk = rank[i];
-        }
-        if (i < n && r >= 0) {
-            const int p = start[r] + rk;
-            order[p] = (int)i;
-            rows[p] = r;
         }
     }
 }
@@ -381,19 +247,6 @@ __global__ void __launch_bounds__(256) lab_gather_grp(const float* __restrict__ 
 }
 
 // ---------------------------------------------------------------------------------------------
-__global__ void blocker(long long cycles) {
-    const long long t0 = clock64();
-    while (clock64() - t0 < cycles) {
-    }
-}
-
-struct Timer {
-    cudaEvent_t a, b;
-    Timer() {
-        CK(cudaEventCreate(&a));
-        CK(cudaEventCreate(&b));
-    }
-};
 
 static double streamed(const std::function<void()>& launch, int per = 0) {
     if (per == 0) per = getenv("LAB_PER") ? atoi(getenv("LAB_PER")) : 10;
@@ -497,14 +350,6 @@ static void new_pre(const Work& w, float* out) {
     lab_scan1<LONG><<<tiles, 1024>>>(w.counts, w.start, w.flags, (int*)(w.flags + tiles), w.V, w.D, out);
     lab_fill_rank<<<grid_1d(w.n), 256>>>(w.idx, w.rank, w.n, w.V, w.start, w.order, w.rows);
 }
-static int g_fused_blocks = 0;
-template <int LONG, bool AGG>
-static void fused_pre(const Work& w, float* out) {
-    const long long tiles = (w.V + 1023) / 1024;
-    CK(cudaMemsetAsync(w.counts, 0, w.counts_bytes));
-    lab_pre_fused<LONG, AGG, 4><<<g_fused_blocks, 256>>>(w.idx, w.n, w.V, w.D, w.counts, w.rank, w.start, w.order,
-                                                          w.rows, w.flags, (unsigned*)(w.flags + tiles), out, w.err);
-}
 // S4: the library's step 4 (F2 + G2 with the warp-aggregated count and NW = 1, which won here),
 // launched as index_add_rows_grouped_f32 does; its zero counters are the lab's g_zero.
 static int* g_zero = nullptr;
@@ -546,17 +391,14 @@ int main() {
     printf("device: %s (%d SMs)\n", prop.name, prop.multiProcessorCount);
     const long long D = 768, V = 50257, N = (1ll << 28) / 768;
     {
-        int a = 0, b = 0;
-        CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&a, lab_pre_fused<128, false, 4>, 256, 0));
-        CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, lab_pre_fused<128, true, 4>, 256, 0));
-        g_fused_blocks = std::min(a, b) * prop.multiProcessorCount;
+        int a = 0;
         CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&a, embedding_bwd4_group, 256, 0));
         g_s4_blocks = a * prop.multiProcessorCount;
         const long long zn = (V + 1) / 2 * 2 + 2 * ((V + 1023) / 1024) + 2;
         g_zero = dalloc<int>(zn);
         g_ent = dalloc<int2>(N);
         CK(cudaMemset(g_zero, 0, zn * 4));
-        printf("fused preprocessing: %d resident blocks of 256 (%d, %d per SM)\n", g_fused_blocks, a, b);
+        printf("step 4 preprocessing: %d resident blocks of 256 (%d per SM)\n", g_s4_blocks, a);
     }
 
     const size_t BIG = 1ull << 28;
@@ -639,8 +481,6 @@ int main() {
                    lab_fill_rank<<<grid_1d(w.n), 256>>>(w.idx, w.rank, w.n, w.V, w.start, w.order, w.rows);
                }),
                bytes);
-        report("  F pre fused (memset, 1 kernel)", streamed([&] { fused_pre<128, false>(w, out); }), bytes);
-        report("  F pre fused, warp-aggregated counts", streamed([&] { fused_pre<128, true>(w, out); }), bytes);
         report("  memset alone", streamed([&] { CK(cudaMemsetAsync(w.counts, 0, w.counts_bytes)); }), bytes);
         // library gather on the new preprocessing (needs the zero kernel)
         {
@@ -670,16 +510,6 @@ int main() {
         variant("PG LONG=128 U=4", [&] { new_gather<128, 4, false>(w, out); },
                 [&] {
                     new_pre<128>(w, out);
-                    new_gather<128, 4, false>(w, out);
-                });
-        variant("FG fused pre, LONG=128 U=4", [&] { new_gather<128, 4, false>(w, out); },
-                [&] {
-                    fused_pre<128, false>(w, out);
-                    new_gather<128, 4, false>(w, out);
-                });
-        variant("FG fused pre (aggregated), LONG=128 U=4", [&] { new_gather<128, 4, false>(w, out); },
-                [&] {
-                    fused_pre<128, true>(w, out);
                     new_gather<128, 4, false>(w, out);
                 });
         report("  S4 pre (library step 4: one launch, no memset)", streamed([&] { s4_pre(w, out); }), bytes);

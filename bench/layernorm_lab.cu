@@ -39,15 +39,8 @@
 #include <cuda_runtime.h>
 
 #include "../kernels/layernorm.cu"  // the library's kernels (steps 2–4)
+#include "lab_common.cuh"
 
-#define CK(x)                                                                                   \
-    do {                                                                                        \
-        cudaError_t e_ = (x);                                                                   \
-        if (e_ != cudaSuccess) {                                                                \
-            printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__);     \
-            exit(1);                                                                            \
-        }                                                                                       \
-    } while (0)
 
 constexpr int COLS = 768, VEC = 4, NV = 6, PER_LANE = NV * VEC;  // 24 floats of a row per lane
 constexpr int LIB_SMEM = 8 * 2 * COLS * 4;  // the library's backward: each warp's dγ/dβ slice
@@ -295,19 +288,6 @@ __global__ void __launch_bounds__(256, MINB) lab_bwd(const float* __restrict__ x
 }
 
 // ---------------------------------------------------------------------------------------------
-__global__ void blocker(long long cycles) {
-    const long long t0 = clock64();
-    while (clock64() - t0 < cycles) {
-    }
-}
-
-struct Timer {
-    cudaEvent_t a, b;
-    Timer() {
-        CK(cudaEventCreate(&a));
-        CK(cudaEventCreate(&b));
-    }
-};
 
 // Median µs per launch of `launch(set)` streamed: 20 batches of `per` launches behind a blocker.
 static double streamed(const std::function<void(int)>& launch, int sets, int per = 0) {

@@ -25,15 +25,8 @@ DB(128, 128, 16, 64, 32, 2, 8, 4, 256)  // … at 16384×1536×384
 #undef cp_async16
 #undef cp_async_commit
 #undef cp_async_wait
+#include "lab_common.cuh"
 
-#define CK(x)                                                                     \
-    do {                                                                          \
-        cudaError_t e_ = (x);                                                     \
-        if (e_ != cudaSuccess) {                                                  \
-            printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-            exit(1);                                                              \
-        }                                                                         \
-    } while (0)
 
 // 256 threads as a 16×16 grid; thread (ty, tx) owns the rows {i·64 + ty·4 + r} and columns
 // {j·64 + tx·4 + c} of the block tile (TMR × TNR sub-tiles of 4×4). A warp is 4 thread-rows ×

@@ -214,42 +214,14 @@ extern "C" __global__ void embedding_bwd_zero(const int* __restrict__ start, lon
     for (long long d = threadIdx.x % 32; d < D; d += 32) o[d] = 0.0f;
 }
 
-// A warp per (chunk of EMB_CHUNK grouped tokens, block of 32 lanes × W columns): W = 4 (float4)
-// when D % 4 == 0, else 1. The grid covers ⌈n / EMB_CHUNK⌉ chunks (n: all tokens); chunks past
-// the valid ones (bad indices were skipped) return at once.
-template <int W>
-__device__ __forceinline__ void emb_gather(const float* __restrict__ g, const int* __restrict__ start,
-                                           const int* __restrict__ order, const int* __restrict__ rows,
-                                           long long V, long long D, float* __restrict__ out) {
-    const long long wid = (blockIdx.x + (long long)blockIdx.y * gridDim.x) * (blockDim.x / 32) + threadIdx.x / 32;
-    const long long nb = (D / W + 31) / 32;  // column blocks
-    const long long c = wid / nb, cb = wid % nb;
-    const int total = start[V];
-    if (c * EMB_CHUNK >= total) return;
-    const int j0 = (int)(c * EMB_CHUNK), cnt = min(EMB_CHUNK, total - j0);
-    const int lane = threadIdx.x % 32;
-    const long long col = (cb * 32 + lane) * W;
-    const bool act = col < D;
-    // the chunk's token ids and rows, one per lane, broadcast by shuffles below
-    const int my_p = lane < cnt ? order[j0 + lane] : 0, my_r = lane < cnt ? rows[j0 + lane] : -1;
-    float acc[W];
-#pragma unroll
-    for (int q = 0; q < W; ++q) acc[q] = 0.0f;
-    int row = __shfl_sync(0xffffffffu, my_r, 0);
-    auto flush = [&]() {
-        if (!act) return;
-        float* o = out + (long long)row * D + col;
-        if (emb_whole(start, row)) {
-            if (W == 4) {
-                *reinterpret_cast<float4*>(o) = make_float4(acc[0], acc[1 % W], acc[2 % W], acc[3 % W]);
-            } else {
-                o[0] = acc[0];
-            }
-        } else {
-#pragma unroll
-            for (int q = 0; q < W; ++q) atomicAdd(&o[q], acc[q]);
-        }
-    };
+// Shared by the gathers of steps 3 and 4. Adds `cnt` grouped tokens into `acc` (columns col …
+// col + W − 1; lane k < cnt holds token k's id in my_p and its row in my_r), four rows' loads in
+// flight before any is added; where the row changes it calls flush() for the finished group and
+// starts the next one's sum.
+template <int W, class Flush>
+__device__ __forceinline__ void emb_sum_grouped(const float* __restrict__ g, long long D, long long col, bool act,
+                                                int cnt, int my_p, int my_r, float (&acc)[W], int& row,
+                                                Flush& flush) {
     for (int j = 0; j < cnt; j += 4) {
         float v[4][W];
         int rr[4];
@@ -280,6 +252,49 @@ __device__ __forceinline__ void emb_gather(const float* __restrict__ g, const in
             }
         }
     }
+}
+
+// Writes a group's sum: a plain store (the group's only writer) or atomic adds (one of several).
+template <int W>
+__device__ __forceinline__ void emb_put(float* o, const float (&acc)[W], bool store) {
+    if (store) {
+        if (W == 4) {
+            *reinterpret_cast<float4*>(o) = make_float4(acc[0], acc[1 % W], acc[2 % W], acc[3 % W]);
+        } else {
+            o[0] = acc[0];
+        }
+    } else {
+#pragma unroll
+        for (int q = 0; q < W; ++q) atomicAdd(&o[q], acc[q]);
+    }
+}
+
+// A warp per (chunk of EMB_CHUNK grouped tokens, block of 32 lanes × W columns): W = 4 (float4)
+// when D % 4 == 0, else 1. The grid covers ⌈n / EMB_CHUNK⌉ chunks (n: all tokens); chunks past
+// the valid ones (bad indices were skipped) return at once.
+template <int W>
+__device__ __forceinline__ void emb_gather(const float* __restrict__ g, const int* __restrict__ start,
+                                           const int* __restrict__ order, const int* __restrict__ rows,
+                                           long long V, long long D, float* __restrict__ out) {
+    const long long wid = (blockIdx.x + (long long)blockIdx.y * gridDim.x) * (blockDim.x / 32) + threadIdx.x / 32;
+    const long long nb = (D / W + 31) / 32;  // column blocks
+    const long long c = wid / nb, cb = wid % nb;
+    const int total = start[V];
+    if (c * EMB_CHUNK >= total) return;
+    const int j0 = (int)(c * EMB_CHUNK), cnt = min(EMB_CHUNK, total - j0);
+    const int lane = threadIdx.x % 32;
+    const long long col = (cb * 32 + lane) * W;
+    const bool act = col < D;
+    // the chunk's token ids and rows, one per lane, broadcast by shuffles below
+    const int my_p = lane < cnt ? order[j0 + lane] : 0, my_r = lane < cnt ? rows[j0 + lane] : -1;
+    float acc[W];
+#pragma unroll
+    for (int q = 0; q < W; ++q) acc[q] = 0.0f;
+    int row = __shfl_sync(0xffffffffu, my_r, 0);
+    auto flush = [&]() {
+        if (act) emb_put<W>(out + (long long)row * D + col, acc, emb_whole(start, row));
+    };
+    emb_sum_grouped<W>(g, D, col, act, cnt, my_p, my_r, acc, row, flush);
     flush();
 }
 
@@ -503,52 +518,12 @@ __device__ __forceinline__ void emb4_gather(const float* __restrict__ g, const i
     for (int q = 0; q < W; ++q) acc[q] = 0.0f;
     int row = -1;  // the entry's .y of the group being summed (negative: long)
     auto flush = [&]() {
-        if (!act || row == -1) return;
-        float* o = out + (long long)(row & 0x7fffffff) * D + col;
-        if (row >= 0) {
-            if (W == 4) {
-                *reinterpret_cast<float4*>(o) = make_float4(acc[0], acc[1 % W], acc[2 % W], acc[3 % W]);
-            } else {
-                o[0] = acc[0];
-            }
-        } else {
-#pragma unroll
-            for (int q = 0; q < W; ++q) atomicAdd(&o[q], acc[q]);
-        }
+        if (act && row != -1) emb_put<W>(out + (long long)(row & 0x7fffffff) * D + col, acc, row >= 0);
     };
-    for (int j0 = B; j0 < E; j0 += 32) {
+    for (int j0 = B; j0 < E; j0 += 32) {  // the positions in batches of 32, one entry a lane
         const int cnt = min(32, E - j0);
         const int2 be = lane < cnt ? ent[j0 + lane] : make_int2(0, -1);
-        for (int j = 0; j < cnt; j += 4) {
-            float v[4][W];
-            int rr[4];
-#pragma unroll
-            for (int u = 0; u < 4; ++u) {  // four rows' loads in flight before any is added
-                const int pp = __shfl_sync(camel::FULL_MASK, be.x, (j + u) & 31);
-                rr[u] = __shfl_sync(camel::FULL_MASK, be.y, (j + u) & 31);
-                const bool ok = act && j + u < cnt;
-                const float* src = g + (long long)pp * D + col;
-                if (W == 4) {
-                    const float4 x = ok ? *reinterpret_cast<const float4*>(src) : make_float4(0, 0, 0, 0);
-                    v[u][0] = x.x, v[u][1 % W] = x.y, v[u][2 % W] = x.z, v[u][3 % W] = x.w;
-                } else {
-                    v[u][0] = ok ? src[0] : 0.0f;
-                }
-            }
-#pragma unroll
-            for (int u = 0; u < 4; ++u) {
-                if (j + u < cnt) {
-                    if (rr[u] != row) {  // the next group starts: store this one
-                        flush();
-#pragma unroll
-                        for (int q = 0; q < W; ++q) acc[q] = 0.0f;
-                        row = rr[u];
-                    }
-#pragma unroll
-                    for (int q = 0; q < W; ++q) acc[q] += v[u][q];
-                }
-            }
-        }
+        emb_sum_grouped<W>(g, D, col, act, cnt, be.x, be.y, acc, row, flush);
     }
     flush();
 }

@@ -552,30 +552,24 @@ fn run() -> Result<()> {
         let pe = err.ptr();
         let p = |v: &[Buffer], i: usize| -> DevPtr { v[i].ptr() };
         let size = format!("{tokens}x{dim}");
-        b.row("embedding", &size, 1, 8.0 * e, k, &mut |i| {
-            emb::index_select_rows_f32(
-                d,
-                p(&tables, i),
-                p(&idx, i),
-                p(&outs, i),
-                tokens,
-                v,
-                dim,
-                pe,
-            )
-        })?;
-        b.row("embedding", &size, 2, 8.0 * e, k, &mut |i| {
-            emb::index_select_rows_warp_f32(
-                d,
-                p(&tables, i),
-                p(&idx, i),
-                p(&outs, i),
-                tokens,
-                v,
-                dim,
-                pe,
-            )
-        })?;
+        // every step's launcher has the same signature: (dev, src, idx, dst, n, v, dim, err)
+        type EmbLaunch =
+            fn(&CudaDevice, DevPtr, DevPtr, DevPtr, usize, usize, usize, DevPtr) -> Result<()>;
+        let fwd: [EmbLaunch; 2] = [emb::index_select_rows_f32, emb::index_select_rows_warp_f32];
+        for (step, f) in (1..).zip(fwd) {
+            b.row("embedding", &size, step, 8.0 * e, k, &mut |i| {
+                f(
+                    d,
+                    p(&tables, i),
+                    p(&idx, i),
+                    p(&outs, i),
+                    tokens,
+                    v,
+                    dim,
+                    pe,
+                )
+            })?;
+        }
         // backward, as the backend runs it (`index_add_rows`). Bytes it must move: the
         // upstream rows read once (4 B/element), the indices (8 B/token) and the [v, dim]
         // gradient written once. Steps 1–2 (as PyTorch's index_add would) zero the gradient and
@@ -584,47 +578,21 @@ fn run() -> Result<()> {
         // first (step 4 in two launches, with plain stores of all but long groups). Every
         // repetition starts from scratch, so the atomics see the same values.
         let bwd_bytes = 4.0 * e + 8.0 * tokens as f64 + 4.0 * (v * dim) as f64;
-        b.row("embedding_bwd", &size, 1, bwd_bytes, k, &mut |i| {
-            d.memset_zero(&grads[i])?;
-            emb::index_add_rows_f32(d, p(&outs, i), p(&idx, i), p(&grads, i), tokens, v, dim, pe)
-        })?;
-        b.row("embedding_bwd", &size, 2, bwd_bytes, k, &mut |i| {
-            d.memset_zero(&grads[i])?;
-            emb::index_add_rows_warp_f32(
-                d,
-                p(&outs, i),
-                p(&idx, i),
-                p(&grads, i),
-                tokens,
-                v,
-                dim,
-                pe,
-            )
-        })?;
-        b.row("embedding_bwd", &size, 3, bwd_bytes, k, &mut |i| {
-            emb::index_add_rows_sorted_f32(
-                d,
-                p(&outs, i),
-                p(&idx, i),
-                p(&grads, i),
-                tokens,
-                v,
-                dim,
-                pe,
-            )
-        })?;
-        b.row("embedding_bwd", &size, 4, bwd_bytes, k, &mut |i| {
-            emb::index_add_rows_grouped_f32(
-                d,
-                p(&outs, i),
-                p(&idx, i),
-                p(&grads, i),
-                tokens,
-                v,
-                dim,
-                pe,
-            )
-        })?;
+        // steps 1–2 add into a zeroed gradient; steps 3–4 write every row themselves
+        let bwd: [(bool, EmbLaunch); 4] = [
+            (true, emb::index_add_rows_f32),
+            (true, emb::index_add_rows_warp_f32),
+            (false, emb::index_add_rows_sorted_f32),
+            (false, emb::index_add_rows_grouped_f32),
+        ];
+        for (step, (zero, f)) in (1..).zip(bwd) {
+            b.row("embedding_bwd", &size, step, bwd_bytes, k, &mut |i| {
+                if zero {
+                    d.memset_zero(&grads[i])?;
+                }
+                f(d, p(&outs, i), p(&idx, i), p(&grads, i), tokens, v, dim, pe)
+            })?;
+        }
     }
 
     // ---- optimizers over 10M parameters in 10 tensors of 1M (step 1: one launch each),
