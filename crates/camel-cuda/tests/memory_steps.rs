@@ -547,3 +547,67 @@ fn embedding_backward_grouped_refuses_int32_overflow() {
     }
     dev.synchronize().unwrap();
 }
+
+#[test]
+fn block_rows_past_65535() {
+    // "One block per row" kernels with more rows than 65535: the grid is 1-D (rows_grid) and
+    // every row must still be computed exactly once. 65537 rows of 1028 columns (float4, a block
+    // per row): the last-dim sum and max of reduce steps 1–3 and softmax steps 1–3 (step 3's
+    // block rows), each output poisoned with NaN first, against f64 on the host.
+    use camel_cuda::kernels::{elementwise as ew, reduce, softmax};
+    let Some(dev) = test_device() else { return };
+    let (rows, cols) = (65_537usize, 1028usize);
+    let xs = rand_vec(rows * cols, -1.0, 1.0, 65_537);
+    let x = dev.htod(&xs).unwrap();
+    let y = dev.alloc(rows * cols * 4).unwrap();
+    let (px, py) = (x.ptr(), y.ptr());
+    let sum: Vec<f32> = xs
+        .chunks(cols)
+        .map(|r| r.iter().map(|&v| v as f64).sum::<f64>() as f32)
+        .collect();
+    let max: Vec<f32> = xs
+        .chunks(cols)
+        .map(|r| r.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v)))
+        .collect();
+    type Reduce =
+        fn(&CudaDevice, DevPtr, DevPtr, usize, usize, usize, i32) -> camel_cuda::Result<()>;
+    let steps: [(&str, Reduce); 3] = [
+        ("reduce step 1", reduce::reduce_f32),
+        ("reduce step 2", reduce::reduce2_f32),
+        ("reduce step 3", reduce::reduce3_f32),
+    ];
+    for (name, f) in steps {
+        for (op, want) in [(0, &sum), (1, &max)] {
+            ew::fill_f32(&dev, py, rows, f32::NAN).unwrap();
+            f(&dev, px, py, rows, cols, 1, op).unwrap();
+            let got = dev.dtoh_vec::<f32>(&y, rows).unwrap();
+            let what = format!("{name}, op {op}, [{rows}, {cols}]");
+            assert_near(&what, &got, want, 1e-4, 1e-4);
+        }
+    }
+    // softmax: the reference for every row, checked in full
+    let mut want = Vec::with_capacity(rows * cols);
+    for r in xs.chunks(cols) {
+        let m = r.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v)) as f64;
+        let s: f64 = r.iter().map(|&v| (v as f64 - m).exp()).sum();
+        want.extend(r.iter().map(|&v| ((v as f64 - m).exp() / s) as f32));
+    }
+    type Softmax = fn(&CudaDevice, DevPtr, DevPtr, usize, usize, bool) -> camel_cuda::Result<()>;
+    let steps: [(&str, Softmax); 3] = [
+        ("softmax step 1", softmax::softmax_last_f32),
+        ("softmax step 2", softmax::softmax2_f32),
+        ("softmax step 3", softmax::softmax3_f32),
+    ];
+    for (name, f) in steps {
+        ew::fill_f32(&dev, py, rows * cols, f32::NAN).unwrap();
+        f(&dev, px, py, rows, cols, false).unwrap();
+        let got = dev.dtoh_vec::<f32>(&y, rows * cols).unwrap();
+        assert_near(
+            &format!("{name}, [{rows}, {cols}]"),
+            &got,
+            &want,
+            1e-7,
+            1e-4,
+        );
+    }
+}

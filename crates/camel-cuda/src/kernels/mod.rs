@@ -15,12 +15,15 @@ pub mod softmax;
 
 use crate::{Dim3, Error, Result};
 
-/// Grid for "one block per row" kernels: rows spread over x (≤ 65535) and y; the kernel
-/// recomputes `row = blockIdx.x + blockIdx.y * gridDim.x` and skips rows past the end.
+/// Grid for "one block per row" kernels: every row on x (up to 2^31 − 1 blocks), spilling onto y
+/// only past that, with x chosen so that at most y − 1 blocks are spare; the kernel recomputes
+/// `row = blockIdx.x + blockIdx.y * gridDim.x` and skips rows past the end.
+/// Why not x ≤ 65535 (the form before): 65536 rows then became a 65535 × 2 grid, 65534 blocks
+/// that only exit; at 65536×4096 they cost the last-dim sum 37 µs of 375 (H100).
 pub(crate) fn rows_grid(kernel: &str, rows: usize) -> Result<Dim3> {
-    const X: usize = 65_535;
-    let x = rows.clamp(1, X);
+    const X: usize = i32::MAX as usize;
     let y = rows.div_ceil(X).max(1);
+    let x = rows.div_ceil(y).max(1);
     if y > 65_535 {
         return Err(Error::LaunchConfig {
             kernel: kernel.to_string(),
@@ -46,4 +49,37 @@ pub(crate) fn dims_array(kernel: &str, v: &[usize]) -> Result<[i64; MAX_DIMS]> {
         a[d] = x as i64;
     }
     Ok(a)
+}
+
+#[cfg(test)]
+mod rows_grid_tests {
+    use super::*;
+
+    #[test]
+    fn one_block_per_row_and_no_spare_blocks() {
+        for rows in [
+            0usize,
+            1,
+            7,
+            65_535,
+            65_536,
+            65_537,
+            1 << 24,
+            i32::MAX as usize,
+        ] {
+            let g = rows_grid("k", rows).unwrap();
+            assert_eq!((g.x as usize, g.y), (rows.max(1), 1), "{rows} rows");
+        }
+        // past 2^31 − 1 rows: y > 1, and x·y covers the rows with fewer than y spare blocks
+        for rows in [i32::MAX as usize + 1, 5_000_000_000usize] {
+            let g = rows_grid("k", rows).unwrap();
+            let total = g.x as usize * g.y as usize;
+            assert!(g.y > 1 && g.x <= i32::MAX as u32, "{rows} rows: {g:?}");
+            assert!(
+                total >= rows && total - rows < g.y as usize,
+                "{rows} rows: {g:?}"
+            );
+        }
+        assert!(rows_grid("k", usize::MAX).is_err());
+    }
 }
