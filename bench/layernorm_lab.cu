@@ -28,6 +28,13 @@
 //   60.4–61.4 against 61.7–63.6 for the separate kernel (kept: ln3_fused_colsum);
 //   dγ/dβ in shared memory 70.1–97.9 (dropped); dx only, no dγ/dβ at all, 55.7–55.9 (90 % of
 //   copy: the bound for a kernel moving these bytes).
+// - backward, second round (H100, 2026-11-22): a PAIR of warps per row (bP: half the registers
+//   a thread for the row and the dγ/dβ sums; the pair's two sums met behind a named barrier):
+//   with 2 blocks an SM (94 registers) 57.6–57.9 µs (87 % of copy) against step 3's 61.3–62.2,
+//   3 an SM (80 registers, 8 bytes spilled) 60.1–60.3, 4 (100 bytes spilled) 75.5. It went into
+//   the library as step 4 (B4 below: γ held in registers across rows, 57.5 µs; with γ re-read
+//   per row 59.2), with a lockstep __syncthreads in place of the named barrier (see
+//   kernels/layernorm.cu, step 4 of the backward, for why).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -287,6 +294,84 @@ __global__ void __launch_bounds__(256, MINB) lab_bwd(const float* __restrict__ x
     if (FUSED == 2) ln3_fused_colsum(partial, dgamma, dbeta, counters, COLS);
 }
 
+// bP: a PAIR of warps owns a row (H = 2 warps, each half the columns: 3 float4 a lane at 768), so a
+// lane's x, g and dγ/dβ sums are half as many registers (48 floats against 96): the aim is
+// step 3's sums at the dx-only kernel's occupancy. The row's Σ ĝ and Σ ĝ·x̂ are each warp's
+// shuffle sum plus its partner's, exchanged through shared memory with one named barrier of
+// the pair's 64 threads per row (double-buffered by row parity: a warp cannot write a buffer
+// again before its partner has passed the next barrier, i.e. read it). Both warps add the two
+// halves in the same order, so they agree bit for bit. The block's partial row: each pair
+// stores its sums to its own slice, one barrier, every thread adds the pairs' slices in order.
+template <int MINB, int FUSED>
+__global__ void __launch_bounds__(256, MINB) lab_bwd_pair(const float* __restrict__ x, const float* __restrict__ gamma,
+                                                           const float* __restrict__ g, const float* __restrict__ mean,
+                                                           const float* __restrict__ rstd, float* __restrict__ dx,
+                                                           float* __restrict__ partial, long long rows, long long cols,
+                                                           float* dgamma, float* dbeta, int* counters) {
+    constexpr int H = 2, NVH = NV / H, PL = NVH * 4, HALF = COLS / H;  // per lane: 12 floats of the row
+    extern __shared__ __align__(16) float lab_red[];                      // P × 2·COLS: the pairs' dγ/dβ
+    __shared__ float xch[8][2][2][2];                                     // [pair][parity][half][s1, s2]
+    const int lane = threadIdx.x % 32, w = threadIdx.x / 32, pr = w / H, h = w % H, P = blockDim.x / 32 / H;
+    const float inv_cols = 1.0f / (float)COLS;
+    float ag[PL], ab[PL];
+#pragma unroll
+    for (int j = 0; j < PL; ++j) ag[j] = ab[j] = 0.0f;
+    int par = 0;
+    for (long long r = (long long)blockIdx.x * P + pr; r < rows; r += (long long)gridDim.x * P, par ^= 1) {
+        float xv[PL], gv[PL];
+        const long long base = r * COLS + h * HALF;
+#pragma unroll
+        for (int i = 0; i < NVH; ++i) {
+            const int c = (i * 32 + lane) * 4;
+            float4 a = *reinterpret_cast<const float4*>(x + base + c), b = *reinterpret_cast<const float4*>(g + base + c);
+            xv[4 * i] = a.x, xv[4 * i + 1] = a.y, xv[4 * i + 2] = a.z, xv[4 * i + 3] = a.w;
+            gv[4 * i] = b.x, gv[4 * i + 1] = b.y, gv[4 * i + 2] = b.z, gv[4 * i + 3] = b.w;
+        }
+        const float mu = mean[r], rs = rstd[r];
+        float s1 = 0.0f, s2 = 0.0f;
+#pragma unroll
+        for (int i = 0; i < NVH; ++i) {
+            float4 q = *reinterpret_cast<const float4*>(gamma + h * HALF + (i * 32 + lane) * 4);
+            const float wv[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+                const int j = 4 * i + k;
+                const float xh = (xv[j] - mu) * rs, hh = gv[j] * wv[k];
+                ag[j] += gv[j] * xh, ab[j] += gv[j];
+                xv[j] = xh, gv[j] = hh, s1 += hh, s2 += hh * xh;
+            }
+        }
+        s1 = camel::warp_sum(s1);
+        s2 = camel::warp_sum(s2);
+        if (lane == 0) xch[pr][par][h][0] = s1, xch[pr][par][h][1] = s2;
+        asm volatile("bar.sync %0, %1;" ::"r"(1 + pr), "r"(64) : "memory");
+        s1 = (xch[pr][par][0][0] + xch[pr][par][1][0]) * inv_cols;
+        s2 = (xch[pr][par][0][1] + xch[pr][par][1][1]) * inv_cols;
+#pragma unroll
+        for (int i = 0; i < NVH; ++i) {
+            const int c = (i * 32 + lane) * 4;
+            float o[4];
+#pragma unroll
+            for (int k = 0; k < 4; ++k) o[k] = rs * (gv[4 * i + k] - s1 - xv[4 * i + k] * s2);
+            *reinterpret_cast<float4*>(dx + base + c) = make_float4(o[0], o[1], o[2], o[3]);
+        }
+    }
+    float* mine = lab_red + pr * 2 * COLS + h * HALF;
+#pragma unroll
+    for (int i = 0; i < NVH; ++i) {
+        const int c = (i * 32 + lane) * 4;
+        *reinterpret_cast<float4*>(mine + c) = make_float4(ag[4 * i], ag[4 * i + 1], ag[4 * i + 2], ag[4 * i + 3]);
+        *reinterpret_cast<float4*>(mine + COLS + c) = make_float4(ab[4 * i], ab[4 * i + 1], ab[4 * i + 2], ab[4 * i + 3]);
+    }
+    __syncthreads();
+    for (int c = threadIdx.x; c < 2 * COLS; c += blockDim.x) {
+        float t = 0.0f;
+        for (int q = 0; q < P; ++q) t += lab_red[q * 2 * COLS + c];
+        partial[((long long)(c / COLS) * gridDim.x + blockIdx.x) * COLS + c % COLS] = t;
+    }
+    if (FUSED) ln3_fused_colsum(partial, dgamma, dbeta, counters, COLS);
+}
+
 // ---------------------------------------------------------------------------------------------
 
 // Median µs per launch of `launch(set)` streamed: 20 batches of `per` launches behind a blocker.
@@ -530,6 +615,35 @@ int main() {
         LAB_BWD("V2f slices + fused sum", true, true, 2, false, true, false)
         LAB_BWD("V2sf slices, hints + fused sum", true, true, 2, true, true, false)
         LAB_BWD("V2g slices + fused coalesced sum", true, true, 2, false, 2, false)
+#define LAB_PAIR(NAME, MINB, FUSED)                                                                           \
+    {                                                                                                          \
+        auto k = lab_bwd_pair<MINB, FUSED>;                                                                    \
+        const size_t sm = 4 * 2 * COLS * 4;                                                                    \
+        CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));                     \
+        const int occ = occupancy((const void*)k, 256, sm);                                                    \
+        char nm[96];                                                                                           \
+        snprintf(nm, sizeof nm, "%s (%d/SM)", NAME, occ);                                                      \
+        run(nm, true, [&](int s, float* d) {                                                                   \
+            k<<<occ * sms, 256, sm>>>(X[s], gamma, G[s], MS[s % 2], RS[s % 2], d, partial, ROWS, COLS, dg, db, counters); \
+            if (!FUSED) colsum(occ * sms);                                                                     \
+        });                                                                                                    \
+    }
+        {
+            const size_t sm = 4 * 2 * 64 * 3 * 4 * 4;
+            CK(cudaFuncSetAttribute(layernorm4_bwd_v4_n3_f32, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
+            const int occ = occupancy((const void*)layernorm4_bwd_v4_n3_f32, 256, sm);
+            for (int per = 2; per <= occ; ++per) {
+                char nm[96];
+                snprintf(nm, sizeof nm, "B4 library step 4, fused sum (%d/SM of %d)", per, occ);
+                run(nm, true, [&](int s, float* d) {
+                    layernorm4_bwd_v4_n3_f32<<<per * sms, 256, sm>>>(X[s], gamma, G[s], MS[s % 2], RS[s % 2], d, partial, ROWS, COLS, dg, db, counters);
+                });
+            }
+        }
+        LAB_PAIR("P3 pair of warps a row, + kernel", 3, 0)
+        LAB_PAIR("P3f pair of warps a row, fused sum", 3, 1)
+        LAB_PAIR("P4f pair of warps a row, fused sum", 4, 1)
+        LAB_PAIR("P2f pair of warps a row, fused sum", 2, 1)
         printf("  occupancy (blocks/SM): step 3 %d\n", occ_reg);
     }
     return 0;

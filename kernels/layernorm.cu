@@ -282,8 +282,8 @@ LAYERNORM3(1, 24)
 LAYERNORM3(1, 32)
 
 // ---------------------------------------------------------------------------------------------
-// Step 3 of the backward (`CAMEL_LAYERNORM=3`, and 4, the default): the row in registers, dγ/dβ in
-// registers. The backward above reads x, g and γ twice per row (the two sums, then the write
+// Step 3 of the backward (`CAMEL_LAYERNORM=3`; step 4 below is this with a pair of warps per row):
+// the row in registers, dγ/dβ in registers. The backward above reads x, g and γ twice per row (the two sums, then the write
 // pass from L1), adds each row's dγ/dβ into shared memory (a read-modify-write of 2·cols floats
 // per row), and its column sum of the partials is one thread per column walking every block's
 // partial row in a dependent chain (≈ 500 loads in a row at 16384×768): 39 % of copy on the
@@ -306,21 +306,32 @@ LAYERNORM3(1, 32)
 // Longer rows stay on the kernel above.
 // Measured (H100, copy 2988 GB/s, bench_memory, layernorm_bwd 16384×768): step 2 1450 GB/s (49 %)
 // → step 3 2219 GB/s (74 % of copy, 83 % of a same-size copy), 2.27× PyTorch.
-// One row of the step-3 backward from the registers: xv = x, gv = g of this lane's columns
-// (zeros past cols) in, dx written; adds the row's g·x̂ and g into this lane's dγ/dβ sums.
-template <int VEC, int NV>
+// One row of the backward from the registers (steps 3 and 4): xv = x, gv = g of this thread's
+// columns (zeros past cols) in, dx written; adds the row's g·x̂ and g into this thread's dγ/dβ
+// sums. The row belongs to a group of G threads: G = 32, a warp (step 3), or G = 64, a pair of
+// warps (step 4), whose two warp sums meet in `xch` (this pair's [2 parities][2 warps] of
+// (Σ ĝ, Σ ĝ·x̂)) behind a __syncthreads (the block's pairs run their rows in lockstep, see
+// ln3_bwd); `par` alternates per row, so a warp cannot overwrite a sum its partner has not read
+// yet (it would first have to pass the next row's barrier, which the partner reaches only after
+// reading). Both warps add the two halves in the same order: the same bits. t: the thread's
+// index in its group; `active` false: a pair past the last row (no store). wreg: step 4's γ.
+template <int VEC, int NV, int G = 32>
 __device__ __forceinline__ void ln3_bwd_row(float (&xv)[NV * VEC], float (&gv)[NV * VEC], float (&ag)[NV * VEC],
                                             float (&ab)[NV * VEC], const float* __restrict__ gamma,
                                             float* __restrict__ dr, float mu, float rs, float inv_cols,
-                                            long long cols, int lane) {
+                                            long long cols, int t, float2 (*xch)[2] = nullptr, int par = 0,
+                                            bool active = true, const float* wreg = nullptr) {
     // x → x̂, g → ĝ = g·γ in place; dγ, dβ need g and x̂ only, so they accumulate here
-    float s1 = 0.0f, s2 = 0.0f;  // Σ ĝ, Σ ĝ·x̂ over this lane's columns
+    float s1 = 0.0f, s2 = 0.0f;  // Σ ĝ, Σ ĝ·x̂ over this thread's columns
 #pragma unroll
     for (int i = 0; i < NV; ++i) {
-        const long long c = (long long)(i * 32 + lane) * VEC;
+        const long long c = (long long)(i * G + t) * VEC;
         if (c < cols) {
             float wv[VEC];
-            if (VEC == 4) {
+            if (G == 64) {  // step 4: this thread's γ, loaded once before its first row
+#pragma unroll
+                for (int k = 0; k < VEC; ++k) wv[k] = wreg[VEC * i + k];
+            } else if (VEC == 4) {
                 float4 q = *reinterpret_cast<const float4*>(gamma + c);  // L1/L2: γ is small
                 wv[0] = q.x, wv[1 % VEC] = q.y, wv[2 % VEC] = q.z, wv[3 % VEC] = q.w;
             } else {
@@ -340,12 +351,22 @@ __device__ __forceinline__ void ln3_bwd_row(float (&xv)[NV * VEC], float (&gv)[N
             }
         }
     }
-    s1 = camel::warp_sum(s1) * inv_cols;
-    s2 = camel::warp_sum(s2) * inv_cols;
+    s1 = camel::warp_sum(s1);
+    s2 = camel::warp_sum(s2);
+    if (G == 64) {
+        const int h = t / 32;
+        if (t % 32 == 0) xch[par][h] = make_float2(s1, s2);
+        __syncthreads();  // the whole block: its pairs are in the same round (see ln3_bwd)
+        const float2 a = xch[par][0], b = xch[par][1];
+        s1 = a.x + b.x;
+        s2 = a.y + b.y;
+    }
+    s1 *= inv_cols;
+    s2 *= inv_cols;
 #pragma unroll
     for (int i = 0; i < NV; ++i) {
-        const long long c = (long long)(i * 32 + lane) * VEC;
-        if (c < cols) {
+        const long long c = (long long)(i * G + t) * VEC;
+        if (active && c < cols) {
             float o[VEC];
 #pragma unroll
             for (int k = 0; k < VEC; ++k) o[k] = rs * (gv[VEC * i + k] - s1 - xv[VEC * i + k] * s2);
@@ -366,15 +387,16 @@ __device__ __forceinline__ void ln3_bwd_row(float (&xv)[NV * VEC], float (&gv)[N
 // the same sums bit for bit, but the block's tail was W times longer. Measured (H100, 16384×768,
 // streamed, column sum included): bench_memory 63.7 → 61.7–62.4 µs (79 → 80–81 % of copy);
 // lab bench/layernorm_lab.cu 64.4 → 62.9.
-template <int VEC, int NV>
+// Step 4 (G = 64): a slice per pair of warps, each warp storing its own columns of it.
+template <int VEC, int NV, int G = 32>
 __device__ __forceinline__ void ln3_bwd_block_partial(const float (&ag)[NV * VEC], const float (&ab)[NV * VEC],
                                                       float* slices, float* __restrict__ partial, long long cols) {
-    constexpr int CAP = 32 * NV * VEC;
-    const int lane = threadIdx.x % 32, w = threadIdx.x / 32, W = blockDim.x / 32;
+    constexpr int CAP = G * NV * VEC;
+    const int t = threadIdx.x % G, w = threadIdx.x / G, W = blockDim.x / G;
     float* const mine = slices + w * 2 * CAP;
 #pragma unroll
     for (int i = 0; i < NV; ++i) {
-        const int c = (i * 32 + lane) * VEC;
+        const int c = (i * G + t) * VEC;
         if (c < cols) {
 #pragma unroll
             for (int k = 0; k < VEC; ++k) {
@@ -444,30 +466,53 @@ __device__ __forceinline__ void ln3_fused_colsum(const float* __restrict__ parti
     }
 }
 
-template <int VEC, int NV>
+// The backward of steps 3 (G = 32: a warp per row) and 4 (G = 64: a pair of warps per row).
+template <int VEC, int NV, int G = 32>
 __device__ __forceinline__ void ln3_bwd(const float* __restrict__ x, const float* __restrict__ gamma,
                                         const float* __restrict__ g, const float* __restrict__ mean,
                                         const float* __restrict__ rstd, float* __restrict__ dx,
                                         float* __restrict__ partial, long long rows, long long cols,
                                         float* __restrict__ dgamma, float* __restrict__ dbeta, int* counters) {
-    constexpr int PER_LANE = NV * VEC;         // floats of a row a lane holds
-    extern __shared__ __align__(16) float ln3_slices[];  // W × 2 × 32·PER_LANE: the warps' dγ/dβ
-    const int lane = threadIdx.x % 32, w = threadIdx.x / 32, W = blockDim.x / 32;
-    float ag[PER_LANE], ab[PER_LANE];  // this lane's Σ g·x̂ (dγ) and Σ g (dβ) over its rows
+    static_assert(G == 32 || G == 64, "a warp or a pair of warps per row");
+    constexpr int PER_LANE = NV * VEC;         // floats of a row a thread holds
+    extern __shared__ __align__(16) float ln3_slices[];  // groups × 2 × G·PER_LANE: their dγ/dβ
+    __shared__ float2 xch[G == 64 ? 8 : 1][2][2];        // step 4: each pair's two warp sums
+    const int t = threadIdx.x % G, w = threadIdx.x / G, W = blockDim.x / G;  // W ≤ 8 for G = 64
+    float ag[PER_LANE], ab[PER_LANE];  // this thread's Σ g·x̂ (dγ) and Σ g (dβ) over its rows
 #pragma unroll
     for (int j = 0; j < PER_LANE; ++j) ag[j] = ab[j] = 0.0f;
     const float inv_cols = 1.0f / (float)cols;
-    for (long long r = (long long)blockIdx.x * W + w; r < rows; r += (long long)gridDim.x * W) {
+    // step 4: a thread's columns are the same in every row, and its half-size arrays leave room
+    // for their γ in registers (12 at 768 columns), so γ is read once, not once per row
+    float wg[G == 64 ? PER_LANE : 1];
+    if (G == 64) {
+#pragma unroll
+        for (int i = 0; i < NV; ++i) {
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) {
+                const long long c = (long long)(i * G + t) * VEC + k;
+                wg[VEC * i + k] = c < cols ? gamma[c] : 0.0f;
+            }
+        }
+    }
+    int par = 0;
+    // Step 4: the block's pairs go through the rows in lockstep (r0, the round's first row, is the
+    // same for the whole block), so the pair exchange can wait on __syncthreads; a pair past the
+    // last row rides along on zeros and stores nothing.
+    const long long first = (long long)blockIdx.x * W + (G == 64 ? 0 : w), stride = (long long)gridDim.x * W;
+    for (long long r0 = first; r0 < rows; r0 += stride, par ^= 1) {
+        const long long r = G == 64 ? r0 + w : r0;
+        const bool active = G == 32 || r < rows;
         const float* xr = x + r * cols;
         const float* gr = g + r * cols;
-        const float mu = mean[r], rs = rstd[r];
+        const float mu = active ? mean[r] : 0.0f, rs = active ? rstd[r] : 0.0f;
         float xv[PER_LANE], gv[PER_LANE];
-        // element j·VEC + k of a lane is column (j·32 + lane)·VEC + k: each load instruction of the
+        // element j·VEC + k of a thread is column (j·G + t)·VEC + k: each load instruction of a
         // warp is contiguous
 #pragma unroll
         for (int i = 0; i < NV; ++i) {
-            const long long c = (long long)(i * 32 + lane) * VEC;
-            if (c < cols) {
+            const long long c = (long long)(i * G + t) * VEC;
+            if (active && c < cols) {
                 if (VEC == 4) {
                     float4 a = *reinterpret_cast<const float4*>(xr + c);
                     float4 b = *reinterpret_cast<const float4*>(gr + c);
@@ -482,14 +527,14 @@ __device__ __forceinline__ void ln3_bwd(const float* __restrict__ x, const float
                 for (int k = 0; k < VEC; ++k) xv[VEC * i + k] = gv[VEC * i + k] = 0.0f;
             }
         }
-        ln3_bwd_row<VEC, NV>(xv, gv, ag, ab, gamma, dx + r * cols, mu, rs, inv_cols, cols, lane);
+        ln3_bwd_row<VEC, NV, G>(xv, gv, ag, ab, gamma, dx + r * cols, mu, rs, inv_cols, cols, t,
+                                xch[G == 64 ? w : 0], par, active, wg);
     }
-    ln3_bwd_block_partial<VEC, NV>(ag, ab, ln3_slices, partial, cols);
+    ln3_bwd_block_partial<VEC, NV, G>(ag, ab, ln3_slices, partial, cols);
     if (counters != nullptr) ln3_fused_colsum(partial, dgamma, dbeta, counters, cols);
 }
 
-// Step 4 of LayerNorm (`CAMEL_LAYERNORM=4`, the default) runs these kernels for the backward:
-// no variant of them measured faster. Tried and dropped (H100, 16384×768, streamed, column sum
+// Variants of this step-3 backward tried and dropped (H100, 16384×768, streamed, column sum
 // included; bench_memory and the lab bench/layernorm_lab.cu):
 // - cache-streaming hints on x, g and dx, as the forward's step 4: 0.5–1.2 µs slower than these
 //   in three bench_memory calls, 0.3–1.9 µs faster in the lab (by how many buffer sets it
@@ -529,6 +574,49 @@ LAYERNORM3_BWD(1, 8)
 LAYERNORM3_BWD(1, 16)
 LAYERNORM3_BWD(1, 24)
 LAYERNORM3_BWD(1, 32)
+
+// ---------------------------------------------------------------------------------------------
+// Step 4 of the backward (`CAMEL_LAYERNORM=4`, the default): step 3 with a PAIR of warps per
+// row. Step 3's lane holds 24 floats each of x, g, dγ and dβ at 768 columns (128 registers,
+// the most that lets 2 blocks of 256 share an SM); a kernel writing dx alone ran at 90 % of
+// copy against step 3's 81 %, so the sums' registers and what they cost the loop were the gap.
+// Here the row's 64 threads hold half as much each (12 floats of each at 768 columns), and
+// their γ in registers, read once (86 registers, no spills). The row's two sums, Σ ĝ and
+// Σ ĝ·x̂, are each warp's shuffle sum plus its partner's, met in shared memory behind one
+// __syncthreads per round of rows (`ln3_bwd_row`). Everything else is step 3's: the block's
+// partial row from one slice per pair, the column sum fused when the grid is all resident.
+// Measured (H100, 16384×768, streamed, column sum fused): bench_memory 57.8–57.9 µs (87 % of
+// copy, 92 % of a same-size copy) against step 3's 60.9–61.2 (82 %); lab bench/layernorm_lab.cu
+// 57.5 against 61.3. Forms measured on the way (lab): γ re-read per row 59.2 µs; 3 blocks an SM
+// (80 registers, 8 bytes spilled) 60.1–60.6, 4 (64 registers, 100 bytes spilled) 75.5: kept at
+// 2. The exchange first waited on a named barrier of the pair's 64 threads (bar.sync id, 64),
+// the same speed, but compute-sanitizer racecheck reported hazards across the later
+// __syncthreads (block partial, column sum) that small probes of the same barrier pattern did
+// not reproduce. Unexplained, so not kept: the lockstep form is clean under racecheck,
+// synccheck and memcheck, and no slower.
+// Kernel names: layernorm4_bwd_v{VEC}_n{NV}_f32 (NV loads of VEC floats per thread, a row of up
+// to 64·VEC·NV columns; the launcher builds the same name). Blocks of 256 threads (4 pairs),
+// dynamic shared memory 4 pairs × 2 × 64·VEC·NV floats (24 KiB at 768 columns).
+#define LAYERNORM4_BWD(VEC, NV)                                                                            \
+    extern "C" __global__ void __launch_bounds__(256, 2)                                                   \
+        layernorm4_bwd_v##VEC##_n##NV##_f32(const float* __restrict__ x, const float* __restrict__ gamma,   \
+                                            const float* __restrict__ g, const float* __restrict__ mean,   \
+                                            const float* __restrict__ rstd, float* __restrict__ dx,        \
+                                            float* __restrict__ partial, long long rows, long long cols,   \
+                                            float* __restrict__ dgamma, float* __restrict__ dbeta,         \
+                                            int* counters) {                                               \
+        ln3_bwd<VEC, NV, 64>(x, gamma, g, mean, rstd, dx, partial, rows, cols, dgamma, dbeta, counters);   \
+    }
+LAYERNORM4_BWD(4, 1)
+LAYERNORM4_BWD(4, 2)
+LAYERNORM4_BWD(4, 3)
+LAYERNORM4_BWD(4, 4)
+LAYERNORM4_BWD(1, 1)
+LAYERNORM4_BWD(1, 2)
+LAYERNORM4_BWD(1, 4)
+LAYERNORM4_BWD(1, 8)
+LAYERNORM4_BWD(1, 12)
+LAYERNORM4_BWD(1, 16)
 
 // dγ[c] = Σ_b partial[0, b, c], dβ[c] = Σ_b partial[1, b, c] for step 3 when its grid cannot be
 // all resident (ln3_fused_colsum sums them otherwise). Blocks of 8 × 64 threads: threadIdx.x picks one of 8 consecutive entries of the [2·cols] output (a

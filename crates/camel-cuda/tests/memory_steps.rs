@@ -250,7 +250,7 @@ fn optimizer_step3_unaligned_pointers_run_scalar() {
 }
 
 /// LayerNorm backward of `[rows, cols]` by step 3 (or step 2): `(dx, dγ, dβ)`.
-fn ln_bwd(dev: &CudaDevice, rows: usize, cols: usize, step3: bool) -> [Vec<f32>; 3] {
+fn ln_bwd(dev: &CudaDevice, rows: usize, cols: usize, step: usize) -> [Vec<f32>; 3] {
     let seed = (rows * 31 + cols) as u64;
     let x = dev.htod(&rand_vec(rows * cols, -2.0, 2.0, seed)).unwrap();
     let g = dev
@@ -274,10 +274,11 @@ fn ln_bwd(dev: &CudaDevice, rows: usize, cols: usize, step3: bool) -> [Vec<f32>;
         db.ptr(),
     );
     ln::layernorm3_fwd_f32(dev, px, pw, pb, py, pm, pr, rows, cols, 1e-5).unwrap();
-    let f = if step3 {
-        ln::layernorm3_bwd_f32
-    } else {
-        ln::layernorm_bwd_f32
+    let f = match step {
+        2 => ln::layernorm_bwd_f32,
+        3 => ln::layernorm3_bwd_f32,
+        4 => ln::layernorm4_bwd_f32,
+        _ => unreachable!("LayerNorm backward steps are 2, 3 and 4"),
     };
     f(dev, px, pw, pg, pm, pr, pd, pdg, pdb, rows, cols).unwrap();
     [
@@ -294,9 +295,22 @@ fn layernorm_backward_step3_matches_step2() {
     // summed in other orders. Every register shape of step 3 (float4 and scalar rows up to 1024
     // columns), 1025 (both run step 2), few rows (fewer than a block's warps), 3001 rows (every
     // warp visits several rows, every warp of a block adds a slice) and no rows at all.
+    layernorm_backward_matches_step2(3);
+}
+
+#[test]
+fn layernorm_backward_step4_matches_step2() {
+    // Step 4 (a pair of warps per row, the row's sums met behind a named barrier, γ in
+    // registers) on the same cases, which hold every register shape of step 4 too (64 threads
+    // a row: 1 to 4 float4 or 1 to 16 scalars a thread), rows fewer than a block's pairs, and
+    // 3001 rows (every pair visits several rows, both parities of the exchange buffer in use).
+    layernorm_backward_matches_step2(4);
+}
+
+fn layernorm_backward_matches_step2(step: usize) {
     let Some(dev) = test_device() else { return };
     let cases = [
-        1usize, 4, 7, 33, 100, 128, 129, 132, 257, 384, 513, 640, 768, 1023, 1024, 1025,
+        1usize, 4, 7, 33, 100, 101, 128, 129, 132, 257, 384, 513, 640, 768, 1023, 1024, 1025,
     ]
     .map(|c| (37usize, c))
     .into_iter()
@@ -310,9 +324,9 @@ fn layernorm_backward_step3_matches_step2() {
         (1, 1),
     ]);
     for (rows, cols) in cases {
-        let [dx2, dg2, db2] = ln_bwd(&dev, rows, cols, false);
-        let [dx3, dg3, db3] = ln_bwd(&dev, rows, cols, true);
-        let what = |b: &str| format!("layernorm backward [{rows}, {cols}] {b}");
+        let [dx2, dg2, db2] = ln_bwd(&dev, rows, cols, 2);
+        let [dx3, dg3, db3] = ln_bwd(&dev, rows, cols, step);
+        let what = |b: &str| format!("layernorm backward step {step} [{rows}, {cols}] {b}");
         // dx: two row sums over `cols` terms; dγ, dβ: sums over `rows` terms
         assert_near(&what("dx"), &dx3, &dx2, 1e-5 * (cols as f32).sqrt(), 1e-4);
         let tol = 1e-5 * (rows.max(1) as f32).sqrt();
@@ -320,7 +334,7 @@ fn layernorm_backward_step3_matches_step2() {
         assert_near(&what("dbeta"), &db3, &db2, tol, 1e-4);
         // the column sum (in the kernel when the grid is all resident: its counters must come
         // back to zero) gives the same bits on a second run
-        let [dx3b, dg3b, db3b] = ln_bwd(&dev, rows, cols, true);
+        let [dx3b, dg3b, db3b] = ln_bwd(&dev, rows, cols, step);
         assert_bits(&what("dx, second run"), &dx3b, &dx3);
         assert_bits(&what("dgamma, second run"), &dg3b, &dg3);
         assert_bits(&what("dbeta, second run"), &db3b, &db3);

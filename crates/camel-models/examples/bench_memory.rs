@@ -476,8 +476,11 @@ fn run() -> Result<()> {
             usize,
             usize,
         ) -> Result<()>;
-        // (step 4's backward is step 3's kernel)
-        let bwds: [(u32, Bwd); 2] = [(2, ln::layernorm_bwd_f32), (3, ln::layernorm3_bwd_f32)];
+        let bwds: [(u32, Bwd); 3] = [
+            (2, ln::layernorm_bwd_f32),
+            (3, ln::layernorm3_bwd_f32),
+            (4, ln::layernorm4_bwd_f32),
+        ];
         for (step, f) in bwds {
             b.row("layernorm_bwd", "16384x768", step, 12.0 * e, k, &mut |i| {
                 f(

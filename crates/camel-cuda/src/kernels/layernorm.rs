@@ -1,8 +1,8 @@
 //! Launchers for `kernels/layernorm.cu`: LayerNorm over the last dim, a warp per row.
 //! Steps: forward 2 (`layernorm_fwd_f32`), 3 (`layernorm3_fwd_f32`) and 4
 //! (`layernorm4_fwd_f32`: streaming hints), backward 2 (`layernorm_bwd_f32`), 3
-//! (`layernorm3_bwd_f32`; the backend's step 4, its default, runs it too: no variant measured
-//! faster, see `kernels/layernorm.cu`); the backend's steps 1 and 2 share step 2.
+//! (`layernorm3_bwd_f32`: a warp per row) and 4 (`layernorm4_bwd_f32`: a pair of warps per
+//! row); the backend's steps 1 and 2 share step 2.
 
 use super::rows::{aligned16, ROW_THREADS};
 use super::rows_grid;
@@ -277,30 +277,93 @@ pub fn layernorm3_bwd_f32(
     rows: usize,
     cols: usize,
 ) -> Result<()> {
+    let vec = cols % 4 == 0 && aligned16(&[x, gamma, g, dx]);
+    let shape = layernorm3_shape(cols, vec).map(|(vw, nv)| (3, 32, vw, nv));
+    regs_bwd(
+        dev, shape, x, gamma, g, mean, rstd, dx, dgamma, dbeta, rows, cols,
+    )
+}
+
+/// Step 4's `(VEC, NV)` for rows of `cols`: a pair of warps per row, `NV` loads of `VEC` floats
+/// per thread; `None` past 1024 columns.
+pub fn layernorm4_bwd_shape(cols: usize, vec: bool) -> Option<(usize, usize)> {
+    let (vw, nvs): (usize, &[usize]) = if vec {
+        (4, &[1, 2, 3, 4])
+    } else {
+        (1, &[1, 2, 4, 8, 12, 16])
+    };
+    let need = (cols / vw).div_ceil(64);
+    nvs.iter()
+        .find(|&&nv| nv >= need)
+        .map(|&nv| (vw, nv))
+        .filter(|_| cols > 0)
+}
+
+/// Step 4 of [`layernorm_bwd_f32`] (same arguments and outputs; the backend's default): step 3
+/// with a pair of warps per row (`layernorm4_bwd_*`), so each thread holds half the row and half
+/// the dγ/dβ sums in registers, and its γ too. Rows longer than 1024 columns run
+/// [`layernorm_bwd_f32`].
+#[allow(clippy::too_many_arguments)]
+pub fn layernorm4_bwd_f32(
+    dev: &CudaDevice,
+    x: DevPtr,
+    gamma: DevPtr,
+    g: DevPtr,
+    mean: DevPtr,
+    rstd: DevPtr,
+    dx: DevPtr,
+    dgamma: DevPtr,
+    dbeta: DevPtr,
+    rows: usize,
+    cols: usize,
+) -> Result<()> {
+    let vec = cols % 4 == 0 && aligned16(&[x, gamma, g, dx]);
+    let shape = layernorm4_bwd_shape(cols, vec).map(|(vw, nv)| (4, 64, vw, nv));
+    regs_bwd(
+        dev, shape, x, gamma, g, mean, rstd, dx, dgamma, dbeta, rows, cols,
+    )
+}
+
+/// Steps 3 and 4 of the backward: `shape` = (step, threads per row, VEC, NV), or `None` for rows
+/// too long for the registers (step 2 then).
+#[allow(clippy::too_many_arguments)]
+fn regs_bwd(
+    dev: &CudaDevice,
+    shape: Option<(usize, usize, usize, usize)>,
+    x: DevPtr,
+    gamma: DevPtr,
+    g: DevPtr,
+    mean: DevPtr,
+    rstd: DevPtr,
+    dx: DevPtr,
+    dgamma: DevPtr,
+    dbeta: DevPtr,
+    rows: usize,
+    cols: usize,
+) -> Result<()> {
     if cols == 0 {
         return Ok(());
     }
-    let vec = cols % 4 == 0 && aligned16(&[x, gamma, g, dx]);
-    let Some((vw, nv)) = layernorm3_shape(cols, vec) else {
+    let Some((step, group, vw, nv)) = shape else {
         return layernorm_bwd_f32(dev, x, gamma, g, mean, rstd, dx, dgamma, dbeta, rows, cols);
     };
-    let name = super::rows::KernelName::new(format_args!("layernorm3_bwd_v{vw}_n{nv}_f32"));
+    let name = super::rows::KernelName::new(format_args!("layernorm{step}_bwd_v{vw}_n{nv}_f32"));
     let name = name.as_str();
     let k = dev.function(MODULE, name)?;
-    // Dynamic shared memory: each warp's dγ/dβ slice for the block's partial row (48 KiB at
-    // 768 columns, 64 KiB at 1024).
-    let warps = (ROW_THREADS / 32) as usize;
-    let smem = warps * 2 * 32 * vw * nv * 4;
+    // Dynamic shared memory: each group's dγ/dβ slice for the block's partial row (48 KiB at
+    // 768 columns for step 3, 24 KiB for step 4, whose threads hold half as many columns).
+    let groups = ROW_THREADS as usize / group;
+    let smem = groups * 2 * group * vw * nv * 4;
     // (A device that cannot give that much to a block gets a launch-configuration error.)
     let lim = dev.limits();
     // A grid-stride loop over rows: as many blocks of 256 as fit on the GPU at once (by the
-    // kernel's registers and shared memory), at most 4 a multiprocessor, so each warp visits
+    // kernel's registers and shared memory), at most 4 a multiprocessor, so each group visits
     // several rows and the partial rows stay few. At least one block, even for zero rows (it
     // writes zero partials).
     let fit = k.limits().blocks_per_sm(lim, ROW_THREADS, smem as u32) as usize;
     let per_sm = fit.clamp(1, 4);
     let blocks = rows
-        .div_ceil(warps)
+        .div_ceil(groups)
         .clamp(1, per_sm * lim.sm_count.max(1) as usize);
     let cfg = LaunchConfig::new(Dim3::x(blocks as u32), Dim3::x(ROW_THREADS))
         .with_shared_mem(smem as u32);
@@ -430,6 +493,16 @@ mod tests {
                         );
                     }
                     None => assert!(cols > 1024, "cols {cols}"),
+                }
+                match super::layernorm4_bwd_shape(cols, vec) {
+                    Some((vw, nv)) => {
+                        assert!(64 * vw * nv >= cols, "cols {cols} (step 4)");
+                        assert!(
+                            src.contains(&format!("LAYERNORM4_BWD({vw}, {nv})")),
+                            "cols {cols} (backward, step 4)"
+                        );
+                    }
+                    None => assert!(cols > 1024, "cols {cols} (step 4)"),
                 }
             }
         }
