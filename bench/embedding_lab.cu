@@ -248,26 +248,8 @@ __global__ void __launch_bounds__(256) lab_gather_grp(const float* __restrict__ 
 
 // ---------------------------------------------------------------------------------------------
 
-static double streamed(const std::function<void()>& launch, int per = 0) {
-    if (per == 0) per = getenv("LAB_PER") ? atoi(getenv("LAB_PER")) : 10;
-    static Timer t;
-    for (int i = 0; i < 3; ++i) launch();
-    CK(cudaDeviceSynchronize());
-    CK(cudaGetLastError());
-    std::vector<double> v;
-    for (int rep = 0; rep < 20; ++rep) {
-        blocker<<<1, 1>>>(2000000);
-        CK(cudaEventRecord(t.a));
-        for (int i = 0; i < per; ++i) launch();
-        CK(cudaEventRecord(t.b));
-        CK(cudaEventSynchronize(t.b));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, t.a, t.b));
-        v.push_back(ms * 1000.0 / per);
-    }
-    CK(cudaGetLastError());
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
+static double streamed(const std::function<void()>& launch) {
+    return lab_streamed([&](int) { launch(); }, 1, lab_per(10));
 }
 
 template <class T>

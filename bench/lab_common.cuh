@@ -1,9 +1,12 @@
 // lab_common.cuh — what the labs in bench/ share: the CUDA error check, the blocker kernel that
-// keeps the GPU busy while the host queues a timed batch (bench_memory's "streamed" timing), and
-// a pair of events.
+// keeps the GPU busy while the host queues a timed batch, a pair of events, and the streamed
+// timing loop itself (bench_memory's "streamed" method).
 #pragma once
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <vector>
 #include <cuda_runtime.h>
 
 #define CK(x)                                                                                   \
@@ -29,3 +32,31 @@ struct Timer {
         CK(cudaEventCreate(&b));
     }
 };
+
+// Launches a batch of `per` takes: LAB_PER from the environment, else `dflt`.
+static int lab_per(int dflt) { return getenv("LAB_PER") ? atoi(getenv("LAB_PER")) : dflt; }
+
+// The labs' timing (bench_memory's "streamed" method): median µs per launch of `launch(set)`
+// over 20 batches of `per` back-to-back launches (set i % sets), each queued while `block` keeps
+// the GPU busy (default: the spin blocker, ~1 ms at 1.98 GHz), after 3 · sets warm-up launches.
+static double lab_streamed(const std::function<void(int)>& launch, int sets, int per,
+                           const std::function<void()>& block = [] { blocker<<<1, 1>>>(2000000); }) {
+    static Timer t;
+    for (int i = 0; i < 3 * sets; ++i) launch(i % sets);
+    CK(cudaDeviceSynchronize());
+    CK(cudaGetLastError());
+    std::vector<double> v;
+    for (int rep = 0; rep < 20; ++rep) {
+        block();
+        CK(cudaEventRecord(t.a));
+        for (int i = 0; i < per; ++i) launch(i % sets);
+        CK(cudaEventRecord(t.b));
+        CK(cudaEventSynchronize(t.b));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, t.a, t.b));
+        v.push_back(ms * 1000.0 / per);
+    }
+    CK(cudaGetLastError());
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}

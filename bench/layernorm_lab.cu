@@ -374,27 +374,9 @@ __global__ void __launch_bounds__(256, MINB) lab_bwd_pair(const float* __restric
 
 // ---------------------------------------------------------------------------------------------
 
-// Median µs per launch of `launch(set)` streamed: 20 batches of `per` launches behind a blocker.
+// Median µs per launch of `launch(set)` streamed (lab_common.cuh), LAB_PER launches a batch (20).
 static double streamed(const std::function<void(int)>& launch, int sets, int per = 0) {
-    if (per == 0) per = getenv("LAB_PER") ? atoi(getenv("LAB_PER")) : 20;
-    static Timer t;
-    for (int i = 0; i < 3 * sets; ++i) launch(i % sets);
-    CK(cudaDeviceSynchronize());
-    CK(cudaGetLastError());
-    std::vector<double> v;
-    for (int rep = 0; rep < 20; ++rep) {
-        blocker<<<1, 1>>>(2000000);  // ~1 ms at 1.98 GHz: the host queues the batch meanwhile
-        CK(cudaEventRecord(t.a));
-        for (int i = 0; i < per; ++i) launch(i % sets);
-        CK(cudaEventRecord(t.b));
-        CK(cudaEventSynchronize(t.b));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, t.a, t.b));
-        v.push_back(ms * 1000.0 / per);
-    }
-    CK(cudaGetLastError());
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
+    return lab_streamed(launch, sets, per ? per : lab_per(20));
 }
 
 static int occupancy(const void* k, int threads, size_t smem = 0) {

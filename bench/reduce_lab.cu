@@ -106,29 +106,13 @@ static const float* g_blk = nullptr;
 static float* g_blk_out = nullptr;
 static long long g_blk_n = 0;
 
-static double streamed(const std::function<void()>& launch, int per = 10) {
-    static Timer t;
-    for (int i = 0; i < 3; ++i) launch();
-    CK(cudaDeviceSynchronize());
-    CK(cudaGetLastError());
-    std::vector<double> v;
-    for (int rep = 0; rep < 20; ++rep) {
-        if (g_blk) {
-            for (int u = 0; u < 4; ++u) reduce3_rows_block_vec_f32<<<g_blk_n / 4096, 256>>>(g_blk, g_blk_out, g_blk_n / 4096, 4096, 0);
-            launch();  // one unmeasured launch after the reads, as bench_memory's warm-up
-        } else {
-            blocker<<<1, 1>>>(2000000);
-        }
-        CK(cudaEventRecord(t.a));
-        for (int i = 0; i < per; ++i) launch();
-        CK(cudaEventRecord(t.b));
-        CK(cudaEventSynchronize(t.b));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, t.a, t.b));
-        v.push_back(ms * 1000.0 / per);
-    }
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
+static double streamed(const std::function<void()>& launch) {
+    if (!g_blk) return lab_streamed([&](int) { launch(); }, 1, 10);
+    return lab_streamed([&](int) { launch(); }, 1, 10, [&] {
+        for (int u = 0; u < 4; ++u)
+            reduce3_rows_block_vec_f32<<<g_blk_n / 4096, 256>>>(g_blk, g_blk_out, g_blk_n / 4096, 4096, 0);
+        launch();  // one unmeasured launch after the reads, as bench_memory's warm-up
+    });
 }
 
 int main() {
@@ -157,9 +141,7 @@ int main() {
     printf("input %s, blocker %s\n", constant ? "0.5 everywhere" : "random", g_blk ? "reads (mem)" : "spin");
     const double tcopy = streamed([&] { CK(cudaMemcpyAsync(d, x, N * 4, cudaMemcpyDeviceToDevice)); });
     const double copy_bw = 2.0 * N * 4 / tcopy / 1e3;
-    const double tread = streamed([&] { reduce3_rows_block_vec_f32<<<ROWS, 256>>>(x, ref, ROWS, COLS, 0); });
     printf("copy 2^28: %.1f us, %.0f GB/s\n", tcopy, copy_bw);
-    (void)tread;
     const double bytes = N * 4.0 + ROWS * 4.0;
     for (int op = 0; op < 2; ++op) {
         printf("\n%s over the last dim, %lldx%lld\n", op ? "max" : "sum", ROWS, COLS);
