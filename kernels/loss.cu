@@ -184,38 +184,88 @@ __device__ __forceinline__ long long head_to_16(const float* p, long long n) {
     return h < n ? h : n;
 }
 
-// The loss and stats of row r from its (m, s); one thread calls.
-__device__ __forceinline__ void ce_finish(const float* __restrict__ xr, const long long* __restrict__ t,
-                                          float* __restrict__ loss, float* __restrict__ stats, long long r,
-                                          long long cols, float m, float s, long long* err) {
+// Row r's loss from its (m, s), which it saves as the row's stats; one thread calls. A target
+// out of range records the deferred index error and gives NaN.
+__device__ __forceinline__ float ce_finish(const float* __restrict__ xr, const long long* __restrict__ t,
+                                           float* __restrict__ stats, long long r, long long cols, float m, float s,
+                                           long long* err) {
     long long tr = t[r];
     stats[2 * r] = m;
     stats[2 * r + 1] = s;
     if (tr < 0 || tr >= cols) {
         record_index_error(err, CAMEL_OP_CROSS_ENTROPY, tr, cols);
-        loss[r] = NAN;
-    } else {
-        loss[r] = (m - xr[tr]) + logf(s);
+        return NAN;
+    }
+    return (m - xr[tr]) + logf(s);
+}
+
+// Step 4's mean over rows, at the end of the forward kernel; every thread of every block calls
+// it (no thread may have left), `v` being the loss of the row the thread finished, 0 if none.
+// The block's sum goes to partial[block]; the block that arrives last at `counter` (a device int
+// that is zero between kernels) adds the partials in block order, writes the mean and sets the
+// counter back to zero. The order of every addition is fixed, so the mean has the same bits
+// whichever block ends last.
+__device__ __forceinline__ void ce_mean_epilogue(float v, float* __restrict__ mean, float* __restrict__ partial,
+                                                 unsigned* counter, long long rows) {
+    __shared__ float scratch[32];
+    __shared__ bool last;
+    const unsigned long long nb = (unsigned long long)gridDim.x * gridDim.y;
+    const unsigned long long b = blockIdx.x + (unsigned long long)blockIdx.y * gridDim.x;
+    v = camel::block_sum(v, scratch);
+    if (threadIdx.x == 0) {
+        partial[b] = v;
+        __threadfence();  // the partial is visible device-wide before the arrival is counted
+        last = atomicAdd(counter, 1u) == (unsigned)(nb - 1);
+    }
+    __syncthreads();
+    if (!last) return;  // uniform over the block
+    __threadfence();
+    float acc = 0.0f;
+    for (unsigned long long i = threadIdx.x; i < nb; i += blockDim.x) acc += __ldcg(partial + i);  // from L2
+    acc = camel::block_sum(acc, scratch);
+    if (threadIdx.x == 0) {
+        *mean = acc * (1.0f / (float)rows);
+        *counter = 0;  // zero again for the next kernel that counts
     }
 }
+
+// Where a forward kernel puts the loss of a finished row; `own`: this thread holds row r's loss
+// `l`. kEveryThread: every thread of the block must reach put (no early exit).
+struct CeRowLoss {  // steps 2 and 3: out[r] = the row's loss
+    static constexpr bool kEveryThread = false;
+    __device__ static void put(float l, bool own, long long r, float* out, float*, unsigned*, long long) {
+        if (own) out[r] = l;
+    }
+};
+struct CeMean {  // step 4: the mean over rows, `out` its one float
+    static constexpr bool kEveryThread = true;
+    __device__ static void put(float l, bool own, long long, float* out, float* partial, unsigned* counter,
+                               long long rows) {
+        ce_mean_epilogue(own ? l : 0.0f, out, partial, counter, rows);
+    }
+};
 }  // namespace
 
 constexpr int CE3_UNROLL = 4;  // float4 loads issued together per thread in the long-row loops
 
-extern "C" __global__ void __launch_bounds__(512)
-    cross_entropy3_fwd_long_f32(const float* __restrict__ x, const long long* __restrict__ t,
-                                float* __restrict__ loss, float* __restrict__ stats, long long rows, long long cols,
-                                long long* err) {
+// Put: where the row's loss goes (CeRowLoss: out[r], step 3; CeMean: the one mean, step 4).
+template <class Put>
+__device__ __forceinline__ void ce_fwd_long(const float* __restrict__ x, const long long* __restrict__ t,
+                                            float* __restrict__ out, float* __restrict__ stats,
+                                            float* __restrict__ partial, unsigned* counter, long long rows,
+                                            long long cols, long long* err) {
     __shared__ float scratch[64];
-    const long long r = blockIdx.x + (long long)blockIdx.y * gridDim.x;
-    if (r >= rows) return;  // whole block
+    const long long r0 = blockIdx.x + (long long)blockIdx.y * gridDim.x;
+    const bool live = r0 < rows;
+    if (!Put::kEveryThread && !live) return;  // whole block; step 4 keeps it for the epilogue
+    const long long r = live ? r0 : 0;
     const float* xr = x + r * cols;
     const int tid = threadIdx.x, nt = blockDim.x;
     float m = -INFINITY, s = 0.0f;
     bool nan = false;
-    const long long head = head_to_16(xr, cols);
+    const long long head = live ? head_to_16(xr, cols) : 0;
     if (tid < head) camel::online_add(m, s, xr[tid]);
-    const long long n4 = (cols - head) / 4;
+    const long long n4 = live ? (cols - head) / 4 : 0;
     const float4* x4 = reinterpret_cast<const float4*>(xr + head);
     long long c = tid;
     for (; c + (long long)(CE3_UNROLL - 1) * nt < n4; c += (long long)CE3_UNROLL * nt) {
@@ -232,18 +282,35 @@ extern "C" __global__ void __launch_bounds__(512)
         float v[4] = {q.x, q.y, q.z, q.w};
         online_add_n<4>(m, s, nan, v);
     }
-    for (long long k = head + 4 * n4 + tid; k < cols; k += nt) camel::online_add(m, s, xr[k]);
+    for (long long k = head + 4 * n4 + tid; live && k < cols; k += nt) camel::online_add(m, s, xr[k]);
     if (nan) s = NAN;
     camel::group_online<false>(m, s, scratch);
-    if (tid == 0) ce_finish(xr, t, loss, stats, r, cols, m, s, err);
+    const bool own = live && tid == 0;
+    Put::put(own ? ce_finish(xr, t, stats, r, cols, m, s, err) : 0.0f, own, r, out, partial, counter, rows);
+}
+
+extern "C" __global__ void __launch_bounds__(512)
+    cross_entropy3_fwd_long_f32(const float* __restrict__ x, const long long* __restrict__ t,
+                                float* __restrict__ loss, float* __restrict__ stats, long long rows, long long cols,
+                                long long* err) {
+    ce_fwd_long<CeRowLoss>(x, t, loss, stats, nullptr, nullptr, rows, cols, err);
+}
+
+extern "C" __global__ void __launch_bounds__(512)
+    cross_entropy4_fwd_long_f32(const float* __restrict__ x, const long long* __restrict__ t,
+                                float* __restrict__ mean, float* __restrict__ stats, float* __restrict__ partial,
+                                unsigned* counter, long long rows, long long cols, long long* err) {
+    ce_fwd_long<CeMean>(x, t, mean, stats, partial, counter, rows, cols, err);
 }
 
 // `vec`: x and dx rows share their 16-byte alignment (the launcher checks x ≡ dx mod 16), so one
 // prologue aligns both; else every element goes the scalar way.
-extern "C" __global__ void __launch_bounds__(512)
-    cross_entropy3_bwd_long_f32(const float* __restrict__ x, const long long* __restrict__ t,
-                                const float* __restrict__ stats, const float* __restrict__ g, float* __restrict__ dx,
-                                long long rows, long long cols, long long* err, int vec) {
+// MEAN (step 4): g is the mean's one upstream gradient, so every row's is g[0] / rows.
+template <bool MEAN>
+__device__ __forceinline__ void ce_bwd_long(const float* __restrict__ x, const long long* __restrict__ t,
+                                            const float* __restrict__ stats, const float* __restrict__ g,
+                                            float* __restrict__ dx, long long rows, long long cols, long long* err,
+                                            int vec) {
     const long long r = blockIdx.x + (long long)blockIdx.y * gridDim.x;
     if (r >= rows) return;
     const float* xr = x + r * cols;
@@ -252,7 +319,7 @@ extern "C" __global__ void __launch_bounds__(512)
     const long long tr = t[r];
     const bool bad = tr < 0 || tr >= cols;
     const float m = stats[2 * r], inv = 1.0f / stats[2 * r + 1];
-    const float gr = bad ? NAN : g[r];
+    const float gr = bad ? NAN : MEAN ? g[0] * (1.0f / (float)rows) : g[r];
     const long long head = vec ? head_to_16(xr, cols) : cols;
     for (long long k = tid; k < head; k += nt) dr[k] = gr * (expf(xr[k] - m) * inv - (k == tr ? 1.0f : 0.0f));
     const long long n4 = (cols - head) / 4;
@@ -279,11 +346,27 @@ extern "C" __global__ void __launch_bounds__(512)
     if (bad && tid == 0) record_index_error(err, CAMEL_OP_CROSS_ENTROPY, tr, cols);
 }
 
+extern "C" __global__ void __launch_bounds__(512)
+    cross_entropy3_bwd_long_f32(const float* __restrict__ x, const long long* __restrict__ t,
+                                const float* __restrict__ stats, const float* __restrict__ g, float* __restrict__ dx,
+                                long long rows, long long cols, long long* err, int vec) {
+    ce_bwd_long<false>(x, t, stats, g, dx, rows, cols, err, vec);
+}
+
+extern "C" __global__ void __launch_bounds__(512)
+    cross_entropy4_bwd_long_f32(const float* __restrict__ x, const long long* __restrict__ t,
+                                const float* __restrict__ stats, const float* __restrict__ g, float* __restrict__ dx,
+                                long long rows, long long cols, long long* err, int vec) {
+    ce_bwd_long<true>(x, t, stats, g, dx, rows, cols, err, vec);
+}
+
 // Rows ≤ 16384 columns: the softmax step 3 layout (kernels/softmax.cu, `softmax3_shape` picks
 // (G, VEC, NV)): a group of G threads per row, NV loads of VEC floats per thread.
-template <int G, int VEC, int NV>
+// Put: where the row's loss goes (CeRowLoss: out[r], step 3; CeMean: the one mean, step 4).
+template <int G, int VEC, int NV, class Put>
 __device__ __forceinline__ void ce3_fwd_row(const float* __restrict__ x, const long long* __restrict__ t,
-                                            float* __restrict__ loss, float* __restrict__ stats, long long rows,
+                                            float* __restrict__ out, float* __restrict__ stats,
+                                            float* __restrict__ partial, unsigned* counter, long long rows,
                                             long long cols, long long* err) {
     __shared__ float scratch[32];
     constexpr int PER_BLOCK = G <= 32 ? 256 / G : 1;
@@ -292,7 +375,7 @@ __device__ __forceinline__ void ce3_fwd_row(const float* __restrict__ x, const l
     const int lane = G <= 32 ? threadIdx.x % G : threadIdx.x;
     // A group past the last row still takes part in its warp's shuffles (full mask), with no loads.
     const bool live = r < rows;
-    if (G > 32 && !live) return;  // the whole block: uniform
+    if (!Put::kEveryThread && G > 32 && !live) return;  // the whole block: uniform (not for step 4)
     const float* xr = x + (live ? r : 0) * cols;
     float v[NV * VEC];
     float mx = -INFINITY;
@@ -319,10 +402,12 @@ __device__ __forceinline__ void ce3_fwd_row(const float* __restrict__ x, const l
 #pragma unroll
     for (int i = 0; i < NV * VEC; ++i) s += expf(v[i] - mref);  // padding is −inf: adds 0
     s = camel::g_reduce<G>(0, s, scratch);
-    if (live && lane == 0) ce_finish(xr, t, loss, stats, r, cols, mx, s, err);
+    const bool own = live && lane == 0;
+    Put::put(own ? ce_finish(xr, t, stats, r, cols, mx, s, err) : 0.0f, own, r, out, partial, counter, rows);
 }
 
-template <int G, int VEC, int NV>
+// MEAN (step 4): g is the mean's one upstream gradient, so every row's is g[0] / rows.
+template <int G, int VEC, int NV, bool MEAN>
 __device__ __forceinline__ void ce3_bwd_row(const float* __restrict__ x, const long long* __restrict__ t,
                                             const float* __restrict__ stats, const float* __restrict__ g,
                                             float* __restrict__ dx, long long rows, long long cols, long long* err) {
@@ -336,7 +421,7 @@ __device__ __forceinline__ void ce3_bwd_row(const float* __restrict__ x, const l
     const long long tr = t[r];
     const bool bad = tr < 0 || tr >= cols;
     const float m = stats[2 * r], inv = 1.0f / stats[2 * r + 1];
-    const float gr = bad ? NAN : g[r];
+    const float gr = bad ? NAN : MEAN ? g[0] * (1.0f / (float)rows) : g[r];
     float v[NV * VEC];
 #pragma unroll
     for (int i = 0; i < NV; ++i) {  // every load first: NV independent loads in flight
@@ -368,19 +453,47 @@ __device__ __forceinline__ void ce3_bwd_row(const float* __restrict__ x, const l
     if (bad && lane == 0) record_index_error(err, CAMEL_OP_CROSS_ENTROPY, tr, cols);
 }
 
-// Kernel names: ce3_fwd_g{G}_v{VEC}_n{NV}_f32 and ce3_bwd_g{G}_v{VEC}_n{NV}_f32 (the launchers
-// build the same names); the shapes are softmax step 3's (kernels/softmax.cu), listed again here.
+// ---------------------------------------------------------------------------------------------
+// Step 4 (`CAMEL_CROSS_ENTROPY=4`, the default): the mean over rows fused in, so the loss is one
+// kernel forward and one backward, as the issue asks. Through step 3 the op writes a loss per
+// row and then averages them with camel's sum (two kernels for one long row) and a scale;
+// backward it scales the upstream gradient and broadcasts it to the rows before the per-row
+// kernel. Step 4 runs step 3's row code with CeMean in place of the per-row store: each block
+// sums its rows' losses and the last block to arrive adds the blocks' sums in block order
+// (ce_mean_epilogue: a device counter left at zero, a workspace of one float a block), so the
+// mean has the same bits whichever block ends last. Backward (MEAN), every row's upstream
+// gradient is the mean's g[0] / rows.
+// Measured (H100, bench_memory's "+mean" rows, the whole loss; bench/ce_lab.cu for the parts):
+// 16384×65 forward 12.5 µs (step 3's kernel 5.1 + the mean's three launches) → 7.9 µs, backward
+// 12.1 → 7.7; 4096×50257 forward 285.3 → 282.0, backward 609.2 → 604.9. The handshake is what
+// the fused mean costs at 65 columns (5.25 µs without it): the block sums and their stores
+// 0.5 µs, the counter and the last block's pass over the partials 1.6, the two fences 0.6 (a
+// release/acquire atomic in their place saved 0.16 µs: not kept).//
+// Kernel names: ce{3,4}_fwd_g{G}_v{VEC}_n{NV}_f32 and ce{3,4}_bwd_g{G}_v{VEC}_n{NV}_f32 (the
+// launchers build the same names); the shapes are softmax step 3's (kernels/softmax.cu), listed
+// again here.
 #define CE3(G, VEC, NV)                                                                                    \
     extern "C" __global__ void __launch_bounds__(G <= 32 ? 256 : G)                                        \
         ce3_fwd_g##G##_v##VEC##_n##NV##_f32(const float* __restrict__ x, const long long* __restrict__ t,    \
                                              float* __restrict__ loss, float* __restrict__ stats,          \
                                              long long rows, long long cols, long long* err) {             \
-        ce3_fwd_row<G, VEC, NV>(x, t, loss, stats, rows, cols, err);                                       \
+        ce3_fwd_row<G, VEC, NV, CeRowLoss>(x, t, loss, stats, nullptr, nullptr, rows, cols, err);          \
     }                                                                                                      \
     extern "C" __global__ void __launch_bounds__(G <= 32 ? 256 : G) ce3_bwd_g##G##_v##VEC##_n##NV##_f32(   \
         const float* __restrict__ x, const long long* __restrict__ t, const float* __restrict__ stats,     \
         const float* __restrict__ g, float* __restrict__ dx, long long rows, long long cols, long long* err) { \
-        ce3_bwd_row<G, VEC, NV>(x, t, stats, g, dx, rows, cols, err);                                      \
+        ce3_bwd_row<G, VEC, NV, false>(x, t, stats, g, dx, rows, cols, err);                               \
+    }                                                                                                      \
+    extern "C" __global__ void __launch_bounds__(G <= 32 ? 256 : G) ce4_fwd_g##G##_v##VEC##_n##NV##_f32(   \
+        const float* __restrict__ x, const long long* __restrict__ t, float* __restrict__ mean,            \
+        float* __restrict__ stats, float* __restrict__ partial, unsigned* counter, long long rows,         \
+        long long cols, long long* err) {                                                                  \
+        ce3_fwd_row<G, VEC, NV, CeMean>(x, t, mean, stats, partial, counter, rows, cols, err);             \
+    }                                                                                                      \
+    extern "C" __global__ void __launch_bounds__(G <= 32 ? 256 : G) ce4_bwd_g##G##_v##VEC##_n##NV##_f32(   \
+        const float* __restrict__ x, const long long* __restrict__ t, const float* __restrict__ stats,     \
+        const float* __restrict__ g, float* __restrict__ dx, long long rows, long long cols, long long* err) { \
+        ce3_bwd_row<G, VEC, NV, true>(x, t, stats, g, dx, rows, cols, err);                                \
     }
 #define CE3_WARPS(VEC) \
     CE3(1, VEC, 1)     \

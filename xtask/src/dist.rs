@@ -72,10 +72,10 @@ for t in "$here"/tests/memory_ops-*; do
   one "$(basename "$t") [softmax, layernorm, cross-entropy, reduce, optim step 2; embedding 3]" env \
     CAMEL_SOFTMAX=2 CAMEL_LAYERNORM=2 CAMEL_CROSS_ENTROPY=2 CAMEL_REDUCE=2 CAMEL_OPTIM=2 CAMEL_EMBEDDING=3 \
     "$t" --test-threads=4 "$@"
-  # step 4 (softmax forward, Adam; LayerNorm's and embedding's default): every family at 4 (the
-  # others run 3)
-  one "$(basename "$t") [step 4]" env CAMEL_ELEMENTWISE=4 CAMEL_REDUCE=4 CAMEL_SOFTMAX=4 \
-    CAMEL_CROSS_ENTROPY=4 CAMEL_EMBEDDING=4 CAMEL_OPTIM=4 CAMEL_LAYERNORM=4 "$t" --test-threads=4 "$@"
+  # step 4 (softmax forward, Adam; LayerNorm's, embedding's and cross-entropy's default): every
+  # family at 4 (the others run 3), but cross-entropy at 3, which its default no longer runs
+  one "$(basename "$t") [step 4; cross-entropy 3]" env CAMEL_ELEMENTWISE=4 CAMEL_REDUCE=4 CAMEL_SOFTMAX=4 \
+    CAMEL_CROSS_ENTROPY=3 CAMEL_EMBEDDING=4 CAMEL_OPTIM=4 CAMEL_LAYERNORM=4 "$t" --test-threads=4 "$@"
 done
 [ -n "$bad_bins" ] && echo "failing binaries:$bad_bins"
 echo "gpu-tests: $pass passed, $fail failed"

@@ -563,6 +563,57 @@ impl Storage {
         }
     }
 
+    /// The mean cross-entropy over the rows in one kernel, with the row statistics its backward
+    /// reads: `Some((mean, stats))` on CUDA at cross-entropy step 4; `None` on the CPU and at
+    /// steps 1–3, where the op averages [`Storage::cross_entropy_fwd_stats`]'s per-row losses.
+    pub fn cross_entropy_mean_fwd(
+        &self,
+        t: &Storage,
+        rows: usize,
+        cols: usize,
+    ) -> Result<Option<(Storage, Storage)>> {
+        self.same_device("cross_entropy", t)?;
+        #[cfg(not(feature = "cuda"))]
+        let _ = (rows, cols);
+        match (self, t) {
+            (Storage::Cpu(_), Storage::Cpu(_)) => Ok(None),
+            #[cfg(feature = "cuda")]
+            (Storage::Cuda(x), Storage::Cuda(t)) => {
+                Ok(cuda::cross_entropy_mean_fwd(x, t, rows, cols)?
+                    .map(|(m, s)| (Storage::Cuda(m), Storage::Cuda(s))))
+            }
+            #[cfg(feature = "cuda")]
+            _ => unreachable!("devices checked above"),
+        }
+    }
+
+    /// Gradient of [`Storage::cross_entropy_mean_fwd`]'s mean (upstream gradient `g`, one
+    /// element) with respect to the logits.
+    pub fn cross_entropy_mean_bwd(
+        &self,
+        t: &Storage,
+        stats: &Storage,
+        g: &Storage,
+        rows: usize,
+        cols: usize,
+    ) -> Result<Storage> {
+        self.same_device("cross_entropy backward", t)?;
+        self.same_device("cross_entropy backward", g)?;
+        #[cfg(not(feature = "cuda"))]
+        let _ = (rows, cols);
+        match (self, t, stats, g) {
+            #[cfg(feature = "cuda")]
+            (Storage::Cuda(x), Storage::Cuda(t), Storage::Cuda(st), Storage::Cuda(g)) => Ok(
+                Storage::Cuda(cuda::cross_entropy_mean_bwd(x, t, st, g, rows, cols)?),
+            ),
+            _ => Err(Error::InvalidArgument {
+                op: "cross_entropy backward",
+                msg: "the fused mean's backward runs on CUDA only (its forward is CUDA only)"
+                    .into(),
+            }),
+        }
+    }
+
     /// LayerNorm of each row of `[rows, cols]` with `gamma`, `beta` of `[cols]`:
     /// `(y, mean, rstd)`.
     pub fn layer_norm_fwd(

@@ -488,6 +488,91 @@ fn cross_entropy_every_step3_shape() {
 }
 
 #[test]
+fn cross_entropy_mean_over_many_blocks() {
+    // Cross-entropy step 4 (the default) fuses the mean: each block sums its rows' losses and
+    // the last block to finish adds the blocks' sums. Enough rows for hundreds to thousands of
+    // blocks (16 rows a block at 65 columns, 256 at 1, one at 20003), grids that end in a
+    // partly used block, a target out of range in between (the counter must still be left at
+    // zero: the run after it is checked), and the same bits from a second run (the order of
+    // the additions is fixed).
+    for (rows, cols) in [
+        (16_385usize, 65usize),
+        (70_001, 1),
+        (3001, 7),
+        (255, 1024),
+        (300, 20_003),
+    ] {
+        let seed = (rows ^ cols) as u64;
+        let x = rand_vec(rows * cols, -6.0, 6.0, seed);
+        let tg = rand_idx(rows, cols, seed ^ 5);
+        let lsm = ref_softmax_rows(&x, cols, true);
+        let want = (0..rows)
+            .map(|r| -lsm[r * cols + tg[r] as usize])
+            .sum::<f64>()
+            / rows as f64;
+        let tol = Tol {
+            atol: 1e-5,
+            rtol: 2e-5 * (rows as f64).sqrt(),
+        };
+        check(
+            &format!("cross_entropy [{rows},{cols}]"),
+            &[],
+            &[want],
+            tol,
+            |d| t(&x, &[rows, cols], d).cross_entropy(&ti(&tg, &[rows], d)),
+        );
+        let Some(d) = camel_core::testing::gpu() else {
+            continue;
+        };
+        // a bad target: an error at the read, then the same op again is right and repeatable
+        let mut bad = tg.clone();
+        bad[rows / 2] = cols as i64;
+        let e = t(&x, &[rows, cols], d)
+            .cross_entropy(&ti(&bad, &[rows], d))
+            .and_then(|l| l.item());
+        assert!(e.is_err(), "[{rows},{cols}]: a target of {cols} gave {e:?}");
+        let run = || {
+            let xt = t(&x, &[rows, cols], d).requires_grad_(true).unwrap();
+            let l = xt.cross_entropy(&ti(&tg, &[rows], d)).unwrap();
+            l.backward().unwrap();
+            (l.item().unwrap(), xt.grad().unwrap().to_vec().unwrap())
+        };
+        let (l1, g1) = run();
+        let (l2, g2) = run();
+        assert_close(
+            &format!("cross_entropy [{rows},{cols}] after an error"),
+            &[l1],
+            &[want],
+            tol,
+        );
+        assert_eq!(
+            l1.to_bits(),
+            l2.to_bits(),
+            "[{rows},{cols}]: {l1} then {l2}"
+        );
+        assert!(
+            g1 == g2,
+            "[{rows},{cols}]: the gradient changed between two runs"
+        );
+        // one row's gradient against f64: (softmax − onehot) / rows
+        let r = rows - 1;
+        let sm = ref_softmax_rows(&x[r * cols..], cols, false);
+        let dwant: Vec<f64> = (0..cols)
+            .map(|c| (sm[c] - f64::from(u8::from(c as i64 == tg[r]))) / rows as f64)
+            .collect();
+        assert_close(
+            &format!("cross_entropy grad, last row of [{rows},{cols}]"),
+            &g1[r * cols..],
+            &dwant,
+            Tol {
+                atol: 1e-9,
+                rtol: 1e-3,
+            },
+        );
+    }
+}
+
+#[test]
 fn sum_and_max_along_last_dim_and_all() {
     let mut shapes: Vec<Vec<usize>> = Vec::new();
     for &rows in &ROWS {

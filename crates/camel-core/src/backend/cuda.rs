@@ -626,7 +626,8 @@ pub enum MemFamily {
     /// cache-streaming loads and stores, the backward of 3).
     Softmax,
     /// `CAMEL_CROSS_ENTROPY`: fused log-softmax + cross-entropy (3: short rows in registers,
-    /// long rows with aligned float4 after a scalar prologue; the backward elementwise).
+    /// long rows with aligned float4 after a scalar prologue; the backward elementwise; 4, the
+    /// default: step 3's kernels with the mean over rows fused in, one launch each way).
     CrossEntropy,
     /// `CAMEL_EMBEDDING`: gather and scatter-add (3: the backward groups the tokens by row and
     /// writes each gradient row once, from [`EMBEDDING_SORTED_MIN`] upstream elements; 4, the
@@ -660,10 +661,11 @@ impl MemFamily {
     /// The step used when the family's environment variable is unset (or not a step number):
     /// [`Step::BEST`], except LayerNorm's step 4 (the forward's streaming hints) and the
     /// embedding backward's step 4, which measured faster than their step 3 on the H100
-    /// (docs/benchmarks.md). The softmax forward's step 4 did not, and stays opt-in.
+    /// (docs/benchmarks.md), and cross-entropy's step 4 (the mean fused in: one kernel each
+    /// way, as issue 4 asks). The softmax forward's step 4 did not, and stays opt-in.
     pub fn default_step(&self) -> Step {
         match self {
-            MemFamily::LayerNorm | MemFamily::Embedding => Step::Four,
+            MemFamily::LayerNorm | MemFamily::Embedding | MemFamily::CrossEntropy => Step::Four,
             _ => Step::BEST,
         }
     }
@@ -766,6 +768,65 @@ pub fn cross_entropy_bwd_stats(
         Step::One | Step::Two => k::loss::cross_entropy_bwd2_f32,
     };
     f(
+        &x.dev,
+        x.ptr(),
+        t.ptr(),
+        stats.ptr(),
+        g.ptr(),
+        out.ptr(),
+        rows,
+        cols,
+        err,
+    )?;
+    Ok(out)
+}
+
+/// The mean cross-entropy over the rows in one kernel (step 4 of the family): `Some((mean,
+/// stats))`, the mean a one-element buffer; `None` at steps 1–3, whose per-row kernels the op
+/// follows with a mean, and when there are no classes (every target is then out of range, which
+/// the per-row path reports).
+pub fn cross_entropy_mean_fwd(
+    x: &CudaStorage,
+    t: &CudaStorage,
+    rows: usize,
+    cols: usize,
+) -> Result<Option<(CudaStorage, CudaStorage)>> {
+    if mem_step(MemFamily::CrossEntropy) != Step::Four || rows == 0 || cols == 0 {
+        return Ok(None);
+    }
+    expect("cross_entropy", x, DType::F32)?;
+    expect("cross_entropy", t, DType::I64)?;
+    let mean = like(x, 1, DType::F32)?;
+    let stats = like(x, 2 * rows, DType::F32)?;
+    let err = err_slot(&x.dev)?;
+    k::loss::cross_entropy_mean_fwd4_f32(
+        &x.dev,
+        x.ptr(),
+        t.ptr(),
+        mean.ptr(),
+        stats.ptr(),
+        rows,
+        cols,
+        err,
+    )?;
+    Ok(Some((mean, stats)))
+}
+
+/// Gradient of [`cross_entropy_mean_fwd`]'s mean with respect to the logits, from its `stats`
+/// and the one upstream gradient `g`; one kernel.
+pub fn cross_entropy_mean_bwd(
+    x: &CudaStorage,
+    t: &CudaStorage,
+    stats: &CudaStorage,
+    g: &CudaStorage,
+    rows: usize,
+    cols: usize,
+) -> Result<CudaStorage> {
+    expect("cross_entropy backward", t, DType::I64)?;
+    expect("cross_entropy backward", g, DType::F32)?;
+    let out = like(x, rows * cols, DType::F32)?;
+    let err = err_slot(&x.dev)?;
+    k::loss::cross_entropy_mean_bwd4_f32(
         &x.dev,
         x.ptr(),
         t.ptr(),

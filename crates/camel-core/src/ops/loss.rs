@@ -29,7 +29,32 @@ impl Tensor {
             });
         }
         let (rows, cols) = (self.shape()[0], self.shape()[1]);
-        // The forward also returns each row's (max, Σ exp), so the backward reads the logits once.
+        // CUDA step 4: the mean over rows fused in, one kernel forward and one backward.
+        if let Some((mean, stats)) =
+            self.storage()
+                .cross_entropy_mean_fwd(&targets.storage(), rows, cols)?
+        {
+            let x = self.detach();
+            let t = targets.clone();
+            return Ok(Tensor::from_op(
+                mean,
+                vec![],
+                "cross_entropy",
+                &[self],
+                move |g| {
+                    let gs = x.storage().cross_entropy_mean_bwd(
+                        &t.storage(),
+                        &stats,
+                        &g.storage(),
+                        rows,
+                        cols,
+                    )?;
+                    Ok(vec![Some(Tensor::from_storage(gs, vec![rows, cols]))])
+                },
+            ));
+        }
+        // Else a loss per row and their mean. The forward also returns each row's (max, Σ exp),
+        // so the backward reads the logits once.
         let (s, stats) = self
             .storage()
             .cross_entropy_fwd_stats(&targets.storage(), rows, cols)?;

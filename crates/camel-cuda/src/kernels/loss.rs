@@ -2,7 +2,7 @@
 
 use super::rows::KernelName;
 use super::rows_grid;
-use crate::{CudaDevice, DevPtr, Dim3, LaunchConfig, Result};
+use crate::{CudaDevice, DevPtr, Dim3, Error, LaunchConfig, Result};
 
 const MODULE: &str = "loss";
 
@@ -233,6 +233,125 @@ pub fn cross_entropy_bwd3_f32(
             let cfg = LaunchConfig::new(rows_grid(name, rows)?, Dim3::x(CE3_LONG_THREADS));
             let same_alignment = x.0 % 16 == dx.0 % 16;
             args(name, cfg, Some(same_alignment as i32))
+        }
+    }
+}
+
+// ------------------------------------------------------------------ step 4 (memory-bound issue)
+
+/// The grid of step 3 / step 4 for `[rows, cols]` and the kernel name for `prefix` (`ce3_fwd`,
+/// `ce4_bwd`, ...), or the long-row kernel's name (`long`, e.g. `cross_entropy4_fwd_long_f32`).
+fn ce_launch(
+    prefix: &str,
+    long: &str,
+    rows: usize,
+    cols: usize,
+    vec: bool,
+) -> Result<(KernelName, LaunchConfig)> {
+    Ok(match super::softmax::softmax3_shape(cols, vec) {
+        Some((g, vw, nv)) => {
+            let name = KernelName::new(format_args!("{prefix}_g{g}_v{vw}_n{nv}_f32"));
+            let cfg = super::softmax::softmax3_config(name.as_str(), rows, g)?;
+            (name, cfg)
+        }
+        None => {
+            let name = KernelName::new(format_args!("{long}"));
+            let cfg = LaunchConfig::new(rows_grid(name.as_str(), rows)?, Dim3::x(CE3_LONG_THREADS));
+            (name, cfg)
+        }
+    })
+}
+
+/// Step 4 forward: the **mean** cross-entropy over the rows, written to `mean` (one float), in
+/// one launch, and the same `stats` as step 3 for [`cross_entropy_mean_bwd4_f32`]. Step 3's
+/// kernels with the mean fused in: each block adds its rows' losses into a workspace (one float
+/// a block, allocated here) and the last block to finish adds those in block order (a device
+/// counter, [`CudaDevice::counters`]), so the result does not depend on which block ends last.
+/// `cols` must be ≥ 1 (with no classes every target is out of range: use step 3).
+#[allow(clippy::too_many_arguments)]
+pub fn cross_entropy_mean_fwd4_f32(
+    dev: &CudaDevice,
+    x: DevPtr,
+    t: DevPtr,
+    mean: DevPtr,
+    stats: DevPtr,
+    rows: usize,
+    cols: usize,
+    err: DevPtr,
+) -> Result<()> {
+    let vec = cols % 4 == 0 && super::rows::aligned16(&[x]);
+    let (name, cfg) = ce_launch("ce4_fwd", "cross_entropy4_fwd_long_f32", rows, cols, vec)?;
+    let blocks = cfg.grid.x as usize * cfg.grid.y as usize;
+    if rows == 0 || cols == 0 || blocks > u32::MAX as usize {
+        return Err(Error::LaunchConfig {
+            kernel: format!("{MODULE}::{}", name.as_str()),
+            msg: format!(
+                "a mean over [{rows}, {cols}] logits needs rows ≥ 1, cols ≥ 1 and at most \
+                 2^32 − 1 blocks ({blocks})"
+            ),
+        });
+    }
+    let partial = dev.alloc(blocks * 4)?; // returned to the cache in stream order
+    let counter = dev.counters(1)?;
+    let k = dev.function(MODULE, name.as_str())?;
+    let pp = partial.ptr();
+    // SAFETY: matches `ce4_fwd_*` / `cross_entropy4_fwd_long_f32(const float*, const long long*,
+    // float*, float*, float*, unsigned*, long long, long long, long long*)`; `partial` holds one
+    // float per block of `cfg`, `counter` is a device int left at zero by every kernel.
+    unsafe {
+        dev.launch(
+            &k,
+            cfg,
+            &[
+                &x,
+                &t,
+                &mean,
+                &stats,
+                &pp,
+                &counter,
+                &(rows as i64),
+                &(cols as i64),
+                &err,
+            ],
+        )
+    }
+}
+
+/// Step 4 backward: `dx[r] = g[0]/rows · (exp(x[r] − m_r)/s_r − onehot(t[r]))`, the gradient of
+/// [`cross_entropy_mean_fwd4_f32`]'s mean, with its `stats` and the mean's one upstream
+/// gradient `g`; one launch (step 3's kernels reading `g` as that scalar).
+#[allow(clippy::too_many_arguments)]
+pub fn cross_entropy_mean_bwd4_f32(
+    dev: &CudaDevice,
+    x: DevPtr,
+    t: DevPtr,
+    stats: DevPtr,
+    g: DevPtr,
+    dx: DevPtr,
+    rows: usize,
+    cols: usize,
+    err: DevPtr,
+) -> Result<()> {
+    if rows == 0 || cols == 0 {
+        return Ok(());
+    }
+    let vec = cols % 4 == 0 && super::rows::aligned16(&[x, dx]);
+    let (name, cfg) = ce_launch("ce4_bwd", "cross_entropy4_bwd_long_f32", rows, cols, vec)?;
+    let k = dev.function(MODULE, name.as_str())?;
+    let (rows, cols) = (rows as i64, cols as i64);
+    // SAFETY: matches `ce4_bwd_*(const float*, const long long*, const float*, const float*,
+    // float*, long long, long long, long long*)`, and `cross_entropy4_bwd_long_f32` with the
+    // trailing `int vec` (x and dx rows share their alignment).
+    unsafe {
+        if name.as_str().starts_with("ce4_") {
+            dev.launch(&k, cfg, &[&x, &t, &stats, &g, &dx, &rows, &cols, &err])
+        } else {
+            let same_alignment = i32::from(x.0 % 16 == dx.0 % 16);
+            dev.launch(
+                &k,
+                cfg,
+                &[&x, &t, &stats, &g, &dx, &rows, &cols, &err, &same_alignment],
+            )
         }
     }
 }

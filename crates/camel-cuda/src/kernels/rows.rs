@@ -58,10 +58,11 @@ pub enum Step {
     /// (softmax, LayerNorm, cross-entropy; optimizers: all of a thread's loads before its
     /// stores; a family without a step 3 runs its step 2).
     Three,
-    /// 4: A/B experiments over step 3 (LayerNorm and softmax forward: cache-streaming loads
-    /// and stores; Adam: the loads-first kernel that SGD uses at step 3). The default only where
-    /// it measured faster (LayerNorm); a family or direction without a step 4 runs its step 3
-    /// (or 2).
+    /// 4: one more rung over step 3 (LayerNorm and softmax forward: cache-streaming loads and
+    /// stores; LayerNorm backward: a pair of warps per row; embedding: one launch; Adam: the
+    /// loads-first kernel that SGD uses at step 3; cross-entropy: the mean over rows fused in).
+    /// The default where it measured faster or the issue asks for it (LayerNorm, embedding,
+    /// cross-entropy); a family or direction without a step 4 runs its step 3 (or 2).
     Four,
 }
 
