@@ -23,7 +23,7 @@
 //! Kernels are called through their camel-cuda launchers (no tensor overhead).
 
 use camel_cuda::kernels::{
-    elementwise as ew, embedding as emb, layernorm as ln, loss, optim, reduce, softmax,
+    elementwise as ew, embedding as emb, layernorm as ln, loss, optim, reduce, shape, softmax,
 };
 use camel_cuda::{Buffer, CudaDevice, DevPtr, Result};
 use std::collections::HashMap;
@@ -179,7 +179,8 @@ impl Bench {
         let t = self.time(k, f)?;
         let gbs = bytes / (t.stream * 1e-3) / 1e9;
         let same_gbs = self.same_size_copy_gbs(bytes)?;
-        let key = format!("{op} {size}");
+        // "op+what" rows compare with PyTorch's "op" (its F.cross_entropy includes the mean)
+        let key = format!("{} {size}", op.split('+').next().unwrap_or(op));
         let (torch_gbs, ratio) = match self.torch.get(&key) {
             Some(&tms) => {
                 let g = bytes / (tms * 1e-3) / 1e9;
@@ -500,8 +501,8 @@ fn run() -> Result<()> {
         }
     }
 
-    // ---- cross-entropy (per-row loss; the mean over rows is a separate tiny reduction),
-    // rotated by the logits' size
+    // ---- cross-entropy: the per-row kernels of steps 1–3, then the whole loss with its mean
+    // (step 3's kernels and the op's mean; step 4's one kernel), rotated by the logits' size
     for (r, c) in [(16384usize, 65usize), (4096, 50257)] {
         let size = format!("{r}x{c}");
         let e = (r * c) as f64;
@@ -532,6 +533,40 @@ fn run() -> Result<()> {
         })?;
         b.row("cross_entropy_bwd", &size, 3, 8.0 * e, k, &mut |i| {
             loss::cross_entropy_bwd3_f32(d, p(&xs, i), pt, p(&st, i), pg, p(&dxs, i), r, c, pe)
+        })?;
+        // The whole loss, the mean over rows included, as the op runs it. Step 3: the per-row
+        // kernel, the sum of the losses and the scale by 1/rows forward; backward the scale of
+        // the upstream gradient, its broadcast to the rows and the per-row kernel. Step 4: one
+        // kernel each way.
+        let (means, sums) = (bufs(d, k, 1, 0.0)?, bufs(d, k, 1, 0.0)?);
+        let (g1, gs) = (buf(d, 1, 1.0)?, buf(d, 1, 0.0)?);
+        let (pg1, pgs) = (g1.ptr(), gs.ptr());
+        let inv = 1.0 / r as f32;
+        b.row("cross_entropy+mean", &size, 3, 4.0 * e, k, &mut |i| {
+            loss::cross_entropy_fwd3_f32(d, p(&xs, i), pt, p(&lo, i), p(&st, i), r, c, pe)?;
+            reduce::reduce3_f32(d, p(&lo, i), p(&sums, i), 1, r, 1, 0)?;
+            ew::unary_vec4_f32(d, p(&sums, i), p(&means, i), 1, 12, inv)
+        })?;
+        b.row("cross_entropy+mean", &size, 4, 4.0 * e, k, &mut |i| {
+            loss::cross_entropy_mean_fwd4_f32(d, p(&xs, i), pt, p(&means, i), p(&st, i), r, c, pe)
+        })?;
+        b.row("cross_entropy_bwd+mean", &size, 3, 8.0 * e, k, &mut |i| {
+            ew::unary_vec4_f32(d, pg1, pgs, 1, 12, inv)?;
+            shape::copy_strided(d, pgs, pg, &[r], &[0], 0, 4)?;
+            loss::cross_entropy_bwd3_f32(d, p(&xs, i), pt, p(&st, i), pg, p(&dxs, i), r, c, pe)
+        })?;
+        b.row("cross_entropy_bwd+mean", &size, 4, 8.0 * e, k, &mut |i| {
+            loss::cross_entropy_mean_bwd4_f32(
+                d,
+                p(&xs, i),
+                pt,
+                p(&st, i),
+                pg1,
+                p(&dxs, i),
+                r,
+                c,
+                pe,
+            )
         })?;
     }
 
