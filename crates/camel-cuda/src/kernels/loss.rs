@@ -165,18 +165,7 @@ pub fn cross_entropy_fwd3_f32(
         return cross_entropy_fwd2_f32(dev, x, t, loss, stats, rows, cols, err);
     }
     let vec = cols % 4 == 0 && super::rows::aligned16(&[x]);
-    let (name, cfg) = match super::softmax::softmax3_shape(cols, vec) {
-        Some((g, vw, nv)) => {
-            let name = KernelName::new(format_args!("ce3_fwd_g{g}_v{vw}_n{nv}_f32"));
-            let cfg = super::softmax::softmax3_config(name.as_str(), rows, g)?;
-            (name, cfg)
-        }
-        None => {
-            let name = KernelName::new(format_args!("cross_entropy3_fwd_long_f32"));
-            let cfg = LaunchConfig::new(rows_grid(name.as_str(), rows)?, Dim3::x(CE3_LONG_THREADS));
-            (name, cfg)
-        }
-    };
+    let (name, cfg) = ce_launch("ce3_fwd", "cross_entropy3_fwd_long_f32", rows, cols, vec)?;
     let k = dev.function(MODULE, name.as_str())?;
     // SAFETY: matches `ce3_fwd_*` / `cross_entropy3_fwd_long_f32(const float*, const long long*,
     // float*, float*, long long, long long, long long*)`.
@@ -208,39 +197,12 @@ pub fn cross_entropy_bwd3_f32(
     if rows == 0 || cols == 0 {
         return cross_entropy_bwd2_f32(dev, x, t, stats, g, dx, rows, cols, err);
     }
-    let vec = cols % 4 == 0 && super::rows::aligned16(&[x, dx]);
-    let args = |name: &str, cfg: LaunchConfig, with_vec: Option<i32>| -> Result<()> {
-        let k = dev.function(MODULE, name)?;
-        let (rows, cols) = (rows as i64, cols as i64);
-        // SAFETY: matches `ce3_bwd_*(const float*, const long long*, const float*, const float*,
-        // float*, long long, long long, long long*)`, and `cross_entropy3_bwd_long_f32` with the
-        // trailing `int vec`.
-        unsafe {
-            match with_vec {
-                None => dev.launch(&k, cfg, &[&x, &t, &stats, &g, &dx, &rows, &cols, &err]),
-                Some(v) => dev.launch(&k, cfg, &[&x, &t, &stats, &g, &dx, &rows, &cols, &err, &v]),
-            }
-        }
-    };
-    match super::softmax::softmax3_shape(cols, vec) {
-        Some((gs, vw, nv)) => {
-            let name = KernelName::new(format_args!("ce3_bwd_g{gs}_v{vw}_n{nv}_f32"));
-            let cfg = super::softmax::softmax3_config(name.as_str(), rows, gs)?;
-            args(name.as_str(), cfg, None)
-        }
-        None => {
-            let name = "cross_entropy3_bwd_long_f32";
-            let cfg = LaunchConfig::new(rows_grid(name, rows)?, Dim3::x(CE3_LONG_THREADS));
-            let same_alignment = x.0 % 16 == dx.0 % 16;
-            args(name, cfg, Some(same_alignment as i32))
-        }
-    }
+    ce_bwd_launch(dev, 3, x, t, stats, g, dx, rows, cols, err)
 }
 
-// ------------------------------------------------------------------ step 4 (memory-bound issue)
-
 /// The grid of step 3 / step 4 for `[rows, cols]` and the kernel name for `prefix` (`ce3_fwd`,
-/// `ce4_bwd`, ...), or the long-row kernel's name (`long`, e.g. `cross_entropy4_fwd_long_f32`).
+/// `ce4_bwd`, ...) with softmax step 3's shape, or the long-row kernel's name (`long`, e.g.
+/// `cross_entropy4_fwd_long_f32`) past [`super::softmax::SOFTMAX3_MAX_COLS`] columns.
 fn ce_launch(
     prefix: &str,
     long: &str,
@@ -261,6 +223,46 @@ fn ce_launch(
         }
     })
 }
+
+/// The backward of step 3 or 4 (`step`: the kernels `ce{step}_bwd_*` and
+/// `cross_entropy{step}_bwd_long_f32`, which differ only in how they read `g`); `rows, cols ≥ 1`.
+#[allow(clippy::too_many_arguments)]
+fn ce_bwd_launch(
+    dev: &CudaDevice,
+    step: u32,
+    x: DevPtr,
+    t: DevPtr,
+    stats: DevPtr,
+    g: DevPtr,
+    dx: DevPtr,
+    rows: usize,
+    cols: usize,
+    err: DevPtr,
+) -> Result<()> {
+    let vec = cols % 4 == 0 && super::rows::aligned16(&[x, dx]);
+    let short = KernelName::new(format_args!("ce{step}_bwd"));
+    let long = KernelName::new(format_args!("cross_entropy{step}_bwd_long_f32"));
+    let (name, cfg) = ce_launch(short.as_str(), long.as_str(), rows, cols, vec)?;
+    let k = dev.function(MODULE, name.as_str())?;
+    let (rows, cols) = (rows as i64, cols as i64);
+    // SAFETY: matches `ce{3,4}_bwd_*(const float*, const long long*, const float*, const float*,
+    // float*, long long, long long, long long*)`, and `cross_entropy{3,4}_bwd_long_f32` with the
+    // trailing `int vec` (x and dx rows share their alignment, so one prologue aligns both).
+    unsafe {
+        if name.as_str() == long.as_str() {
+            let same_alignment = i32::from(x.0 % 16 == dx.0 % 16);
+            dev.launch(
+                &k,
+                cfg,
+                &[&x, &t, &stats, &g, &dx, &rows, &cols, &err, &same_alignment],
+            )
+        } else {
+            dev.launch(&k, cfg, &[&x, &t, &stats, &g, &dx, &rows, &cols, &err])
+        }
+    }
+}
+
+// ------------------------------------------------------------------ step 4 (memory-bound issue)
 
 /// Step 4 forward: the **mean** cross-entropy over the rows, written to `mean` (one float), in
 /// one launch, and the same `stats` as step 3 for [`cross_entropy_mean_bwd4_f32`]. Step 3's
@@ -335,25 +337,7 @@ pub fn cross_entropy_mean_bwd4_f32(
     if rows == 0 || cols == 0 {
         return Ok(());
     }
-    let vec = cols % 4 == 0 && super::rows::aligned16(&[x, dx]);
-    let (name, cfg) = ce_launch("ce4_bwd", "cross_entropy4_bwd_long_f32", rows, cols, vec)?;
-    let k = dev.function(MODULE, name.as_str())?;
-    let (rows, cols) = (rows as i64, cols as i64);
-    // SAFETY: matches `ce4_bwd_*(const float*, const long long*, const float*, const float*,
-    // float*, long long, long long, long long*)`, and `cross_entropy4_bwd_long_f32` with the
-    // trailing `int vec` (x and dx rows share their alignment).
-    unsafe {
-        if name.as_str().starts_with("ce4_") {
-            dev.launch(&k, cfg, &[&x, &t, &stats, &g, &dx, &rows, &cols, &err])
-        } else {
-            let same_alignment = i32::from(x.0 % 16 == dx.0 % 16);
-            dev.launch(
-                &k,
-                cfg,
-                &[&x, &t, &stats, &g, &dx, &rows, &cols, &err, &same_alignment],
-            )
-        }
-    }
+    ce_bwd_launch(dev, 4, x, t, stats, g, dx, rows, cols, err)
 }
 
 #[cfg(test)]
