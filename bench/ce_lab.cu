@@ -10,20 +10,26 @@
 //
 // Candidates (the `put` of the library's forward, run by step 3's row code):
 //   step3   CeRowLoss: out[r] per row (no mean; the op adds a sum and a scale kernel)
-//   step4   CeMean: block sum, partial store, __threadfence, atomicAdd on one counter; the last
-//           block __threadfence, reads the partials from L2, sums, stores the mean
-//   acqrel  the same handshake with atom.acq_rel.gpu in place of the two fences
+//   step4   CeMean: block sum, partial store, one atom.acq_rel.gpu on the counter; the last
+//           block reads the partials from L2, sums, stores the mean (the library's, since the
+//           second run below)
+//   fences  the textbook form: __threadfence, a relaxed atomicAdd; the last block __threadfence
+//           (the library's step 4 in the first run below, "step4" there)
+//   acqrel  the lab's copy of the acq_rel handshake (the candidate that became step 4's)
 //   nofence partial store and atomicAdd without fences (wrong ordering: measures the fences)
 //   partial block sum and partial store only (no mean: measures the counter and the last block)
 //
 // What it showed (H100, 2026-11-22, µs; every mean within 2e-8 of step 3's losses summed in
-// double on the host, the counter 0 after all runs):
-//   16384×65:   step3 5.25, step4 7.97 / 8.02, acqrel 7.81, nofence 7.36, partial 5.72
-//   4096×50257: step3 277.6, step4 281.8 / 281.9, acqrel 281.4, nofence 282.1, partial 279.0
-// At 65 columns (1024 blocks in one wave) the fused mean costs 2.7 µs: 0.5 for the block sums
-// and their stores, 1.6 for the counter and the last block's pass over the partials, 0.6 for
-// the fences; a release/acquire atomic in place of the fences saves 0.16 µs, not enough to
-// trade the textbook form for inline PTX. Still, step 4 is the faster loss: the op at step 3
+// double on the host, the counter 0 after all runs). Step 4 with fences ("step4" in the first
+// two runs; the second after the forward began loading t[r] with the row):
+//   16384×65:   step3 5.25 / 5.10, step4 7.97–8.02 / 7.88, acqrel 7.81 / 7.47,
+//               nofence 7.36 / 6.87, partial 5.72 / 5.51
+//   4096×50257: step3 277.6 / 277.9, step4 281.8, acqrel 281.3–281.4, nofence 282.1–282.3,
+//               partial 279.0–279.4
+// At 65 columns (1024 blocks in one wave) the fused mean costs about 2.8 µs: 0.4–0.5 for the
+// block sums and their stores, 1.4–1.6 for the counter and the last block's pass over the
+// partials, 0.6–1.0 for the fences, of which the acq_rel atomic in their place saves 0.2–0.4.
+// It became step 4's handshake. Even with fences step 4 is the faster loss: the op at step 3
 // adds three launches to its 5.1 µs kernel (12.5 µs in all, bench_memory "cross_entropy+mean").
 #include <cmath>
 #include <vector>
@@ -32,13 +38,8 @@
 #include "lab_common.cuh"
 
 namespace {
-__device__ __forceinline__ unsigned atom_add_acq_rel(unsigned* p, unsigned v) {
-    unsigned old;
-    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
-    return old;
-}
 
-// MODE 0: acq_rel handshake; 1: no fences; 2: partial only.
+// MODE 0: acq_rel handshake; 1: no fences; 2: partial only; 3: the fences (textbook).
 template <int MODE>
 struct LabPut {
     static constexpr bool kEveryThread = true;
@@ -51,12 +52,15 @@ struct LabPut {
         float v = camel::block_sum(own ? l : 0.0f, scratch);
         if (threadIdx.x == 0) {
             partial[b] = v;
-            if (MODE == 0) last = atom_add_acq_rel(counter, 1u) == nb - 1;
+            if (MODE == 3) __threadfence();
+            if (MODE == 0) last = atomic_add_acq_rel(counter, 1u) == nb - 1;
+            if (MODE == 3) last = atomicAdd(counter, 1u) == nb - 1;
             if (MODE == 1) last = atomicAdd(counter, 1u) == nb - 1;
             if (MODE == 2) last = false;
         }
         __syncthreads();
         if (!last) return;
+        if (MODE == 3) __threadfence();
         float acc = 0.0f;
         for (unsigned i = threadIdx.x; i < nb; i += blockDim.x) acc += __ldcg(partial + i);
         acc = camel::block_sum(acc, scratch);
@@ -145,6 +149,7 @@ int main() {
         };
         run("step3", lab_short<CeRowLoss>, lab_long<CeRowLoss>, loss, false);
         run("step4", lab_short<CeMean>, lab_long<CeMean>, mean, true);
+        run("fences", lab_short<LabPut<3>>, lab_long<LabPut<3>>, mean, true);
         run("acqrel", lab_short<LabPut<0>>, lab_long<LabPut<0>>, mean, true);
         run("nofence", lab_short<LabPut<1>>, lab_long<LabPut<1>>, mean, true);
         run("partial", lab_short<LabPut<2>>, lab_long<LabPut<2>>, mean, false);

@@ -158,6 +158,9 @@ CE_VARIANT(block_vec_f32, false, true)
 // Measured (H100, copy 2988 GB/s, bench_memory; GB/s step 2 → step 3, % of copy, vs PyTorch):
 // 4096×50257 forward 1727 → 2926 (98 %, 3.89×), backward 1822 → 2705 (91 %, 2.61×);
 // 16384×65 forward 307 → 481 (16 %; 84 % of a same-size copy, 5.25×), backward 814 → 853.
+// Later (H100, 2026-11-22): the backward loaded g[r] only once t[r] had been tested, and the
+// row's loads waited behind that branch; loading g whatever the target took 16384×65 from 7.6 to
+// 6.6 µs (77 → 89 % of a same-size copy). The forward loads t[r] with the row, not at the end.
 
 namespace {
 // Fold N values into the running (m, s): one rescale for the group (its max first), then N
@@ -184,12 +187,11 @@ __device__ __forceinline__ long long head_to_16(const float* p, long long n) {
     return h < n ? h : n;
 }
 
-// Row r's loss from its (m, s), which it saves as the row's stats; one thread calls. A target
-// out of range records the deferred index error and gives NaN.
-__device__ __forceinline__ float ce_finish(const float* __restrict__ xr, const long long* __restrict__ t,
-                                           float* __restrict__ stats, long long r, long long cols, float m, float s,
-                                           long long* err) {
-    long long tr = t[r];
+// Row r's loss from its (m, s) and its target tr, which the caller loaded with the row (so the
+// load is not one more memory latency at the end); saves (m, s) as the row's stats; one thread
+// calls. A target out of range records the deferred index error and gives NaN.
+__device__ __forceinline__ float ce_finish(const float* __restrict__ xr, long long tr, float* __restrict__ stats,
+                                           long long r, long long cols, float m, float s, long long* err) {
     stats[2 * r] = m;
     stats[2 * r + 1] = s;
     if (tr < 0 || tr >= cols) {
@@ -205,6 +207,18 @@ __device__ __forceinline__ float ce_finish(const float* __restrict__ xr, const l
 // that is zero between kernels) adds the partials in block order, writes the mean and sets the
 // counter back to zero. The order of every addition is fixed, so the mean has the same bits
 // whichever block ends last.
+// The arrival is one atomic with release and acquire semantics at GPU scope (PTX atom.acq_rel):
+// release, so this block's partial is visible before its arrival counts; acquire, so the last
+// block's reads of the partials come after every arrival it counted (the block's barrier passes
+// thread 0's acquire on to the other threads). The textbook form, __threadfence() before a relaxed
+// atomicAdd and again after it in the last block, gives the same result and measured 0.2–0.4 µs
+// slower at 16384×65 (bench/ce_lab.cu, "step4" against "acqrel").
+__device__ __forceinline__ unsigned atomic_add_acq_rel(unsigned* p, unsigned v) {
+    unsigned old;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+    return old;
+}
+
 __device__ __forceinline__ void ce_mean_epilogue(float v, float* __restrict__ mean, float* __restrict__ partial,
                                                  unsigned* counter, long long rows) {
     __shared__ float scratch[32];
@@ -214,12 +228,10 @@ __device__ __forceinline__ void ce_mean_epilogue(float v, float* __restrict__ me
     v = camel::block_sum(v, scratch);
     if (threadIdx.x == 0) {
         partial[b] = v;
-        __threadfence();  // the partial is visible device-wide before the arrival is counted
-        last = atomicAdd(counter, 1u) == (unsigned)(nb - 1);
+        last = atomic_add_acq_rel(counter, 1u) == (unsigned)(nb - 1);
     }
     __syncthreads();
     if (!last) return;  // uniform over the block
-    __threadfence();
     float acc = 0.0f;
     for (unsigned long long i = threadIdx.x; i < nb; i += blockDim.x) acc += __ldcg(partial + i);  // from L2
     acc = camel::block_sum(acc, scratch);
@@ -261,6 +273,7 @@ __device__ __forceinline__ void ce_fwd_long(const float* __restrict__ x, const l
     const long long r = live ? r0 : 0;
     const float* xr = x + r * cols;
     const int tid = threadIdx.x, nt = blockDim.x;
+    const long long tr = tid == 0 ? t[r] : 0;  // with the row's loads, for the end (thread 0's)
     float m = -INFINITY, s = 0.0f;
     bool nan = false;
     const long long head = live ? head_to_16(xr, cols) : 0;
@@ -286,7 +299,7 @@ __device__ __forceinline__ void ce_fwd_long(const float* __restrict__ x, const l
     if (nan) s = NAN;
     camel::group_online<false>(m, s, scratch);
     const bool own = live && tid == 0;
-    Put::put(own ? ce_finish(xr, t, stats, r, cols, m, s, err) : 0.0f, own, r, out, partial, counter, rows);
+    Put::put(own ? ce_finish(xr, tr, stats, r, cols, m, s, err) : 0.0f, own, r, out, partial, counter, rows);
 }
 
 extern "C" __global__ void __launch_bounds__(512)
@@ -319,7 +332,9 @@ __device__ __forceinline__ void ce_bwd_long(const float* __restrict__ x, const l
     const long long tr = t[r];
     const bool bad = tr < 0 || tr >= cols;
     const float m = stats[2 * r], inv = 1.0f / stats[2 * r + 1];
-    const float gr = bad ? NAN : MEAN ? g[0] * (1.0f / (float)rows) : g[r];
+    // g is loaded whatever the target (not after the test of t[r]): two loads in flight, not in a row
+    const float g0 = MEAN ? g[0] * (1.0f / (float)rows) : g[r];
+    const float gr = bad ? NAN : g0;
     const long long head = vec ? head_to_16(xr, cols) : cols;
     for (long long k = tid; k < head; k += nt) dr[k] = gr * (expf(xr[k] - m) * inv - (k == tr ? 1.0f : 0.0f));
     const long long n4 = (cols - head) / 4;
@@ -377,6 +392,7 @@ __device__ __forceinline__ void ce3_fwd_row(const float* __restrict__ x, const l
     const bool live = r < rows;
     if (!Put::kEveryThread && G > 32 && !live) return;  // the whole block: uniform (not for step 4)
     const float* xr = x + (live ? r : 0) * cols;
+    const long long tr = live ? t[r] : 0;  // with the row's loads, for the end
     float v[NV * VEC];
     float mx = -INFINITY;
 #pragma unroll
@@ -403,7 +419,7 @@ __device__ __forceinline__ void ce3_fwd_row(const float* __restrict__ x, const l
     for (int i = 0; i < NV * VEC; ++i) s += expf(v[i] - mref);  // padding is −inf: adds 0
     s = camel::g_reduce<G>(0, s, scratch);
     const bool own = live && lane == 0;
-    Put::put(own ? ce_finish(xr, t, stats, r, cols, mx, s, err) : 0.0f, own, r, out, partial, counter, rows);
+    Put::put(own ? ce_finish(xr, tr, stats, r, cols, mx, s, err) : 0.0f, own, r, out, partial, counter, rows);
 }
 
 // MEAN (step 4): g is the mean's one upstream gradient, so every row's is g[0] / rows.
@@ -421,7 +437,9 @@ __device__ __forceinline__ void ce3_bwd_row(const float* __restrict__ x, const l
     const long long tr = t[r];
     const bool bad = tr < 0 || tr >= cols;
     const float m = stats[2 * r], inv = 1.0f / stats[2 * r + 1];
-    const float gr = bad ? NAN : MEAN ? g[0] * (1.0f / (float)rows) : g[r];
+    // g is loaded whatever the target (not after the test of t[r]): two loads in flight, not in a row
+    const float g0 = MEAN ? g[0] * (1.0f / (float)rows) : g[r];
+    const float gr = bad ? NAN : g0;
     float v[NV * VEC];
 #pragma unroll
     for (int i = 0; i < NV; ++i) {  // every load first: NV independent loads in flight
@@ -464,11 +482,12 @@ __device__ __forceinline__ void ce3_bwd_row(const float* __restrict__ x, const l
 // mean has the same bits whichever block ends last. Backward (MEAN), every row's upstream
 // gradient is the mean's g[0] / rows.
 // Measured (H100, bench_memory's "+mean" rows, the whole loss; bench/ce_lab.cu for the parts):
-// 16384×65 forward 12.5 µs (step 3's kernel 5.1 + the mean's three launches) → 7.9 µs, backward
-// 12.1 → 7.7; 4096×50257 forward 285.3 → 282.0, backward 609.2 → 604.9. The handshake is what
-// the fused mean costs at 65 columns (5.25 µs without it): the block sums and their stores
-// 0.5 µs, the counter and the last block's pass over the partials 1.6, the two fences 0.6 (a
-// release/acquire atomic in their place saved 0.16 µs: not kept).//
+// 16384×65 forward 12.5 µs (step 3's kernel 5.1 + the mean's three launches) → 7.9 µs with
+// fences (7.5 with the acq_rel atomic), backward 11.3 → 6.6; 4096×50257 forward 285.3 → 282.0,
+// backward 609.2 → 604.9. The handshake is what the fused mean costs at 65 columns (5.1 µs
+// without it): the block sums and their stores 0.4 µs, the counter and the last block's pass
+// over the partials 1.4, the two fences 1.0 (0.4 for the acq_rel atomic in their place).
+//
 // Kernel names: ce{3,4}_fwd_g{G}_v{VEC}_n{NV}_f32 and ce{3,4}_bwd_g{G}_v{VEC}_n{NV}_f32 (the
 // launchers build the same names); the shapes are softmax step 3's (kernels/softmax.cu), listed
 // again here.
