@@ -8,29 +8,36 @@
 //
 // Timing: bench_memory's "streamed" method (lab_common.cuh), the logits rotated over 256 MiB.
 //
-// Candidates (the `put` of the library's forward, run by step 3's row code):
-//   step3   CeRowLoss: out[r] per row (no mean; the op adds a sum and a scale kernel)
-//   step4   CeMean: block sum, partial store, one atom.acq_rel.gpu on the counter; the last
-//           block reads the partials from L2, sums, stores the mean (the library's, since the
-//           second run below)
-//   fences  the textbook form: __threadfence, a relaxed atomicAdd; the last block __threadfence
-//           (the library's step 4 in the first run below, "step4" there)
-//   acqrel  the lab's copy of the acq_rel handshake (the candidate that became step 4's)
-//   nofence partial store and atomicAdd without fences (wrong ordering: measures the fences)
-//   partial block sum and partial store only (no mean: measures the counter and the last block)
+// Candidates (the library's forward row code, kernels/loss.cu ce3_fwd_row, with another
+// epilogue or rows a group):
+//   step3      CeRowLoss: out[r] per row (no mean; the op adds a sum and a scale kernel)
+//   step4      the library's step 4: CeMean (block sum, partial store, one atom.acq_rel.gpu on
+//              the counter; the last block reads the partials from L2, sums, stores the mean),
+//              2 rows a 16-lane group at 65 columns (ce4_rows)
+//   R1 acqrel  the same with one row a group (step 4 before ce4_rows)
+//   R1 fences  the textbook ordering: __threadfence, a relaxed atomicAdd, __threadfence in the
+//              last block (step 4 before the acq_rel atomic)
+//   R1 nofence partial store and atomicAdd without fences (wrong ordering: measures the fences)
+//   R1 partial block sum and partial store only (no mean: measures the counter and last block)
+//   R4 acqrel  4 rows a group; step3 R2 / R4: the per-row kernel with 2 / 4 rows a group
+// and, last, the handshake alone (every block puts 16 losses of 1.0) for 64 … 4096 blocks.
 //
 // What it showed (H100, 2026-11-22, µs; every mean within 2e-8 of step 3's losses summed in
-// double on the host, the counter 0 after all runs). Step 4 with fences ("step4" in the first
-// two runs; the second after the forward began loading t[r] with the row):
-//   16384×65:   step3 5.25 / 5.10, step4 7.97–8.02 / 7.88, acqrel 7.81 / 7.47,
-//               nofence 7.36 / 6.87, partial 5.72 / 5.51
-//   4096×50257: step3 277.6 / 277.9, step4 281.8, acqrel 281.3–281.4, nofence 282.1–282.3,
-//               partial 279.0–279.4
-// At 65 columns (1024 blocks in one wave) the fused mean costs about 2.8 µs: 0.4–0.5 for the
-// block sums and their stores, 1.4–1.6 for the counter and the last block's pass over the
-// partials, 0.6–1.0 for the fences, of which the acq_rel atomic in their place saves 0.2–0.4.
-// It became step 4's handshake. Even with fences step 4 is the faster loss: the op at step 3
-// adds three launches to its 5.1 µs kernel (12.5 µs in all, bench_memory "cross_entropy+mean").
+// double on the host, the counter 0 after all runs). 16384×65, over five calls:
+//   step3 5.09–5.25; one row a group: acq_rel 7.56–7.81, fences 7.88–8.02, no fences 6.87–7.36,
+//   partial 5.51–5.72; rows a group: acq_rel R2 7.12, R4 7.13; step3 R2 5.41, R4 5.74.
+//   4096×50257: step3 277.6–278.0, acq_rel 281.3–281.8, fences 281.8–281.9, partial 279.0–279.4.
+//   The handshake alone, µs for 64 / 256 / 1024 / 4096 blocks: empty kernel 1.96 / 2.10 / 2.50 /
+//   4.33, block sums 2.32 / 2.37 / 2.95 / 4.75, acq_rel 3.40 / 3.60 / 4.90 / 11.63, fences
+//   3.83 / 4.03 / 5.23 / 12.10.
+// So the fused mean costs about 2.5 µs at 65 columns with one row a group (1024 blocks in one
+// wave): 0.4–0.5 for the block sums and their stores, 1.4 for the counter and the last block's
+// pass over the partials, and the ordering, where one acq_rel atomic costs 0.2–0.4 µs less than
+// the textbook fences. The counter's cost grows with the blocks arriving at it (same-address
+// atomics queue: about 1.6 ns a block past 1024), so step 4 gives a group 2 rows at 65 columns:
+// 512 blocks, the row work 0.3 µs slower, the whole forward 0.45 µs faster (4 rows: no more).
+// Even the first form of step 4 was the faster loss: the op at step 3 adds three launches to its
+// 5.1 µs kernel (12.5–13.0 µs in all, bench_memory "cross_entropy+mean").
 #include <cmath>
 #include <vector>
 
@@ -42,20 +49,19 @@ namespace {
 // MODE 0: acq_rel handshake; 1: no fences; 2: partial only; 3: the fences (textbook).
 template <int MODE>
 struct LabPut {
-    static constexpr bool kEveryThread = true;
-    __device__ static void put(float l, bool own, long long, float* out, float* partial, unsigned* counter,
-                               long long rows) {
+    static constexpr bool kMean = true;
+    __device__ static void mean(float v, float* out, float* partial, unsigned* counter, long long rows) {
         __shared__ float scratch[32];
         __shared__ bool last;
         const unsigned nb = gridDim.x * gridDim.y;
         const unsigned b = blockIdx.x + blockIdx.y * gridDim.x;
-        float v = camel::block_sum(own ? l : 0.0f, scratch);
+        v = camel::block_sum(v, scratch);
         if (threadIdx.x == 0) {
             partial[b] = v;
             if (MODE == 3) __threadfence();
             if (MODE == 0) last = atomic_add_acq_rel(counter, 1u) == nb - 1;
-            if (MODE == 3) last = atomicAdd(counter, 1u) == nb - 1;
             if (MODE == 1) last = atomicAdd(counter, 1u) == nb - 1;
+            if (MODE == 3) last = atomicAdd(counter, 1u) == nb - 1;
             if (MODE == 2) last = false;
         }
         __syncthreads();
@@ -73,11 +79,11 @@ struct LabPut {
 }  // namespace
 
 // 65 columns: softmax step 3's shape (G = 16 lanes a row, scalar, NV = 8), 16 rows a block.
-template <class Put>
+template <class Put, int R = 1>
 __global__ void __launch_bounds__(256) lab_short(const float* x, const long long* t, float* out, float* stats,
                                                  float* partial, unsigned* counter, long long rows, long long cols,
                                                  long long* err) {
-    ce3_fwd_row<16, 1, 8, Put>(x, t, out, stats, partial, counter, rows, cols, err);
+    ce3_fwd_row<16, 1, 8, Put, R>(x, t, out, stats, partial, counter, rows, cols, err);
 }
 template <class Put>
 __global__ void __launch_bounds__(512) lab_long(const float* x, const long long* t, float* out, float* stats,
@@ -85,6 +91,14 @@ __global__ void __launch_bounds__(512) lab_long(const float* x, const long long*
                                                 long long* err) {
     ce_fwd_long<Put>(x, t, out, stats, partial, counter, rows, cols, err);
 }
+
+// The handshake alone: every block of 256 threads puts 16 losses of 1.0 (a row's lane 0 of
+// each 16-lane group, as at 65 columns) and nothing else; `Put` as above, `empty` does nothing.
+template <class Put>
+__global__ void __launch_bounds__(256) lab_handshake(float* out, float* partial, unsigned* counter, long long rows) {
+    Put::mean(threadIdx.x % 16 == 0 ? 1.0f : 0.0f, out, partial, counter, rows);
+}
+__global__ void lab_empty() {}
 
 int main() {
     cudaDeviceProp prop;
@@ -129,10 +143,11 @@ int main() {
         double want = 0;
         for (float v : hl) want += v;
         want /= rows;
-        auto run = [&](const char* name, auto kshort, auto klong, float* o, bool check) {
+        // R: rows a 16-lane group takes (the short rows' grid shrinks R times)
+        auto run = [&](const char* name, auto kshort, auto klong, float* o, bool check, int R = 1) {
             auto launch = [&](int i) {
                 if (shrt) {
-                    kshort<<<blocks, threads>>>(x + (i % sets) * n, t, o, stats, partial, counter, rows, cols, err);
+                    kshort<<<(blocks + R - 1) / R, threads>>>(x + (i % sets) * n, t, o, stats, partial, counter, rows, cols, err);
                 } else {
                     klong<<<blocks, threads>>>(x + (i % sets) * n, t, o, stats, partial, counter, rows, cols, err);
                 }
@@ -143,17 +158,25 @@ int main() {
             CK(cudaMemcpy(&got, mean, 4, cudaMemcpyDeviceToHost));
             const double us = lab_streamed(launch, sets, lab_per(20));
             const double gbs = (double)n * 4 / (us * 1e-6) / 1e9;
-            printf("%lldx%lld %-8s %8.2f us %6.0f GB/s", rows, cols, name, us, gbs);
+            printf("%lldx%lld %-9s %8.2f us %6.0f GB/s", rows, cols, name, us, gbs);
             if (check) printf("   mean %.7f want %.7f (rel %.1e)", got, want, std::fabs(got - want) / std::fabs(want));
             printf("\n");
         };
+        // step 4 as the library runs it: 2 rows a group at 65 columns (ce4_rows)
+        constexpr int R4 = ce4_rows(16, 1, 8);
         run("step3", lab_short<CeRowLoss>, lab_long<CeRowLoss>, loss, false);
-        run("step4", lab_short<CeMean>, lab_long<CeMean>, mean, true);
-        run("fences", lab_short<LabPut<3>>, lab_long<LabPut<3>>, mean, true);
-        run("acqrel", lab_short<LabPut<0>>, lab_long<LabPut<0>>, mean, true);
-        run("nofence", lab_short<LabPut<1>>, lab_long<LabPut<1>>, mean, true);
-        run("partial", lab_short<LabPut<2>>, lab_long<LabPut<2>>, mean, false);
-        run("step4", lab_short<CeMean>, lab_long<CeMean>, mean, true);
+        run("step4", lab_short<CeMean, R4>, lab_long<CeMean>, mean, true, R4);
+        // the handshake's parts, one row a group
+        run("R1 acqrel", lab_short<CeMean>, lab_long<CeMean>, mean, true);
+        run("R1 fences", lab_short<LabPut<3>>, lab_long<LabPut<3>>, mean, true);
+        run("R1 nofence", lab_short<LabPut<1>>, lab_long<LabPut<1>>, mean, true);
+        run("R1 partial", lab_short<LabPut<2>>, lab_long<LabPut<2>>, mean, false);
+        if (shrt) {  // rows a group: fewer blocks at the counter, longer row work
+            run("step3 R2", lab_short<CeRowLoss, 2>, lab_long<CeRowLoss>, loss, false, 2);
+            run("step3 R4", lab_short<CeRowLoss, 4>, lab_long<CeRowLoss>, loss, false, 4);
+            run("R4 acqrel", lab_short<CeMean, 4>, lab_long<CeMean>, mean, true, 4);
+        }
+        run("step4", lab_short<CeMean, R4>, lab_long<CeMean>, mean, true, R4);
         run("step3", lab_short<CeRowLoss>, lab_long<CeRowLoss>, loss, false);
         unsigned c;
         CK(cudaMemcpy(&c, counter, 4, cudaMemcpyDeviceToHost));
@@ -161,6 +184,28 @@ int main() {
         CK(cudaFree(x));
         for (void* p : {(void*)t, (void*)err, (void*)loss, (void*)stats, (void*)partial, (void*)mean, (void*)counter})
             CK(cudaFree(p));
+    }
+    // the handshake's cost against the number of blocks (how many rows a block takes decides it)
+    float *partial, *mean;
+    unsigned* counter;
+    CK(cudaMalloc(&partial, 65536 * 4));
+    CK(cudaMalloc(&mean, 4));
+    CK(cudaMalloc(&counter, 4));
+    CK(cudaMemset(counter, 0, 4));
+    for (unsigned blocks : {64u, 256u, 1024u, 4096u}) {
+        const long long rows = 16ll * blocks;
+        const double e = lab_streamed([&](int) { lab_empty<<<blocks, 256>>>(); }, 1, lab_per(20));
+        const double p = lab_streamed(
+            [&](int) { lab_handshake<LabPut<2>><<<blocks, 256>>>(mean, partial, counter, rows); }, 1, lab_per(20));
+        const double a = lab_streamed(
+            [&](int) { lab_handshake<CeMean><<<blocks, 256>>>(mean, partial, counter, rows); }, 1, lab_per(20));
+        const double f = lab_streamed(
+            [&](int) { lab_handshake<LabPut<3>><<<blocks, 256>>>(mean, partial, counter, rows); }, 1, lab_per(20));
+        float got;
+        CK(cudaMemcpy(&got, mean, 4, cudaMemcpyDeviceToHost));
+        printf("handshake, %4u blocks: empty kernel %.2f us, block sums %.2f, step 4 (acq_rel) %.2f, fences %.2f"
+               "  (mean %.3f, want 1)\n",
+               blocks, e, p, a, f, got);
     }
     return 0;
 }

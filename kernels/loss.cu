@@ -241,26 +241,25 @@ __device__ __forceinline__ void ce_mean_epilogue(float v, float* __restrict__ me
     }
 }
 
-// Where a forward kernel puts the loss of a finished row; `own`: this thread holds row r's loss
-// `l`. kEveryThread: every thread of the block must reach put (no early exit).
-struct CeRowLoss {  // steps 2 and 3: out[r] = the row's loss
-    static constexpr bool kEveryThread = false;
-    __device__ static void put(float l, bool own, long long r, float* out, float*, unsigned*, long long) {
-        if (own) out[r] = l;
-    }
+// What a forward kernel does with its rows' losses. kMean = false (steps 2 and 3): out[r] is row
+// r's loss, stored as each row finishes. kMean = true (step 4): every thread of the block (none
+// may have left) calls mean() once with the sum of the losses of the rows it finished (0 if
+// none), and `out` is the one mean.
+struct CeRowLoss {
+    static constexpr bool kMean = false;
+    __device__ static void mean(float, float*, float*, unsigned*, long long) {}
 };
-struct CeMean {  // step 4: the mean over rows, `out` its one float
-    static constexpr bool kEveryThread = true;
-    __device__ static void put(float l, bool own, long long, float* out, float* partial, unsigned* counter,
-                               long long rows) {
-        ce_mean_epilogue(own ? l : 0.0f, out, partial, counter, rows);
+struct CeMean {
+    static constexpr bool kMean = true;
+    __device__ static void mean(float acc, float* out, float* partial, unsigned* counter, long long rows) {
+        ce_mean_epilogue(acc, out, partial, counter, rows);
     }
 };
 }  // namespace
 
 constexpr int CE3_UNROLL = 4;  // float4 loads issued together per thread in the long-row loops
 
-// Put: where the row's loss goes (CeRowLoss: out[r], step 3; CeMean: the one mean, step 4).
+// Put: CeRowLoss (step 3: out[r]) or CeMean (step 4: the one mean).
 template <class Put>
 __device__ __forceinline__ void ce_fwd_long(const float* __restrict__ x, const long long* __restrict__ t,
                                             float* __restrict__ out, float* __restrict__ stats,
@@ -269,7 +268,7 @@ __device__ __forceinline__ void ce_fwd_long(const float* __restrict__ x, const l
     __shared__ float scratch[64];
     const long long r0 = blockIdx.x + (long long)blockIdx.y * gridDim.x;
     const bool live = r0 < rows;
-    if (!Put::kEveryThread && !live) return;  // whole block; step 4 keeps it for the epilogue
+    if (!Put::kMean && !live) return;  // whole block; step 4 keeps it for the epilogue
     const long long r = live ? r0 : 0;
     const float* xr = x + r * cols;
     const int tid = threadIdx.x, nt = blockDim.x;
@@ -298,8 +297,12 @@ __device__ __forceinline__ void ce_fwd_long(const float* __restrict__ x, const l
     for (long long k = head + 4 * n4 + tid; live && k < cols; k += nt) camel::online_add(m, s, xr[k]);
     if (nan) s = NAN;
     camel::group_online<false>(m, s, scratch);
-    const bool own = live && tid == 0;
-    Put::put(own ? ce_finish(xr, tr, stats, r, cols, m, s, err) : 0.0f, own, r, out, partial, counter, rows);
+    const float l = live && tid == 0 ? ce_finish(xr, tr, stats, r, cols, m, s, err) : 0.0f;
+    if (Put::kMean) {
+        Put::mean(l, out, partial, counter, rows);
+    } else if (tid == 0) {
+        out[r] = l;
+    }
 }
 
 extern "C" __global__ void __launch_bounds__(512)
@@ -377,49 +380,73 @@ extern "C" __global__ void __launch_bounds__(512)
 
 // Rows ≤ 16384 columns: the softmax step 3 layout (kernels/softmax.cu, `softmax3_shape` picks
 // (G, VEC, NV)): a group of G threads per row, NV loads of VEC floats per thread.
-// Put: where the row's loss goes (CeRowLoss: out[r], step 3; CeMean: the one mean, step 4).
-template <int G, int VEC, int NV, class Put>
+// Put: CeRowLoss (step 3: out[r]) or CeMean (step 4: the one mean). R: rows a group takes (G ≤ 32
+// only), all R loaded before any is reduced; the block covers R · 256/G consecutive rows, the
+// k-th 256/G of them with row k of each group, so each load instruction of a warp stays
+// contiguous. Step 3 is R = 1; step 4 takes R > 1 where the registers allow (ce4_rows), so the
+// grid has R times fewer blocks arriving at the mean's counter.
+template <int G, int VEC, int NV, class Put, int R = 1>
 __device__ __forceinline__ void ce3_fwd_row(const float* __restrict__ x, const long long* __restrict__ t,
                                             float* __restrict__ out, float* __restrict__ stats,
                                             float* __restrict__ partial, unsigned* counter, long long rows,
                                             long long cols, long long* err) {
+    static_assert(R == 1 || G <= 32, "several rows a group only where a group is part of a warp");
     __shared__ float scratch[32];
     constexpr int PER_BLOCK = G <= 32 ? 256 / G : 1;
     const long long b = blockIdx.x + (long long)blockIdx.y * gridDim.x;
-    const long long r = G <= 32 ? b * PER_BLOCK + threadIdx.x / G : b;
     const int lane = G <= 32 ? threadIdx.x % G : threadIdx.x;
-    // A group past the last row still takes part in its warp's shuffles (full mask), with no loads.
-    const bool live = r < rows;
-    if (!Put::kEveryThread && G > 32 && !live) return;  // the whole block: uniform (not for step 4)
-    const float* xr = x + (live ? r : 0) * cols;
-    const long long tr = live ? t[r] : 0;  // with the row's loads, for the end
-    float v[NV * VEC];
-    float mx = -INFINITY;
+    long long r[R], tr[R];
+    bool live[R];
+    float v[R][NV * VEC];
 #pragma unroll
-    for (int i = 0; i < NV; ++i) {
-        const long long c = (long long)(i * G + lane) * VEC;
-        if (live && c < cols) {
-            if (VEC == 4) {
-                float4 q = *reinterpret_cast<const float4*>(xr + c);
-                v[4 * i] = q.x, v[4 * i + 1] = q.y, v[4 * i + 2] = q.z, v[4 * i + 3] = q.w;
-            } else {
-                v[i] = xr[c];
-            }
-        } else {
-#pragma unroll
-            for (int k = 0; k < VEC; ++k) v[VEC * i + k] = -INFINITY;
-        }
-#pragma unroll
-        for (int k = 0; k < VEC; ++k) mx = fmaxf(mx, v[VEC * i + k]);  // NaN reaches the sum instead
+    for (int k = 0; k < R; ++k) {
+        r[k] = G <= 32 ? (b * R + k) * PER_BLOCK + threadIdx.x / G : b;
+        // A group past the last row still takes part in its warp's shuffles (full mask), with no loads.
+        live[k] = r[k] < rows;
     }
-    mx = camel::g_reduce<G>(1, mx, scratch);
-    const float mref = mx == -INFINITY ? 0.0f : mx;  // an all −inf row: Σ = 0, loss NaN as step 2
-    float s = 0.0f;
+    if (!Put::kMean && G > 32 && !live[0]) return;  // the whole block: uniform (not for step 4)
 #pragma unroll
-    for (int i = 0; i < NV * VEC; ++i) s += expf(v[i] - mref);  // padding is −inf: adds 0
-    s = camel::g_reduce<G>(0, s, scratch);
-    const bool own = live && lane == 0;
-    Put::put(own ? ce_finish(xr, tr, stats, r, cols, mx, s, err) : 0.0f, own, r, out, partial, counter, rows);
+    for (int k = 0; k < R; ++k) {
+        const float* xr = x + (live[k] ? r[k] : 0) * cols;
+        tr[k] = live[k] ? t[r[k]] : 0;  // with the row's loads, for the end
+#pragma unroll
+        for (int i = 0; i < NV; ++i) {
+            const long long c = (long long)(i * G + lane) * VEC;
+            if (live[k] && c < cols) {
+                if (VEC == 4) {
+                    float4 q = *reinterpret_cast<const float4*>(xr + c);
+                    v[k][4 * i] = q.x, v[k][4 * i + 1] = q.y, v[k][4 * i + 2] = q.z, v[k][4 * i + 3] = q.w;
+                } else {
+                    v[k][i] = xr[c];
+                }
+            } else {
+#pragma unroll
+                for (int q = 0; q < VEC; ++q) v[k][VEC * i + q] = -INFINITY;
+            }
+        }
+    }
+    float acc = 0.0f;  // step 4: the losses of this thread's rows
+#pragma unroll
+    for (int k = 0; k < R; ++k) {
+        float mx = -INFINITY;
+#pragma unroll
+        for (int i = 0; i < NV * VEC; ++i) mx = fmaxf(mx, v[k][i]);  // NaN reaches the sum instead
+        mx = camel::g_reduce<G>(1, mx, scratch);
+        const float mref = mx == -INFINITY ? 0.0f : mx;  // an all −inf row: Σ = 0, loss NaN as step 2
+        float s = 0.0f;
+#pragma unroll
+        for (int i = 0; i < NV * VEC; ++i) s += expf(v[k][i] - mref);  // padding is −inf: adds 0
+        s = camel::g_reduce<G>(0, s, scratch);
+        if (live[k] && lane == 0) {
+            const float l = ce_finish(x + r[k] * cols, tr[k], stats, r[k], cols, mx, s, err);
+            if (Put::kMean) {
+                acc += l;
+            } else {
+                out[r[k]] = l;
+            }
+        }
+    }
+    if (Put::kMean) Put::mean(acc, out, partial, counter, rows);
 }
 
 // MEAN (step 4): g is the mean's one upstream gradient, so every row's is g[0] / rows.
@@ -479,15 +506,24 @@ __device__ __forceinline__ void ce3_bwd_row(const float* __restrict__ x, const l
 // kernel. Step 4 runs step 3's row code with CeMean in place of the per-row store: each block
 // sums its rows' losses and the last block to arrive adds the blocks' sums in block order
 // (ce_mean_epilogue: a device counter left at zero, a workspace of one float a block), so the
-// mean has the same bits whichever block ends last. Backward (MEAN), every row's upstream
+// mean has the same bits whichever block ends last. Where a row is short, a group takes 2 rows
+// (ce4_rows), so half as many blocks queue at the counter. Backward (MEAN), every row's upstream
 // gradient is the mean's g[0] / rows.
 // Measured (H100, bench_memory's "+mean" rows, the whole loss; bench/ce_lab.cu for the parts):
 // 16384×65 forward 12.5 µs (step 3's kernel 5.1 + the mean's three launches) → 7.9 µs with
-// fences (7.5 with the acq_rel atomic), backward 11.3 → 6.6; 4096×50257 forward 285.3 → 282.0,
-// backward 609.2 → 604.9. The handshake is what the fused mean costs at 65 columns (5.1 µs
-// without it): the block sums and their stores 0.4 µs, the counter and the last block's pass
-// over the partials 1.4, the two fences 1.0 (0.4 for the acq_rel atomic in their place).
+// fences and a row a group, 7.6 with the acq_rel atomic, 7.1 with 2 rows a group; backward
+// 11.3 → 6.6; 4096×50257 forward 285.3 → 282.0, backward 609.2 → 604.9. The handshake is what
+// the fused mean costs at 65 columns (5.1 µs without it, one row a group): the block sums and
+// their stores 0.4 µs, the counter and the last block's pass over the partials 1.4, the two
+// fences 1.0 (0.4 for the acq_rel atomic in their place); bench/ce_lab.cu has the figures.
 //
+// Rows a group takes in step 4's forward: 2 where a row is at most 16 floats a thread (so two
+// fit in 32 registers), else 1. At 16384×65 (bench/ce_lab.cu) 2 rows a group took the forward
+// from 7.6 to 7.1 µs: the row work got 0.3 µs slower, the mean's handshake at half the blocks
+// 0.8 faster; 4 rows a group gained nothing more. The launcher's `ce4_rows`
+// (crates/camel-cuda/src/kernels/loss.rs) is the same rule: it sizes the grid.
+__host__ __device__ constexpr int ce4_rows(int g, int vec, int nv) { return g <= 32 && nv * vec <= 16 ? 2 : 1; }
+
 // Kernel names: ce{3,4}_fwd_g{G}_v{VEC}_n{NV}_f32 and ce{3,4}_bwd_g{G}_v{VEC}_n{NV}_f32 (the
 // launchers build the same names); the shapes are softmax step 3's (kernels/softmax.cu), listed
 // again here.
@@ -507,7 +543,8 @@ __device__ __forceinline__ void ce3_bwd_row(const float* __restrict__ x, const l
         const float* __restrict__ x, const long long* __restrict__ t, float* __restrict__ mean,            \
         float* __restrict__ stats, float* __restrict__ partial, unsigned* counter, long long rows,         \
         long long cols, long long* err) {                                                                  \
-        ce3_fwd_row<G, VEC, NV, CeMean>(x, t, mean, stats, partial, counter, rows, cols, err);             \
+        ce3_fwd_row<G, VEC, NV, CeMean, ce4_rows(G, VEC, NV)>(x, t, mean, stats, partial, counter, rows, cols, \
+                                                              err);                                        \
     }                                                                                                      \
     extern "C" __global__ void __launch_bounds__(G <= 32 ? 256 : G) ce4_bwd_g##G##_v##VEC##_n##NV##_f32(   \
         const float* __restrict__ x, const long long* __restrict__ t, const float* __restrict__ stats,     \

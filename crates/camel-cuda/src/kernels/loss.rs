@@ -165,7 +165,14 @@ pub fn cross_entropy_fwd3_f32(
         return cross_entropy_fwd2_f32(dev, x, t, loss, stats, rows, cols, err);
     }
     let vec = cols % 4 == 0 && super::rows::aligned16(&[x]);
-    let (name, cfg) = ce_launch("ce3_fwd", "cross_entropy3_fwd_long_f32", rows, cols, vec)?;
+    let (name, cfg) = ce_launch(
+        "ce3_fwd",
+        "cross_entropy3_fwd_long_f32",
+        rows,
+        cols,
+        vec,
+        false,
+    )?;
     let k = dev.function(MODULE, name.as_str())?;
     // SAFETY: matches `ce3_fwd_*` / `cross_entropy3_fwd_long_f32(const float*, const long long*,
     // float*, float*, long long, long long, long long*)`.
@@ -203,17 +210,21 @@ pub fn cross_entropy_bwd3_f32(
 /// The grid of step 3 / step 4 for `[rows, cols]` and the kernel name for `prefix` (`ce3_fwd`,
 /// `ce4_bwd`, ...) with softmax step 3's shape, or the long-row kernel's name (`long`, e.g.
 /// `cross_entropy4_fwd_long_f32`) past [`super::softmax::SOFTMAX3_MAX_COLS`] columns.
+/// `group_rows`: the kernel's groups take [`ce4_rows`] rows each (step 4's forward), so the grid
+/// has that many times fewer blocks.
 fn ce_launch(
     prefix: &str,
     long: &str,
     rows: usize,
     cols: usize,
     vec: bool,
+    group_rows: bool,
 ) -> Result<(KernelName, LaunchConfig)> {
     Ok(match super::softmax::softmax3_shape(cols, vec) {
         Some((g, vw, nv)) => {
             let name = KernelName::new(format_args!("{prefix}_g{g}_v{vw}_n{nv}_f32"));
-            let cfg = super::softmax::softmax3_config(name.as_str(), rows, g)?;
+            let r = if group_rows { ce4_rows(g, vw, nv) } else { 1 };
+            let cfg = super::softmax::softmax3_config(name.as_str(), rows.div_ceil(r), g)?;
             (name, cfg)
         }
         None => {
@@ -222,6 +233,17 @@ fn ce_launch(
             (name, cfg)
         }
     })
+}
+
+/// Rows a group of `g` threads takes in step 4's forward (`ce4_fwd_*`, shape `(g, vw, nv)`): 2
+/// where a row is at most 16 floats a thread, else 1. The same rule as `ce4_rows` in
+/// `kernels/loss.cu`, which the kernels are compiled with; this one sizes their grid.
+pub fn ce4_rows(g: usize, vw: usize, nv: usize) -> usize {
+    if g <= 32 && nv * vw <= 16 {
+        2
+    } else {
+        1
+    }
 }
 
 /// The backward of step 3 or 4 (`step`: the kernels `ce{step}_bwd_*` and
@@ -242,7 +264,7 @@ fn ce_bwd_launch(
     let vec = cols % 4 == 0 && super::rows::aligned16(&[x, dx]);
     let short = KernelName::new(format_args!("ce{step}_bwd"));
     let long = KernelName::new(format_args!("cross_entropy{step}_bwd_long_f32"));
-    let (name, cfg) = ce_launch(short.as_str(), long.as_str(), rows, cols, vec)?;
+    let (name, cfg) = ce_launch(short.as_str(), long.as_str(), rows, cols, vec, false)?;
     let k = dev.function(MODULE, name.as_str())?;
     let (rows, cols) = (rows as i64, cols as i64);
     // SAFETY: matches `ce{3,4}_bwd_*(const float*, const long long*, const float*, const float*,
@@ -269,6 +291,7 @@ fn ce_bwd_launch(
 /// kernels with the mean fused in: each block adds its rows' losses into a workspace (one float
 /// a block, allocated here) and the last block to finish adds those in block order (a device
 /// counter, [`CudaDevice::counters`]), so the result does not depend on which block ends last.
+/// Short rows go 2 to a group where they fit ([`ce4_rows`]): half the blocks at the counter.
 /// `cols` must be ≥ 1 (with no classes every target is out of range: use step 3).
 #[allow(clippy::too_many_arguments)]
 pub fn cross_entropy_mean_fwd4_f32(
@@ -282,7 +305,14 @@ pub fn cross_entropy_mean_fwd4_f32(
     err: DevPtr,
 ) -> Result<()> {
     let vec = cols % 4 == 0 && super::rows::aligned16(&[x]);
-    let (name, cfg) = ce_launch("ce4_fwd", "cross_entropy4_fwd_long_f32", rows, cols, vec)?;
+    let (name, cfg) = ce_launch(
+        "ce4_fwd",
+        "cross_entropy4_fwd_long_f32",
+        rows,
+        cols,
+        vec,
+        true,
+    )?;
     let blocks = cfg.grid.x as usize * cfg.grid.y as usize;
     if rows == 0 || cols == 0 || blocks > u32::MAX as usize {
         return Err(Error::LaunchConfig {
