@@ -59,7 +59,7 @@ struct LabPut {
         if (threadIdx.x == 0) {
             partial[b] = v;
             if (MODE == 3) __threadfence();
-            if (MODE == 0) last = atomic_add_acq_rel(counter, 1u) == nb - 1;
+            if (MODE == 0) last = camel::atom_add_acq_rel_gpu(counter, 1u) == nb - 1;
             if (MODE == 1) last = atomicAdd(counter, 1u) == nb - 1;
             if (MODE == 3) last = atomicAdd(counter, 1u) == nb - 1;
             if (MODE == 2) last = false;

@@ -3,6 +3,7 @@
 // timing loop itself (bench_memory's "streamed" method).
 #pragma once
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -59,4 +60,27 @@ static double lab_streamed(const std::function<void(int)>& launch, int sets, int
     CK(cudaGetLastError());
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
+}
+
+// n elements of device memory (floats unless T says otherwise).
+template <class T = float>
+static T* dalloc(size_t n) {
+    T* p;
+    CK(cudaMalloc(&p, n * sizeof(T)));
+    return p;
+}
+
+// The largest difference between two device arrays of n floats (any NaN: infinity); `relative`:
+// relative to |a| where |a| > 1.
+static double max_diff(const float* a, const float* b, size_t n, bool relative = false) {
+    std::vector<float> ha(n), hb(n);
+    CK(cudaMemcpy(ha.data(), a, n * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(hb.data(), b, n * 4, cudaMemcpyDeviceToHost));
+    double m = 0;
+    for (size_t i = 0; i < n; ++i) {
+        double d = std::fabs((double)ha[i] - hb[i]);
+        if (relative) d /= std::max(1.0, std::fabs((double)ha[i]));
+        if (!(d <= m)) m = std::isnan(d) ? INFINITY : d;
+    }
+    return m;
 }

@@ -385,24 +385,6 @@ static int occupancy(const void* k, int threads, size_t smem = 0) {
     return n;
 }
 
-static float* dalloc(size_t n) {
-    float* p;
-    CK(cudaMalloc(&p, n * 4));
-    return p;
-}
-
-static double max_diff(const float* a, const float* b, size_t n) {
-    std::vector<float> ha(n), hb(n);
-    CK(cudaMemcpy(ha.data(), a, n * 4, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(hb.data(), b, n * 4, cudaMemcpyDeviceToHost));
-    double m = 0;
-    for (size_t i = 0; i < n; ++i) {
-        double d = std::fabs((double)ha[i] - hb[i]);
-        if (!(d <= m)) m = std::isnan(d) ? INFINITY : d;
-    }
-    return m;
-}
-
 int main() {
     const long long ROWS = 16384, N = ROWS * COLS;
     int sms;

@@ -207,18 +207,13 @@ __device__ __forceinline__ float ce_finish(const float* __restrict__ xr, long lo
 // that is zero between kernels) adds the partials in block order, writes the mean and sets the
 // counter back to zero. The order of every addition is fixed, so the mean has the same bits
 // whichever block ends last.
-// The arrival is one atomic with release and acquire semantics at GPU scope (PTX atom.acq_rel):
-// release, so this block's partial is visible before its arrival counts; acquire, so the last
-// block's reads of the partials come after every arrival it counted (the block's barrier passes
-// thread 0's acquire on to the other threads). The textbook form, __threadfence() before a relaxed
-// atomicAdd and again after it in the last block, gives the same result and measured 0.2–0.4 µs
-// slower at 16384×65 (bench/ce_lab.cu, "step4" against "acqrel").
-__device__ __forceinline__ unsigned atomic_add_acq_rel(unsigned* p, unsigned v) {
-    unsigned old;
-    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
-    return old;
-}
-
+// The arrival is one atomic with release and acquire semantics at GPU scope
+// (camel::atom_add_acq_rel_gpu, rows.cuh): release, so this block's partial is visible before
+// its arrival counts; acquire, so the last block's reads of the partials come after every
+// arrival it counted (the block's barrier passes thread 0's acquire on to the other threads).
+// The textbook form, __threadfence() before a relaxed atomicAdd and again after it in the last
+// block, gives the same result and measured 0.2–0.4 µs slower at 16384×65 (bench/ce_lab.cu,
+// "R1 fences" against "R1 acqrel").
 __device__ __forceinline__ void ce_mean_epilogue(float v, float* __restrict__ mean, float* __restrict__ partial,
                                                  unsigned* counter, long long rows) {
     __shared__ float scratch[32];
@@ -228,7 +223,7 @@ __device__ __forceinline__ void ce_mean_epilogue(float v, float* __restrict__ me
     v = camel::block_sum(v, scratch);
     if (threadIdx.x == 0) {
         partial[b] = v;
-        last = atomic_add_acq_rel(counter, 1u) == (unsigned)(nb - 1);
+        last = camel::atom_add_acq_rel_gpu(counter, 1u) == (unsigned)(nb - 1);
     }
     __syncthreads();
     if (!last) return;  // uniform over the block

@@ -215,6 +215,16 @@ __device__ __forceinline__ unsigned long long ld_acquire_gpu(const unsigned long
     return v;
 }
 
+// An atomic add with release and acquire semantics at GPU scope, returning the old value: the
+// writes this thread made before it are visible to whoever acquires the value it leaves, and it
+// sees the writes of those whose increments it counted. For "the last block to arrive" (which
+// waits for no one, so any grid will do): cross-entropy step 4's mean (kernels/loss.cu).
+__device__ __forceinline__ unsigned atom_add_acq_rel_gpu(unsigned* p, unsigned v) {
+    unsigned old;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;\n" : "=r"(old) : "l"(p), "r"(v) : "memory");
+    return old;
+}
+
 // A barrier over the whole grid (every block resident, see above): each block counts itself in
 // on `*bar` and waits until it reads `target` (gridDim.x for the first barrier of a launch,
 // 2 × gridDim.x for the second, …). The kernel must leave `*bar` zero for the next launch.
