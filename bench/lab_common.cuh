@@ -40,8 +40,10 @@ static int lab_per(int dflt) { return getenv("LAB_PER") ? atoi(getenv("LAB_PER")
 // The labs' timing (bench_memory's "streamed" method): median µs per launch of `launch(set)`
 // over 20 batches of `per` back-to-back launches (set i % sets), each queued while `block` keeps
 // the GPU busy (default: the spin blocker, ~1 ms at 1.98 GHz), after 3 · sets warm-up launches.
+// `stream`: where the events go (the stream `launch` and `block` use).
 static double lab_streamed(const std::function<void(int)>& launch, int sets, int per,
-                           const std::function<void()>& block = [] { blocker<<<1, 1>>>(2000000); }) {
+                           const std::function<void()>& block = [] { blocker<<<1, 1>>>(2000000); },
+                           cudaStream_t stream = 0) {
     static Timer t;
     for (int i = 0; i < 3 * sets; ++i) launch(i % sets);
     CK(cudaDeviceSynchronize());
@@ -49,9 +51,9 @@ static double lab_streamed(const std::function<void(int)>& launch, int sets, int
     std::vector<double> v;
     for (int rep = 0; rep < 20; ++rep) {
         block();
-        CK(cudaEventRecord(t.a));
+        CK(cudaEventRecord(t.a, stream));
         for (int i = 0; i < per; ++i) launch(i % sets);
-        CK(cudaEventRecord(t.b));
+        CK(cudaEventRecord(t.b, stream));
         CK(cudaEventSynchronize(t.b));
         float ms;
         CK(cudaEventElapsedTime(&ms, t.a, t.b));

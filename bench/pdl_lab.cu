@@ -1,0 +1,235 @@
+// Programmatic dependent launch (PDL) lab: does letting a kernel's launch overlap the tail of
+// the kernel before it (Hopper: cudaLaunchAttributeProgrammaticStreamSerialization, with
+// griddepcontrol.wait in the kernel) close the gap between back-to-back memory-bound kernels?
+// The library's kernels (LayerNorm forward step 4, softmax step 3 at 65536×65, cross-entropy
+// step 4 at 16384×65) and a float4 copy, each wrapped in a kernel that first runs
+//   mode 0: nothing (a plain launch, the library today),
+//   mode 1: griddepcontrol.wait (launched with the PDL attribute; the kernel may be scheduled
+//           once every block of the one before has exited, and waits for its memory),
+//   mode 2: griddepcontrol.launch_dependents, then griddepcontrol.wait (the next kernel may be
+//           scheduled as soon as every block of this one has started).
+// The wait comes before any load, so every mode is as safe as a plain launch in stream order.
+// Timing: bench_memory's "streamed" method (lab_common.cuh) on a created stream.
+//
+// Build and run on the GPU host (sm_90: griddepcontrol is Hopper PTX):  OUT=dir bash bench/pdl_lab.sh
+//
+// What it showed (H100, 2026-11-22; µs a launch; copy 2 GiB 3047 GB/s), modes 0 / 1 / 2:
+// - float4 copy kernel, 2 × 50 MB: 36.46 / 34.90 / 34.82 (90.6 → 94.7 % of copy);
+//   2 × 17 MB: 14.35 / 13.00 / 12.93 (77.9 → 86.0 %);
+// - LayerNorm forward 16384×768, step 4: 36.65 / 35.67 / 35.40 (90.3 → 92.8 / 93.5 %);
+// - softmax 65536×65, step 3: 14.95 / 13.62 / 13.95 (74.8 → 82.1 / 80.2 %);
+// - cross-entropy 16384×65, step 4 (mean fused): 7.03 / 5.61 / 6.48.
+// Mode 1 (the wait only) went into the library (kernels/pdl.cuh): mode 2 gained 0.3 µs on the
+// LayerNorm and lost 0.3–0.9 µs on the short kernels, whose early-launched successors sit on
+// the SMs while the last blocks (and cross-entropy's last-block sum) still run.
+#include <cstdio>
+#include <cstring>
+#include <vector>
+#include <cuda_runtime.h>
+
+#include "../kernels/layernorm.cu"
+#include "../kernels/loss.cu"
+#include "../kernels/softmax.cu"
+#include "lab_common.cuh"
+
+template <int MODE>
+__device__ __forceinline__ void pdl_enter() {
+    if (MODE == 2) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    if (MODE >= 1) asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+
+template <int MODE>
+__global__ void __launch_bounds__(256) k_copy(const float4* __restrict__ x, float4* __restrict__ y, long long n4) {
+    pdl_enter<MODE>();
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n4) y[i] = x[i];
+}
+template <int MODE>
+__global__ void __launch_bounds__(256) k_ln(const float* __restrict__ x, const float* __restrict__ gamma,
+                                            const float* __restrict__ beta, float* __restrict__ y,
+                                            float* __restrict__ mean, float* __restrict__ rstd, long long rows,
+                                            long long cols, float eps) {
+    pdl_enter<MODE>();
+    ln3_fwd_row<4, 6, true>(x, gamma, beta, y, mean, rstd, rows, cols, eps);
+}
+template <int MODE>
+__global__ void __launch_bounds__(256) k_softmax(const float* __restrict__ x, float* __restrict__ y, long long rows,
+                                                 long long cols, int log_out) {
+    pdl_enter<MODE>();
+    softmax3_row<16, 1, 8>(x, y, rows, cols, log_out);
+}
+template <int MODE>
+__global__ void __launch_bounds__(256) k_ce(const float* __restrict__ x, const long long* __restrict__ t,
+                                            float* __restrict__ mean, float* __restrict__ stats,
+                                            float* __restrict__ partial, unsigned* counter, long long rows,
+                                            long long cols, long long* err) {
+    pdl_enter<MODE>();
+    ce3_fwd_row<16, 1, 8, CeMean, ce4_rows(16, 1, 8)>(x, t, mean, stats, partial, counter, rows, cols, err);
+}
+
+static cudaStream_t S;
+
+// Launches k on S; modes 1 and 2 with the PDL attribute.
+template <class... KA, class... A>
+static void go(int mode, void (*k)(KA...), unsigned grid, A... a) {
+    cudaLaunchConfig_t c = {};
+    c.gridDim = dim3(grid);
+    c.blockDim = dim3(256);
+    c.stream = S;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    c.attrs = at;
+    c.numAttrs = mode ? 1 : 0;
+    CK(cudaLaunchKernelEx(&c, k, ((KA)a)...));
+}
+
+static double streamed(const std::function<void(int)>& launch, int sets) {
+    return lab_streamed(launch, sets, lab_per(20), [] { blocker<<<1, 1, 0, S>>>(2000000); }, S);
+}
+
+static bool same_bits(const float* a, const float* b, size_t n) {
+    std::vector<float> ha(n), hb(n);
+    CK(cudaMemcpy(ha.data(), a, n * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(hb.data(), b, n * 4, cudaMemcpyDeviceToHost));
+    return memcmp(ha.data(), hb.data(), n * 4) == 0;
+}
+
+int main() {
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    printf("%s (%d SMs)\n", prop.name, prop.multiProcessorCount);
+    CK(cudaStreamCreateWithFlags(&S, cudaStreamNonBlocking));
+    const size_t big = 1ull << 29;  // 2 GiB copy: the copy bandwidth
+    float *a = dalloc(big), *b = dalloc(big);
+    CK(cudaMemset(a, 0, big * 4));
+    for (int i = 0; i < 2; ++i) CK(cudaMemcpyAsync(b, a, big * 4, cudaMemcpyDeviceToDevice, S));
+    CK(cudaStreamSynchronize(S));
+    const double copy_us = streamed([&](int) { CK(cudaMemcpyAsync(b, a, big * 4, cudaMemcpyDeviceToDevice, S)); }, 1);
+    const double copy_bw = 2.0 * big * 4 / copy_us / 1e3;
+    printf("copy 2 GiB: %.1f us, %.0f GB/s\n\n", copy_us, copy_bw);
+    unsigned s = 12345;
+    auto fill = [&](float* p, size_t n, float lo, float hi) {
+        std::vector<float> h(n);
+        for (auto& v : h) v = lo + (hi - lo) * (((s = s * 1664525u + 1013904223u) >> 8) / 16777216.0f);
+        CK(cudaMemcpy(p, h.data(), n * 4, cudaMemcpyHostToDevice));
+    };
+    auto report = [&](const char* name, int mode, double us, double bytes, double same) {
+        printf("%-34s mode %d  %8.2f us  %6.0f GB/s  %5.1f %% of copy  %5.1f %% of same-size copy\n", name, mode, us,
+               bytes / us / 1e3, 100.0 * bytes / us / 1e3 / copy_bw, 100.0 * same / us);
+    };
+    auto same_copy = [&](size_t bytes_each_way, int sets) {
+        return streamed(
+            [&](int i) {
+                CK(cudaMemcpyAsync(b + (size_t)i * bytes_each_way / 4, a + (size_t)i * bytes_each_way / 4, bytes_each_way,
+                                   cudaMemcpyDeviceToDevice, S));
+            },
+            sets);
+    };
+
+    // ---- copy kernel, 2 × 50 MB (the LayerNorm's bytes) and 2 × 17 MB ----
+    for (long long n : {16384LL * 768, 65536LL * 65 + 3}) {
+        const long long n4 = n / 4;
+        const int sets = (int)std::max<long long>(1, (256ll << 20) / (n * 8) + 1);
+        const double same = same_copy(n4 * 16, sets);
+        char name[64];
+        snprintf(name, sizeof name, "copy kernel %lld floats", n4 * 4);
+        auto run = [&](int mode, auto k) {
+            const double t = streamed(
+                [&](int i) {
+                    go(mode, k, (unsigned)((n4 + 255) / 256), (const float4*)(a + (size_t)i * n4 * 4),
+                       (float4*)(b + (size_t)i * n4 * 4), n4);
+                },
+                sets);
+            report(name, mode, t, 2.0 * n4 * 16, same);
+        };
+        run(0, k_copy<0>);
+        run(1, k_copy<1>);
+        run(2, k_copy<2>);
+    }
+
+    // ---- LayerNorm forward 16384×768, step 4 ----
+    {
+        const long long R = 16384, C = 768, N = R * C;
+        const int sets = 3;
+        float *gamma = dalloc(C), *beta = dalloc(C), *mean = dalloc(R), *rstd = dalloc(R), *ref = dalloc(N);
+        fill(gamma, C, 0.5f, 1.5f);
+        fill(beta, C, -0.5f, 0.5f);
+        fill(a, N * sets, -3.0f, 3.0f);
+        const double same = same_copy(N * 4, sets);
+        const double bytes = 2.0 * N * 4 + 2.0 * R * 4;
+        go(0, k_ln<0>, R / 8, a, gamma, beta, ref, mean, rstd, R, C, 1e-5f);
+        CK(cudaStreamSynchronize(S));
+        auto run = [&](int mode, auto k) {
+            CK(cudaMemsetAsync(b, 0xff, N * 4, S));  // poison, in stream order
+            go(mode, k, R / 8, a, gamma, beta, b, mean, rstd, R, C, 1e-5f);
+            CK(cudaDeviceSynchronize());
+            if (!same_bits(ref, b, N)) printf("  !! mode %d differs\n", mode);
+            const double t = streamed(
+                [&](int i) { go(mode, k, R / 8, a + i * N, gamma, beta, b + i * N, mean, rstd, R, C, 1e-5f); }, sets);
+            report("layernorm fwd 16384x768 step 4", mode, t, bytes, same);
+        };
+        run(0, k_ln<0>);
+        run(1, k_ln<1>);
+        run(2, k_ln<2>);
+    }
+
+    // ---- softmax 65536×65, step 3 (G 16, scalar, NV 8) ----
+    {
+        const long long R = 65536, C = 65, N = R * C;
+        const int sets = 8;
+        float* ref = dalloc(N);
+        fill(a, N * sets, -6.0f, 6.0f);
+        const double same = same_copy(N * 4, sets);
+        const unsigned grid = R / 16;
+        go(0, k_softmax<0>, grid, a, ref, R, C, 0);
+        CK(cudaStreamSynchronize(S));
+        auto run = [&](int mode, auto k) {
+            CK(cudaMemsetAsync(b, 0xff, N * 4, S));  // poison, in stream order
+            go(mode, k, grid, a, b, R, C, 0);
+            CK(cudaDeviceSynchronize());
+            if (!same_bits(ref, b, N)) printf("  !! mode %d differs\n", mode);
+            const double t = streamed([&](int i) { go(mode, k, grid, a + i * N, b + i * N, R, C, 0); }, sets);
+            report("softmax 65536x65 step 3", mode, t, 2.0 * N * 4, same);
+        };
+        run(0, k_softmax<0>);
+        run(1, k_softmax<1>);
+        run(2, k_softmax<2>);
+    }
+
+    // ---- cross-entropy 16384×65, step 4 (mean fused) ----
+    {
+        const long long R = 16384, C = 65, N = R * C;
+        const int sets = 60;
+        std::vector<long long> ht(R);
+        for (auto& v : ht) v = ((s = s * 1664525u + 1013904223u) >> 8) % C;
+        long long *t = dalloc<long long>(R), *err = dalloc<long long>(4);
+        CK(cudaMemcpy(t, ht.data(), R * 8, cudaMemcpyHostToDevice));
+        CK(cudaMemset(err, 0, 32));
+        float *stats = dalloc(2 * R), *partial = dalloc(R), *m = dalloc(4);
+        unsigned* counter = dalloc<unsigned>(1);
+        CK(cudaMemset(counter, 0, 4));
+        fill(a, N * sets, -6.0f, 6.0f);
+        const double same = same_copy((N * 4 + R * 8) / 2, sets);
+        const unsigned grid = (R / 16 + 1) / 2;
+        float want = 0;
+        go(0, k_ce<0>, grid, a, t, m, stats, partial, counter, R, C, err);
+        CK(cudaStreamSynchronize(S));
+        CK(cudaMemcpy(&want, m, 4, cudaMemcpyDeviceToHost));
+        auto run = [&](int mode, auto k) {
+            CK(cudaMemsetAsync(m, 0xff, 4, S));  // NaN: a mean never written shows
+            go(mode, k, grid, a, t, m, stats, partial, counter, R, C, err);
+            CK(cudaStreamSynchronize(S));
+            float got;
+            CK(cudaMemcpy(&got, m, 4, cudaMemcpyDeviceToHost));
+            if (memcmp(&got, &want, 4)) printf("  !! mode %d mean %g against %g\n", mode, got, want);
+            const double us = streamed(
+                [&](int i) { go(mode, k, grid, a + i * N, t, m, stats, partial, counter, R, C, err); }, sets);
+            report("cross-entropy 16384x65 step 4", mode, us, N * 4.0 + R * 8.0 + R * 8.0, same);
+        };
+        run(0, k_ce<0>);
+        run(1, k_ce<1>);
+        run(2, k_ce<2>);
+    }
+    return 0;
+}
