@@ -5,12 +5,15 @@
 // Conventions:
 // - Every kernel is `extern "C" __global__`, so its PTX name is its C name: the name its Rust
 //   launcher looks up (crates/camel-cuda/src/kernels/<family>.rs).
+// - Every kernel's first statement is CAMEL_PDL_WAIT() (pdl.cuh: programmatic dependent launch).
 // - Element counts and flat indices are `long long` (i64 on the Rust side): tensors may exceed
 //   2^31 elements.
 // - Elementwise kernels loop with GRID_STRIDE_LOOP, so any grid covers any n (camel_cuda's
 //   launch_1d caps the grid at 65535 blocks of 256 threads).
 // - No fast-math: results are compared against f64 CPU references.
 #pragma once
+
+#include "pdl.cuh"  // CAMEL_PDL_WAIT(): the first statement of every kernel
 
 // for (long long i = global thread index; i < n; i += threads in the grid)
 #define GRID_STRIDE_LOOP(i, n)                                                                  \

@@ -4,6 +4,7 @@
 
 // out[i] = value
 extern "C" __global__ void fill_f32(float* __restrict__ out, long long n, float value) {
+    CAMEL_PDL_WAIT();
     GRID_STRIDE_LOOP(i, n) { out[i] = value; }
 }
 
@@ -39,6 +40,7 @@ __device__ __forceinline__ float unary_apply(int op, float x, float s) {
 }
 
 extern "C" __global__ void unary_f32(const float* __restrict__ x, float* __restrict__ y, long long n, int op, float s) {
+    CAMEL_PDL_WAIT();
     GRID_STRIDE_LOOP(i, n) y[i] = unary_apply(op, x[i], s);
 }
 
@@ -56,6 +58,7 @@ __device__ __forceinline__ float binary_apply(int op, float a, float b) {
 // Same shapes: out[i] = a[i] op b[i].
 extern "C" __global__ void binary_f32(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ out,
                                       long long n, int op) {
+    CAMEL_PDL_WAIT();
     GRID_STRIDE_LOOP(i, n) out[i] = binary_apply(op, a[i], b[i]);
 }
 
@@ -70,6 +73,7 @@ struct BcastArgs {
 // Broadcasting: each output index is decomposed into a multi-index and mapped through the strides.
 extern "C" __global__ void binary_bcast_f32(const float* __restrict__ a, const float* __restrict__ b,
                                             float* __restrict__ out, long long n, int op, BcastArgs p) {
+    CAMEL_PDL_WAIT();
     GRID_STRIDE_LOOP(i, n) {
         long long rem = i, ia = 0, ib = 0;
         for (int d = (int)p.ndim - 1; d >= 0; --d) {
@@ -104,11 +108,13 @@ __device__ __forceinline__ float binary_apply2(int op, float a, float b) {
 // out[i] = a[i] op b[i] with the ops of step 1 plus 5 (gelu backward), scalar.
 extern "C" __global__ void binary2_f32(const float* __restrict__ a, const float* __restrict__ b,
                                        float* __restrict__ out, long long n, int op) {
+    CAMEL_PDL_WAIT();
     GRID_STRIDE_LOOP(i, n) out[i] = binary_apply2(op, a[i], b[i]);
 }
 
 extern "C" __global__ void unary_vec4_f32(const float* __restrict__ x, float* __restrict__ y, long long n, int op,
                                           float s) {
+    CAMEL_PDL_WAIT();
     const float4* x4 = reinterpret_cast<const float4*>(x);
     float4* y4 = reinterpret_cast<float4*>(y);
     GRID_STRIDE_LOOP(i, n / 4) {
@@ -122,6 +128,7 @@ extern "C" __global__ void unary_vec4_f32(const float* __restrict__ x, float* __
 
 extern "C" __global__ void binary_vec4_f32(const float* __restrict__ a, const float* __restrict__ b,
                                            float* __restrict__ out, long long n, int op) {
+    CAMEL_PDL_WAIT();
     const float4* a4 = reinterpret_cast<const float4*>(a);
     const float4* b4 = reinterpret_cast<const float4*>(b);
     float4* o4 = reinterpret_cast<float4*>(out);

@@ -8,6 +8,7 @@
 extern "C" __global__ void index_select_rows_f32(const float* __restrict__ table, const long long* __restrict__ idx,
                                                  float* __restrict__ out, long long n, long long V, long long D,
                                                  long long* err) {
+    CAMEL_PDL_WAIT();
     GRID_STRIDE_LOOP(k, n * D) {
         long long i = k / D, d = k % D;
         long long r = idx[i];
@@ -24,6 +25,7 @@ extern "C" __global__ void index_select_rows_f32(const float* __restrict__ table
 extern "C" __global__ void index_add_rows_f32(const float* __restrict__ g, const long long* __restrict__ idx,
                                               float* __restrict__ out, long long n, long long V, long long D,
                                               long long* err) {
+    CAMEL_PDL_WAIT();
     GRID_STRIDE_LOOP(k, n * D) {
         long long i = k / D, d = k % D;
         long long r = idx[i];
@@ -68,11 +70,13 @@ __device__ __forceinline__ void gather_row(const float* __restrict__ table, cons
 extern "C" __global__ void index_select_rows_warp_f32(const float* __restrict__ table, const long long* __restrict__ idx,
                                                       float* __restrict__ out, long long n, long long V, long long D,
                                                       long long* err) {
+    CAMEL_PDL_WAIT();
     gather_row<false>(table, idx, out, n, V, D, err);
 }
 extern "C" __global__ void index_select_rows_warp_vec_f32(const float* __restrict__ table,
                                                           const long long* __restrict__ idx, float* __restrict__ out,
                                                           long long n, long long V, long long D, long long* err) {
+    CAMEL_PDL_WAIT();
     gather_row<true>(table, idx, out, n, V, D, err);
 }
 
@@ -80,6 +84,7 @@ extern "C" __global__ void index_select_rows_warp_vec_f32(const float* __restric
 extern "C" __global__ void index_add_rows_warp_f32(const float* __restrict__ g, const long long* __restrict__ idx,
                                                    float* __restrict__ out, long long n, long long V, long long D,
                                                    long long* err) {
+    CAMEL_PDL_WAIT();
     long long i = (blockIdx.x + (long long)blockIdx.y * gridDim.x) * (blockDim.x / 32) + threadIdx.x / 32;
     if (i >= n) return;
     int lane = threadIdx.x % 32;
@@ -116,6 +121,7 @@ extern "C" __global__ void index_add_rows_warp_f32(const float* __restrict__ g, 
 
 extern "C" __global__ void embedding_bwd_count(const long long* __restrict__ idx, long long n, long long V,
                                                int* __restrict__ counts, long long* err) {
+    CAMEL_PDL_WAIT();
     GRID_STRIDE_LOOP(i, n) {
         const long long r = idx[i];
         if (r < 0 || r >= V) {
@@ -151,6 +157,7 @@ extern "C" __global__ void __launch_bounds__(1024) embedding_bwd_scan_tiles(cons
                                                                             int* __restrict__ start,
                                                                             int* __restrict__ tile_sums,
                                                                             long long V) {
+    CAMEL_PDL_WAIT();
     __shared__ int warp_sums[32];
     const long long r0 = (long long)blockIdx.x * 4096 + 4 * threadIdx.x;
     int c[4];
@@ -170,6 +177,7 @@ extern "C" __global__ void __launch_bounds__(1024) embedding_bwd_scan_offsets(co
                                                                               int* __restrict__ start,
                                                                               int* __restrict__ cursor,
                                                                               long long V) {
+    CAMEL_PDL_WAIT();
     __shared__ int scratch[32];
     int s = 0;  // the totals of the tiles before this one
     for (int i = threadIdx.x; i < (int)blockIdx.x; i += 1024) s += tile_sums[i];
@@ -189,6 +197,7 @@ extern "C" __global__ void __launch_bounds__(1024) embedding_bwd_scan_offsets(co
 extern "C" __global__ void embedding_bwd_fill(const long long* __restrict__ idx, long long n, long long V,
                                               int* __restrict__ cursor, int* __restrict__ order,
                                               int* __restrict__ rows) {
+    CAMEL_PDL_WAIT();
     GRID_STRIDE_LOOP(i, n) {
         const long long r = idx[i];
         if (r >= 0 && r < V) {
@@ -208,6 +217,7 @@ __device__ __forceinline__ bool emb_whole(const int* start, long long r) {
 // A warp per row.
 extern "C" __global__ void embedding_bwd_zero(const int* __restrict__ start, long long V, long long D,
                                               float* __restrict__ out) {
+    CAMEL_PDL_WAIT();
     const long long r = (blockIdx.x + (long long)blockIdx.y * gridDim.x) * (blockDim.x / 32) + threadIdx.x / 32;
     if (r >= V || emb_whole(start, r)) return;
     float* o = out + r * D;
@@ -301,12 +311,14 @@ __device__ __forceinline__ void emb_gather(const float* __restrict__ g, const in
 extern "C" __global__ void embedding_bwd_gather_f32(const float* __restrict__ g, const int* __restrict__ start,
                                                     const int* __restrict__ order, const int* __restrict__ rows,
                                                     long long V, long long D, float* __restrict__ out) {
+    CAMEL_PDL_WAIT();
     emb_gather<1>(g, start, order, rows, V, D, out);
 }
 extern "C" __global__ void embedding_bwd_gather_vec_f32(const float* __restrict__ g, const int* __restrict__ start,
                                                         const int* __restrict__ order,
                                                         const int* __restrict__ rows, long long V, long long D,
                                                         float* __restrict__ out) {
+    CAMEL_PDL_WAIT();
     emb_gather<4>(g, start, order, rows, V, D, out);
 }
 
@@ -361,6 +373,7 @@ extern "C" __global__ void __launch_bounds__(256)
     embedding_bwd4_group(const long long* __restrict__ idx, long long n, long long V, long long D,
                          int* __restrict__ zero, int* __restrict__ rank, int* __restrict__ start,
                          int2* __restrict__ ent, float* __restrict__ out, long long* err) {
+    CAMEL_PDL_WAIT();
     __shared__ int ws[32];
     int* counts = zero;
     const long long tiles = (V + EMB4_TILE - 1) / EMB4_TILE;
@@ -531,10 +544,12 @@ __device__ __forceinline__ void emb4_gather(const float* __restrict__ g, const i
 extern "C" __global__ void embedding_bwd4_gather_f32(const float* __restrict__ g, const int* __restrict__ start,
                                                      const int2* __restrict__ ent, long long V, long long D,
                                                      long long zw, float* __restrict__ out) {
+    CAMEL_PDL_WAIT();
     emb4_gather<1>(g, start, ent, V, D, zw, out);
 }
 extern "C" __global__ void embedding_bwd4_gather_vec_f32(const float* __restrict__ g, const int* __restrict__ start,
                                                          const int2* __restrict__ ent, long long V, long long D,
                                                          long long zw, float* __restrict__ out) {
+    CAMEL_PDL_WAIT();
     emb4_gather<4>(g, start, ent, V, D, zw, out);
 }

@@ -64,12 +64,14 @@ extern "C" __global__ void layernorm_fwd_f32(const float* __restrict__ x, const 
                                              const float* __restrict__ beta, float* __restrict__ y,
                                              float* __restrict__ mean, float* __restrict__ rstd, long long rows,
                                              long long cols, float eps) {
+    CAMEL_PDL_WAIT();
     ln_fwd_row<false>(x, gamma, beta, y, mean, rstd, rows, cols, eps);
 }
 extern "C" __global__ void layernorm_fwd_vec_f32(const float* __restrict__ x, const float* __restrict__ gamma,
                                                  const float* __restrict__ beta, float* __restrict__ y,
                                                  float* __restrict__ mean, float* __restrict__ rstd, long long rows,
                                                  long long cols, float eps) {
+    CAMEL_PDL_WAIT();
     ln_fwd_row<true>(x, gamma, beta, y, mean, rstd, rows, cols, eps);
 }
 
@@ -149,18 +151,21 @@ extern "C" __global__ void layernorm_bwd_f32(const float* __restrict__ x, const 
                                              const float* __restrict__ g, const float* __restrict__ mean,
                                              const float* __restrict__ rstd, float* __restrict__ dx,
                                              float* __restrict__ partial, long long rows, long long cols) {
+    CAMEL_PDL_WAIT();
     ln_bwd<false>(x, gamma, g, mean, rstd, dx, partial, rows, cols);
 }
 extern "C" __global__ void layernorm_bwd_vec_f32(const float* __restrict__ x, const float* __restrict__ gamma,
                                                  const float* __restrict__ g, const float* __restrict__ mean,
                                                  const float* __restrict__ rstd, float* __restrict__ dx,
                                                  float* __restrict__ partial, long long rows, long long cols) {
+    CAMEL_PDL_WAIT();
     ln_bwd<true>(x, gamma, g, mean, rstd, dx, partial, rows, cols);
 }
 
 // dγ[c] = Σ_b partial[0, b, c], dβ[c] = Σ_b partial[1, b, c], in block order (deterministic).
 extern "C" __global__ void layernorm_param_grad_f32(const float* __restrict__ partial, float* __restrict__ dgamma,
                                                     float* __restrict__ dbeta, long long nblocks, long long cols) {
+    CAMEL_PDL_WAIT();
     GRID_STRIDE_LOOP(k, 2 * cols) {
         long long which = k / cols, col = k % cols;
         const float* p = partial + which * nblocks * cols + col;
@@ -259,12 +264,14 @@ __device__ __forceinline__ void ln3_fwd_row(const float* __restrict__ x, const f
         const float* __restrict__ x, const float* __restrict__ gamma, const float* __restrict__ beta,      \
         float* __restrict__ y, float* __restrict__ mean, float* __restrict__ rstd, long long rows,          \
         long long cols, float eps) {                                                                        \
+        CAMEL_PDL_WAIT();                                                                                   \
         ln3_fwd_row<VEC, NV>(x, gamma, beta, y, mean, rstd, rows, cols, eps);                              \
     }                                                                                                       \
     extern "C" __global__ void __launch_bounds__(256) layernorm4_fwd_v##VEC##_n##NV##_f32(                 \
         const float* __restrict__ x, const float* __restrict__ gamma, const float* __restrict__ beta,      \
         float* __restrict__ y, float* __restrict__ mean, float* __restrict__ rstd, long long rows,          \
         long long cols, float eps) {                                                                        \
+        CAMEL_PDL_WAIT();                                                                                   \
         ln3_fwd_row<VEC, NV, true>(x, gamma, beta, y, mean, rstd, rows, cols, eps);                        \
     }
 LAYERNORM3(4, 1)
@@ -559,6 +566,7 @@ __device__ __forceinline__ void ln3_bwd(const float* __restrict__ x, const float
                                             float* __restrict__ partial, long long rows, long long cols,   \
                                             float* __restrict__ dgamma, float* __restrict__ dbeta,         \
                                             int* counters) {                                               \
+        CAMEL_PDL_WAIT();                                                                                  \
         ln3_bwd<VEC, NV>(x, gamma, g, mean, rstd, dx, partial, rows, cols, dgamma, dbeta, counters);       \
     }
 LAYERNORM3_BWD(4, 1)
@@ -605,6 +613,7 @@ LAYERNORM3_BWD(1, 32)
                                             float* __restrict__ partial, long long rows, long long cols,   \
                                             float* __restrict__ dgamma, float* __restrict__ dbeta,         \
                                             int* counters) {                                               \
+        CAMEL_PDL_WAIT();                                                                                  \
         ln3_bwd<VEC, NV, 64>(x, gamma, g, mean, rstd, dx, partial, rows, cols, dgamma, dbeta, counters);   \
     }
 LAYERNORM4_BWD(4, 1)
@@ -632,6 +641,7 @@ extern "C" __global__ void __launch_bounds__(512) layernorm3_param_grad_f32(cons
                                                                             float* __restrict__ dgamma,
                                                                             float* __restrict__ dbeta,
                                                                             long long nblocks, long long cols) {
+    CAMEL_PDL_WAIT();
     __shared__ float part[64][9];
     const long long k = (long long)blockIdx.x * 8 + threadIdx.x;  // index into [dγ | dβ]
     float s = 0.0f;

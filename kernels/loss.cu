@@ -9,6 +9,7 @@
 extern "C" __global__ void cross_entropy_fwd_f32(const float* __restrict__ x, const long long* __restrict__ t,
                                                  float* __restrict__ loss, long long rows, long long cols,
                                                  long long* err) {
+    CAMEL_PDL_WAIT();
     __shared__ float scratch[32];  // one slot per warp for camel::block_max/sum
     long long r = blockIdx.x + (long long)blockIdx.y * gridDim.x;
     if (r >= rows) return;
@@ -34,6 +35,7 @@ extern "C" __global__ void cross_entropy_fwd_f32(const float* __restrict__ x, co
 extern "C" __global__ void cross_entropy_bwd_f32(const float* __restrict__ x, const long long* __restrict__ t,
                                                  const float* __restrict__ g, float* __restrict__ dx,
                                                  long long rows, long long cols, long long* err) {
+    CAMEL_PDL_WAIT();
     __shared__ float scratch[32];  // one slot per warp for camel::block_max/sum
     long long r = blockIdx.x + (long long)blockIdx.y * gridDim.x;
     if (r >= rows) return;
@@ -123,11 +125,13 @@ __device__ __forceinline__ void ce_bwd_row(const float* __restrict__ x, const lo
                                                           const long long* __restrict__ t, float* __restrict__ loss, \
                                                           float* __restrict__ stats, long long rows,          \
                                                           long long cols, long long* err) {                   \
+        CAMEL_PDL_WAIT();                                                                                     \
         ce_fwd_row<WARP, VEC>(x, t, loss, stats, rows, cols, err);                                            \
     }                                                                                                          \
     extern "C" __global__ void cross_entropy_bwd_##suffix(                                                     \
         const float* __restrict__ x, const long long* __restrict__ t, const float* __restrict__ stats,        \
         const float* __restrict__ g, float* __restrict__ dx, long long rows, long long cols, long long* err) { \
+        CAMEL_PDL_WAIT();                                                                                      \
         ce_bwd_row<WARP, VEC>(x, t, stats, g, dx, rows, cols, err);                                           \
     }
 
@@ -304,6 +308,7 @@ extern "C" __global__ void __launch_bounds__(512)
     cross_entropy3_fwd_long_f32(const float* __restrict__ x, const long long* __restrict__ t,
                                 float* __restrict__ loss, float* __restrict__ stats, long long rows, long long cols,
                                 long long* err) {
+    CAMEL_PDL_WAIT();
     ce_fwd_long<CeRowLoss>(x, t, loss, stats, nullptr, nullptr, rows, cols, err);
 }
 
@@ -311,6 +316,7 @@ extern "C" __global__ void __launch_bounds__(512)
     cross_entropy4_fwd_long_f32(const float* __restrict__ x, const long long* __restrict__ t,
                                 float* __restrict__ mean, float* __restrict__ stats, float* __restrict__ partial,
                                 unsigned* counter, long long rows, long long cols, long long* err) {
+    CAMEL_PDL_WAIT();
     ce_fwd_long<CeMean>(x, t, mean, stats, partial, counter, rows, cols, err);
 }
 
@@ -363,6 +369,7 @@ extern "C" __global__ void __launch_bounds__(512)
     cross_entropy3_bwd_long_f32(const float* __restrict__ x, const long long* __restrict__ t,
                                 const float* __restrict__ stats, const float* __restrict__ g, float* __restrict__ dx,
                                 long long rows, long long cols, long long* err, int vec) {
+    CAMEL_PDL_WAIT();
     ce_bwd_long<false>(x, t, stats, g, dx, rows, cols, err, vec);
 }
 
@@ -370,6 +377,7 @@ extern "C" __global__ void __launch_bounds__(512)
     cross_entropy4_bwd_long_f32(const float* __restrict__ x, const long long* __restrict__ t,
                                 const float* __restrict__ stats, const float* __restrict__ g, float* __restrict__ dx,
                                 long long rows, long long cols, long long* err, int vec) {
+    CAMEL_PDL_WAIT();
     ce_bwd_long<true>(x, t, stats, g, dx, rows, cols, err, vec);
 }
 
@@ -527,23 +535,27 @@ __host__ __device__ constexpr int ce4_rows(int g, int vec, int nv) { return g <=
         ce3_fwd_g##G##_v##VEC##_n##NV##_f32(const float* __restrict__ x, const long long* __restrict__ t,    \
                                              float* __restrict__ loss, float* __restrict__ stats,          \
                                              long long rows, long long cols, long long* err) {             \
+        CAMEL_PDL_WAIT();                                                                                  \
         ce3_fwd_row<G, VEC, NV, CeRowLoss>(x, t, loss, stats, nullptr, nullptr, rows, cols, err);          \
     }                                                                                                      \
     extern "C" __global__ void __launch_bounds__(G <= 32 ? 256 : G) ce3_bwd_g##G##_v##VEC##_n##NV##_f32(   \
         const float* __restrict__ x, const long long* __restrict__ t, const float* __restrict__ stats,     \
         const float* __restrict__ g, float* __restrict__ dx, long long rows, long long cols, long long* err) { \
+        CAMEL_PDL_WAIT();                                                                                      \
         ce3_bwd_row<G, VEC, NV, false>(x, t, stats, g, dx, rows, cols, err);                               \
     }                                                                                                      \
     extern "C" __global__ void __launch_bounds__(G <= 32 ? 256 : G) ce4_fwd_g##G##_v##VEC##_n##NV##_f32(   \
         const float* __restrict__ x, const long long* __restrict__ t, float* __restrict__ mean,            \
         float* __restrict__ stats, float* __restrict__ partial, unsigned* counter, long long rows,         \
         long long cols, long long* err) {                                                                  \
+        CAMEL_PDL_WAIT();                                                                                  \
         ce3_fwd_row<G, VEC, NV, CeMean, ce4_rows(G, VEC, NV)>(x, t, mean, stats, partial, counter, rows, cols, \
                                                               err);                                        \
     }                                                                                                      \
     extern "C" __global__ void __launch_bounds__(G <= 32 ? 256 : G) ce4_bwd_g##G##_v##VEC##_n##NV##_f32(   \
         const float* __restrict__ x, const long long* __restrict__ t, const float* __restrict__ stats,     \
         const float* __restrict__ g, float* __restrict__ dx, long long rows, long long cols, long long* err) { \
+        CAMEL_PDL_WAIT();                                                                                      \
         ce3_bwd_row<G, VEC, NV, true>(x, t, stats, g, dx, rows, cols, err);                                \
     }
 #define CE3_WARPS(VEC) \

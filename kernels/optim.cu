@@ -6,6 +6,7 @@
 
 extern "C" __global__ void sgd_f32(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ buf,
                                    long long n, float lr, float momentum, float wd) {
+    CAMEL_PDL_WAIT();
     GRID_STRIDE_LOOP(i, n) {
         float gi = g[i] + wd * p[i];
         if (momentum != 0.0f) {
@@ -20,6 +21,7 @@ extern "C" __global__ void sgd_f32(float* __restrict__ p, const float* __restric
 extern "C" __global__ void adam_f32(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ m,
                                     float* __restrict__ v, long long n, float lr, float beta1, float beta2,
                                     float eps, float wd, int decoupled, float bc1, float bc2) {
+    CAMEL_PDL_WAIT();
     GRID_STRIDE_LOOP(i, n) {
         float pi = p[i], gi = g[i];
         if (decoupled) pi -= lr * wd * pi;
@@ -82,6 +84,7 @@ __device__ __forceinline__ float adam_one(float& p, float g, float& m, float& v,
 
 extern "C" __global__ void adam_multi_f32(const __grid_constant__ MultiTable tab, int count, float lr, float beta1,
                                           float beta2, float eps, float wd, int decoupled) {
+    CAMEL_PDL_WAIT();
     long long b = blockIdx.x + (long long)blockIdx.y * gridDim.x;
     const MultiTensor* ts = tab.t;
     int k = find_tensor(ts, count, b);
@@ -127,6 +130,7 @@ __device__ __forceinline__ void sgd_one(float& p, float g, float* buf, float lr,
 
 extern "C" __global__ void sgd_multi_f32(const __grid_constant__ MultiTable tab, int count, float lr, float momentum,
                                          float wd) {
+    CAMEL_PDL_WAIT();
     long long b = blockIdx.x + (long long)blockIdx.y * gridDim.x;
     const MultiTensor* ts = tab.t;
     int k = find_tensor(ts, count, b);
@@ -222,6 +226,7 @@ extern "C" __global__ void __launch_bounds__(MT3_THREADS) adam_multi3_f32(const 
                                                                           int count, float lr, float beta1,
                                                                           float beta2, float eps, float wd,
                                                                           int decoupled) {
+    CAMEL_PDL_WAIT();
     const long long b = blockIdx.x + (long long)blockIdx.y * gridDim.x;
     const MultiTensor* ts = tab.t;
     const MultiTensor t = ts[find_tensor(ts, count, b)];
@@ -317,6 +322,7 @@ __device__ __forceinline__ void sgd3_any(float* __restrict__ p, const float* __r
 extern "C" __global__ void __launch_bounds__(MT3_THREADS) sgd_multi3_f32(const __grid_constant__ MultiTable tab,
                                                                          int count, float lr, float momentum,
                                                                          float wd) {
+    CAMEL_PDL_WAIT();
     const long long b = blockIdx.x + (long long)blockIdx.y * gridDim.x;
     const MultiTensor* ts = tab.t;
     const MultiTensor t = ts[find_tensor(ts, count, b)];

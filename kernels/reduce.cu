@@ -8,6 +8,7 @@
 // y[o, i] = reduce_d x[o, d, i]  for x viewed as [outer, dim, inner].  op: 0 sum, 1 max.
 extern "C" __global__ void reduce_f32(const float* __restrict__ x, float* __restrict__ y,
                                       long long outer, long long dim, long long inner, int op) {
+    CAMEL_PDL_WAIT();
     __shared__ float buf[RED_THREADS];
     long long out_idx = blockIdx.x + (long long)blockIdx.y * gridDim.x;
     if (out_idx >= outer * inner) return;
@@ -34,6 +35,7 @@ extern "C" __global__ void reduce_f32(const float* __restrict__ x, float* __rest
 // Index of the largest element of each row (first on ties), one block per row.
 extern "C" __global__ void argmax_last_f32(const float* __restrict__ x, long long* __restrict__ out,
                                            long long rows, long long cols) {
+    CAMEL_PDL_WAIT();
     __shared__ float bv[RED_THREADS];
     __shared__ long long bi[RED_THREADS];
     long long r = blockIdx.x + (long long)blockIdx.y * gridDim.x;
@@ -101,6 +103,7 @@ __device__ __forceinline__ void reduce_row(const float* __restrict__ x, float* _
 #define REDUCE_VARIANT(suffix, WARP, VEC)                                                                   \
     extern "C" __global__ void reduce_rows_##suffix(const float* __restrict__ x, float* __restrict__ y,     \
                                                     long long rows, long long cols, int op) {               \
+        CAMEL_PDL_WAIT();                                                                                   \
         reduce_row<WARP, VEC>(x, y, rows, cols, op);                                                         \
     }
 
@@ -135,16 +138,19 @@ __device__ __forceinline__ void reduce_partial(const float* __restrict__ x, floa
 
 extern "C" __global__ void reduce_partial_f32(const float* __restrict__ x, float* __restrict__ partial,
                                               long long cols, long long chunk_len, int op) {
+    CAMEL_PDL_WAIT();
     reduce_partial<false>(x, partial, cols, chunk_len, op);
 }
 extern "C" __global__ void reduce_partial_vec_f32(const float* __restrict__ x, float* __restrict__ partial,
                                                   long long cols, long long chunk_len, int op) {
+    CAMEL_PDL_WAIT();
     reduce_partial<true>(x, partial, cols, chunk_len, op);
 }
 
 // y[o, i] = reduce_d x[o, d, i] for inner > 1: one thread per output, coalesced along i.
 extern "C" __global__ void reduce_cols_f32(const float* __restrict__ x, float* __restrict__ y, long long outer,
                                            long long dim, long long inner, int op) {
+    CAMEL_PDL_WAIT();
     GRID_STRIDE_LOOP(k, outer * inner) {
         long long o = k / inner, i = k % inner;
         const float* base = x + o * dim * inner + i;
@@ -214,6 +220,7 @@ __device__ __forceinline__ void reduce3_row(const float* __restrict__ x, float* 
 #define REDUCE3_VARIANT(suffix, WARP, VEC)                                                                  \
     extern "C" __global__ void reduce3_rows_##suffix(const float* __restrict__ x, float* __restrict__ y,    \
                                                      long long rows, long long cols, int op) {              \
+        CAMEL_PDL_WAIT();                                                                                   \
         reduce3_row<WARP, VEC>(x, y, rows, cols, op);                                                        \
     }
 

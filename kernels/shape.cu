@@ -25,9 +25,11 @@ __device__ void copy_strided(const T* __restrict__ src, T* __restrict__ dst, lon
 }
 
 extern "C" __global__ void copy_strided_f32(const float* src, float* dst, long long n, StridedArgs a) {
+    CAMEL_PDL_WAIT();
     copy_strided(src, dst, n, a);
 }
 extern "C" __global__ void copy_strided_i64(const long long* src, long long* dst, long long n, StridedArgs a) {
+    CAMEL_PDL_WAIT();
     copy_strided(src, dst, n, a);
 }
 
@@ -40,6 +42,7 @@ struct PadArgs {
 
 extern "C" __global__ void pad_f32(const float* __restrict__ src, float* __restrict__ dst, long long n, PadArgs a,
                                    float value) {
+    CAMEL_PDL_WAIT();
     GRID_STRIDE_LOOP(i, n) {
         long long rem = i, off = 0, stride = 1;
         bool inside = true;
@@ -55,8 +58,10 @@ extern "C" __global__ void pad_f32(const float* __restrict__ src, float* __restr
 }
 
 extern "C" __global__ void cast_f32_i64(const float* __restrict__ x, long long* __restrict__ y, long long n) {
+    CAMEL_PDL_WAIT();
     GRID_STRIDE_LOOP(i, n) y[i] = (long long)x[i];
 }
 extern "C" __global__ void cast_i64_f32(const long long* __restrict__ x, float* __restrict__ y, long long n) {
+    CAMEL_PDL_WAIT();
     GRID_STRIDE_LOOP(i, n) y[i] = (float)x[i];
 }

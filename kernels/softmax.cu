@@ -5,6 +5,7 @@
 
 extern "C" __global__ void softmax_last_f32(const float* __restrict__ x, float* __restrict__ y,
                                             long long rows, long long cols, int log_out) {
+    CAMEL_PDL_WAIT();
     __shared__ float scratch[32];  // one slot per warp for camel::block_max/sum
     long long r = blockIdx.x + (long long)blockIdx.y * gridDim.x;
     if (r >= rows) return;
@@ -121,11 +122,13 @@ __device__ __forceinline__ void softmax_bwd_row(const float* __restrict__ y, con
 #define SOFTMAX_VARIANT(suffix, WARP, VEC)                                                                 \
     extern "C" __global__ void softmax_fwd_##suffix(const float* __restrict__ x, float* __restrict__ y,    \
                                                     long long rows, long long cols, int log_out) {         \
+        CAMEL_PDL_WAIT();                                                                                  \
         softmax_fwd_row<WARP, VEC>(x, y, rows, cols, log_out);                                             \
     }                                                                                                      \
     extern "C" __global__ void softmax_bwd_##suffix(const float* __restrict__ y, const float* __restrict__ g, \
                                                     float* __restrict__ dx, long long rows, long long cols,  \
                                                     int log_out) {                                          \
+        CAMEL_PDL_WAIT();                                                                                   \
         softmax_bwd_row<WARP, VEC>(y, g, dx, rows, cols, log_out);                                         \
     }
 
@@ -137,6 +140,7 @@ SOFTMAX_VARIANT(block_vec_f32, false, true)
 // Backward, step 1: one block per row, scalar loads (the reference point of the ladder).
 extern "C" __global__ void softmax_bwd_f32(const float* __restrict__ y, const float* __restrict__ g,
                                            float* __restrict__ dx, long long rows, long long cols, int log_out) {
+    CAMEL_PDL_WAIT();
     __shared__ float scratch[32];
     long long r = blockIdx.x + (long long)blockIdx.y * gridDim.x;
     if (r >= rows) return;
@@ -324,17 +328,20 @@ __device__ __forceinline__ void softmax3_bwd_row(const float* __restrict__ y, co
     extern "C" __global__ void __launch_bounds__(G <= 32 ? 256 : G)                                       \
         softmax3_g##G##_v##VEC##_n##NV##_f32(const float* __restrict__ x, float* __restrict__ y,           \
                                               long long rows, long long cols, int log_out) {              \
+        CAMEL_PDL_WAIT();                                                                                 \
         softmax3_row<G, VEC, NV>(x, y, rows, cols, log_out);                                              \
     }                                                                                                     \
     extern "C" __global__ void __launch_bounds__(G <= 32 ? 256 : G)                                       \
         softmax4_g##G##_v##VEC##_n##NV##_f32(const float* __restrict__ x, float* __restrict__ y,           \
                                               long long rows, long long cols, int log_out) {              \
+        CAMEL_PDL_WAIT();                                                                                 \
         softmax3_row<G, VEC, NV, true>(x, y, rows, cols, log_out);                                        \
     }                                                                                                     \
     extern "C" __global__ void __launch_bounds__(G <= 32 ? 256 : G)                                       \
         softmax3_bwd_g##G##_v##VEC##_n##NV##_f32(const float* __restrict__ y, const float* __restrict__ g,  \
                                                   float* __restrict__ dx, long long rows, long long cols,  \
                                                   int log_out) {                                          \
+        CAMEL_PDL_WAIT();                                                                                 \
         softmax3_bwd_row<G, VEC, NV>(y, g, dx, rows, cols, log_out);                                      \
     }
 // Short rows: G = the largest power of two ≤ n/4 (n = cols / VEC vector elements), NV rounded up

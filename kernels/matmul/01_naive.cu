@@ -5,6 +5,7 @@
 #include "common_gemm.cuh"
 
 extern "C" __global__ void sgemm_01_naive(GEMM_ARGS) {
+    CAMEL_PDL_WAIT();
     GEMM_BATCH_OFFSETS();
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     int j = blockIdx.y * blockDim.y + threadIdx.y;

@@ -5,6 +5,7 @@
 #include "common_gemm.cuh"
 
 extern "C" __global__ void sgemm_02_coalesced(GEMM_ARGS) {
+    CAMEL_PDL_WAIT();
     GEMM_BATCH_OFFSETS();
     int j = blockIdx.x * blockDim.x + threadIdx.x;
     int i = blockIdx.y * blockDim.y + threadIdx.y;

@@ -8,6 +8,7 @@
 #define TILE 32
 
 extern "C" __global__ void sgemm_03_smem_tiling(GEMM_ARGS) {
+    CAMEL_PDL_WAIT();
     __shared__ float As[TILE][TILE];
     __shared__ float Bs[TILE][TILE + 1];
     GEMM_BATCH_OFFSETS();

@@ -13,6 +13,7 @@
 #define NT (BM * BN / TM)  // 512 threads
 
 extern "C" __global__ void __launch_bounds__(NT) sgemm_04_blocktiling_1d(GEMM_ARGS) {
+    CAMEL_PDL_WAIT();
     __shared__ float As[BM * BK];
     __shared__ float Bs[BK * BN];
     GEMM_BATCH_OFFSETS();

@@ -14,6 +14,7 @@
 #define NT (BM * BN / (TM * TN))  // 256 threads
 
 extern "C" __global__ void __launch_bounds__(NT) sgemm_05_blocktiling_2d(GEMM_ARGS) {
+    CAMEL_PDL_WAIT();
     __shared__ float As[BM * BK];
     __shared__ float Bs[BK * BN];
     GEMM_BATCH_OFFSETS();

@@ -42,6 +42,7 @@ __device__ __forceinline__ void mma_tf32(float (&c)[4], const unsigned (&a)[4], 
 }
 
 extern "C" __global__ void __launch_bounds__(NT) sgemm_12_tf32_mma(GEMM_ARGS) {
+    CAMEL_PDL_WAIT();
     __shared__ __align__(16) float As[2][BK * SA];
     __shared__ __align__(16) float Bs[2][BK * SB];
     GEMM_BATCH_OFFSETS();

@@ -241,6 +241,7 @@ __device__ __forceinline__ void async_tile_gemm(float* smem, GEMM_ARGS) {
 
 // 128×256×8, 3 stages: 37 KB of static shared memory, one block of 256 threads per SM.
 extern "C" __global__ void __launch_bounds__(256, 1) sgemm_13_async_128x256x8(GEMM_ARGS) {
+    CAMEL_PDL_WAIT();
     ASYNC_STATIC(128, 256, 8, 3);
 }
 
@@ -260,10 +261,12 @@ extern "C" __global__ void __launch_bounds__(256, 1) sgemm_13_async_128x256x8(GE
 #define ASYNC_TN16_SMEM_BYTES (async_smem_floats<128, 256, 16, 3, 0>() * 4)
 #define ASYNC_TN32_SMEM_BYTES (async_smem_floats<128, 256, 32, 2, 0>() * 4)
 extern "C" __global__ void __launch_bounds__(256, 1) sgemm_13_async_128x256x16_tn(GEMM_ARGS) {
+    CAMEL_PDL_WAIT();
     extern __shared__ __align__(16) float dsmem[];
     async_tile_gemm<128, 256, 16, 3, 1, 0>(dsmem, GEMM_CALL_ARGS);
 }
 extern "C" __global__ void __launch_bounds__(256, 1) sgemm_13_async_128x256x32_tn(GEMM_ARGS) {
+    CAMEL_PDL_WAIT();
     extern __shared__ __align__(16) float dsmem[];
     async_tile_gemm<128, 256, 32, 2, 1, 0>(dsmem, GEMM_CALL_ARGS);
 }
@@ -279,6 +282,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) sgemm_13_async_128x256x32_t
 //   4 stages: level with 3 (±0.2 %); 2 stages 6–8 % slower; BK = 8 (4 stages) 9 % slower.
 #define ASYNC_TN128_SMEM_BYTES (async_smem_floats<128, 128, 16, 3, 0>() * 4)
 extern "C" __global__ void __launch_bounds__(256, 2) sgemm_13_async_128x128x16_tn(GEMM_ARGS) {
+    CAMEL_PDL_WAIT();
     extern __shared__ __align__(16) float dsmem[];
     async_tile_gemm<128, 128, 16, 3, 1, 0>(dsmem, GEMM_CALL_ARGS);
 }
@@ -297,10 +301,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) sgemm_13_async_128x128x16_t
 #define ASYNC_NN192_SMEM_BYTES (async_smem_floats<128, 192, 16, 4, 0>() * 4)
 #define ASYNC_NN64_SMEM_BYTES (async_smem_floats<64, 256, 16, 3, 0>() * 4)
 extern "C" __global__ void __launch_bounds__(256, 1) sgemm_13_async_128x192x16_nn(GEMM_ARGS) {
+    CAMEL_PDL_WAIT();
     extern __shared__ __align__(16) float dsmem[];
     async_tile_gemm<128, 192, 16, 4, 0, 0>(dsmem, GEMM_CALL_ARGS);
 }
 extern "C" __global__ void __launch_bounds__(256, 2) sgemm_13_async_64x256x16_nn(GEMM_ARGS) {
+    CAMEL_PDL_WAIT();
     extern __shared__ __align__(16) float dsmem[];
     async_tile_gemm<64, 256, 16, 3, 0, 0>(dsmem, GEMM_CALL_ARGS);
 }
@@ -310,6 +316,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) sgemm_13_async_64x256x16_nn
 extern "C" __global__ void __launch_bounds__(256) sgemm_13_transpose(const float* __restrict__ X,
                                                                      float* __restrict__ Y, int R,
                                                                      int C, long long strideX) {
+    CAMEL_PDL_WAIT();
     __shared__ float tile[32][33];
     X += blockIdx.z * strideX;
     Y += (long long)blockIdx.z * R * C;
@@ -327,6 +334,7 @@ extern "C" __global__ void __launch_bounds__(256) sgemm_13_transpose(const float
 // Small tiles for small outputs (split-K shapes such as 64×784×256): 4×4 per thread, and with
 // BK = 16 and 4 stages a 64-long K-split has all of its copies in flight at once.
 extern "C" __global__ void __launch_bounds__(256) sgemm_13_async_64x64x16(GEMM_ARGS) {
+    CAMEL_PDL_WAIT();
     ASYNC_STATIC(64, 64, 16, 4);
 }
 
@@ -353,6 +361,7 @@ __device__ __forceinline__ int ld_acquire_gpu(const int* p) {
 extern "C" __global__ void __launch_bounds__(256)
     sgemm_13_async_64x64x16_fk(GEMM_ARGS, float* __restrict__ Cout, const float* __restrict__ biasOut,
                                int actOut, float* __restrict__ Zout, int* counters) {
+    CAMEL_PDL_WAIT();
     {
         ASYNC_STATIC(64, 64, 16, 4);  // the partial tile into the workspace C
     }
@@ -382,6 +391,7 @@ extern "C" __global__ void __launch_bounds__(256)
     }
 }
 extern "C" __global__ void __launch_bounds__(256) sgemm_13_async_64x128x16(GEMM_ARGS) {
+    CAMEL_PDL_WAIT();
     ASYNC_STATIC(64, 128, 16, 3);
 }
 
@@ -481,8 +491,10 @@ __device__ __forceinline__ void wholek_gemm(GEMM_ARGS) {
     }
 }
 extern "C" __global__ void __launch_bounds__(256) sgemm_13_wholek_8x16(GEMM_ARGS) {
+    CAMEL_PDL_WAIT();
     wholek_gemm<8, 16, 2, 2, 8>(GEMM_CALL_ARGS);
 }
 extern "C" __global__ void __launch_bounds__(256) sgemm_13_wholek_16x32(GEMM_ARGS) {
+    CAMEL_PDL_WAIT();
     wholek_gemm<16, 32, 2, 4, 4>(GEMM_CALL_ARGS);
 }

@@ -15,6 +15,8 @@
 // the tanh approximation) gives the value stored in C.
 #pragma once
 
+#include "pdl.cuh"  // CAMEL_PDL_WAIT(): the first statement of every kernel
+
 #define GEMM_ARGS                                                                                    \
     const float *__restrict__ A, const float *__restrict__ B, float *__restrict__ C, int M, int N, \
         int K, int transA, int transB, long long strideA, long long strideB, long long strideC,    \

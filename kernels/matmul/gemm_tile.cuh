@@ -281,10 +281,12 @@ __device__ __forceinline__ void warp_tile_gemm(GEMM_ARGS) {
 // Defines an extern "C" kernel for one configuration of either template.
 #define DEFINE_BLOCK_TILE(name, BM, BN, BK, TM, TN)                                        \
     extern "C" __global__ void __launch_bounds__((BM / TM) * (BN / TN)) name(GEMM_ARGS) {  \
+        CAMEL_PDL_WAIT();                                                                  \
         block_tile_gemm<BM, BN, BK, TM, TN, (BM / TM) * (BN / TN)>(GEMM_CALL_ARGS);        \
     }
 #define DEFINE_WARP_TILE(name, BM, BN, BK, WM, WN, WNITER, TM, TN, NT, DB)              \
     extern "C" __global__ void __launch_bounds__(NT) name(GEMM_ARGS) {                  \
+        CAMEL_PDL_WAIT();                                                               \
         warp_tile_gemm<BM, BN, BK, WM, WN, WNITER, TM, TN, NT, DB>(GEMM_CALL_ARGS);     \
     }
 

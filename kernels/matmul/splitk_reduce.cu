@@ -13,6 +13,7 @@ extern "C" __global__ void sgemm_splitk_reduce(const float* __restrict__ P, floa
                                                int splits, long long total, int N,
                                                const float* __restrict__ bias, int act,
                                                float* __restrict__ Z) {
+    CAMEL_PDL_WAIT();
     const bool vec = (N % 4 == 0) && ((reinterpret_cast<size_t>(P) & 15) == 0) &&
                      ((reinterpret_cast<size_t>(C) & 15) == 0) &&
                      (!Z || (reinterpret_cast<size_t>(Z) & 15) == 0);

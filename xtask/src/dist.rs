@@ -77,6 +77,11 @@ for t in "$here"/tests/memory_ops-*; do
   one "$(basename "$t") [step 4; cross-entropy 3]" env CAMEL_ELEMENTWISE=4 CAMEL_REDUCE=4 CAMEL_SOFTMAX=4 \
     CAMEL_CROSS_ENTROPY=3 CAMEL_EMBEDDING=4 CAMEL_OPTIM=4 CAMEL_LAYERNORM=4 "$t" --test-threads=4 "$@"
 done
+# Programmatic dependent launch off (kernels/pdl.cuh; on by default from compute capability 9.0):
+# the compute_80 PTX, launched plainly, stays tested where the defaults run the PDL builds.
+for t in "$here"/tests/device-* "$here"/tests/memory_ops-* "$here"/tests/matmul-*; do
+  one "$(basename "$t") [CAMEL_PDL=off]" env CAMEL_PDL=off "$t" --test-threads=4 "$@"
+done
 [ -n "$bad_bins" ] && echo "failing binaries:$bad_bins"
 echo "gpu-tests: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -1,7 +1,9 @@
 //! Repository tasks, run as `cargo xtask <command>` (alias in `.cargo/config.toml`).
 //!
 //! - `build-kernels [--force] [--arch compute_XY] [--jobs N]`: compile every `kernels/**/*.cu`
-//!   to PTX in `kernels/ptx/<same relative path>.ptx`, rebuilding only what changed.
+//!   to PTX in `kernels/ptx/<same relative path>.ptx`, and again for compute_90 in
+//!   `kernels/ptx/sm90/<same relative path>.ptx` (programmatic dependent launch, see
+//!   `kernels/pdl.cuh`), rebuilding only what changed.
 //! - `cuda-stub [--check]`: refresh `crates/camel-cuda/stub/libcuda_symbols.txt`, the list of
 //!   driver entry points that camel-cuda's build script turns into a no-driver `libcuda.so` stub.
 //!
@@ -35,6 +37,12 @@ const LOCAL_NVCC: &str = ".tools/nvcc/nvidia/cu13/bin/nvcc";
 const DEFAULT_ARCH: &str = "compute_80";
 /// Files named `*_sm90a.cu` use Hopper-only instructions (wgmma, TMA) and get sm_90a PTX.
 const SM90A_SUFFIX: &str = "_sm90a.cu";
+/// Every other file is compiled a second time for this architecture into `kernels/ptx/sm90/`:
+/// there `CAMEL_PDL_WAIT()` (kernels/pdl.cuh) is `griddepcontrol.wait`, and camel_cuda launches
+/// the kernels with programmatic dependent launch on compute capability 9.0 and later.
+const PDL_ARCH: &str = "compute_90";
+/// The folder under `kernels/ptx/` of the PDL builds.
+const PDL_DIR: &str = "sm90";
 /// Flags common to every kernel. No `--use_fast_math`: precision matters.
 const COMMON_FLAGS: &[&str] = &["-ptx", "-O3", "-lineinfo", "-std=c++17"];
 /// Records the compiler version and flags of the last build; a change rebuilds everything.
@@ -74,7 +82,8 @@ fn print_help() {
 commands:
   build-kernels [--force] [--arch compute_XY] [--jobs N]
       Compile kernels/**/*.cu to PTX in kernels/ptx/ (default arch {DEFAULT_ARCH}; files named
-      *{SM90A_SUFFIX} get compute_90a). Only sources newer than their PTX are rebuilt; a changed
+      *{SM90A_SUFFIX} get compute_90a), and each other file again for {PDL_ARCH} into
+      kernels/ptx/{PDL_DIR}/ (programmatic dependent launch, kernels/pdl.cuh). Only sources newer than their PTX are rebuilt; a changed
       kernels/**/*.cuh header, nvcc version or flag rebuilds all. Also runs `cuda-stub`.
       nvcc is looked up as $NVCC, then PATH, then $CUDA_HOME/bin/nvcc, then {LOCAL_NVCC}
       (install it with `bash .ci/install-nvcc.sh`).
@@ -159,7 +168,8 @@ fn build_kernels(args: &[String]) -> Result<(), String> {
     let nvcc = find_nvcc(&root)?;
     let version = nvcc_version(&nvcc)?;
     let stamp_text = format!(
-        "nvcc: {version}\nflags: {}\narch: {arch}\nsm90a: -gencode=arch=compute_90a,code=compute_90a\n",
+        "nvcc: {version}\nflags: {}\narch: {arch}\nsm90a: -gencode=arch=compute_90a,code=compute_90a\n\
+         {PDL_DIR}: -arch={PDL_ARCH}\n",
         COMMON_FLAGS.join(" ")
     );
     let stamp_path = ptx_dir.join(STAMP);
@@ -171,39 +181,53 @@ fn build_kernels(args: &[String]) -> Result<(), String> {
     let mut wanted = BTreeSet::new();
     for src in &sources {
         let rel = src.strip_prefix(&kernels).expect("source under kernels/");
-        let ptx = ptx_dir.join(rel).with_extension("ptx");
-        wanted.insert(ptx.clone());
-        let stale = match mtime(&ptx) {
-            None => true,
-            Some(t) => {
-                force
-                    || stamp_changed
-                    || mtime(src).map_or(true, |s| s > t)
-                    || newest_header.is_some_and(|h| h > t)
-            }
-        };
-        if !stale {
-            up_to_date += 1;
-            continue;
-        }
         let is_sm90a = src
             .file_name()
             .and_then(|n| n.to_str())
             .is_some_and(|n| n.ends_with(SM90A_SUFFIX));
-        let (arch_flags, arch_label) = if is_sm90a {
+        // (PTX path, nvcc architecture flag, label): the plain build, and the PDL build
+        let mut builds = vec![if is_sm90a {
             (
-                vec!["-gencode=arch=compute_90a,code=compute_90a".to_string()],
+                ptx_dir.join(rel).with_extension("ptx"),
+                "-gencode=arch=compute_90a,code=compute_90a".to_string(),
                 "compute_90a".to_string(),
             )
         } else {
-            (vec![format!("-arch={arch}")], arch.clone())
-        };
-        todo.push(Job {
-            src: src.clone(),
-            ptx,
-            arch_flags,
-            arch_label,
-        });
+            (
+                ptx_dir.join(rel).with_extension("ptx"),
+                format!("-arch={arch}"),
+                arch.clone(),
+            )
+        }];
+        if !is_sm90a {
+            builds.push((
+                ptx_dir.join(PDL_DIR).join(rel).with_extension("ptx"),
+                format!("-arch={PDL_ARCH}"),
+                PDL_ARCH.to_string(),
+            ));
+        }
+        for (ptx, flag, label) in builds {
+            wanted.insert(ptx.clone());
+            let stale = match mtime(&ptx) {
+                None => true,
+                Some(t) => {
+                    force
+                        || stamp_changed
+                        || mtime(src).map_or(true, |s| s > t)
+                        || newest_header.is_some_and(|h| h > t)
+                }
+            };
+            if !stale {
+                up_to_date += 1;
+                continue;
+            }
+            todo.push(Job {
+                src: src.clone(),
+                ptx,
+                arch_flags: vec![flag],
+                arch_label: label,
+            });
+        }
     }
 
     let removed = prune_orphans(&ptx_dir, &wanted)
@@ -218,6 +242,7 @@ fn build_kernels(args: &[String]) -> Result<(), String> {
         run_jobs(&root, &nvcc, &kernels, todo, jobs)?;
     }
     fs::create_dir_all(&ptx_dir).map_err(|e| e.to_string())?;
+    check_pdl_waits(&root, &ptx_dir)?;
     fs::write(&stamp_path, stamp_text)
         .map_err(|e| format!("writing {}: {e}", stamp_path.display()))?;
     println!(
@@ -225,6 +250,71 @@ fn build_kernels(args: &[String]) -> Result<(), String> {
         removed.len(),
         rel_display(&root, &ptx_dir)
     );
+    Ok(())
+}
+
+/// Fails when a kernel compiled for sm_90 or later (`kernels/ptx/sm90/`, `*_sm90a`) lacks
+/// `griddepcontrol.wait`: every kernel must start with `CAMEL_PDL_WAIT()` (kernels/pdl.cuh).
+/// camel_cuda launches only kernels that have it with PDL, so a forgotten one would run
+/// correctly but without the overlap: this makes it loud instead.
+fn check_pdl_waits(root: &Path, ptx_dir: &Path) -> Result<(), String> {
+    let mut files = Vec::new();
+    collect_ptx(ptx_dir, &mut files).map_err(|e| format!("reading {}: {e}", ptx_dir.display()))?;
+    let mut missing = Vec::new();
+    for f in files {
+        let hopper = f.starts_with(ptx_dir.join(PDL_DIR))
+            || f.file_stem()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.ends_with("_sm90a"));
+        if !hopper {
+            continue;
+        }
+        let text = fs::read_to_string(&f).map_err(|e| format!("reading {}: {e}", f.display()))?;
+        for (entry, waits) in ptx_entries(&text) {
+            if !waits {
+                missing.push(format!("{} ({entry})", rel_display(root, &f)));
+            }
+        }
+    }
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} kernel(s) do not start with CAMEL_PDL_WAIT() (kernels/pdl.cuh), so their sm_90 PTX \
+             has no griddepcontrol.wait:\n  {}",
+            missing.len(),
+            missing.join("\n  ")
+        ))
+    }
+}
+
+/// The kernels (`.entry`) of a PTX text, each with whether its body holds
+/// `griddepcontrol.wait`. The same scan as camel_cuda's `ptx::pdl_kernels`.
+fn ptx_entries(text: &str) -> Vec<(String, bool)> {
+    text.split(".entry ")
+        .skip(1)
+        .map(|body| {
+            let name = body
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '$')
+                .collect();
+            (name, body.contains("griddepcontrol.wait"))
+        })
+        .collect()
+}
+
+fn collect_ptx(dir: &Path, out: &mut Vec<PathBuf>) -> io::Result<()> {
+    if !dir.is_dir() {
+        return Ok(());
+    }
+    for entry in fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.is_dir() {
+            collect_ptx(&path, out)?;
+        } else if path.extension().is_some_and(|e| e == "ptx") {
+            out.push(path);
+        }
+    }
     Ok(())
 }
 

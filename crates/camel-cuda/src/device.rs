@@ -6,7 +6,7 @@ use crate::ffi::{self, CUresult};
 use crate::launch::{
     DevPtr, DeviceLimits, Dim3, KernelArg, KernelLimits, LaunchConfig, Pod, MAX_KERNEL_ARGS,
 };
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::{CStr, CString};
 use std::fmt;
 use std::os::raw::{c_char, c_int, c_uint, c_void};
@@ -236,6 +236,8 @@ impl Shared {
 struct Modules {
     handles: HashMap<String, Handle>,
     kernels: HashMap<String, HashMap<String, Kernel>>,
+    /// Per loaded module, its kernels that start with `griddepcontrol.wait`: launched with PDL.
+    pdl: HashMap<String, HashSet<String>>,
 }
 
 /// One CUDA device: its primary context, one non-blocking stream on which all of camel's work
@@ -252,6 +254,8 @@ pub struct CudaDevice {
     modules: RwLock<Modules>,
     /// Zeroed ints for kernels that count arrivals across blocks (see [`CudaDevice::counters`]).
     counters: Mutex<Option<Buffer>>,
+    /// Programmatic dependent launch in use (see [`CudaDevice::pdl`]).
+    pdl: bool,
 }
 
 impl fmt::Debug for CudaDevice {
@@ -376,6 +380,7 @@ impl CudaDevice {
             }),
             modules: RwLock::new(Modules::default()),
             counters: Mutex::new(None),
+            pdl: limits.compute_capability.0 >= 9 && pdl_wanted(),
         })
     }
 
@@ -397,6 +402,14 @@ impl CudaDevice {
     /// Compute capability `(major, minor)`.
     pub fn compute_capability(&self) -> (u32, u32) {
         self.limits.compute_capability
+    }
+
+    /// Whether kernels are launched with programmatic dependent launch (kernels/pdl.cuh): on
+    /// compute capability 9.0 and later, unless `CAMEL_PDL=off` (or `0`). Then modules load
+    /// from their compute_90 build, whose kernels start with `griddepcontrol.wait`, and each
+    /// launch of such a kernel lets the GPU schedule it while the kernel before it drains.
+    pub fn pdl(&self) -> bool {
+        self.pdl
     }
 
     /// Total device memory in bytes.
@@ -679,8 +692,9 @@ impl CudaDevice {
         let handle = match mods.handles.get(module) {
             Some(h) => *h,
             None => {
-                let h = self.load_module(module)?;
+                let (h, pdl) = self.load_module(module)?;
                 mods.handles.insert(module.to_string(), h);
+                mods.pdl.insert(module.to_string(), pdl);
                 h
             }
         };
@@ -722,6 +736,7 @@ impl CudaDevice {
             name,
             ordinal: self.ordinal,
             limits,
+            pdl: mods.pdl.get(module).is_some_and(|p| p.contains(kernel)),
         };
         mods.kernels
             .entry(module.to_string())
@@ -749,7 +764,15 @@ impl CudaDevice {
         Ok(())
     }
 
-    fn load_module(&self, module: &str) -> Result<Handle> {
+    /// Loads an embedded module: its PDL build where PDL is in use, and the set of its kernels
+    /// that may be launched with PDL (those whose PTX starts with the wait).
+    fn load_module(&self, module: &str) -> Result<(Handle, HashSet<String>)> {
+        if self.pdl {
+            if let Some(ptx) = crate::ptx::find_pdl(module) {
+                let h = self.load_module_data(module, ptx.as_bytes())?;
+                return Ok((h, crate::ptx::pdl_kernels(ptx)));
+            }
+        }
         let ptx = crate::ptx::find(module).ok_or_else(|| Error::MissingPtx {
             module: module.to_string(),
             available: crate::ptx::embedded_modules().join(", "),
@@ -762,7 +785,12 @@ impl CudaDevice {
                 msg: format!("it needs compute capability 9.0, the device has {ma}.{mi}"),
             });
         }
-        self.load_module_data(module, ptx.as_bytes())
+        let pdl = if self.pdl {
+            crate::ptx::pdl_kernels(ptx)
+        } else {
+            HashSet::new()
+        };
+        Ok((self.load_module_data(module, ptx.as_bytes())?, pdl))
     }
 
     /// JIT-loads a NUL-terminated PTX text (or a cubin).
@@ -866,22 +894,49 @@ impl CudaDevice {
             )?;
         }
         let (g, b) = (cfg.grid, cfg.block);
-        check(
-            ffi::cuLaunchKernel(
-                kernel.func.0,
-                g.x,
-                g.y,
-                g.z,
-                b.x,
-                b.y,
-                b.z,
-                cfg.shared_mem_bytes,
-                self.shared.stream.0,
-                params.as_mut_ptr(),
-                ptr::null_mut(),
-            ),
-            || format!("cuLaunchKernel({}, {cfg:?})", kernel.name),
-        )?;
+        if kernel.pdl {
+            // Programmatic dependent launch (kernels/pdl.cuh): the kernel's first statement
+            // waits for the kernel before it, so only its launch overlaps that one's tail.
+            let mut attr = ffi::CUlaunchAttribute {
+                id: ffi::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+                pad: [0; 4],
+                value: ffi::CUlaunchAttributeValue { words: [0; 16] },
+            };
+            attr.value.words[0] = 1; // programmaticStreamSerializationAllowed
+            let lc = ffi::CUlaunchConfig {
+                grid_dim_x: g.x,
+                grid_dim_y: g.y,
+                grid_dim_z: g.z,
+                block_dim_x: b.x,
+                block_dim_y: b.y,
+                block_dim_z: b.z,
+                shared_mem_bytes: cfg.shared_mem_bytes,
+                stream: self.shared.stream.0,
+                attrs: &mut attr,
+                num_attrs: 1,
+            };
+            check(
+                ffi::cuLaunchKernelEx(&lc, kernel.func.0, params.as_mut_ptr(), ptr::null_mut()),
+                || format!("cuLaunchKernelEx({}, {cfg:?}, PDL)", kernel.name),
+            )?;
+        } else {
+            check(
+                ffi::cuLaunchKernel(
+                    kernel.func.0,
+                    g.x,
+                    g.y,
+                    g.z,
+                    b.x,
+                    b.y,
+                    b.z,
+                    cfg.shared_mem_bytes,
+                    self.shared.stream.0,
+                    params.as_mut_ptr(),
+                    ptr::null_mut(),
+                ),
+                || format!("cuLaunchKernel({}, {cfg:?})", kernel.name),
+            )?;
+        }
         *self
             .shared
             .last_kernel
@@ -913,6 +968,12 @@ impl CudaDevice {
             Ok(event)
         }
     }
+}
+
+/// `CAMEL_PDL=off` (or `0`): launch every kernel plainly, from its compute_80 PTX, even where
+/// programmatic dependent launch is available (for A/B timing; see kernels/pdl.cuh).
+fn pdl_wanted() -> bool {
+    !std::env::var("CAMEL_PDL").is_ok_and(|v| matches!(v.as_str(), "0" | "off" | "OFF" | "false"))
 }
 
 /// `CAMEL_CUDA_SYNC=1`: synchronize after every launch so a faulting kernel is named at once.
@@ -987,6 +1048,7 @@ pub struct Kernel {
     name: &'static str,
     ordinal: usize,
     limits: KernelLimits,
+    pdl: bool,
 }
 
 impl Kernel {
@@ -1003,6 +1065,12 @@ impl Kernel {
     /// Raw `CUfunction`.
     pub fn raw(&self) -> *mut c_void {
         self.func.0
+    }
+
+    /// Whether launches of this kernel use programmatic dependent launch (its PTX starts with
+    /// `griddepcontrol.wait` and the device uses PDL: [`CudaDevice::pdl`]).
+    pub fn pdl(&self) -> bool {
+        self.pdl
     }
 }
 

@@ -4,8 +4,9 @@
 //! search path from `CUDA_LIBRARY_PATH`), but its bindings come from CUDA 11.4 headers and type
 //! `CUresult` as a Rust `enum`: a newer driver returning an error code that 11.4 did not know
 //! would be undefined behaviour. Here every `CUresult` is a plain `u32`, and every enum argument
-//! a plain integer with the value from `cuda.h`. Only functions present in CUDA 11.4 are used,
-//! so any driver from then on (and the no-driver stub) provides them.
+//! a plain integer with the value from `cuda.h`. All functions but one are present in CUDA 11.4;
+//! `cuLaunchKernelEx` (programmatic dependent launch) came with CUDA 12.0. The kernels' PTX
+//! (version 9.0) needs a CUDA 13.0 driver anyway, and the no-driver stub provides every one.
 //!
 //! Without the `cuda` feature the same functions exist as Rust functions that return
 //! `CUDA_ERROR_NO_DEVICE`, so the rest of the crate has one code path and no `cfg`.
@@ -52,6 +53,44 @@ pub const CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: c_int = 0;
 pub const CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: c_int = 1;
 pub const CU_FUNC_ATTRIBUTE_NUM_REGS: c_int = 4;
 pub const CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: c_int = 8;
+
+// CUlaunchAttributeID
+pub const CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION: c_uint = 6;
+
+/// `CUlaunchAttributeValue`: a union of 64 bytes; the int-valued attributes (such as
+/// `programmaticStreamSerializationAllowed`) sit at offset 0.
+#[repr(C, align(8))]
+#[derive(Clone, Copy)]
+pub struct CUlaunchAttributeValue {
+    pub words: [c_int; 16],
+}
+
+/// `CUlaunchAttribute` (72 bytes).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct CUlaunchAttribute {
+    pub id: c_uint,
+    pub pad: [u8; 4],
+    pub value: CUlaunchAttributeValue,
+}
+
+/// `CUlaunchConfig` (56 bytes), for `cuLaunchKernelEx`.
+#[repr(C)]
+pub struct CUlaunchConfig {
+    pub grid_dim_x: c_uint,
+    pub grid_dim_y: c_uint,
+    pub grid_dim_z: c_uint,
+    pub block_dim_x: c_uint,
+    pub block_dim_y: c_uint,
+    pub block_dim_z: c_uint,
+    pub shared_mem_bytes: c_uint,
+    pub stream: CUstream,
+    pub attrs: *mut CUlaunchAttribute,
+    pub num_attrs: c_uint,
+}
+
+const _: () = assert!(std::mem::size_of::<CUlaunchAttribute>() == 72);
+const _: () = assert!(std::mem::size_of::<CUlaunchConfig>() == 56);
 
 // CUjit_option
 pub const CU_JIT_ERROR_LOG_BUFFER: c_uint = 5;
@@ -137,6 +176,12 @@ driver_api! {
         block_z: c_uint,
         shared_mem_bytes: c_uint,
         stream: CUstream,
+        params: *mut *mut c_void,
+        extra: *mut *mut c_void,
+    );
+    fn cuLaunchKernelEx(
+        config: *const CUlaunchConfig,
+        func: CUfunction,
         params: *mut *mut c_void,
         extra: *mut *mut c_void,
     );

@@ -178,3 +178,48 @@ fn events_time_work() {
     assert!(ms > 0.0 && ms < 10_000.0, "{ms} ms");
     println!("{}: 10 fills of 4 MiB in {ms:.3} ms", dev.name());
 }
+
+/// Programmatic dependent launch (kernels/pdl.cuh) is in use exactly where it should be, and it
+/// keeps stream order: each kernel below reads what the one before wrote (read after write) or
+/// overwrites what the one before read (write after read), and the caching allocator hands the
+/// blocks of dropped buffers straight back to the next iteration. Big (64 MiB) and tiny kernels
+/// alternate, so a kernel that started early would read stale or half-written data.
+#[test]
+fn pdl_keeps_stream_order() {
+    let Some(dev) = test_device() else { return };
+    let off = std::env::var("CAMEL_PDL").is_ok_and(|v| matches!(v.as_str(), "0" | "off"));
+    assert_eq!(dev.pdl(), dev.compute_capability().0 >= 9 && !off);
+    let k = dev.function("elementwise", "fill_f32").unwrap();
+    assert_eq!(
+        k.pdl(),
+        dev.pdl(),
+        "fill_f32 launched with PDL iff the device uses it"
+    );
+    println!(
+        "{}: PDL {}",
+        dev.name(),
+        if dev.pdl() { "on" } else { "off" }
+    );
+
+    let n = 1usize << 24;
+    let mut a = dev.alloc(n * 4).unwrap();
+    elementwise::fill_f32(&dev, a.ptr(), n, 0.0).unwrap();
+    let small = dev.alloc(7 * 4).unwrap();
+    let mut want = 0.0f32;
+    for i in 0..20 {
+        let b = dev.alloc(n * 4).unwrap();
+        elementwise::unary_f32(&dev, a.ptr(), b.ptr(), n, 11, 1.0).unwrap(); // b = a + 1
+        elementwise::fill_f32(&dev, a.ptr(), n, i as f32).unwrap(); // overwrites what that read
+        let c = dev.alloc(n * 4).unwrap();
+        elementwise::binary_f32(&dev, b.ptr(), a.ptr(), c.ptr(), n, 0).unwrap(); // c = b + a
+                                                                                 // a tiny kernel reading the end of the big one's output
+        elementwise::unary_f32(&dev, c.ptr().add::<f32>(n - 7), small.ptr(), 7, 11, 0.5).unwrap();
+        want = want + 1.0 + i as f32;
+        a = c; // the old a and b go back to the cache for the next iteration
+    }
+    let out: Vec<f32> = dev.dtoh_vec(&a, n).unwrap();
+    let bad = out.iter().filter(|&&v| v != want).count();
+    assert_eq!(bad, 0, "{bad} of {n} elements differ from {want}");
+    let tail: Vec<f32> = dev.dtoh_vec(&small, 7).unwrap();
+    assert!(tail.iter().all(|&v| v == want + 0.5), "{tail:?}");
+}

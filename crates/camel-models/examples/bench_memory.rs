@@ -324,7 +324,15 @@ fn run() -> Result<()> {
          one launch = median of {reps} launches timed alone; GB/s = bytes the op must move / streamed time",
         ROTATE_BYTES >> 20
     );
-    println!("\"of same-size copy\": GB/s over a cuMemcpyDtoD moving the same bytes (half read, half written), streamed\n");
+    println!("\"of same-size copy\": GB/s over a cuMemcpyDtoD moving the same bytes (half read, half written), streamed");
+    println!(
+        "programmatic dependent launch (kernels/pdl.cuh): {}\n",
+        if d.pdl() {
+            "on (CAMEL_PDL=off turns it off)"
+        } else {
+            "off"
+        }
+    );
     println!(
         "| op | size | step | streamed (µs) | GB/s | of copy BW | of same-size copy | one launch (µs) | PyTorch GB/s | speed-up vs PyTorch |"
     );
