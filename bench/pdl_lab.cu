@@ -17,10 +17,12 @@
 // - float4 copy kernel, 2 × 50 MB: 36.46 / 34.90 / 34.82 (90.6 → 94.7 % of copy);
 //   2 × 17 MB: 14.35 / 13.00 / 12.93 (77.9 → 86.0 %);
 // - LayerNorm forward 16384×768, step 4: 36.65 / 35.67 / 35.40 (90.3 → 92.8 / 93.5 %);
+// - LayerNorm backward 16384×768, step 4 (a later call, copy 3026 GB/s): 57.60 / 56.05 / 56.30
+//   (86.7 → 89.1 / 88.7 %): the early trigger does not help the all-resident grid either;
 // - softmax 65536×65, step 3: 14.95 / 13.62 / 13.95 (74.8 → 82.1 / 80.2 %);
 // - cross-entropy 16384×65, step 4 (mean fused): 7.03 / 5.61 / 6.48.
-// Mode 1 (the wait only) went into the library (kernels/pdl.cuh): mode 2 gained 0.3 µs on the
-// LayerNorm and lost 0.3–0.9 µs on the short kernels, whose early-launched successors sit on
+// Mode 1 (the wait only) went into the library (kernels/pdl.cuh): mode 2 gained 0.2–0.3 µs on
+// the LayerNorm forward, lost 0.25 µs on its backward and 0.3–0.9 µs on the short kernels, whose early-launched successors sit on
 // the SMs while the last blocks (and cross-entropy's last-block sum) still run.
 #include <cstdio>
 #include <cstring>
@@ -67,14 +69,25 @@ __global__ void __launch_bounds__(256) k_ce(const float* __restrict__ x, const l
     ce3_fwd_row<16, 1, 8, CeMean, ce4_rows(16, 1, 8)>(x, t, mean, stats, partial, counter, rows, cols, err);
 }
 
+template <int MODE>
+__global__ void __launch_bounds__(256, 2) k_lnb(const float* __restrict__ x, const float* __restrict__ gamma,
+                                               const float* __restrict__ g, const float* __restrict__ mean,
+                                               const float* __restrict__ rstd, float* __restrict__ dx,
+                                               float* __restrict__ partial, long long rows, long long cols,
+                                               float* __restrict__ dgamma, float* __restrict__ dbeta, int* counters) {
+    pdl_enter<MODE>();
+    ln3_bwd<4, 3, 64>(x, gamma, g, mean, rstd, dx, partial, rows, cols, dgamma, dbeta, counters);
+}
+
 static cudaStream_t S;
 
 // Launches k on S; modes 1 and 2 with the PDL attribute.
 template <class... KA, class... A>
-static void go(int mode, void (*k)(KA...), unsigned grid, A... a) {
+static void go_smem(int mode, size_t smem, void (*k)(KA...), unsigned grid, A... a) {
     cudaLaunchConfig_t c = {};
     c.gridDim = dim3(grid);
     c.blockDim = dim3(256);
+    c.dynamicSmemBytes = smem;
     c.stream = S;
     cudaLaunchAttribute at[1];
     at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -82,6 +95,10 @@ static void go(int mode, void (*k)(KA...), unsigned grid, A... a) {
     c.attrs = at;
     c.numAttrs = mode ? 1 : 0;
     CK(cudaLaunchKernelEx(&c, k, ((KA)a)...));
+}
+template <class... KA, class... A>
+static void go(int mode, void (*k)(KA...), unsigned grid, A... a) {
+    go_smem(mode, 0, k, grid, a...);
 }
 
 static double streamed(const std::function<void(int)>& launch, int sets) {
@@ -172,6 +189,47 @@ int main() {
         run(0, k_ln<0>);
         run(1, k_ln<1>);
         run(2, k_ln<2>);
+    }
+
+    // ---- LayerNorm backward 16384×768, step 4 (pairs of warps, column sum fused; 2 blocks an SM) ----
+    {
+        const long long R = 16384, C = 768, N = R * C;
+        const int sets = 2, sms = prop.multiProcessorCount;
+        const unsigned grid = 2 * sms;
+        const size_t smem = 4 * 2 * 64 * 3 * 4 * 4;
+        float *gamma = dalloc(C), *mean = dalloc(R * sets), *rstd = dalloc(R * sets), *partial = dalloc(2 * grid * C);
+        float *dg = dalloc(C), *db = dalloc(C), *dg0 = dalloc(C), *ref = dalloc(N);
+        int* counters = dalloc<int>(2);
+        CK(cudaMemset(counters, 0, 8));
+        fill(gamma, C, 0.5f, 1.5f);
+        fill(mean, R * sets, -0.1f, 0.1f);
+        fill(rstd, R * sets, 0.8f, 1.2f);
+        fill(a, 2 * N * sets, -3.0f, 3.0f);  // x sets, then g sets
+        float* gsets = a + N * sets;
+        for (int m : {0, 1, 2}) {
+            auto k = m == 0 ? k_lnb<0> : m == 1 ? k_lnb<1> : k_lnb<2>;
+            CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        }
+        const double same = same_copy(N * 4 * 3 / 2, sets);  // reads x, g; writes dx
+        const double bytes = 3.0 * N * 4 + 2.0 * R * 4;
+        go_smem(0, smem, k_lnb<0>, grid, a, gamma, gsets, mean, rstd, ref, partial, R, C, dg0, db, counters);
+        CK(cudaStreamSynchronize(S));
+        auto run = [&](int mode, auto k) {
+            CK(cudaMemsetAsync(b, 0xff, N * 4, S));
+            go_smem(mode, smem, k, grid, a, gamma, gsets, mean, rstd, b, partial, R, C, dg, db, counters);
+            CK(cudaStreamSynchronize(S));
+            if (!same_bits(ref, b, N) || !same_bits(dg0, dg, C)) printf("  !! mode %d differs\n", mode);
+            const double t = streamed(
+                [&](int i) {
+                    go_smem(mode, smem, k, grid, a + i * N, gamma, gsets + i * N, mean + i * R, rstd + i * R,
+                            b + i * N, partial, R, C, dg, db, counters);
+                },
+                sets);
+            report("layernorm bwd 16384x768 step 4", mode, t, bytes, same);
+        };
+        run(0, k_lnb<0>);
+        run(1, k_lnb<1>);
+        run(2, k_lnb<2>);
     }
 
     // ---- softmax 65536×65, step 3 (G 16, scalar, NV 8) ----
