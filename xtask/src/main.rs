@@ -259,7 +259,8 @@ fn build_kernels(args: &[String]) -> Result<(), String> {
 /// correctly but without the overlap: this makes it loud instead.
 fn check_pdl_waits(root: &Path, ptx_dir: &Path) -> Result<(), String> {
     let mut files = Vec::new();
-    collect_ptx(ptx_dir, &mut files).map_err(|e| format!("reading {}: {e}", ptx_dir.display()))?;
+    collect_ext(ptx_dir, "ptx", &mut files)
+        .map_err(|e| format!("reading {}: {e}", ptx_dir.display()))?;
     let mut missing = Vec::new();
     for f in files {
         let hopper = f.starts_with(ptx_dir.join(PDL_DIR))
@@ -303,15 +304,16 @@ fn ptx_entries(text: &str) -> Vec<(String, bool)> {
         .collect()
 }
 
-fn collect_ptx(dir: &Path, out: &mut Vec<PathBuf>) -> io::Result<()> {
+/// Every file under `dir` (recursively) whose extension is `ext`; nothing if `dir` is missing.
+fn collect_ext(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) -> io::Result<()> {
     if !dir.is_dir() {
         return Ok(());
     }
     for entry in fs::read_dir(dir)? {
         let path = entry?.path();
         if path.is_dir() {
-            collect_ptx(&path, out)?;
-        } else if path.extension().is_some_and(|e| e == "ptx") {
+            collect_ext(&path, ext, out)?;
+        } else if path.extension().is_some_and(|e| e == ext) {
             out.push(path);
         }
     }
@@ -521,7 +523,14 @@ fn cuda_stub(args: &[String]) -> Result<bool, String> {
     let cust_raw = cust_raw_dir(&root)?;
     let mut symbols = BTreeSet::new();
     let mut files = Vec::new();
-    collect_rs(&cust_raw.join("src"), &mut files)
+    let cust_src = cust_raw.join("src");
+    if !cust_src.is_dir() {
+        return Err(format!(
+            "cust_raw sources not found at {}",
+            cust_src.display()
+        ));
+    }
+    collect_ext(&cust_src, "rs", &mut files)
         .map_err(|e| format!("reading cust_raw sources: {e}"))?;
     files.push(root.join(FFI_FILE));
     for f in &files {
@@ -616,18 +625,6 @@ fn cust_raw_dir(root: &Path) -> Result<PathBuf, String> {
         .parent()
         .map(Path::to_path_buf)
         .ok_or_else(|| "bad cust_raw manifest path".to_string())
-}
-
-fn collect_rs(dir: &Path, out: &mut Vec<PathBuf>) -> io::Result<()> {
-    for entry in fs::read_dir(dir)? {
-        let path = entry?.path();
-        if path.is_dir() {
-            collect_rs(&path, out)?;
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-    Ok(())
 }
 
 /// Adds every driver function `fn cuXxx(` declared in `text` (bindgen writes `pub fn cuInit(`).
