@@ -55,15 +55,21 @@ pub(crate) fn find_pdl(module: &str) -> Option<&'static str> {
 /// that may be launched with programmatic dependent launch (kernels/pdl.cuh). The same scan as
 /// build-kernels' check (xtask), which fails when a sm_90 kernel lacks the wait.
 pub(crate) fn pdl_kernels(ptx: &str) -> std::collections::HashSet<String> {
-    ptx.split(".entry ")
-        .skip(1)
-        .filter(|body| body.contains("griddepcontrol.wait"))
-        .map(|body| {
-            body.chars()
-                .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '$')
-                .collect()
-        })
+    entries(ptx)
+        .filter(|(_, body)| body.contains("griddepcontrol.wait"))
+        .map(|(name, _)| name)
         .collect()
+}
+
+/// The kernels of a PTX text: each `.entry`'s name and the text up to the next one.
+fn entries(ptx: &str) -> impl Iterator<Item = (String, &str)> {
+    ptx.split(".entry ").skip(1).map(|body| {
+        let name = body
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '$')
+            .collect();
+        (name, body)
+    })
 }
 
 #[cfg(test)]
@@ -91,14 +97,7 @@ mod tests {
         for m in modules {
             let base = find(m).unwrap();
             let entries = |t: &str| -> std::collections::HashSet<String> {
-                t.split(".entry ")
-                    .skip(1)
-                    .map(|b| {
-                        b.chars()
-                            .take_while(|c| c.is_alphanumeric() || *c == '_')
-                            .collect()
-                    })
-                    .collect()
+                entries(t).map(|(name, _)| name).collect()
             };
             if m.ends_with("_sm90a") {
                 assert_eq!(pdl_kernels(base), entries(base), "{m}");
