@@ -7,8 +7,17 @@
 //   mode 1: griddepcontrol.wait (launched with the PDL attribute; the kernel may be scheduled
 //           once every block of the one before has exited, and waits for its memory),
 //   mode 2: griddepcontrol.launch_dependents, then griddepcontrol.wait (the next kernel may be
-//           scheduled as soon as every block of this one has started).
-// The wait comes before any load, so every mode is as safe as a plain launch in stream order.
+//           scheduled as soon as every block of this one has started);
+//   mode 3: the trigger, thread 0 asks L2 for the block's input rows (cp.async.bulk.prefetch.L2),
+//           then the wait;
+//   mode 4: the prefetch, then the wait (no trigger);
+//   mode 5: the prefetch, the wait, then the trigger (one kernel deep: a kernel's successor is
+//           scheduled only once the kernel itself runs);
+//   mode 6: the wait, then the trigger (no prefetch).
+// The wait comes before any load, so every mode is as safe as a plain launch in stream order
+// (the prefetch loads nothing into the SM; L2, where every SM's stores land, stays current).
+// LAB_PART=3: only modes 1 and 5 on the softmax family at 65536×65 (backward too) and the
+// LayerNorm backward with grids of 264 (2 an SM), 260, 256 and 248 blocks.
 // Timing: bench_memory's "streamed" method (lab_common.cuh) on a created stream.
 //
 // Build and run on the GPU host (sm_90: griddepcontrol is Hopper PTX):  OUT=dir bash bench/pdl_lab.sh
@@ -24,6 +33,17 @@
 // Mode 1 (the wait only) went into the library (kernels/pdl.cuh): mode 2 gained 0.2–0.3 µs on
 // the LayerNorm forward, lost 0.25 µs on its backward and 0.3–0.9 µs on the short kernels, whose early-launched successors sit on
 // the SMs while the last blocks (and cross-entropy's last-block sum) still run.
+// Modes 3–6 (a later call, copy 3019 GB/s; docs/data/pdl_lab_h100_prefetch.txt), µs, modes 1 / 3 / 4
+// / 5 / 6: copy kernel 2 × 17 MB 13.02 / 12.28 / 13.06 / 12.40 / 13.03 (86 → 91.5 % with the
+// prefetch and a trigger); LayerNorm forward 35.85 / 37.28 / 37.34 / 37.23 / 35.72 (its 24 KiB a
+// block prefetched only costs); LayerNorm backward 56.17 / 55.80 / 56.33 / 55.80 / 56.42; softmax 65536×65
+// 13.60 / 13.96 / 13.40 / 13.28 / 14.09; cross-entropy 16384×65 5.63 / 6.37 / 5.61 / 6.32 / 6.50.
+// Part 3 (copy 3026 GB/s), mode 1 → 5: softmax backward 65536×65 18.74 → 17.53 (90.1 → 96.4 %),
+// log-softmax backward 19.25 → 18.23 (87.8 → 92.7 %), forwards 13.63 → 13.32, 13.69 → 13.38;
+// LayerNorm backward with 256 blocks 55.40 → 55.06 (90.2 → 90.7 %), with 264 55.94 → 55.65:
+// 16384 rows / (256 blocks · 4 pairs) is 16 full rounds, 264 blocks leave the 16th half idle.
+// Mode 5 went into the library for softmax step 3's backward, its forward on short rows and the
+// LayerNorm backward step 4 (kernels/pdl.cuh), with the LayerNorm backward's grid rule.
 #include <cstdio>
 #include <cstring>
 #include <vector>
@@ -34,15 +54,36 @@
 #include "../kernels/softmax.cu"
 #include "lab_common.cuh"
 
+// One thread asks L2 to fetch [p, p + bytes) (the 16-byte-aligned part inside it) from DRAM;
+// a hint: it loads nothing into registers, and L2 is where every SM's writes land, so a line
+// fetched early still sees what the kernel before writes into it.
+__device__ __forceinline__ void l2_prefetch(const void* p, long long bytes) {
+    unsigned long long a = (unsigned long long)p, e = a + (unsigned long long)bytes;
+    a = (a + 15) & ~15ull;
+    e &= ~15ull;
+    for (; a < e; a += 65536) {
+        const unsigned n = (unsigned)(e - a < 65536 ? e - a : 65536);
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(a), "r"(n) : "memory");
+    }
+}
+
+// mode 3: trigger, prefetch this block's input, wait; mode 4: prefetch, wait (no trigger).
 template <int MODE>
-__device__ __forceinline__ void pdl_enter() {
-    if (MODE == 2) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+__device__ __forceinline__ void pdl_enter(const void* p = nullptr, long long bytes = 0, const void* p2 = nullptr,
+                                          long long bytes2 = 0) {
+    if (MODE == 2 || MODE == 3) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    if ((MODE == 3 || MODE == 4 || MODE == 5) && threadIdx.x == 0) {
+        l2_prefetch(p, bytes);
+        l2_prefetch(p2, bytes2);
+    }
     if (MODE >= 1) asm volatile("griddepcontrol.wait;" ::: "memory");
+    if (MODE >= 5) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
 
 template <int MODE>
 __global__ void __launch_bounds__(256) k_copy(const float4* __restrict__ x, float4* __restrict__ y, long long n4) {
-    pdl_enter<MODE>();
+    const long long b0 = (long long)blockIdx.x * blockDim.x;
+    pdl_enter<MODE>(x + b0, (b0 + blockDim.x <= n4 ? blockDim.x : n4 - b0) * 16);
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n4) y[i] = x[i];
 }
@@ -51,21 +92,29 @@ __global__ void __launch_bounds__(256) k_ln(const float* __restrict__ x, const f
                                             const float* __restrict__ beta, float* __restrict__ y,
                                             float* __restrict__ mean, float* __restrict__ rstd, long long rows,
                                             long long cols, float eps) {
-    pdl_enter<MODE>();
+    pdl_enter<MODE>(x + (long long)blockIdx.x * 8 * cols, 8 * cols * 4);
     ln3_fwd_row<4, 6, true>(x, gamma, beta, y, mean, rstd, rows, cols, eps);
 }
 template <int MODE>
 __global__ void __launch_bounds__(256) k_softmax(const float* __restrict__ x, float* __restrict__ y, long long rows,
                                                  long long cols, int log_out) {
-    pdl_enter<MODE>();
+    pdl_enter<MODE>(x + (long long)blockIdx.x * 16 * cols, 16 * cols * 4);
     softmax3_row<16, 1, 8>(x, y, rows, cols, log_out);
+}
+template <int MODE>
+__global__ void __launch_bounds__(256) k_softmax_bwd(const float* __restrict__ y, const float* __restrict__ g,
+                                                     float* __restrict__ dx, long long rows, long long cols,
+                                                     int log_out) {
+    pdl_enter<MODE>(y + (long long)blockIdx.x * 16 * cols, 16 * cols * 4, g + (long long)blockIdx.x * 16 * cols,
+                    16 * cols * 4);
+    softmax3_bwd_row<16, 1, 8>(y, g, dx, rows, cols, log_out);
 }
 template <int MODE>
 __global__ void __launch_bounds__(256) k_ce(const float* __restrict__ x, const long long* __restrict__ t,
                                             float* __restrict__ mean, float* __restrict__ stats,
                                             float* __restrict__ partial, unsigned* counter, long long rows,
                                             long long cols, long long* err) {
-    pdl_enter<MODE>();
+    pdl_enter<MODE>(x + (long long)blockIdx.x * 32 * cols, 32 * cols * 4, t + blockIdx.x * 32, 32 * 8);
     ce3_fwd_row<16, 1, 8, CeMean, ce4_rows(16, 1, 8)>(x, t, mean, stats, partial, counter, rows, cols, err);
 }
 
@@ -75,7 +124,9 @@ __global__ void __launch_bounds__(256, 2) k_lnb(const float* __restrict__ x, con
                                                const float* __restrict__ rstd, float* __restrict__ dx,
                                                float* __restrict__ partial, long long rows, long long cols,
                                                float* __restrict__ dgamma, float* __restrict__ dbeta, int* counters) {
-    pdl_enter<MODE>();
+    // the block's first round of rows: 4 pairs of warps, 4 rows of x and of g
+    pdl_enter<MODE>(x + (long long)blockIdx.x * 4 * cols, 4 * cols * 4, g + (long long)blockIdx.x * 4 * cols,
+                    4 * cols * 4);
     ln3_bwd<4, 3, 64>(x, gamma, g, mean, rstd, dx, partial, rows, cols, dgamma, dbeta, counters);
 }
 
@@ -131,9 +182,12 @@ int main() {
         for (auto& v : h) v = lo + (hi - lo) * (((s = s * 1664525u + 1013904223u) >> 8) / 16777216.0f);
         CK(cudaMemcpy(p, h.data(), n * 4, cudaMemcpyHostToDevice));
     };
+    // same: µs of a cudaMemcpyAsync of the same bytes (0: not measured, the column left out)
     auto report = [&](const char* name, int mode, double us, double bytes, double same) {
-        printf("%-34s mode %d  %8.2f us  %6.0f GB/s  %5.1f %% of copy  %5.1f %% of same-size copy\n", name, mode, us,
-               bytes / us / 1e3, 100.0 * bytes / us / 1e3 / copy_bw, 100.0 * same / us);
+        printf("%-34s mode %d  %8.2f us  %6.0f GB/s  %5.1f %% of copy", name, mode, us, bytes / us / 1e3,
+               100.0 * bytes / us / 1e3 / copy_bw);
+        if (same > 0) printf("  %5.1f %% of same-size copy", 100.0 * same / us);
+        printf("\n");
     };
     auto same_copy = [&](size_t bytes_each_way, int sets) {
         return streamed(
@@ -143,6 +197,74 @@ int main() {
             },
             sets);
     };
+
+    // ---- part 3 (LAB_PART=3): modes 1 and 5 on the softmax family's backward at 65536×65 and
+    // the LayerNorm backward's grid ----
+    if (getenv("LAB_PART") && atoi(getenv("LAB_PART")) == 3) {
+        const long long R = 65536, C = 65, N = R * C;
+        const int sets = 6;
+        float* ref = dalloc(N);
+        fill(a, 2 * N * sets, -3.0f, 0.5f);  // y sets (log-probabilities or probabilities), then g sets
+        float* gs = a + N * sets;
+        const unsigned grid = R / 16;
+        for (int log_out : {0, 1}) {
+            go(0, k_softmax_bwd<0>, grid, a, gs, ref, R, C, log_out);
+            CK(cudaStreamSynchronize(S));
+            auto run = [&](int mode, auto k) {
+                CK(cudaMemsetAsync(b, 0xff, N * 4, S));
+                go(mode, k, grid, a, gs, b, R, C, log_out);
+                CK(cudaDeviceSynchronize());
+                if (!same_bits(ref, b, N)) printf("  !! mode %d differs\n", mode);
+                const double t = streamed(
+                    [&](int i) { go(mode, k, grid, a + i * N, gs + i * N, b + i * N, R, C, log_out); }, sets);
+                report(log_out ? "log-softmax bwd 65536x65 step 3" : "softmax bwd 65536x65 step 3", mode, t,
+                       3.0 * N * 4, 0.0);
+            };
+            run(1, k_softmax_bwd<1>);
+            run(5, k_softmax_bwd<5>);
+            run(1, k_softmax_bwd<1>);
+            run(5, k_softmax_bwd<5>);
+        }
+        for (int log_out : {0, 1}) {
+            auto run = [&](int mode, auto k) {
+                const double t = streamed([&](int i) { go(mode, k, grid, a + i * N, b + i * N, R, C, log_out); }, sets);
+                report(log_out ? "log-softmax fwd 65536x65 step 3" : "softmax fwd 65536x65 step 3", mode, t,
+                       2.0 * N * 4, 0.0);
+            };
+            run(1, k_softmax<1>);
+            run(5, k_softmax<5>);
+        }
+        // LayerNorm backward 16384×768 by grid size (2 blocks an SM at most)
+        const long long LR = 16384, LC = 768, LN = LR * LC;
+        const int ls = 2, sms = prop.multiProcessorCount;
+        const size_t smem = 4 * 2 * 64 * 3 * 4 * 4;
+        float *gamma = dalloc(LC), *mean = dalloc(LR * ls), *rstd = dalloc(LR * ls), *partial = dalloc(2 * 2 * sms * LC);
+        float *dg = dalloc(LC), *db = dalloc(LC);
+        int* counters = dalloc<int>(2);
+        CK(cudaMemset(counters, 0, 8));
+        fill(gamma, LC, 0.5f, 1.5f);
+        fill(mean, LR * ls, -0.1f, 0.1f);
+        fill(rstd, LR * ls, 0.8f, 1.2f);
+        fill(a, 2 * LN * ls, -3.0f, 3.0f);
+        float* gsets = a + LN * ls;
+        CK(cudaFuncSetAttribute(k_lnb<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        CK(cudaFuncSetAttribute(k_lnb<5>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        for (unsigned grid : {2u * sms, 256u, 2u * sms - 4, 248u, 2u * sms, 256u}) {
+            for (int mode : {1, 5}) {
+                auto k = mode == 1 ? k_lnb<1> : k_lnb<5>;
+                const double t = streamed(
+                    [&](int i) {
+                        go_smem(mode, smem, k, grid, a + i * LN, gamma, gsets + i * LN, mean + i * LR, rstd + i * LR,
+                                b + i * LN, partial, LR, LC, dg, db, counters);
+                    },
+                    ls);
+                char name[64];
+                snprintf(name, sizeof name, "layernorm bwd grid %u", grid);
+                report(name, mode, t, 3.0 * LN * 4 + 2.0 * LR * 4, 0.0);
+            }
+        }
+        return 0;
+    }
 
     // ---- copy kernel, 2 × 50 MB (the LayerNorm's bytes) and 2 × 17 MB ----
     for (long long n : {16384LL * 768, 65536LL * 65 + 3}) {
@@ -163,6 +285,10 @@ int main() {
         run(0, k_copy<0>);
         run(1, k_copy<1>);
         run(2, k_copy<2>);
+        run(3, k_copy<3>);
+        run(4, k_copy<4>);
+        run(5, k_copy<5>);
+        run(6, k_copy<6>);
     }
 
     // ---- LayerNorm forward 16384×768, step 4 ----
@@ -189,6 +315,10 @@ int main() {
         run(0, k_ln<0>);
         run(1, k_ln<1>);
         run(2, k_ln<2>);
+        run(3, k_ln<3>);
+        run(4, k_ln<4>);
+        run(5, k_ln<5>);
+        run(6, k_ln<6>);
     }
 
     // ---- LayerNorm backward 16384×768, step 4 (pairs of warps, column sum fused; 2 blocks an SM) ----
@@ -206,8 +336,10 @@ int main() {
         fill(rstd, R * sets, 0.8f, 1.2f);
         fill(a, 2 * N * sets, -3.0f, 3.0f);  // x sets, then g sets
         float* gsets = a + N * sets;
-        for (int m : {0, 1, 2}) {
-            auto k = m == 0 ? k_lnb<0> : m == 1 ? k_lnb<1> : k_lnb<2>;
+        void (*ks[])(const float*, const float*, const float*, const float*, const float*, float*, float*,
+                     long long, long long, float*, float*, int*) = {k_lnb<0>, k_lnb<1>, k_lnb<2>, k_lnb<3>,
+                                                                     k_lnb<4>, k_lnb<5>, k_lnb<6>};
+        for (auto k : ks) {
             CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
         }
         const double same = same_copy(N * 4 * 3 / 2, sets);  // reads x, g; writes dx
@@ -230,6 +362,10 @@ int main() {
         run(0, k_lnb<0>);
         run(1, k_lnb<1>);
         run(2, k_lnb<2>);
+        run(3, k_lnb<3>);
+        run(4, k_lnb<4>);
+        run(5, k_lnb<5>);
+        run(6, k_lnb<6>);
     }
 
     // ---- softmax 65536×65, step 3 (G 16, scalar, NV 8) ----
@@ -253,6 +389,10 @@ int main() {
         run(0, k_softmax<0>);
         run(1, k_softmax<1>);
         run(2, k_softmax<2>);
+        run(3, k_softmax<3>);
+        run(4, k_softmax<4>);
+        run(5, k_softmax<5>);
+        run(6, k_softmax<6>);
     }
 
     // ---- cross-entropy 16384×65, step 4 (mean fused) ----
@@ -288,6 +428,10 @@ int main() {
         run(0, k_ce<0>);
         run(1, k_ce<1>);
         run(2, k_ce<2>);
+        run(3, k_ce<3>);
+        run(4, k_ce<4>);
+        run(5, k_ce<5>);
+        run(6, k_ce<6>);
     }
     return 0;
 }
