@@ -320,6 +320,23 @@ __device__ __forceinline__ void softmax3_bwd_row(const float* __restrict__ y, co
 // 50 MB). Same arithmetic and shapes as step 3 (the same results bit for bit). An A/B
 // experiment: if it does not measure faster, it is not worth a step.
 
+// Step 3's entry on Hopper (kernels/pdl.cuh): thread 0 asks L2 for the block's rows of a (and
+// b, if not null) before the PDL wait, and the kernel triggers its successor right after it, so
+// the next kernel's first blocks fetch their rows while this one's last blocks finish. At
+// 65536×65 (bench/pdl_lab.cu, same call): backward 18.8 → 17.5 µs (90 → 96.5 % of copy),
+// log-softmax backward 19.2 → 18.3, forward 13.6 → 13.3. The forward does it only for short rows
+// (G ≤ 16, at most 16 rows of < 128 vector elements a block): at 16384×1024 (8 rows, 32 KiB a
+// block) it lost 0.8 µs in bench_memory (46.0 → 46.8), as the LayerNorm forward (24 KiB a
+// block) did in the lab. Step 4 (the A/B experiment) keeps the plain wait.
+template <int G>
+__device__ __forceinline__ void softmax3_prefetch(const float* a, const float* b, long long rows, long long cols) {
+    if (threadIdx.x != 0) return;
+    constexpr long long PER_BLOCK = G <= 32 ? 256 / G : 1;
+    const long long r0 = (blockIdx.x + (long long)blockIdx.y * gridDim.x) * PER_BLOCK;
+    camel::l2_prefetch_rows(a, r0, PER_BLOCK, rows, cols);
+    if (b != nullptr) camel::l2_prefetch_rows(b, r0, PER_BLOCK, rows, cols);
+}
+
 // Kernel names: softmax3_g{G}_v{VEC}_n{NV}_f32 (forward), softmax3_bwd_g{G}_v{VEC}_n{NV}_f32
 // (backward) and softmax4_g{G}_v{VEC}_n{NV}_f32 (forward, step 4); the launchers build the same
 // names. One SOFTMAX3 line instantiates all three, so every shape the forward can pick exists
@@ -328,7 +345,9 @@ __device__ __forceinline__ void softmax3_bwd_row(const float* __restrict__ y, co
     extern "C" __global__ void __launch_bounds__(G <= 32 ? 256 : G)                                       \
         softmax3_g##G##_v##VEC##_n##NV##_f32(const float* __restrict__ x, float* __restrict__ y,           \
                                               long long rows, long long cols, int log_out) {              \
+        if (G <= 16) softmax3_prefetch<G>(x, nullptr, rows, cols);                                        \
         CAMEL_PDL_WAIT();                                                                                 \
+        if (G <= 16) CAMEL_PDL_TRIGGER();                                                                 \
         softmax3_row<G, VEC, NV>(x, y, rows, cols, log_out);                                              \
     }                                                                                                     \
     extern "C" __global__ void __launch_bounds__(G <= 32 ? 256 : G)                                       \
@@ -341,7 +360,9 @@ __device__ __forceinline__ void softmax3_bwd_row(const float* __restrict__ y, co
         softmax3_bwd_g##G##_v##VEC##_n##NV##_f32(const float* __restrict__ y, const float* __restrict__ g,  \
                                                   float* __restrict__ dx, long long rows, long long cols,  \
                                                   int log_out) {                                          \
+        softmax3_prefetch<G>(y, g, rows, cols);                                                           \
         CAMEL_PDL_WAIT();                                                                                 \
+        CAMEL_PDL_TRIGGER();                                                                              \
         softmax3_bwd_row<G, VEC, NV>(y, g, dx, rows, cols, log_out);                                      \
     }
 // Short rows: G = the largest power of two ≤ n/4 (n = cols / VEC vector elements), NV rounded up

@@ -223,3 +223,115 @@ fn pdl_keeps_stream_order() {
     let tail: Vec<f32> = dev.dtoh_vec(&small, 7).unwrap();
     assert!(tail.iter().all(|&v| v == want + 0.5), "{tail:?}");
 }
+
+/// The kernels that ask L2 for their rows before the PDL wait and trigger their successor early
+/// (softmax step 3 forward and backward, LayerNorm backward step 4; kernels/pdl.cuh) read what
+/// the kernel just before them wrote into those rows: each input is rewritten (scaled by a new
+/// factor) by the launch right before the kernel that reads it, so a prefetch that kept the old
+/// contents would give the previous iteration's answer. Compared with step 1 (no prefetch, no
+/// trigger) on the same GPU; shapes: 65536×65 (16 rows a block), 7×1000 and 33×768.
+#[test]
+fn pdl_prefetch_sees_the_write_before_it() {
+    use camel_cuda::kernels::{layernorm, softmax};
+    let Some(dev) = test_device() else { return };
+    let close = |a: &[f32], b: &[f32], tol: f32, what: &str| {
+        let worst = a
+            .iter()
+            .zip(b)
+            .map(|(x, y)| (x - y).abs() / (1.0 + y.abs()))
+            .fold(
+                0.0f32,
+                |m, d| if d.is_nan() { f32::INFINITY } else { m.max(d) },
+            );
+        assert!(worst <= tol, "{what}: worst relative difference {worst}");
+    };
+    for (rows, cols) in [(65536usize, 65usize), (7, 1000), (33, 768)] {
+        let n = rows * cols;
+        let base: Vec<f32> = (0..n)
+            .map(|i| ((i * 7919 % 1000) as f32 / 500.0) - 1.0)
+            .collect();
+        let base = dev.htod(&base).unwrap();
+        let gbase: Vec<f32> = (0..n)
+            .map(|i| ((i * 104_729 % 997) as f32 / 498.5) - 1.0)
+            .collect();
+        let gbase = dev.htod(&gbase).unwrap();
+        let [x, g, y, y1, dx, dx1] = [(); 6].map(|_| dev.alloc(n * 4).unwrap());
+        let gamma = dev.htod(&vec![1.25f32; cols]).unwrap();
+        let beta = dev.htod(&vec![0.5f32; cols]).unwrap();
+        let [mean, rstd] = [(); 2].map(|_| dev.alloc(rows * 4).unwrap());
+        let [dgam, dbet, dgam1, dbet1] = [(); 4].map(|_| dev.alloc(cols * 4).unwrap());
+        for i in 1..=4 {
+            let s = i as f32;
+            for log in [false, true] {
+                let what = format!("softmax log={log} {rows}x{cols} round {i}");
+                elementwise::unary_f32(&dev, base.ptr(), x.ptr(), n, 12, s).unwrap(); // x = base·s
+                softmax::softmax3_f32(&dev, x.ptr(), y.ptr(), rows, cols, log).unwrap();
+                softmax::softmax_last_f32(&dev, x.ptr(), y1.ptr(), rows, cols, log).unwrap();
+                elementwise::unary_f32(&dev, gbase.ptr(), g.ptr(), n, 12, s).unwrap(); // g = gbase·s
+                softmax::softmax3_bwd_f32(&dev, y1.ptr(), g.ptr(), dx.ptr(), rows, cols, log)
+                    .unwrap();
+                softmax::softmax_bwd_f32(&dev, y1.ptr(), g.ptr(), dx1.ptr(), rows, cols, log)
+                    .unwrap();
+                let got: Vec<f32> = dev.dtoh_vec(&y, n).unwrap();
+                let want: Vec<f32> = dev.dtoh_vec(&y1, n).unwrap();
+                close(&got, &want, 1e-5, &format!("{what} forward"));
+                let got: Vec<f32> = dev.dtoh_vec(&dx, n).unwrap();
+                let want: Vec<f32> = dev.dtoh_vec(&dx1, n).unwrap();
+                close(&got, &want, 1e-4, &format!("{what} backward"));
+            }
+            // LayerNorm backward: x and g each written by the launch right before their reader
+            elementwise::unary_f32(&dev, base.ptr(), x.ptr(), n, 12, s).unwrap();
+            layernorm::layernorm_fwd_f32(
+                &dev,
+                x.ptr(),
+                gamma.ptr(),
+                beta.ptr(),
+                y.ptr(),
+                mean.ptr(),
+                rstd.ptr(),
+                rows,
+                cols,
+                1e-5,
+            )
+            .unwrap();
+            elementwise::unary_f32(&dev, gbase.ptr(), g.ptr(), n, 12, s).unwrap();
+            layernorm::layernorm4_bwd_f32(
+                &dev,
+                x.ptr(),
+                gamma.ptr(),
+                g.ptr(),
+                mean.ptr(),
+                rstd.ptr(),
+                dx.ptr(),
+                dgam.ptr(),
+                dbet.ptr(),
+                rows,
+                cols,
+            )
+            .unwrap();
+            layernorm::layernorm_bwd_f32(
+                &dev,
+                x.ptr(),
+                gamma.ptr(),
+                g.ptr(),
+                mean.ptr(),
+                rstd.ptr(),
+                dx1.ptr(),
+                dgam1.ptr(),
+                dbet1.ptr(),
+                rows,
+                cols,
+            )
+            .unwrap();
+            let what = format!("layernorm backward {rows}x{cols} round {i}");
+            let got: Vec<f32> = dev.dtoh_vec(&dx, n).unwrap();
+            let want: Vec<f32> = dev.dtoh_vec(&dx1, n).unwrap();
+            close(&got, &want, 1e-4, &format!("{what} dx"));
+            for (a, b, name) in [(&dgam, &dgam1, "dgamma"), (&dbet, &dbet1, "dbeta")] {
+                let got: Vec<f32> = dev.dtoh_vec(a, cols).unwrap();
+                let want: Vec<f32> = dev.dtoh_vec(b, cols).unwrap();
+                close(&got, &want, 1e-3, &format!("{what} {name}"));
+            }
+        }
+    }
+}
