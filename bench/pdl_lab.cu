@@ -132,6 +132,18 @@ __global__ void __launch_bounds__(256, 2) k_lnb(const float* __restrict__ x, con
 
 static cudaStream_t S;
 
+// run(mode, k<mode>) for the modes 0–6 of a kernel template k.
+#define EACH_MODE(run, k) \
+    do {                  \
+        run(0, k<0>);     \
+        run(1, k<1>);     \
+        run(2, k<2>);     \
+        run(3, k<3>);     \
+        run(4, k<4>);     \
+        run(5, k<5>);     \
+        run(6, k<6>);     \
+    } while (0)
+
 // Launches k on S; modes 1 and 2 with the PDL attribute.
 template <class... KA, class... A>
 static void go_smem(int mode, size_t smem, void (*k)(KA...), unsigned grid, A... a) {
@@ -198,6 +210,64 @@ int main() {
             sets);
     };
 
+    // LayerNorm backward 16384×768, step 4: modes 0–6 at 2 blocks an SM (sweep false), or
+    // modes 1 and 5 by grid size (sweep true, part 3).
+    auto layernorm_bwd = [&](bool sweep) {
+        const long long R = 16384, C = 768, N = R * C;
+        const int sets = 2, sms = prop.multiProcessorCount;
+        const unsigned grid = 2 * sms;  // every block resident (the library's most)
+        const size_t smem = 4 * 2 * 64 * 3 * 4 * 4;
+        float *gamma = dalloc(C), *mean = dalloc(R * sets), *rstd = dalloc(R * sets), *partial = dalloc(2 * grid * C);
+        float *dg = dalloc(C), *db = dalloc(C), *dg0 = dalloc(C), *ref = dalloc(N);
+        int* counters = dalloc<int>(2);
+        CK(cudaMemset(counters, 0, 8));
+        fill(gamma, C, 0.5f, 1.5f);
+        fill(mean, R * sets, -0.1f, 0.1f);
+        fill(rstd, R * sets, 0.8f, 1.2f);
+        fill(a, 2 * N * sets, -3.0f, 3.0f);  // x sets, then g sets
+        float* gsets = a + N * sets;
+        void (*ks[])(const float*, const float*, const float*, const float*, const float*, float*, float*,
+                     long long, long long, float*, float*, int*) = {k_lnb<0>, k_lnb<1>, k_lnb<2>, k_lnb<3>,
+                                                                     k_lnb<4>, k_lnb<5>, k_lnb<6>};
+        for (auto k : ks) {
+            CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        }
+        const double bytes = 3.0 * N * 4 + 2.0 * R * 4;
+        if (sweep) {  // part 3: modes 1 and 5 by grid size (at most 2 blocks an SM, all resident)
+            for (unsigned gr : {2u * sms, 256u, 2u * sms - 4, 248u, 2u * sms, 256u}) {
+                for (int mode : {1, 5}) {
+                    const double t = streamed(
+                        [&](int i) {
+                            go_smem(mode, smem, ks[mode], gr, a + i * N, gamma, gsets + i * N, mean + i * R,
+                                    rstd + i * R, b + i * N, partial, R, C, dg, db, counters);
+                        },
+                        sets);
+                    char name[64];
+                    snprintf(name, sizeof name, "layernorm bwd grid %u", gr);
+                    report(name, mode, t, bytes, 0.0);
+                }
+            }
+            return;
+        }
+        const double same = same_copy(N * 4 * 3 / 2, sets);  // reads x, g; writes dx
+        go_smem(0, smem, k_lnb<0>, grid, a, gamma, gsets, mean, rstd, ref, partial, R, C, dg0, db, counters);
+        CK(cudaStreamSynchronize(S));
+        auto run = [&](int mode, auto k) {
+            CK(cudaMemsetAsync(b, 0xff, N * 4, S));
+            go_smem(mode, smem, k, grid, a, gamma, gsets, mean, rstd, b, partial, R, C, dg, db, counters);
+            CK(cudaStreamSynchronize(S));
+            if (!same_bits(ref, b, N) || !same_bits(dg0, dg, C)) printf("  !! mode %d differs\n", mode);
+            const double t = streamed(
+                [&](int i) {
+                    go_smem(mode, smem, k, grid, a + i * N, gamma, gsets + i * N, mean + i * R, rstd + i * R,
+                            b + i * N, partial, R, C, dg, db, counters);
+                },
+                sets);
+            report("layernorm bwd 16384x768 step 4", mode, t, bytes, same);
+        };
+        for (int mode = 0; mode < 7; ++mode) run(mode, ks[mode]);
+    };
+
     // ---- part 3 (LAB_PART=3): modes 1 and 5 on the softmax family's backward at 65536×65 and
     // the LayerNorm backward's grid ----
     if (getenv("LAB_PART") && atoi(getenv("LAB_PART")) == 3) {
@@ -234,35 +304,7 @@ int main() {
             run(1, k_softmax<1>);
             run(5, k_softmax<5>);
         }
-        // LayerNorm backward 16384×768 by grid size (2 blocks an SM at most)
-        const long long LR = 16384, LC = 768, LN = LR * LC;
-        const int ls = 2, sms = prop.multiProcessorCount;
-        const size_t smem = 4 * 2 * 64 * 3 * 4 * 4;
-        float *gamma = dalloc(LC), *mean = dalloc(LR * ls), *rstd = dalloc(LR * ls), *partial = dalloc(2 * 2 * sms * LC);
-        float *dg = dalloc(LC), *db = dalloc(LC);
-        int* counters = dalloc<int>(2);
-        CK(cudaMemset(counters, 0, 8));
-        fill(gamma, LC, 0.5f, 1.5f);
-        fill(mean, LR * ls, -0.1f, 0.1f);
-        fill(rstd, LR * ls, 0.8f, 1.2f);
-        fill(a, 2 * LN * ls, -3.0f, 3.0f);
-        float* gsets = a + LN * ls;
-        CK(cudaFuncSetAttribute(k_lnb<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        CK(cudaFuncSetAttribute(k_lnb<5>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        for (unsigned grid : {2u * sms, 256u, 2u * sms - 4, 248u, 2u * sms, 256u}) {
-            for (int mode : {1, 5}) {
-                auto k = mode == 1 ? k_lnb<1> : k_lnb<5>;
-                const double t = streamed(
-                    [&](int i) {
-                        go_smem(mode, smem, k, grid, a + i * LN, gamma, gsets + i * LN, mean + i * LR, rstd + i * LR,
-                                b + i * LN, partial, LR, LC, dg, db, counters);
-                    },
-                    ls);
-                char name[64];
-                snprintf(name, sizeof name, "layernorm bwd grid %u", grid);
-                report(name, mode, t, 3.0 * LN * 4 + 2.0 * LR * 4, 0.0);
-            }
-        }
+        layernorm_bwd(true);
         return 0;
     }
 
@@ -282,13 +324,7 @@ int main() {
                 sets);
             report(name, mode, t, 2.0 * n4 * 16, same);
         };
-        run(0, k_copy<0>);
-        run(1, k_copy<1>);
-        run(2, k_copy<2>);
-        run(3, k_copy<3>);
-        run(4, k_copy<4>);
-        run(5, k_copy<5>);
-        run(6, k_copy<6>);
+        EACH_MODE(run, k_copy);
     }
 
     // ---- LayerNorm forward 16384×768, step 4 ----
@@ -312,61 +348,11 @@ int main() {
                 [&](int i) { go(mode, k, R / 8, a + i * N, gamma, beta, b + i * N, mean, rstd, R, C, 1e-5f); }, sets);
             report("layernorm fwd 16384x768 step 4", mode, t, bytes, same);
         };
-        run(0, k_ln<0>);
-        run(1, k_ln<1>);
-        run(2, k_ln<2>);
-        run(3, k_ln<3>);
-        run(4, k_ln<4>);
-        run(5, k_ln<5>);
-        run(6, k_ln<6>);
+        EACH_MODE(run, k_ln);
     }
 
     // ---- LayerNorm backward 16384×768, step 4 (pairs of warps, column sum fused; 2 blocks an SM) ----
-    {
-        const long long R = 16384, C = 768, N = R * C;
-        const int sets = 2, sms = prop.multiProcessorCount;
-        const unsigned grid = 2 * sms;
-        const size_t smem = 4 * 2 * 64 * 3 * 4 * 4;
-        float *gamma = dalloc(C), *mean = dalloc(R * sets), *rstd = dalloc(R * sets), *partial = dalloc(2 * grid * C);
-        float *dg = dalloc(C), *db = dalloc(C), *dg0 = dalloc(C), *ref = dalloc(N);
-        int* counters = dalloc<int>(2);
-        CK(cudaMemset(counters, 0, 8));
-        fill(gamma, C, 0.5f, 1.5f);
-        fill(mean, R * sets, -0.1f, 0.1f);
-        fill(rstd, R * sets, 0.8f, 1.2f);
-        fill(a, 2 * N * sets, -3.0f, 3.0f);  // x sets, then g sets
-        float* gsets = a + N * sets;
-        void (*ks[])(const float*, const float*, const float*, const float*, const float*, float*, float*,
-                     long long, long long, float*, float*, int*) = {k_lnb<0>, k_lnb<1>, k_lnb<2>, k_lnb<3>,
-                                                                     k_lnb<4>, k_lnb<5>, k_lnb<6>};
-        for (auto k : ks) {
-            CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        }
-        const double same = same_copy(N * 4 * 3 / 2, sets);  // reads x, g; writes dx
-        const double bytes = 3.0 * N * 4 + 2.0 * R * 4;
-        go_smem(0, smem, k_lnb<0>, grid, a, gamma, gsets, mean, rstd, ref, partial, R, C, dg0, db, counters);
-        CK(cudaStreamSynchronize(S));
-        auto run = [&](int mode, auto k) {
-            CK(cudaMemsetAsync(b, 0xff, N * 4, S));
-            go_smem(mode, smem, k, grid, a, gamma, gsets, mean, rstd, b, partial, R, C, dg, db, counters);
-            CK(cudaStreamSynchronize(S));
-            if (!same_bits(ref, b, N) || !same_bits(dg0, dg, C)) printf("  !! mode %d differs\n", mode);
-            const double t = streamed(
-                [&](int i) {
-                    go_smem(mode, smem, k, grid, a + i * N, gamma, gsets + i * N, mean + i * R, rstd + i * R,
-                            b + i * N, partial, R, C, dg, db, counters);
-                },
-                sets);
-            report("layernorm bwd 16384x768 step 4", mode, t, bytes, same);
-        };
-        run(0, k_lnb<0>);
-        run(1, k_lnb<1>);
-        run(2, k_lnb<2>);
-        run(3, k_lnb<3>);
-        run(4, k_lnb<4>);
-        run(5, k_lnb<5>);
-        run(6, k_lnb<6>);
-    }
+    layernorm_bwd(false);
 
     // ---- softmax 65536×65, step 3 (G 16, scalar, NV 8) ----
     {
@@ -386,13 +372,7 @@ int main() {
             const double t = streamed([&](int i) { go(mode, k, grid, a + i * N, b + i * N, R, C, 0); }, sets);
             report("softmax 65536x65 step 3", mode, t, 2.0 * N * 4, same);
         };
-        run(0, k_softmax<0>);
-        run(1, k_softmax<1>);
-        run(2, k_softmax<2>);
-        run(3, k_softmax<3>);
-        run(4, k_softmax<4>);
-        run(5, k_softmax<5>);
-        run(6, k_softmax<6>);
+        EACH_MODE(run, k_softmax);
     }
 
     // ---- cross-entropy 16384×65, step 4 (mean fused) ----
@@ -425,13 +405,7 @@ int main() {
                 [&](int i) { go(mode, k, grid, a + i * N, t, m, stats, partial, counter, R, C, err); }, sets);
             report("cross-entropy 16384x65 step 4", mode, us, N * 4.0 + R * 8.0 + R * 8.0, same);
         };
-        run(0, k_ce<0>);
-        run(1, k_ce<1>);
-        run(2, k_ce<2>);
-        run(3, k_ce<3>);
-        run(4, k_ce<4>);
-        run(5, k_ce<5>);
-        run(6, k_ce<6>);
+        EACH_MODE(run, k_ce);
     }
     return 0;
 }
