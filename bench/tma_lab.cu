@@ -1,0 +1,651 @@
+// Short-row staging lab: can a softmax over short rows (65536×65, the shape issue 4 still misses
+// at 81–87 % of copy) move its bytes as a copy does, if each block stages a contiguous chunk of
+// rows in shared memory instead of loading its rows element by element into registers?
+//
+// Softmax step 3 gives a row of 65 floats (260 bytes, not 16-byte aligned) to 16 lanes, which
+// load it with 5 scalar loads each: about 20 bytes in flight a thread, ~33 KiB an SM. A block of
+// RB rows (RB a multiple of 4) is one contiguous, 16-byte aligned chunk of RB·cols floats; here
+// it is brought into shared memory either
+//   TMA:    by one thread with one bulk copy (cp.async.bulk …mbarrier::complete_tx, Hopper),
+//           written back with one bulk store (cp.async.bulk.global.shared::cta), or
+//   float4: by the block's 256 threads with float4 loads, written back with float4 stores,
+// and each row is reduced and rewritten in shared memory by a group of G lanes. Both enter as the
+// library's step 3 does on Hopper (kernels/pdl.cuh "mode 5"): L2 prefetch of the chunk, PDL wait,
+// trigger. A bulk copy kernel (TMA load, TMA store, nothing computed) of the same bytes shows the
+// ceiling. Timing: bench_memory's "streamed" method (lab_common.cuh), inputs rotated over
+// 256 MiB, against the library's step 3 kernels launched the way camel_cuda launches them.
+//
+// Then, since staging lost: what does hold step 3 at 65536×65? The lab also times step 3's own
+// access shape with the arithmetic taken out, other group widths, more rows a group, exps started
+// from each thread's own max, and the backward with its outputs computed before its stores.
+//
+// Build and run on the GPU host (sm_90):  OUT=dir bash bench/tma_lab.sh
+//
+// What it showed (H100, 2026-11-22, copy 2 GiB 3026 GB/s; µs a launch, % of copy; raw output
+// docs/data/tma_lab_h100.txt):
+// - Staging is slower at every size. Forward, TMA, rows a block 32 / 64 / 128: 14.9 / 16.4 /
+//   20.8 (76 / 69 / 54 %); float4: 16.3 / 18.0 / 24.3; backward TMA 19.3 (87 %) against step 3's
+//   17.8. Even the bulk copy of the forward's bytes, with nothing computed: 13.3 / 14.2 / 22.5
+//   (84 / 79 / 50 %). A block that loads, then computes, then stores holds its slot through all
+//   three; small blocks of one float4 (or five floats) a thread overlap them better.
+// - Step 3's shape, nothing computed, with 0 / 1 / 2 group reductions: 12.55 / 12.43 / 12.46
+//   (90 %), as the float4 copy (12.42). The step 3 forward: 13.78 (82 %). So the forward's loss is
+//   its arithmetic between the loads and the stores, not the 65-float rows.
+// - Group widths: G 8 14.9, G 32 16.2 (G 16 is the launcher's). Two and four rows a group: 13.9,
+//   14.8. Exps from each thread's own max, merged once: 13.3. Skipping the exps of the padding
+//   (5 a lane, not 8) and computing only the log Σ or the 1 / Σ the output uses: 13.05 (86 %),
+//   log-softmax 13.3 (85 %), the same bits: that went into softmax3_row (kernels/softmax.cu).
+// - Backward, outputs before stores (now the library's) against the output computed inside each
+//   store's `if` (before): log-softmax 19.2 → 17.9 (88 → 94.5 %), softmax 17.9 → 17.8; the same
+//   bits. The "before" kernel's SASS branches around every element's exp and store.
+#include <cstdio>
+#include <cstring>
+#include <vector>
+#include <cuda_runtime.h>
+
+#include "../kernels/softmax.cu"
+#include "lab_common.cuh"
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+// One-shot mbarrier: thread 0 arms it for `bytes`, the bulk copies complete it, everyone waits on
+// phase 0.
+__device__ __forceinline__ void mbar_init(unsigned long long* bar) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(bar)));
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+__device__ __forceinline__ void mbar_expect(unsigned long long* bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void mbar_wait0(unsigned long long* bar) {
+    unsigned ok = 0;
+    while (!ok) {
+        asm volatile(
+            "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"
+            : "=r"(ok)
+            : "r"(smem_addr(bar))
+            : "memory");
+    }
+}
+// global → shared, `bytes` a multiple of 16, both addresses 16-byte aligned
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                     smem_addr(dst)),
+                 "l"(src), "r"(bytes), "r"(smem_addr(bar))
+                 : "memory");
+}
+// shared → global; the block must not exit before the shared memory has been read
+__device__ __forceinline__ void bulk_store(void* dst, const void* src, unsigned bytes) {
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(smem_addr(src)),
+                 "r"(bytes)
+                 : "memory");
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+    asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+}
+
+// Entry "mode 5": prefetch the chunk(s) into L2, PDL wait, trigger the successor.
+__device__ __forceinline__ void enter(const float* a, const float* b, long long bytes) {
+    if (threadIdx.x == 0) {
+        camel::l2_prefetch(a, bytes);
+        if (b) camel::l2_prefetch(b, bytes);
+    }
+    CAMEL_PDL_WAIT();
+    CAMEL_PDL_TRIGGER();
+}
+
+// Brings n floats at src (16-byte aligned, n a multiple of 4) into dst (shared) with float4s.
+__device__ __forceinline__ void coop_load(float* dst, const float* src, long long n) {
+    const float4* s4 = reinterpret_cast<const float4*>(src);
+    float4* d4 = reinterpret_cast<float4*>(dst);
+    for (long long i = threadIdx.x; i < n / 4; i += blockDim.x) d4[i] = s4[i];
+}
+__device__ __forceinline__ void coop_store(float* dst, const float* src, long long n) {
+    const float4* s4 = reinterpret_cast<const float4*>(src);
+    float4* d4 = reinterpret_cast<float4*>(dst);
+    for (long long i = threadIdx.x; i < n / 4; i += blockDim.x) d4[i] = s4[i];
+}
+
+template <int G>
+__device__ __forceinline__ float gsum(float v) {
+#pragma unroll
+    for (int o = G / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o, G);
+    return v;
+}
+template <int G>
+__device__ __forceinline__ float gmax(float v) {
+#pragma unroll
+    for (int o = G / 2; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o, G));
+    return v;
+}
+
+// ---- kernels: RB rows a block (a multiple of 4; the lab's shapes fill every block) ----
+
+template <int RB>
+__global__ void __launch_bounds__(256) k_bulk_copy(const float* __restrict__ x, float* __restrict__ y, long long cols) {
+    extern __shared__ float4 smem4[];
+    float* buf = reinterpret_cast<float*>(smem4);
+    __shared__ alignas(8) unsigned long long bar;
+    const long long off = (long long)blockIdx.x * RB * cols;
+    const unsigned bytes = (unsigned)(RB * cols * 4);
+    enter(x + off, nullptr, bytes);
+    if (threadIdx.x == 0) {
+        mbar_init(&bar);
+        mbar_expect(&bar, bytes);
+        bulk_load(buf, x + off, bytes, &bar);
+        mbar_wait0(&bar);
+        bulk_store(y + off, buf, bytes);
+    }
+}
+
+template <int RB, int G, bool TMA>
+__global__ void __launch_bounds__(256) k_fwd(const float* __restrict__ x, float* __restrict__ y, long long cols,
+                                             int log_out) {
+    extern __shared__ float4 smem4[];
+    float* buf = reinterpret_cast<float*>(smem4);
+    __shared__ alignas(8) unsigned long long bar;
+    const long long off = (long long)blockIdx.x * RB * cols;
+    const unsigned bytes = (unsigned)(RB * cols * 4);
+    enter(x + off, nullptr, bytes);
+    if (TMA) {
+        if (threadIdx.x == 0) {
+            mbar_init(&bar);
+            mbar_expect(&bar, bytes);
+            bulk_load(buf, x + off, bytes, &bar);
+        }
+        __syncthreads();  // the barrier is initialised before anyone waits on it
+        mbar_wait0(&bar);
+    } else {
+        coop_load(buf, x + off, RB * cols);
+        __syncthreads();
+    }
+    constexpr int NG = 256 / G;
+    const int lane = threadIdx.x % G;
+    for (int r = threadIdx.x / G; r < RB; r += NG) {  // RB % NG == 0: uniform across the warp
+        float* row = buf + r * cols;
+        float m = -INFINITY;
+        for (long long c = lane; c < cols; c += G) m = fmaxf(m, row[c]);
+        m = gmax<G>(m);
+        const float mref = m == -INFINITY ? 0.0f : m;
+        float s = 0.0f;
+        for (long long c = lane; c < cols; c += G) {
+            const float e = expf(row[c] - mref);
+            s += e;
+            if (!log_out) row[c] = e;
+        }
+        s = gsum<G>(s);
+        const float lse = logf(s), inv = 1.0f / s;
+        for (long long c = lane; c < cols; c += G) row[c] = log_out ? (row[c] - mref) - lse : row[c] * inv;
+    }
+    if (TMA) {
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // generic writes → async proxy
+        __syncthreads();
+        if (threadIdx.x == 0) bulk_store(y + off, buf, bytes);
+    } else {
+        __syncthreads();
+        coop_store(y + off, buf, RB * cols);
+    }
+}
+
+template <int RB, int G, bool TMA>
+__global__ void __launch_bounds__(256) k_bwd(const float* __restrict__ y, const float* __restrict__ g,
+                                             float* __restrict__ dx, long long cols, int log_out) {
+    extern __shared__ float4 smem4[];
+    float* yb = reinterpret_cast<float*>(smem4);
+    float* gb = yb + RB * cols;
+    __shared__ alignas(8) unsigned long long bar;
+    const long long off = (long long)blockIdx.x * RB * cols;
+    const unsigned bytes = (unsigned)(RB * cols * 4);
+    enter(y + off, g + off, bytes);
+    if (TMA) {
+        if (threadIdx.x == 0) {
+            mbar_init(&bar);
+            mbar_expect(&bar, 2 * bytes);
+            bulk_load(yb, y + off, bytes, &bar);
+            bulk_load(gb, g + off, bytes, &bar);
+        }
+        __syncthreads();
+        mbar_wait0(&bar);
+    } else {
+        coop_load(yb, y + off, RB * cols);
+        coop_load(gb, g + off, RB * cols);
+        __syncthreads();
+    }
+    constexpr int NG = 256 / G;
+    const int lane = threadIdx.x % G;
+    for (int r = threadIdx.x / G; r < RB; r += NG) {
+        const float* yr = yb + r * cols;
+        float* gr = gb + r * cols;
+        float d = 0.0f;
+        for (long long c = lane; c < cols; c += G) d += log_out ? gr[c] : gr[c] * yr[c];
+        d = gsum<G>(d);
+        for (long long c = lane; c < cols; c += G) gr[c] = log_out ? gr[c] - expf(yr[c]) * d : yr[c] * (gr[c] - d);
+    }
+    if (TMA) {
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        __syncthreads();
+        if (threadIdx.x == 0) bulk_store(dx + off, gb, bytes);
+    } else {
+        __syncthreads();
+        coop_store(dx + off, gb, RB * cols);
+    }
+}
+
+// The library's step 3 backward row before this lab (the output computed inside each store's
+// `if`), kept for the A/B against kernels/softmax.cu's.
+template <int G, int VEC, int NV>
+__device__ __forceinline__ void old_bwd_row(const float* __restrict__ y, const float* __restrict__ g,
+                                            float* __restrict__ dx, long long rows, long long cols, int log_out) {
+    __shared__ float scratch[32];
+    constexpr int PER_BLOCK = G <= 32 ? 256 / G : 1;
+    const long long b = blockIdx.x + (long long)blockIdx.y * gridDim.x;
+    const long long r = G <= 32 ? b * PER_BLOCK + threadIdx.x / G : b;
+    const int lane = G <= 32 ? threadIdx.x % G : threadIdx.x;
+    const bool live = r < rows;
+    const long long base = (live ? r : 0) * cols;
+    float yv[NV * VEC], gv[NV * VEC];
+    float dot = 0.0f;
+#pragma unroll
+    for (int i = 0; i < NV; ++i) {
+        const long long c = (long long)(i * G + lane) * VEC;
+        if (live && c < cols) {
+            yv[i] = y[base + c];
+            gv[i] = g[base + c];
+        } else {
+            yv[i] = gv[i] = 0.0f;
+        }
+        dot += log_out ? gv[i] : gv[i] * yv[i];
+    }
+    dot = camel::g_reduce<G>(0, dot, scratch);
+    if (!live) return;
+#pragma unroll
+    for (int i = 0; i < NV; ++i) {
+        const long long c = (long long)(i * G + lane) * VEC;
+        if (c < cols) {
+            const float a = gv[i], p = yv[i];
+            dx[base + c] = log_out ? a - expf(p) * dot : p * (a - dot);
+        }
+    }
+}
+__global__ void __launch_bounds__(256) k_old_bwd(const float* __restrict__ y, const float* __restrict__ g,
+                                                 float* __restrict__ dx, long long rows, long long cols, int log_out) {
+    softmax3_prefetch<16>(y, g, rows, cols);
+    CAMEL_PDL_WAIT();
+    CAMEL_PDL_TRIGGER();
+    old_bwd_row<16, 1, 8>(y, g, dx, rows, cols, log_out);
+}
+
+// Step 3 with other group widths for 65 columns (the launcher picks G 16, NV 8): G lanes a row,
+// 256 / G rows a block, the library's Hopper entry.
+template <int G, int NV>
+__global__ void __launch_bounds__(256) k_g_fwd(const float* __restrict__ x, float* __restrict__ y, long long rows,
+                                               long long cols, int log_out) {
+    softmax3_prefetch<G>(x, nullptr, rows, cols);
+    CAMEL_PDL_WAIT();
+    CAMEL_PDL_TRIGGER();
+    softmax3_row<G, 1, NV>(x, y, rows, cols, log_out);
+}
+template <int G, int NV>
+__global__ void __launch_bounds__(256) k_g_bwd(const float* __restrict__ y, const float* __restrict__ g,
+                                               float* __restrict__ dx, long long rows, long long cols, int log_out) {
+    softmax3_prefetch<G>(y, g, rows, cols);
+    CAMEL_PDL_WAIT();
+    CAMEL_PDL_TRIGGER();
+    softmax3_bwd_row<G, 1, NV>(y, g, dx, rows, cols, log_out);
+}
+
+// Step 3's access shape with the arithmetic taken out: 16 lanes a row of 65, 5 scalar loads and
+// 5 stores a lane, and NRED chained group reductions between them (the forward has two: the max,
+// then the sum of exps). Is the forward held by where its bytes are, or by what it computes?
+template <int NRED>
+__global__ void __launch_bounds__(256) k_shape_copy(const float* __restrict__ x, float* __restrict__ y, long long rows,
+                                                    long long cols) {
+    __shared__ float scratch[32];
+    softmax3_prefetch<16>(x, nullptr, rows, cols);
+    CAMEL_PDL_WAIT();
+    CAMEL_PDL_TRIGGER();
+    const long long r = (long long)blockIdx.x * 16 + threadIdx.x / 16;
+    const int lane = threadIdx.x % 16;
+    if (r >= rows) return;  // the lab's rows fill every block: no group is split
+    float v[8], s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        const long long c = i * 16 + lane;
+        v[i] = c < cols ? x[r * cols + c] : 0.0f;
+        s += v[i];
+    }
+#pragma unroll
+    for (int k = 0; k < NRED; ++k) s = camel::g_reduce<16>(k % 2, s, scratch);
+    const float z = NRED ? s * 0.0f : 0.0f;  // kept (s may be inf or NaN): the stores wait for it
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        const long long c = i * 16 + lane;
+        if (c < cols) y[r * cols + c] = v[i] + z;
+    }
+}
+
+// The float4 copy of bench/pdl_lab.cu (a float4 a thread), with the same entry.
+__global__ void __launch_bounds__(256) k_copy4(const float4* __restrict__ x, float4* __restrict__ y, long long n4) {
+    const long long i0 = (long long)blockIdx.x * 256;
+    if (threadIdx.x == 0) camel::l2_prefetch(x + i0, (i0 + 256 <= n4 ? 256 : n4 - i0) * 16);
+    CAMEL_PDL_WAIT();
+    CAMEL_PDL_TRIGGER();
+    const long long i = i0 + threadIdx.x;
+    if (i < n4) y[i] = x[i];
+}
+
+// Step 3's forward with RPG rows a group of G lanes (rows k·(256/G) apart in the block, so a
+// warp's loads still cover adjacent rows): every load of every row first, then the reductions
+// of the rows side by side. Twice the bytes in flight a thread for about the same chain of
+// dependent steps. The exps of the padding (columns past the row) are skipped.
+template <int G, int NV, int RPG>
+__global__ void __launch_bounds__(256) k_rows_fwd(const float* __restrict__ x, float* __restrict__ y, long long rows,
+                                                  long long cols, int log_out) {
+    __shared__ float scratch[32];
+    constexpr int NG = 256 / G, PER_BLOCK = NG * RPG;
+    const long long r0 = (long long)blockIdx.x * PER_BLOCK + threadIdx.x / G;
+    const int lane = threadIdx.x % G;
+    if (threadIdx.x == 0) camel::l2_prefetch_rows(x, (long long)blockIdx.x * PER_BLOCK, PER_BLOCK, rows, cols);
+    CAMEL_PDL_WAIT();
+    CAMEL_PDL_TRIGGER();
+    float v[RPG][NV], mx[RPG], sm[RPG];
+#pragma unroll
+    for (int k = 0; k < RPG; ++k) {
+        const long long r = r0 + (long long)k * NG;
+        mx[k] = -INFINITY;
+#pragma unroll
+        for (int i = 0; i < NV; ++i) {
+            const long long c = i * G + lane;
+            v[k][i] = (r < rows && c < cols) ? x[r * cols + c] : -INFINITY;
+            mx[k] = fmaxf(mx[k], v[k][i]);
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < RPG; ++k) mx[k] = camel::g_reduce<G>(1, mx[k], scratch);
+#pragma unroll
+    for (int k = 0; k < RPG; ++k) {
+        const float mref = mx[k] == -INFINITY ? 0.0f : mx[k];
+        mx[k] = mref;
+        sm[k] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < NV; ++i) {
+            if (i * G + lane < cols) {
+                const float e = expf(v[k][i] - mref);
+                sm[k] += e;
+                if (!log_out) v[k][i] = e;
+            }
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < RPG; ++k) sm[k] = camel::g_reduce<G>(0, sm[k], scratch);
+#pragma unroll
+    for (int k = 0; k < RPG; ++k) {
+        const long long r = r0 + (long long)k * NG;
+        if (r >= rows) continue;
+        const float lse = log_out ? logf(sm[k]) : 0.0f, inv = log_out ? 0.0f : 1.0f / sm[k];
+#pragma unroll
+        for (int i = 0; i < NV; ++i) {
+            const long long c = i * G + lane;
+            if (c < cols) y[r * cols + c] = log_out ? (v[k][i] - mx[k]) - lse : v[k][i] * inv;
+        }
+    }
+}
+
+// One row a group; the exps start from the thread's own max, while the group's max is still in
+// the shuffles, and the thread's sum is rescaled once by exp(own max − row max) (output
+// e · exp(own − row) / Σ: two more roundings than exp(x − max) / Σ).
+template <int G, int NV>
+__global__ void __launch_bounds__(256) k_local_fwd(const float* __restrict__ x, float* __restrict__ y, long long rows,
+                                                   long long cols, int log_out) {
+    __shared__ float scratch[32];
+    constexpr int PER_BLOCK = 256 / G;
+    const long long r = (long long)blockIdx.x * PER_BLOCK + threadIdx.x / G;
+    const int lane = threadIdx.x % G;
+    if (threadIdx.x == 0) camel::l2_prefetch_rows(x, (long long)blockIdx.x * PER_BLOCK, PER_BLOCK, rows, cols);
+    CAMEL_PDL_WAIT();
+    CAMEL_PDL_TRIGGER();
+    float v[NV], mt = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < NV; ++i) {
+        const long long c = i * G + lane;
+        v[i] = (r < rows && c < cols) ? x[r * cols + c] : -INFINITY;
+        mt = fmaxf(mt, v[i]);
+    }
+    const float mloc = mt == -INFINITY ? 0.0f : mt;
+    float st = 0.0f;
+#pragma unroll
+    for (int i = 0; i < NV; ++i) {
+        if (i * G + lane < cols) {
+            const float e = expf(v[i] - mloc);
+            st += e;
+            if (!log_out) v[i] = e;
+        }
+    }
+    const float m = camel::g_reduce<G>(1, mt, scratch);
+    const float mref = m == -INFINITY ? 0.0f : m;
+    const float f = mt == -INFINITY ? 0.0f : expf(mt - mref);
+    const float s = camel::g_reduce<G>(0, st * f, scratch);
+    if (r >= rows) return;
+    const float lse = log_out ? logf(s) : 0.0f, scale = log_out ? 0.0f : f / s;
+#pragma unroll
+    for (int i = 0; i < NV; ++i) {
+        const long long c = i * G + lane;
+        if (c < cols) y[r * cols + c] = log_out ? (v[i] - mref) - lse : v[i] * scale;
+    }
+}
+
+static cudaStream_t S;
+
+// Launches k on S with the PDL attribute, blocks of 256.
+template <class... KA, class... A>
+static void go(size_t smem, void (*k)(KA...), unsigned grid, A... a) {
+    cudaLaunchConfig_t c = {};
+    c.gridDim = dim3(grid);
+    c.blockDim = dim3(256);
+    c.dynamicSmemBytes = smem;
+    c.stream = S;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    c.attrs = at;
+    c.numAttrs = 1;
+    CK(cudaLaunchKernelEx(&c, k, ((KA)a)...));
+}
+template <class K>
+static void allow_smem(K k, size_t smem) {
+    CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+}
+
+static double streamed(const std::function<void(int)>& launch, int sets) {
+    return lab_streamed(launch, sets, lab_per(20), [] { blocker<<<1, 1, 0, S>>>(2000000); }, S);
+}
+
+int main() {
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    printf("%s (%d SMs)\n", prop.name, prop.multiProcessorCount);
+    CK(cudaStreamCreateWithFlags(&S, cudaStreamNonBlocking));
+    const size_t big = 1ull << 29;  // 2 GiB copy: the copy bandwidth
+    float *a = dalloc(big), *b = dalloc(big);
+    CK(cudaMemset(a, 0, big * 4));
+    for (int i = 0; i < 2; ++i) CK(cudaMemcpyAsync(b, a, big * 4, cudaMemcpyDeviceToDevice, S));
+    CK(cudaStreamSynchronize(S));
+    const double copy_us = streamed([&](int) { CK(cudaMemcpyAsync(b, a, big * 4, cudaMemcpyDeviceToDevice, S)); }, 1);
+    const double copy_bw = 2.0 * big * 4 / copy_us / 1e3;
+    printf("copy 2 GiB: %.1f us, %.0f GB/s\n\n", copy_us, copy_bw);
+    unsigned s = 12345;
+    auto fill = [&](float* p, size_t n, float lo, float hi) {
+        std::vector<float> h(n);
+        for (auto& v : h) v = lo + (hi - lo) * (((s = s * 1664525u + 1013904223u) >> 8) / 16777216.0f);
+        CK(cudaMemcpy(p, h.data(), n * 4, cudaMemcpyHostToDevice));
+    };
+    auto report = [&](const char* name, double us, double bytes, double err) {
+        printf("%-44s %8.2f us  %6.0f GB/s  %5.1f %% of copy", name, us, bytes / us / 1e3,
+               100.0 * bytes / us / 1e3 / copy_bw);
+        if (err >= 0) printf("  max diff %.2e", err);
+        printf("\n");
+    };
+
+    const long long R = 65536, C = 65, N = R * C;
+    const int sets = 6;  // 6 · 3 · 17 MB > 256 MiB
+    float* ref = dalloc(N);
+    fill(a, 2 * N * sets, -3.0f, 0.5f);  // x / y sets, then g sets
+    float* gs = a + N * sets;
+
+    // ---- forward: the library's step 3 (G 16, scalar, NV 8; prefetch, wait, trigger) ----
+    for (int log_out : {0, 1}) {
+        const char* fam = log_out ? "log-softmax" : "softmax";
+        char name[96];
+        go(0, softmax3_g16_v1_n8_f32, R / 16, a, ref, R, C, log_out);
+        CK(cudaStreamSynchronize(S));
+        snprintf(name, sizeof name, "%s fwd step 3 (library)", fam);
+        report(name, streamed([&](int i) { go(0, softmax3_g16_v1_n8_f32, R / 16, a + i * N, b + i * N, R, C, log_out); }, sets),
+               2.0 * N * 4, -1);
+        auto run = [&](const char* what, int rb, auto k) {
+            const size_t smem = (size_t)rb * C * 4;
+            allow_smem(k, smem);
+            CK(cudaMemsetAsync(b, 0xff, N * 4, S));
+            go(smem, k, (unsigned)(R / rb), a, b, C, log_out);
+            CK(cudaStreamSynchronize(S));
+            const double err = max_diff(ref, b, N, true);
+            const double t = streamed([&](int i) { go(smem, k, (unsigned)(R / rb), a + i * N, b + i * N, C, log_out); }, sets);
+            snprintf(name, sizeof name, "%s fwd %s rows %d", fam, what, rb);
+            report(name, t, 2.0 * N * 4, err);
+        };
+        auto run_g = [&](int g, auto k) {
+            CK(cudaMemsetAsync(b, 0xff, N * 4, S));
+            go(0, k, (unsigned)(R * g / 256), a, b, R, C, log_out);
+            CK(cudaStreamSynchronize(S));
+            const double err = max_diff(ref, b, N, true);
+            snprintf(name, sizeof name, "%s fwd step 3 with G %d", fam, g);
+            report(name, streamed([&](int i) { go(0, k, (unsigned)(R * g / 256), a + i * N, b + i * N, R, C, log_out); }, sets),
+                   2.0 * N * 4, err);
+        };
+        auto run_rows = [&](int rpg, auto k) {
+            const unsigned grid = (unsigned)(R / (16 * rpg));
+            CK(cudaMemsetAsync(b, 0xff, N * 4, S));
+            go(0, k, grid, a, b, R, C, log_out);
+            CK(cudaStreamSynchronize(S));
+            const double err = max_diff(ref, b, N, true);
+            snprintf(name, sizeof name, "%s fwd step 3, %d rows a group", fam, rpg);
+            report(name, streamed([&](int i) { go(0, k, grid, a + i * N, b + i * N, R, C, log_out); }, sets), 2.0 * N * 4,
+                   err);
+        };
+        run_rows(1, k_rows_fwd<16, 8, 1>);
+        {
+            CK(cudaMemsetAsync(b, 0xff, N * 4, S));
+            go(0, k_local_fwd<16, 8>, R / 16, a, b, R, C, log_out);
+            CK(cudaStreamSynchronize(S));
+            const double err = max_diff(ref, b, N, true);
+            snprintf(name, sizeof name, "%s fwd step 3, exps from the own max", fam);
+            report(name, streamed([&](int i) { go(0, k_local_fwd<16, 8>, R / 16, a + i * N, b + i * N, R, C, log_out); }, sets),
+                   2.0 * N * 4, err);
+        }
+        run_rows(2, k_rows_fwd<16, 8, 2>);
+        run_rows(4, k_rows_fwd<16, 8, 4>);
+        run_g(8, k_g_fwd<8, 16>);
+        run_g(32, k_g_fwd<32, 4>);
+        run("tma g16", 32, k_fwd<32, 16, true>);
+        run("tma g16", 64, k_fwd<64, 16, true>);
+        run("tma g16", 128, k_fwd<128, 16, true>);
+        run("tma g8", 64, k_fwd<64, 8, true>);
+        run("float4 g16", 32, k_fwd<32, 16, false>);
+        run("float4 g16", 64, k_fwd<64, 16, false>);
+        run("float4 g16", 128, k_fwd<128, 16, false>);
+    }
+    // ---- step 3's shape, nothing computed ----
+    {
+        auto run = [&](int nred, auto k) {
+            go(0, k, (unsigned)(R / 16), a, b, R, C);
+            CK(cudaStreamSynchronize(S));
+            const double err = max_diff(a, b, N);
+            char name[96];
+            snprintf(name, sizeof name, "step 3 shape copy, %d reductions", nred);
+            report(name, streamed([&](int i) { go(0, k, (unsigned)(R / 16), a + i * N, b + i * N, R, C); }, sets),
+                   2.0 * N * 4, err);
+        };
+        run(0, k_shape_copy<0>);
+        run(1, k_shape_copy<1>);
+        run(2, k_shape_copy<2>);
+        const long long n4 = N / 4;
+        go(0, k_copy4, (unsigned)((n4 + 255) / 256), (const float4*)a, (float4*)b, n4);
+        CK(cudaStreamSynchronize(S));
+        const double err = max_diff(a, b, n4 * 4);
+        report("float4 copy, a float4 a thread",
+               streamed([&](int i) { go(0, k_copy4, (unsigned)((n4 + 255) / 256), (const float4*)(a + i * N), (float4*)(b + i * N), n4); },
+                        sets),
+               2.0 * n4 * 16, err);
+    }
+    // ---- the bulk copy of the forward's bytes ----
+    for (int rb : {32, 64, 128}) {
+        auto k = rb == 32 ? k_bulk_copy<32> : rb == 64 ? k_bulk_copy<64> : k_bulk_copy<128>;
+        const size_t smem = (size_t)rb * C * 4;
+        allow_smem(k, smem);
+        go(smem, k, (unsigned)(R / rb), a, b, C);
+        CK(cudaStreamSynchronize(S));
+        const double err = max_diff(a, b, N);
+        char name[96];
+        snprintf(name, sizeof name, "bulk copy 2 x 17 MB rows %d", rb);
+        report(name, streamed([&](int i) { go(smem, k, (unsigned)(R / rb), a + i * N, b + i * N, C); }, sets), 2.0 * N * 4,
+               err);
+    }
+
+    // ---- backward ----
+    for (int log_out : {0, 1}) {
+        const char* fam = log_out ? "log-softmax" : "softmax";
+        char name[96];
+        go(0, softmax3_bwd_g16_v1_n8_f32, R / 16, a, gs, ref, R, C, log_out);
+        CK(cudaStreamSynchronize(S));
+        snprintf(name, sizeof name, "%s bwd step 3 (library)", fam);
+        report(name,
+               streamed([&](int i) { go(0, softmax3_bwd_g16_v1_n8_f32, R / 16, a + i * N, gs + i * N, b + i * N, R, C, log_out); },
+                        sets),
+               3.0 * N * 4, -1);
+        for (int rep = 0; rep < 2; ++rep) {  // A/B, twice: the step before this lab, the library's
+            CK(cudaMemsetAsync(b, 0xff, N * 4, S));
+            go(0, k_old_bwd, R / 16, a, gs, b, R, C, log_out);
+            CK(cudaStreamSynchronize(S));
+            const double err = max_diff(ref, b, N, true);
+            snprintf(name, sizeof name, "%s bwd step 3 before (store in the if)", fam);
+            report(name,
+                   streamed([&](int i) { go(0, k_old_bwd, R / 16, a + i * N, gs + i * N, b + i * N, R, C, log_out); }, sets),
+                   3.0 * N * 4, err);
+            snprintf(name, sizeof name, "%s bwd step 3 (library)", fam);
+            report(name,
+                   streamed([&](int i) { go(0, softmax3_bwd_g16_v1_n8_f32, R / 16, a + i * N, gs + i * N, b + i * N, R, C, log_out); },
+                            sets),
+                   3.0 * N * 4, -1);
+        }
+        auto run = [&](const char* what, int rb, auto k) {
+            const size_t smem = 2 * (size_t)rb * C * 4;
+            allow_smem(k, smem);
+            CK(cudaMemsetAsync(b, 0xff, N * 4, S));
+            go(smem, k, (unsigned)(R / rb), a, gs, b, C, log_out);
+            CK(cudaStreamSynchronize(S));
+            const double err = max_diff(ref, b, N, true);
+            const double t = streamed(
+                [&](int i) { go(smem, k, (unsigned)(R / rb), a + i * N, gs + i * N, b + i * N, C, log_out); }, sets);
+            snprintf(name, sizeof name, "%s bwd %s rows %d", fam, what, rb);
+            report(name, t, 3.0 * N * 4, err);
+        };
+        auto run_g = [&](int g, auto k) {
+            CK(cudaMemsetAsync(b, 0xff, N * 4, S));
+            go(0, k, (unsigned)(R * g / 256), a, gs, b, R, C, log_out);
+            CK(cudaStreamSynchronize(S));
+            const double err = max_diff(ref, b, N, true);
+            snprintf(name, sizeof name, "%s bwd step 3 with G %d", fam, g);
+            report(name,
+                   streamed([&](int i) { go(0, k, (unsigned)(R * g / 256), a + i * N, gs + i * N, b + i * N, R, C, log_out); },
+                            sets),
+                   3.0 * N * 4, err);
+        };
+        run_g(8, k_g_bwd<8, 16>);
+        run_g(32, k_g_bwd<32, 4>);
+        run("tma g16", 32, k_bwd<32, 16, true>);
+        run("tma g16", 64, k_bwd<64, 16, true>);
+        run("tma g16", 128, k_bwd<128, 16, true>);
+        run("float4 g16", 32, k_bwd<32, 16, false>);
+        run("float4 g16", 64, k_bwd<64, 16, false>);
+    }
+    return 0;
+}
