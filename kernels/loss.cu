@@ -481,20 +481,30 @@ __device__ __forceinline__ void ce3_bwd_row(const float* __restrict__ x, const l
             } else {
                 v[i] = xr[c];
             }
+        } else {
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) v[VEC * i + k] = -INFINITY;  // padding, never stored
+        }
+    }
+    // Every gradient first, then the stores in one burst (as softmax3_bwd_row: with the exp
+    // inside each store's `if` the compiler branched around every element).
+#pragma unroll
+    for (int i = 0; i < NV; ++i) {
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {
+            const long long c = (long long)(i * G + lane) * VEC + k;
+            v[VEC * i + k] = gr * (expf(v[VEC * i + k] - m) * inv - (c == tr ? 1.0f : 0.0f));
         }
     }
 #pragma unroll
     for (int i = 0; i < NV; ++i) {
         const long long c = (long long)(i * G + lane) * VEC;
         if (c < cols) {
-            float o[VEC];
-#pragma unroll
-            for (int k = 0; k < VEC; ++k)
-                o[k] = gr * (expf(v[VEC * i + k] - m) * inv - (c + k == tr ? 1.0f : 0.0f));
             if (VEC == 4) {
-                *reinterpret_cast<float4*>(dr + c) = make_float4(o[0], o[1 % VEC], o[2 % VEC], o[3 % VEC]);
+                *reinterpret_cast<float4*>(dr + c) =
+                    make_float4(v[VEC * i], v[VEC * i + 1 % VEC], v[VEC * i + 2 % VEC], v[VEC * i + 3 % VEC]);
             } else {
-                dr[c] = o[0];
+                dr[c] = v[i];
             }
         }
     }

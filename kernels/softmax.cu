@@ -170,6 +170,12 @@ extern "C" __global__ void softmax_bwd_f32(const float* __restrict__ y, const fl
 // Measured (H200, copy 4239 GB/s; bench_memory, softmax forward, GB/s step 2 → step 3, PyTorch):
 // 16384×1024 2589 → 3510 (2905), 4096×4096 2589 → 3487 (2145), 65536×65 850 → 2096 (1455);
 // log_softmax alike (3438, 3438, 2092). Step 3 is the default (CAMEL_SOFTMAX=3).
+// At 65536×65 the forward is held by its arithmetic, not by where its bytes are
+// (bench/tma_lab.cu, H100): the same loads and stores with two group reductions between them
+// and nothing else take 12.5 µs (90 % of copy), the forward took 13.8. Skipping the exps of the
+// padding (8 a lane → 5) and computing only the log Σ or the 1 / Σ the output needs: 13.0 µs
+// (86 %), the same bits. Staging a block's rows in shared memory (a TMA bulk copy, or float4)
+// was slower, 69–76 %, as were other group widths and more rows a group.
 // Element j of a thread's registers is column (j·G + lane)·VEC (+0..3): each load instruction of
 // a group is contiguous, so a warp's loads coalesce.
 
@@ -213,18 +219,29 @@ __device__ __forceinline__ void softmax3_row(const float* __restrict__ x, float*
     }
     mx = camel::g_reduce<G>(1, mx, scratch);
     const float mref = mx == -INFINITY ? 0.0f : mx;  // an all −inf row: exp(−inf) = 0, then 0/0
+    // Between the loads and the stores every instruction on the way lengthens each block's life,
+    // and at 65 columns that is what the forward loses against a copy of its bytes (see above):
+    // short rows (G ≤ 16) take no exp of the padding (columns past the row), and the output
+    // takes only the log Σ or the 1 / Σ it uses. Wider groups keep every exp unconditional: with
+    // the test there too, softmax 16384×1024 and 4096² lost 0.7–1.2 µs in bench_memory (the
+    // compiler branched around each NV slice instead of interleaving all the exps).
     float s = 0.0f;
 #pragma unroll
-    for (int i = 0; i < NV * VEC; ++i) {
-        float e = expf(v[i] - mref);  // padding is −inf: adds 0
-        s += e;
-        if (!log_out) v[i] = e;
+    for (int i = 0; i < NV; ++i) {
+        if (G > 16 || (long long)(i * G + lane) * VEC < cols) {
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) {
+                const float e = expf(v[VEC * i + k] - mref);
+                s += e;
+                if (!log_out) v[VEC * i + k] = e;
+            }
+        }
     }
     s = camel::g_reduce<G>(0, s, scratch);
     if (!live) return;
     // log: (x − max) − log Σ, in that order: folding max + log Σ first rounds at the ulp of the
     // max (≈ 1e-3 for logits of 1e4) — the CPU-compared ±1e4 tests caught it.
-    const float lse = logf(s), inv = 1.0f / s;
+    const float lse = log_out ? logf(s) : 0.0f, inv = log_out ? 0.0f : 1.0f / s;
 #pragma unroll
     for (int i = 0; i < NV; ++i) {
         const long long c = (long long)(i * G + lane) * VEC;
@@ -256,6 +273,9 @@ __device__ __forceinline__ void softmax3_row(const float* __restrict__ x, float*
 // Measured (H100, copy 2988 GB/s, bench_memory; softmax_bwd GB/s step 2 → step 3, % of copy):
 // 16384×1024 1807 → 2752 (92 %), 4096² 1933 → 2734 (91 %), 65536×65 1635 → 2165 (72 %; 94 % of a
 // same-size copy); log_softmax_bwd 91–93 % and 71 %; 1.13–2.24× PyTorch.
+// Every output is computed before the first store (bench/tma_lab.cu, H100, 65536×65): with the
+// log-softmax's exp inside each store's `if` the compiler branched around every element and the
+// stores left one exp apart: 19.2 → 17.9 µs (88 → 94.5 % of copy), softmax 17.9 → 17.8.
 template <int G, int VEC, int NV>
 __device__ __forceinline__ void softmax3_bwd_row(const float* __restrict__ y, const float* __restrict__ g,
                                                  float* __restrict__ dx, long long rows, long long cols,
@@ -293,20 +313,20 @@ __device__ __forceinline__ void softmax3_bwd_row(const float* __restrict__ y, co
     }
     dot = camel::g_reduce<G>(0, dot, scratch);
     if (!live) return;
+    // Every output first (padding included: harmless, never stored), then the stores in one
+    // burst. Computed inside each store's `if`, the log-softmax's exp made the compiler branch
+    // around every element, and the stores trickled out one exp apart.
+#pragma unroll
+    for (int i = 0; i < NV * VEC; ++i) gv[i] = log_out ? gv[i] - expf(yv[i]) * dot : yv[i] * (gv[i] - dot);
 #pragma unroll
     for (int i = 0; i < NV; ++i) {
         const long long c = (long long)(i * G + lane) * VEC;
         if (c < cols) {
-            float o[VEC];
-#pragma unroll
-            for (int k = 0; k < VEC; ++k) {
-                const float a = gv[VEC * i + k], p = yv[VEC * i + k];
-                o[k] = log_out ? a - expf(p) * dot : p * (a - dot);
-            }
             if (VEC == 4) {
-                *reinterpret_cast<float4*>(dx + base + c) = make_float4(o[0], o[1 % VEC], o[2 % VEC], o[3 % VEC]);
+                *reinterpret_cast<float4*>(dx + base + c) =
+                    make_float4(gv[VEC * i], gv[VEC * i + 1 % VEC], gv[VEC * i + 2 % VEC], gv[VEC * i + 3 % VEC]);
             } else {
-                dx[base + c] = o[0];
+                dx[base + c] = gv[i];
             }
         }
     }
