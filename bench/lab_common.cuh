@@ -86,3 +86,26 @@ static double max_diff(const float* a, const float* b, size_t n, bool relative =
     }
     return m;
 }
+
+// Fills n floats of device memory with uniform values in [lo, hi) from a fixed LCG (`seed`, kept
+// between calls so successive fills differ and every run is the same).
+static void lab_fill(float* p, size_t n, float lo, float hi, unsigned& seed) {
+    std::vector<float> h(n);
+    for (auto& v : h) v = lo + (hi - lo) * (((seed = seed * 1664525u + 1013904223u) >> 8) / 16777216.0f);
+    CK(cudaMemcpy(p, h.data(), n * 4, cudaMemcpyHostToDevice));
+}
+
+// The copy bandwidth the labs report against: a 2 GiB cudaMemcpyAsync from `a` to `b` (each of
+// 2^29 floats) on `stream`, warmed up, timed with `streamed` (the lab's timing on that stream);
+// prints and returns GB/s, read + write.
+static double lab_copy_bw(float* a, float* b, cudaStream_t stream,
+                          const std::function<double(const std::function<void(int)>&, int)>& streamed) {
+    const size_t big = 1ull << 29;
+    CK(cudaMemset(a, 0, big * 4));
+    for (int i = 0; i < 2; ++i) CK(cudaMemcpyAsync(b, a, big * 4, cudaMemcpyDeviceToDevice, stream));
+    CK(cudaStreamSynchronize(stream));
+    const double us = streamed([&](int) { CK(cudaMemcpyAsync(b, a, big * 4, cudaMemcpyDeviceToDevice, stream)); }, 1);
+    const double bw = 2.0 * big * 4 / us / 1e3;
+    printf("copy 2 GiB: %.1f us, %.0f GB/s\n\n", us, bw);
+    return bw;
+}

@@ -180,20 +180,11 @@ int main() {
     CK(cudaGetDeviceProperties(&prop, 0));
     printf("%s (%d SMs)\n", prop.name, prop.multiProcessorCount);
     CK(cudaStreamCreateWithFlags(&S, cudaStreamNonBlocking));
-    const size_t big = 1ull << 29;  // 2 GiB copy: the copy bandwidth
+    const size_t big = 1ull << 29;  // two buffers of 2 GiB: the copy bandwidth, then the lab's data
     float *a = dalloc(big), *b = dalloc(big);
-    CK(cudaMemset(a, 0, big * 4));
-    for (int i = 0; i < 2; ++i) CK(cudaMemcpyAsync(b, a, big * 4, cudaMemcpyDeviceToDevice, S));
-    CK(cudaStreamSynchronize(S));
-    const double copy_us = streamed([&](int) { CK(cudaMemcpyAsync(b, a, big * 4, cudaMemcpyDeviceToDevice, S)); }, 1);
-    const double copy_bw = 2.0 * big * 4 / copy_us / 1e3;
-    printf("copy 2 GiB: %.1f us, %.0f GB/s\n\n", copy_us, copy_bw);
+    const double copy_bw = lab_copy_bw(a, b, S, streamed);
     unsigned s = 12345;
-    auto fill = [&](float* p, size_t n, float lo, float hi) {
-        std::vector<float> h(n);
-        for (auto& v : h) v = lo + (hi - lo) * (((s = s * 1664525u + 1013904223u) >> 8) / 16777216.0f);
-        CK(cudaMemcpy(p, h.data(), n * 4, cudaMemcpyHostToDevice));
-    };
+    auto fill = [&](float* p, size_t n, float lo, float hi) { lab_fill(p, n, lo, hi, s); };
     // same: µs of a cudaMemcpyAsync of the same bytes (0: not measured, the column left out)
     auto report = [&](const char* name, int mode, double us, double bytes, double same) {
         printf("%-34s mode %d  %8.2f us  %6.0f GB/s  %5.1f %% of copy", name, mode, us, bytes / us / 1e3,

@@ -94,16 +94,45 @@ __device__ __forceinline__ void enter(const float* a, const float* b, long long 
     CAMEL_PDL_TRIGGER();
 }
 
-// Brings n floats at src (16-byte aligned, n a multiple of 4) into dst (shared) with float4s.
-__device__ __forceinline__ void coop_load(float* dst, const float* src, long long n) {
+// Copies n floats (16-byte aligned, n a multiple of 4) with the block's float4s: global → shared
+// or shared → global.
+__device__ __forceinline__ void coop_copy(float* dst, const float* src, long long n) {
     const float4* s4 = reinterpret_cast<const float4*>(src);
     float4* d4 = reinterpret_cast<float4*>(dst);
     for (long long i = threadIdx.x; i < n / 4; i += blockDim.x) d4[i] = s4[i];
 }
-__device__ __forceinline__ void coop_store(float* dst, const float* src, long long n) {
-    const float4* s4 = reinterpret_cast<const float4*>(src);
-    float4* d4 = reinterpret_cast<float4*>(dst);
-    for (long long i = threadIdx.x; i < n / 4; i += blockDim.x) d4[i] = s4[i];
+
+// Brings n floats at s0 (and at s1, if not null) into d0 (d1) in shared memory, whole block:
+// TMA, one thread issues the bulk copies on one barrier and everyone waits on it; else float4s.
+template <bool TMA>
+__device__ __forceinline__ void stage_in(float* d0, const float* s0, float* d1, const float* s1, long long n,
+                                         unsigned long long* bar) {
+    if (TMA) {
+        if (threadIdx.x == 0) {
+            mbar_init(bar);
+            mbar_expect(bar, (unsigned)(n * 4 * (s1 ? 2 : 1)));
+            bulk_load(d0, s0, (unsigned)(n * 4), bar);
+            if (s1) bulk_load(d1, s1, (unsigned)(n * 4), bar);
+        }
+        __syncthreads();  // the barrier is initialised before anyone waits on it
+        mbar_wait0(bar);
+    } else {
+        coop_copy(d0, s0, n);
+        if (s1) coop_copy(d1, s1, n);
+        __syncthreads();
+    }
+}
+// Writes n floats of `buf` (shared, written by the whole block) to dst.
+template <bool TMA>
+__device__ __forceinline__ void stage_out(float* dst, const float* buf, long long n) {
+    if (TMA) {
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // generic writes → async proxy
+        __syncthreads();
+        if (threadIdx.x == 0) bulk_store(dst, buf, (unsigned)(n * 4));
+    } else {
+        __syncthreads();
+        coop_copy(dst, buf, n);
+    }
 }
 
 template <int G>
@@ -147,18 +176,7 @@ __global__ void __launch_bounds__(256) k_fwd(const float* __restrict__ x, float*
     const long long off = (long long)blockIdx.x * RB * cols;
     const unsigned bytes = (unsigned)(RB * cols * 4);
     enter(x + off, nullptr, bytes);
-    if (TMA) {
-        if (threadIdx.x == 0) {
-            mbar_init(&bar);
-            mbar_expect(&bar, bytes);
-            bulk_load(buf, x + off, bytes, &bar);
-        }
-        __syncthreads();  // the barrier is initialised before anyone waits on it
-        mbar_wait0(&bar);
-    } else {
-        coop_load(buf, x + off, RB * cols);
-        __syncthreads();
-    }
+    stage_in<TMA>(buf, x + off, nullptr, nullptr, RB * cols, &bar);
     constexpr int NG = 256 / G;
     const int lane = threadIdx.x % G;
     for (int r = threadIdx.x / G; r < RB; r += NG) {  // RB % NG == 0: uniform across the warp
@@ -177,14 +195,7 @@ __global__ void __launch_bounds__(256) k_fwd(const float* __restrict__ x, float*
         const float lse = logf(s), inv = 1.0f / s;
         for (long long c = lane; c < cols; c += G) row[c] = log_out ? (row[c] - mref) - lse : row[c] * inv;
     }
-    if (TMA) {
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // generic writes → async proxy
-        __syncthreads();
-        if (threadIdx.x == 0) bulk_store(y + off, buf, bytes);
-    } else {
-        __syncthreads();
-        coop_store(y + off, buf, RB * cols);
-    }
+    stage_out<TMA>(y + off, buf, RB * cols);
 }
 
 template <int RB, int G, bool TMA>
@@ -197,20 +208,7 @@ __global__ void __launch_bounds__(256) k_bwd(const float* __restrict__ y, const 
     const long long off = (long long)blockIdx.x * RB * cols;
     const unsigned bytes = (unsigned)(RB * cols * 4);
     enter(y + off, g + off, bytes);
-    if (TMA) {
-        if (threadIdx.x == 0) {
-            mbar_init(&bar);
-            mbar_expect(&bar, 2 * bytes);
-            bulk_load(yb, y + off, bytes, &bar);
-            bulk_load(gb, g + off, bytes, &bar);
-        }
-        __syncthreads();
-        mbar_wait0(&bar);
-    } else {
-        coop_load(yb, y + off, RB * cols);
-        coop_load(gb, g + off, RB * cols);
-        __syncthreads();
-    }
+    stage_in<TMA>(yb, y + off, gb, g + off, RB * cols, &bar);
     constexpr int NG = 256 / G;
     const int lane = threadIdx.x % G;
     for (int r = threadIdx.x / G; r < RB; r += NG) {
@@ -221,14 +219,7 @@ __global__ void __launch_bounds__(256) k_bwd(const float* __restrict__ y, const 
         d = gsum<G>(d);
         for (long long c = lane; c < cols; c += G) gr[c] = log_out ? gr[c] - expf(yr[c]) * d : yr[c] * (gr[c] - d);
     }
-    if (TMA) {
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        __syncthreads();
-        if (threadIdx.x == 0) bulk_store(dx + off, gb, bytes);
-    } else {
-        __syncthreads();
-        coop_store(dx + off, gb, RB * cols);
-    }
+    stage_out<TMA>(dx + off, gb, RB * cols);
 }
 
 // The library's step 3 backward row before this lab (the output computed inside each store's
@@ -465,20 +456,11 @@ int main() {
     CK(cudaGetDeviceProperties(&prop, 0));
     printf("%s (%d SMs)\n", prop.name, prop.multiProcessorCount);
     CK(cudaStreamCreateWithFlags(&S, cudaStreamNonBlocking));
-    const size_t big = 1ull << 29;  // 2 GiB copy: the copy bandwidth
+    const size_t big = 1ull << 29;  // two buffers of 2 GiB: the copy bandwidth, then the lab's data
     float *a = dalloc(big), *b = dalloc(big);
-    CK(cudaMemset(a, 0, big * 4));
-    for (int i = 0; i < 2; ++i) CK(cudaMemcpyAsync(b, a, big * 4, cudaMemcpyDeviceToDevice, S));
-    CK(cudaStreamSynchronize(S));
-    const double copy_us = streamed([&](int) { CK(cudaMemcpyAsync(b, a, big * 4, cudaMemcpyDeviceToDevice, S)); }, 1);
-    const double copy_bw = 2.0 * big * 4 / copy_us / 1e3;
-    printf("copy 2 GiB: %.1f us, %.0f GB/s\n\n", copy_us, copy_bw);
+    const double copy_bw = lab_copy_bw(a, b, S, streamed);
     unsigned s = 12345;
-    auto fill = [&](float* p, size_t n, float lo, float hi) {
-        std::vector<float> h(n);
-        for (auto& v : h) v = lo + (hi - lo) * (((s = s * 1664525u + 1013904223u) >> 8) / 16777216.0f);
-        CK(cudaMemcpy(p, h.data(), n * 4, cudaMemcpyHostToDevice));
-    };
+    auto fill = [&](float* p, size_t n, float lo, float hi) { lab_fill(p, n, lo, hi, s); };
     auto report = [&](const char* name, double us, double bytes, double err) {
         printf("%-44s %8.2f us  %6.0f GB/s  %5.1f %% of copy", name, us, bytes / us / 1e3,
                100.0 * bytes / us / 1e3 / copy_bw);
