@@ -109,3 +109,30 @@ static double lab_copy_bw(float* a, float* b, cudaStream_t stream,
     printf("copy 2 GiB: %.1f us, %.0f GB/s\n\n", us, bw);
     return bw;
 }
+
+// Prints the GPU and makes the lab's stream (non-blocking: it does not wait on the null stream).
+static cudaDeviceProp lab_open(cudaStream_t* stream) {
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    printf("%s (%d SMs)\n", prop.name, prop.multiProcessorCount);
+    CK(cudaStreamCreateWithFlags(stream, cudaStreamNonBlocking));
+    return prop;
+}
+
+// Launches k<<<grid, 256, smem, stream>>>(a...), with the programmatic-dependent-launch attribute
+// when `pdl` (Hopper: the kernel may be scheduled while the one before drains; its
+// griddepcontrol.wait, if any, waits for that one's memory).
+template <class... KA, class... A>
+static void lab_launch(cudaStream_t stream, bool pdl, size_t smem, void (*k)(KA...), unsigned grid, A... a) {
+    cudaLaunchConfig_t c = {};
+    c.gridDim = dim3(grid);
+    c.blockDim = dim3(256);
+    c.dynamicSmemBytes = smem;
+    c.stream = stream;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    c.attrs = at;
+    c.numAttrs = pdl ? 1 : 0;
+    CK(cudaLaunchKernelEx(&c, k, ((KA)a)...));
+}

@@ -144,20 +144,10 @@ static cudaStream_t S;
         run(6, k<6>);     \
     } while (0)
 
-// Launches k on S; modes 1 and 2 with the PDL attribute.
+// Launches k on S; every mode but 0 with the PDL attribute.
 template <class... KA, class... A>
 static void go_smem(int mode, size_t smem, void (*k)(KA...), unsigned grid, A... a) {
-    cudaLaunchConfig_t c = {};
-    c.gridDim = dim3(grid);
-    c.blockDim = dim3(256);
-    c.dynamicSmemBytes = smem;
-    c.stream = S;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    c.attrs = at;
-    c.numAttrs = mode ? 1 : 0;
-    CK(cudaLaunchKernelEx(&c, k, ((KA)a)...));
+    lab_launch(S, mode != 0, smem, k, grid, a...);
 }
 template <class... KA, class... A>
 static void go(int mode, void (*k)(KA...), unsigned grid, A... a) {
@@ -176,10 +166,7 @@ static bool same_bits(const float* a, const float* b, size_t n) {
 }
 
 int main() {
-    cudaDeviceProp prop;
-    CK(cudaGetDeviceProperties(&prop, 0));
-    printf("%s (%d SMs)\n", prop.name, prop.multiProcessorCount);
-    CK(cudaStreamCreateWithFlags(&S, cudaStreamNonBlocking));
+    const cudaDeviceProp prop = lab_open(&S);
     const size_t big = 1ull << 29;  // two buffers of 2 GiB: the copy bandwidth, then the lab's data
     float *a = dalloc(big), *b = dalloc(big);
     const double copy_bw = lab_copy_bw(a, b, S, streamed);

@@ -427,20 +427,10 @@ __global__ void __launch_bounds__(256) k_local_fwd(const float* __restrict__ x, 
 
 static cudaStream_t S;
 
-// Launches k on S with the PDL attribute, blocks of 256.
+// Launches k on S with the PDL attribute, as camel_cuda launches on Hopper.
 template <class... KA, class... A>
 static void go(size_t smem, void (*k)(KA...), unsigned grid, A... a) {
-    cudaLaunchConfig_t c = {};
-    c.gridDim = dim3(grid);
-    c.blockDim = dim3(256);
-    c.dynamicSmemBytes = smem;
-    c.stream = S;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    c.attrs = at;
-    c.numAttrs = 1;
-    CK(cudaLaunchKernelEx(&c, k, ((KA)a)...));
+    lab_launch(S, true, smem, k, grid, a...);
 }
 template <class K>
 static void allow_smem(K k, size_t smem) {
@@ -452,10 +442,7 @@ static double streamed(const std::function<void(int)>& launch, int sets) {
 }
 
 int main() {
-    cudaDeviceProp prop;
-    CK(cudaGetDeviceProperties(&prop, 0));
-    printf("%s (%d SMs)\n", prop.name, prop.multiProcessorCount);
-    CK(cudaStreamCreateWithFlags(&S, cudaStreamNonBlocking));
+    lab_open(&S);
     const size_t big = 1ull << 29;  // two buffers of 2 GiB: the copy bandwidth, then the lab's data
     float *a = dalloc(big), *b = dalloc(big);
     const double copy_bw = lab_copy_bw(a, b, S, streamed);
@@ -473,60 +460,46 @@ int main() {
     float* ref = dalloc(N);
     fill(a, 2 * N * sets, -3.0f, 0.5f);  // x / y sets, then g sets
     float* gs = a + N * sets;
+    // One line: poisons b, runs launch(0) once and compares b with `want` (relative where `rel`;
+    // no comparison where want is null), then times launch(i), which writes b + i·N, streamed.
+    auto measure = [&](const char* name, double bytes, const float* want, bool rel,
+                       const std::function<void(int)>& launch) {
+        CK(cudaMemsetAsync(b, 0xff, N * 4, S));
+        launch(0);
+        CK(cudaStreamSynchronize(S));
+        const double err = want ? max_diff(want, b, N, rel) : -1.0;
+        report(name, streamed(launch, sets), bytes, err);
+    };
+    char name[96];
 
     // ---- forward: the library's step 3 (G 16, scalar, NV 8; prefetch, wait, trigger) ----
     for (int log_out : {0, 1}) {
         const char* fam = log_out ? "log-softmax" : "softmax";
-        char name[96];
+        const double bytes = 2.0 * N * 4;
         go(0, softmax3_g16_v1_n8_f32, R / 16, a, ref, R, C, log_out);
         CK(cudaStreamSynchronize(S));
         snprintf(name, sizeof name, "%s fwd step 3 (library)", fam);
-        report(name, streamed([&](int i) { go(0, softmax3_g16_v1_n8_f32, R / 16, a + i * N, b + i * N, R, C, log_out); }, sets),
-               2.0 * N * 4, -1);
+        measure(name, bytes, nullptr, true,
+                [&](int i) { go(0, softmax3_g16_v1_n8_f32, R / 16, a + i * N, b + i * N, R, C, log_out); });
+        // lab kernels with the library's arguments: g lanes a row, grid of `grid` blocks
+        auto run_step3 = [&](const char* what, unsigned grid, auto k) {
+            snprintf(name, sizeof name, "%s fwd step 3%s", fam, what);
+            measure(name, bytes, ref, true, [&](int i) { go(0, k, grid, a + i * N, b + i * N, R, C, log_out); });
+        };
+        run_step3(", 1 rows a group", R / 16, k_rows_fwd<16, 8, 1>);
+        run_step3(", exps from the own max", R / 16, k_local_fwd<16, 8>);
+        run_step3(", 2 rows a group", R / 32, k_rows_fwd<16, 8, 2>);
+        run_step3(", 4 rows a group", R / 64, k_rows_fwd<16, 8, 4>);
+        run_step3(" with G 8", R * 8 / 256, k_g_fwd<8, 16>);
+        run_step3(" with G 32", R * 32 / 256, k_g_fwd<32, 4>);
+        // staged: rb rows a block in shared memory
         auto run = [&](const char* what, int rb, auto k) {
             const size_t smem = (size_t)rb * C * 4;
             allow_smem(k, smem);
-            CK(cudaMemsetAsync(b, 0xff, N * 4, S));
-            go(smem, k, (unsigned)(R / rb), a, b, C, log_out);
-            CK(cudaStreamSynchronize(S));
-            const double err = max_diff(ref, b, N, true);
-            const double t = streamed([&](int i) { go(smem, k, (unsigned)(R / rb), a + i * N, b + i * N, C, log_out); }, sets);
             snprintf(name, sizeof name, "%s fwd %s rows %d", fam, what, rb);
-            report(name, t, 2.0 * N * 4, err);
+            measure(name, bytes, ref, true,
+                    [&](int i) { go(smem, k, (unsigned)(R / rb), a + i * N, b + i * N, C, log_out); });
         };
-        auto run_g = [&](int g, auto k) {
-            CK(cudaMemsetAsync(b, 0xff, N * 4, S));
-            go(0, k, (unsigned)(R * g / 256), a, b, R, C, log_out);
-            CK(cudaStreamSynchronize(S));
-            const double err = max_diff(ref, b, N, true);
-            snprintf(name, sizeof name, "%s fwd step 3 with G %d", fam, g);
-            report(name, streamed([&](int i) { go(0, k, (unsigned)(R * g / 256), a + i * N, b + i * N, R, C, log_out); }, sets),
-                   2.0 * N * 4, err);
-        };
-        auto run_rows = [&](int rpg, auto k) {
-            const unsigned grid = (unsigned)(R / (16 * rpg));
-            CK(cudaMemsetAsync(b, 0xff, N * 4, S));
-            go(0, k, grid, a, b, R, C, log_out);
-            CK(cudaStreamSynchronize(S));
-            const double err = max_diff(ref, b, N, true);
-            snprintf(name, sizeof name, "%s fwd step 3, %d rows a group", fam, rpg);
-            report(name, streamed([&](int i) { go(0, k, grid, a + i * N, b + i * N, R, C, log_out); }, sets), 2.0 * N * 4,
-                   err);
-        };
-        run_rows(1, k_rows_fwd<16, 8, 1>);
-        {
-            CK(cudaMemsetAsync(b, 0xff, N * 4, S));
-            go(0, k_local_fwd<16, 8>, R / 16, a, b, R, C, log_out);
-            CK(cudaStreamSynchronize(S));
-            const double err = max_diff(ref, b, N, true);
-            snprintf(name, sizeof name, "%s fwd step 3, exps from the own max", fam);
-            report(name, streamed([&](int i) { go(0, k_local_fwd<16, 8>, R / 16, a + i * N, b + i * N, R, C, log_out); }, sets),
-                   2.0 * N * 4, err);
-        }
-        run_rows(2, k_rows_fwd<16, 8, 2>);
-        run_rows(4, k_rows_fwd<16, 8, 4>);
-        run_g(8, k_g_fwd<8, 16>);
-        run_g(32, k_g_fwd<32, 4>);
         run("tma g16", 32, k_fwd<32, 16, true>);
         run("tma g16", 64, k_fwd<64, 16, true>);
         run("tma g16", 128, k_fwd<128, 16, true>);
@@ -535,94 +508,58 @@ int main() {
         run("float4 g16", 64, k_fwd<64, 16, false>);
         run("float4 g16", 128, k_fwd<128, 16, false>);
     }
-    // ---- step 3's shape, nothing computed ----
-    {
-        auto run = [&](int nred, auto k) {
-            go(0, k, (unsigned)(R / 16), a, b, R, C);
-            CK(cudaStreamSynchronize(S));
-            const double err = max_diff(a, b, N);
-            char name[96];
-            snprintf(name, sizeof name, "step 3 shape copy, %d reductions", nred);
-            report(name, streamed([&](int i) { go(0, k, (unsigned)(R / 16), a + i * N, b + i * N, R, C); }, sets),
-                   2.0 * N * 4, err);
-        };
-        run(0, k_shape_copy<0>);
-        run(1, k_shape_copy<1>);
-        run(2, k_shape_copy<2>);
-        const long long n4 = N / 4;
-        go(0, k_copy4, (unsigned)((n4 + 255) / 256), (const float4*)a, (float4*)b, n4);
-        CK(cudaStreamSynchronize(S));
-        const double err = max_diff(a, b, n4 * 4);
-        report("float4 copy, a float4 a thread",
-               streamed([&](int i) { go(0, k_copy4, (unsigned)((n4 + 255) / 256), (const float4*)(a + i * N), (float4*)(b + i * N), n4); },
-                        sets),
-               2.0 * n4 * 16, err);
-    }
+    // ---- step 3's shape, nothing computed; the float4 copy ----
+    auto run_shape = [&](int nred, auto k) {
+        snprintf(name, sizeof name, "step 3 shape copy, %d reductions", nred);
+        measure(name, 2.0 * N * 4, a, false, [&](int i) { go(0, k, (unsigned)(R / 16), a + i * N, b + i * N, R, C); });
+    };
+    run_shape(0, k_shape_copy<0>);
+    run_shape(1, k_shape_copy<1>);
+    run_shape(2, k_shape_copy<2>);
+    const long long n4 = N / 4;
+    measure("float4 copy, a float4 a thread", 2.0 * n4 * 16, a, false, [&](int i) {
+        go(0, k_copy4, (unsigned)((n4 + 255) / 256), (const float4*)(a + i * N), (float4*)(b + i * N), n4);
+    });
     // ---- the bulk copy of the forward's bytes ----
     for (int rb : {32, 64, 128}) {
         auto k = rb == 32 ? k_bulk_copy<32> : rb == 64 ? k_bulk_copy<64> : k_bulk_copy<128>;
         const size_t smem = (size_t)rb * C * 4;
         allow_smem(k, smem);
-        go(smem, k, (unsigned)(R / rb), a, b, C);
-        CK(cudaStreamSynchronize(S));
-        const double err = max_diff(a, b, N);
-        char name[96];
         snprintf(name, sizeof name, "bulk copy 2 x 17 MB rows %d", rb);
-        report(name, streamed([&](int i) { go(smem, k, (unsigned)(R / rb), a + i * N, b + i * N, C); }, sets), 2.0 * N * 4,
-               err);
+        measure(name, 2.0 * N * 4, a, false, [&](int i) { go(smem, k, (unsigned)(R / rb), a + i * N, b + i * N, C); });
     }
 
     // ---- backward ----
     for (int log_out : {0, 1}) {
         const char* fam = log_out ? "log-softmax" : "softmax";
-        char name[96];
+        const double bytes = 3.0 * N * 4;
         go(0, softmax3_bwd_g16_v1_n8_f32, R / 16, a, gs, ref, R, C, log_out);
         CK(cudaStreamSynchronize(S));
-        snprintf(name, sizeof name, "%s bwd step 3 (library)", fam);
-        report(name,
-               streamed([&](int i) { go(0, softmax3_bwd_g16_v1_n8_f32, R / 16, a + i * N, gs + i * N, b + i * N, R, C, log_out); },
-                        sets),
-               3.0 * N * 4, -1);
-        for (int rep = 0; rep < 2; ++rep) {  // A/B, twice: the step before this lab, the library's
-            CK(cudaMemsetAsync(b, 0xff, N * 4, S));
-            go(0, k_old_bwd, R / 16, a, gs, b, R, C, log_out);
-            CK(cudaStreamSynchronize(S));
-            const double err = max_diff(ref, b, N, true);
-            snprintf(name, sizeof name, "%s bwd step 3 before (store in the if)", fam);
-            report(name,
-                   streamed([&](int i) { go(0, k_old_bwd, R / 16, a + i * N, gs + i * N, b + i * N, R, C, log_out); }, sets),
-                   3.0 * N * 4, err);
+        auto library = [&] {
             snprintf(name, sizeof name, "%s bwd step 3 (library)", fam);
-            report(name,
-                   streamed([&](int i) { go(0, softmax3_bwd_g16_v1_n8_f32, R / 16, a + i * N, gs + i * N, b + i * N, R, C, log_out); },
-                            sets),
-                   3.0 * N * 4, -1);
+            measure(name, bytes, nullptr, true, [&](int i) {
+                go(0, softmax3_bwd_g16_v1_n8_f32, R / 16, a + i * N, gs + i * N, b + i * N, R, C, log_out);
+            });
+        };
+        library();
+        auto run_step3 = [&](const char* what, unsigned grid, auto k) {
+            snprintf(name, sizeof name, "%s bwd step 3%s", fam, what);
+            measure(name, bytes, ref, true,
+                    [&](int i) { go(0, k, grid, a + i * N, gs + i * N, b + i * N, R, C, log_out); });
+        };
+        for (int rep = 0; rep < 2; ++rep) {  // A/B, twice: the step before this lab, the library's
+            run_step3(" before (store in the if)", R / 16, k_old_bwd);
+            library();
         }
+        run_step3(" with G 8", R * 8 / 256, k_g_bwd<8, 16>);
+        run_step3(" with G 32", R * 32 / 256, k_g_bwd<32, 4>);
         auto run = [&](const char* what, int rb, auto k) {
             const size_t smem = 2 * (size_t)rb * C * 4;
             allow_smem(k, smem);
-            CK(cudaMemsetAsync(b, 0xff, N * 4, S));
-            go(smem, k, (unsigned)(R / rb), a, gs, b, C, log_out);
-            CK(cudaStreamSynchronize(S));
-            const double err = max_diff(ref, b, N, true);
-            const double t = streamed(
-                [&](int i) { go(smem, k, (unsigned)(R / rb), a + i * N, gs + i * N, b + i * N, C, log_out); }, sets);
             snprintf(name, sizeof name, "%s bwd %s rows %d", fam, what, rb);
-            report(name, t, 3.0 * N * 4, err);
+            measure(name, bytes, ref, true,
+                    [&](int i) { go(smem, k, (unsigned)(R / rb), a + i * N, gs + i * N, b + i * N, C, log_out); });
         };
-        auto run_g = [&](int g, auto k) {
-            CK(cudaMemsetAsync(b, 0xff, N * 4, S));
-            go(0, k, (unsigned)(R * g / 256), a, gs, b, R, C, log_out);
-            CK(cudaStreamSynchronize(S));
-            const double err = max_diff(ref, b, N, true);
-            snprintf(name, sizeof name, "%s bwd step 3 with G %d", fam, g);
-            report(name,
-                   streamed([&](int i) { go(0, k, (unsigned)(R * g / 256), a + i * N, gs + i * N, b + i * N, R, C, log_out); },
-                            sets),
-                   3.0 * N * 4, err);
-        };
-        run_g(8, k_g_bwd<8, 16>);
-        run_g(32, k_g_bwd<32, 4>);
         run("tma g16", 32, k_bwd<32, 16, true>);
         run("tma g16", 64, k_bwd<64, 16, true>);
         run("tma g16", 128, k_bwd<128, 16, true>);
