@@ -135,19 +135,6 @@ __device__ __forceinline__ void stage_out(float* dst, const float* buf, long lon
     }
 }
 
-template <int G>
-__device__ __forceinline__ float gsum(float v) {
-#pragma unroll
-    for (int o = G / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o, G);
-    return v;
-}
-template <int G>
-__device__ __forceinline__ float gmax(float v) {
-#pragma unroll
-    for (int o = G / 2; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o, G));
-    return v;
-}
-
 // ---- kernels: RB rows a block (a multiple of 4; the lab's shapes fill every block) ----
 
 template <int RB>
@@ -183,7 +170,7 @@ __global__ void __launch_bounds__(256) k_fwd(const float* __restrict__ x, float*
         float* row = buf + r * cols;
         float m = -INFINITY;
         for (long long c = lane; c < cols; c += G) m = fmaxf(m, row[c]);
-        m = gmax<G>(m);
+        m = camel::g_reduce<G>(1, m, nullptr);  // G ≤ 32: shuffles only, no scratch
         const float mref = m == -INFINITY ? 0.0f : m;
         float s = 0.0f;
         for (long long c = lane; c < cols; c += G) {
@@ -191,7 +178,7 @@ __global__ void __launch_bounds__(256) k_fwd(const float* __restrict__ x, float*
             s += e;
             if (!log_out) row[c] = e;
         }
-        s = gsum<G>(s);
+        s = camel::g_reduce<G>(0, s, nullptr);
         const float lse = logf(s), inv = 1.0f / s;
         for (long long c = lane; c < cols; c += G) row[c] = log_out ? (row[c] - mref) - lse : row[c] * inv;
     }
@@ -216,7 +203,7 @@ __global__ void __launch_bounds__(256) k_bwd(const float* __restrict__ y, const 
         float* gr = gb + r * cols;
         float d = 0.0f;
         for (long long c = lane; c < cols; c += G) d += log_out ? gr[c] : gr[c] * yr[c];
-        d = gsum<G>(d);
+        d = camel::g_reduce<G>(0, d, nullptr);
         for (long long c = lane; c < cols; c += G) gr[c] = log_out ? gr[c] - expf(yr[c]) * d : yr[c] * (gr[c] - d);
     }
     stage_out<TMA>(dx + off, gb, RB * cols);
