@@ -249,10 +249,14 @@ pub fn dist(args: &[String]) -> Result<(), String> {
         names.join(" + "),
         size as f64 / (1 << 20) as f64
     );
-    // the GPU host's carry limit is 64 MiB for the bundle; `tar cJf` (xz) packs this folder to
-    // about 0.27 of its size (the binaries share most of their bytes), gzip only to 0.8
-    if size > 200 << 20 {
-        return Err(format!("{OUT} is {size} bytes, over the 200 MiB budget"));
+    // the GPU host's carry limit is 64 MiB for the bundle. Every test binary embeds the same
+    // gzip'd PTX (about 4.5 MB of it is softmax and cross-entropy), so xz packs this folder
+    // well only with a dictionary that spans it: `tar cf - dist/gpu | xz --lzma2=preset=6,
+    // dict=256MiB` took 210 MiB to 21 MB; the default (8 MiB) only to 110 MB, gzip to 0.8
+    if size > 256 << 20 {
+        return Err(format!(
+            "{OUT} is {size} bytes, over the 256 MiB budget (the bundle's xz dictionary)"
+        ));
     }
     Ok(())
 }
