@@ -538,8 +538,7 @@ __device__ __forceinline__ void ce3_bwd_row(const float* __restrict__ x, const l
 __host__ __device__ constexpr int ce4_rows(int g, int vec, int nv) { return g <= 32 && nv * vec <= 16 ? 2 : 1; }
 
 // Kernel names: ce{3,4}_fwd_g{G}_v{VEC}_n{NV}_f32 and ce{3,4}_bwd_g{G}_v{VEC}_n{NV}_f32 (the
-// launchers build the same names); the shapes are softmax step 3's (kernels/softmax.cu), listed
-// again here.
+// launchers build the same names); the shapes are softmax step 3's (CAMEL_ROW3_SHAPES, rows.cuh).
 #define CE3(G, VEC, NV)                                                                                    \
     extern "C" __global__ void __launch_bounds__(G <= 32 ? 256 : G)                                        \
         ce3_fwd_g##G##_v##VEC##_n##NV##_f32(const float* __restrict__ x, const long long* __restrict__ t,    \
@@ -568,30 +567,5 @@ __host__ __device__ constexpr int ce4_rows(int g, int vec, int nv) { return g <=
         CAMEL_PDL_WAIT();                                                                                      \
         ce3_bwd_row<G, VEC, NV, true>(x, t, stats, g, dx, rows, cols, err);                                \
     }
-#define CE3_WARPS(VEC) \
-    CE3(1, VEC, 1)     \
-    CE3(1, VEC, 2)     \
-    CE3(1, VEC, 4)     \
-    CE3(1, VEC, 8)     \
-    CE3(2, VEC, 4)     \
-    CE3(2, VEC, 8)     \
-    CE3(4, VEC, 4)     \
-    CE3(4, VEC, 8)     \
-    CE3(8, VEC, 4)     \
-    CE3(8, VEC, 8)     \
-    CE3(16, VEC, 4)    \
-    CE3(16, VEC, 8)    \
-    CE3(32, VEC, 4)    \
-    CE3(32, VEC, 8)
-CE3_WARPS(1)
-CE3_WARPS(4)
-CE3(32, 1, 16)
-CE3(32, 1, 32)
-CE3(128, 4, 4)
-CE3(256, 4, 4)
-CE3(512, 4, 4)
-CE3(1024, 4, 4)
-CE3(128, 1, 16)
-CE3(256, 1, 16)
-CE3(512, 1, 16)
-CE3(1024, 1, 16)
+// Every shape softmax3_shape can pick (rows.cuh lists them).
+CAMEL_ROW3_SHAPES(CE3)

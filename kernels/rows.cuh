@@ -239,3 +239,29 @@ __device__ __forceinline__ void grid_barrier(int* bar, int target) {
 }
 
 }  // namespace camel
+
+// ---- the register-row shapes ------------------------------------------------------------------
+// Every (G, VEC, NV) that `softmax3_shape` (crates/camel-cuda/src/kernels/softmax.rs) can pick
+// for a row of at most 16384 columns; softmax step 3 (SOFTMAX3, kernels/softmax.cu) and
+// cross-entropy steps 3 and 4 (CE3, kernels/loss.cu) instantiate each one as
+// CAMEL_ROW3_SHAPES(SOFTMAX3). G lanes a row, NV loads of VEC floats a lane.
+// Short rows (n = cols / VEC < 128 vector elements): G = the largest power of two ≤ n / 4 and NV
+// = ceil(n / G) exactly, so only the last slot holds padding (G = 1: NV = n, 1 … 7; G ≥ 2: NV
+// 4 … 8). An exact NV lets every exp of the row run unconditionally, side by side: with NV a
+// power of two (8 slots for 65 columns, 3 of them padding) the exps of the real columns needed a
+// per-lane test, and the compiler put each in a branch of its own, one after another
+// (bench/exp_lab.cu). Warp rows (32 lanes, 128 ≤ n ≤ 1024): NV a power of two. Block rows
+// (cols > 1024): NV 4 float4 or 16 floats, G 128 … 1024 threads.
+#define CAMEL_ROW3_SHORT(X, VEC)                                                                         \
+    X(1, VEC, 1) X(1, VEC, 2) X(1, VEC, 3) X(1, VEC, 4) X(1, VEC, 5) X(1, VEC, 6) X(1, VEC, 7)           \
+    X(2, VEC, 4) X(2, VEC, 5) X(2, VEC, 6) X(2, VEC, 7) X(2, VEC, 8)                                     \
+    X(4, VEC, 4) X(4, VEC, 5) X(4, VEC, 6) X(4, VEC, 7) X(4, VEC, 8)                                     \
+    X(8, VEC, 4) X(8, VEC, 5) X(8, VEC, 6) X(8, VEC, 7) X(8, VEC, 8)                                     \
+    X(16, VEC, 4) X(16, VEC, 5) X(16, VEC, 6) X(16, VEC, 7) X(16, VEC, 8)                                \
+    X(32, VEC, 4) X(32, VEC, 8)
+#define CAMEL_ROW3_SHAPES(X)                                                                             \
+    CAMEL_ROW3_SHORT(X, 1)                                                                               \
+    CAMEL_ROW3_SHORT(X, 4)                                                                               \
+    X(32, 1, 16) X(32, 1, 32)                                                                            \
+    X(128, 4, 4) X(256, 4, 4) X(512, 4, 4) X(1024, 4, 4)                                                 \
+    X(128, 1, 16) X(256, 1, 16) X(512, 1, 16) X(1024, 1, 16)

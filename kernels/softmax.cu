@@ -172,19 +172,24 @@ extern "C" __global__ void softmax_bwd_f32(const float* __restrict__ y, const fl
 // log_softmax alike (3438, 3438, 2092). Step 3 is the default (CAMEL_SOFTMAX=3).
 // At 65536×65 the forward is held by its arithmetic, not by where its bytes are
 // (bench/tma_lab.cu, H100): the same loads and stores with two group reductions between them
-// and nothing else take 12.5 µs (90 % of copy), the forward took 13.8. Skipping the exps of the
-// padding (8 a lane → 5) and computing only the log Σ or the 1 / Σ the output needs: 13.0 µs
-// (86 %), the same bits. Staging a block's rows in shared memory (a TMA bulk copy, or float4)
-// was slower, 69–76 %, as were other group widths and more rows a group.
+// and nothing else take 12.5 µs (90 % of copy), the forward took 13.8. Staging a block's rows in
+// shared memory (a TMA bulk copy, or float4) was slower, 69–76 %, as were other group widths and
+// more rows a group. What the arithmetic lost was its shape (bench/exp_lab.cu, H100, the same
+// bits throughout): with NV = 8 slots for 5 real ones, a per-lane test kept the padding's exps
+// out and put each exp in a branch of its own, one after another (13.5 µs); an exact NV of 5
+// (rows.cuh's shapes) runs them unconditionally, side by side, and a kernel each for softmax
+// and log-softmax keeps one body: 12.6 µs softmax, 12.5 log-softmax (89–90 % of copy).
 // Element j of a thread's registers is column (j·G + lane)·VEC (+0..3): each load instruction of
 // a group is contiguous, so a warp's loads coalesce.
 
 // camel::g_reduce<G> (rows.cuh): the sum or max over a group of G threads.
 
 // CS: streaming loads of x and stores of y (step 4 of the forward; step 3 is CS = false).
-template <int G, int VEC, int NV, bool CS = false>
+// LOG: 0 softmax, 1 log-softmax (the library's kernels), −1 the argument `log_arg` decides.
+template <int G, int VEC, int NV, bool CS = false, int LOG = -1>
 __device__ __forceinline__ void softmax3_row(const float* __restrict__ x, float* __restrict__ y, long long rows,
-                                             long long cols, int log_out) {
+                                             long long cols, int log_arg) {
+    const int log_out = LOG < 0 ? log_arg : LOG;
     __shared__ float scratch[32];
     constexpr int PER_BLOCK = G <= 32 ? 256 / G : 1;  // rows per block (blocks of 256 for G ≤ 32)
     const long long b = blockIdx.x + (long long)blockIdx.y * gridDim.x;
@@ -219,23 +224,16 @@ __device__ __forceinline__ void softmax3_row(const float* __restrict__ x, float*
     }
     mx = camel::g_reduce<G>(1, mx, scratch);
     const float mref = mx == -INFINITY ? 0.0f : mx;  // an all −inf row: exp(−inf) = 0, then 0/0
-    // Between the loads and the stores every instruction on the way lengthens each block's life,
-    // and at 65 columns that is what the forward loses against a copy of its bytes (see above):
-    // short rows (G ≤ 16) take no exp of the padding (columns past the row), and the output
-    // takes only the log Σ or the 1 / Σ it uses. Wider groups keep every exp unconditional: with
-    // the test there too, softmax 16384×1024 and 4096² lost 0.7–1.2 µs in bench_memory (the
-    // compiler branched around each NV slice instead of interleaving all the exps).
+    // Every exp unconditional, side by side (the padding is −inf: exp adds 0). Short rows have
+    // an exact NV (rows.cuh), so only the last slot holds padding; when a per-lane test skipped
+    // the padding's exps of 8 slots, the compiler put each exp in a branch of its own and they
+    // ran one after another (bench/exp_lab.cu).
     float s = 0.0f;
 #pragma unroll
-    for (int i = 0; i < NV; ++i) {
-        if (G > 16 || (long long)(i * G + lane) * VEC < cols) {
-#pragma unroll
-            for (int k = 0; k < VEC; ++k) {
-                const float e = expf(v[VEC * i + k] - mref);
-                s += e;
-                if (!log_out) v[VEC * i + k] = e;
-            }
-        }
+    for (int i = 0; i < NV * VEC; ++i) {
+        const float e = expf(v[i] - mref);
+        s += e;
+        if (!log_out) v[i] = e;
     }
     s = camel::g_reduce<G>(0, s, scratch);
     if (!live) return;
@@ -357,25 +355,29 @@ __device__ __forceinline__ void softmax3_prefetch(const float* a, const float* b
     if (b != nullptr) camel::l2_prefetch_rows(b, r0, PER_BLOCK, rows, cols);
 }
 
-// Kernel names: softmax3_g{G}_v{VEC}_n{NV}_f32 (forward), softmax3_bwd_g{G}_v{VEC}_n{NV}_f32
-// (backward) and softmax4_g{G}_v{VEC}_n{NV}_f32 (forward, step 4); the launchers build the same
-// names. One SOFTMAX3 line instantiates all three, so every shape the forward can pick exists
-// for the backward and step 4 too.
+// Kernel names: softmax3_g{G}_v{VEC}_n{NV}_f32 and log_softmax3_… (forward),
+// softmax3_bwd_g{G}_v{VEC}_n{NV}_f32 (backward, both: the argument log_out picks) and
+// softmax4_… / log_softmax4_… (forward, step 4); the launchers build the same names. One
+// SOFTMAX3 line instantiates them all, so every shape the forward can pick exists for the
+// backward and step 4 too.
+// Softmax and log-softmax are separate forward kernels, each one body: with both bodies in one
+// kernel behind the argument (as before), the same row code ran 0.3–0.4 µs slower at 65536×65,
+// softmax 12.7 → 13.1 µs, log-softmax 12.6 → 12.8 (bench/exp_lab.cu, H100: the row code of the
+// lab and of the library alike, 24 registers against 20–23; the cause is not established).
+#define SOFTMAX3_FWD(NAME, G, VEC, NV, CS, LOG)                                                           \
+    extern "C" __global__ void __launch_bounds__(G <= 32 ? 256 : G)                                       \
+        NAME##_g##G##_v##VEC##_n##NV##_f32(const float* __restrict__ x, float* __restrict__ y,             \
+                                            long long rows, long long cols) {                             \
+        if (!CS && G <= 16) softmax3_prefetch<G>(x, nullptr, rows, cols);                                 \
+        CAMEL_PDL_WAIT();                                                                                 \
+        if (!CS && G <= 16) CAMEL_PDL_TRIGGER();                                                          \
+        softmax3_row<G, VEC, NV, CS, LOG>(x, y, rows, cols, LOG);                                         \
+    }
 #define SOFTMAX3(G, VEC, NV)                                                                              \
-    extern "C" __global__ void __launch_bounds__(G <= 32 ? 256 : G)                                       \
-        softmax3_g##G##_v##VEC##_n##NV##_f32(const float* __restrict__ x, float* __restrict__ y,           \
-                                              long long rows, long long cols, int log_out) {              \
-        if (G <= 16) softmax3_prefetch<G>(x, nullptr, rows, cols);                                        \
-        CAMEL_PDL_WAIT();                                                                                 \
-        if (G <= 16) CAMEL_PDL_TRIGGER();                                                                 \
-        softmax3_row<G, VEC, NV>(x, y, rows, cols, log_out);                                              \
-    }                                                                                                     \
-    extern "C" __global__ void __launch_bounds__(G <= 32 ? 256 : G)                                       \
-        softmax4_g##G##_v##VEC##_n##NV##_f32(const float* __restrict__ x, float* __restrict__ y,           \
-                                              long long rows, long long cols, int log_out) {              \
-        CAMEL_PDL_WAIT();                                                                                 \
-        softmax3_row<G, VEC, NV, true>(x, y, rows, cols, log_out);                                        \
-    }                                                                                                     \
+    SOFTMAX3_FWD(softmax3, G, VEC, NV, false, 0)                                                          \
+    SOFTMAX3_FWD(log_softmax3, G, VEC, NV, false, 1)                                                      \
+    SOFTMAX3_FWD(softmax4, G, VEC, NV, true, 0)                                                           \
+    SOFTMAX3_FWD(log_softmax4, G, VEC, NV, true, 1)                                                       \
     extern "C" __global__ void __launch_bounds__(G <= 32 ? 256 : G)                                       \
         softmax3_bwd_g##G##_v##VEC##_n##NV##_f32(const float* __restrict__ y, const float* __restrict__ g,  \
                                                   float* __restrict__ dx, long long rows, long long cols,  \
@@ -385,33 +387,5 @@ __device__ __forceinline__ void softmax3_prefetch(const float* a, const float* b
         CAMEL_PDL_TRIGGER();                                                                              \
         softmax3_bwd_row<G, VEC, NV>(y, g, dx, rows, cols, log_out);                                      \
     }
-// Short rows: G = the largest power of two ≤ n/4 (n = cols / VEC vector elements), NV rounded up
-// to a power of two. Warp rows (n ≥ 128): G = 32, NV up to 32 (scalar) / 8 (float4).
-#define SOFTMAX3_WARPS(VEC)                                                                               \
-    SOFTMAX3(1, VEC, 1)                                                                                   \
-    SOFTMAX3(1, VEC, 2)                                                                                   \
-    SOFTMAX3(1, VEC, 4)                                                                                   \
-    SOFTMAX3(1, VEC, 8)                                                                                   \
-    SOFTMAX3(2, VEC, 4)                                                                                   \
-    SOFTMAX3(2, VEC, 8)                                                                                   \
-    SOFTMAX3(4, VEC, 4)                                                                                   \
-    SOFTMAX3(4, VEC, 8)                                                                                   \
-    SOFTMAX3(8, VEC, 4)                                                                                   \
-    SOFTMAX3(8, VEC, 8)                                                                                   \
-    SOFTMAX3(16, VEC, 4)                                                                                  \
-    SOFTMAX3(16, VEC, 8)                                                                                  \
-    SOFTMAX3(32, VEC, 4)                                                                                  \
-    SOFTMAX3(32, VEC, 8)
-SOFTMAX3_WARPS(1)
-SOFTMAX3_WARPS(4)
-SOFTMAX3(32, 1, 16)
-SOFTMAX3(32, 1, 32)
-// Block rows (cols > 1024): NV = 4 float4 or 16 scalars per thread, G = 128 … 1024 threads.
-SOFTMAX3(128, 4, 4)
-SOFTMAX3(256, 4, 4)
-SOFTMAX3(512, 4, 4)
-SOFTMAX3(1024, 4, 4)
-SOFTMAX3(128, 1, 16)
-SOFTMAX3(256, 1, 16)
-SOFTMAX3(512, 1, 16)
-SOFTMAX3(1024, 1, 16)
+// Every shape softmax3_shape can pick (rows.cuh lists them).
+CAMEL_ROW3_SHAPES(SOFTMAX3)

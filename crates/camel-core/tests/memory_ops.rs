@@ -296,6 +296,74 @@ fn softmax_every_step3_shape() {
 }
 
 #[test]
+fn softmax_and_cross_entropy_every_short_row_shape() {
+    // Short rows (fewer than 128 floats, or 128 float4s) get a lane group of 1 … 16 and exactly
+    // as many slots a lane as the row needs (`softmax3_shape`): every length from 1 to 128
+    // columns and every multiple of 4 up to 516 reaches each (G, VEC, NV) that softmax step 3 and
+    // cross-entropy steps 3–4 instantiate, with padding in the last slot of every width. Forward,
+    // backward and the mean loss against f64, 21 rows (the last block partly empty).
+    let rows = 21;
+    for cols in (1usize..=128).chain((132..=516).step_by(4)) {
+        let x = rand_vec(rows * cols, -9.0, 9.0, 1000 + cols as u64);
+        for log in [false, true] {
+            check(
+                &format!("softmax(log={log}) [{rows},{cols}]"),
+                &[rows, cols],
+                &ref_softmax_rows(&x, cols, log),
+                ROWTOL,
+                |d| {
+                    let xt = t(&x, &[rows, cols], d);
+                    if log {
+                        xt.log_softmax()
+                    } else {
+                        xt.softmax()
+                    }
+                },
+            );
+            grads_match(
+                &format!("softmax(log={log}) backward [{rows},{cols}]"),
+                |a| {
+                    if log {
+                        a[0].log_softmax()
+                    } else {
+                        a[0].softmax()
+                    }
+                },
+                &[hf(x.clone(), &[rows, cols])],
+                rows * cols,
+                Tol {
+                    atol: 1e-5,
+                    rtol: 1e-3,
+                },
+            );
+        }
+        let tg = rand_idx(rows, cols, 77 + cols as u64);
+        let lsm = ref_softmax_rows(&x, cols, true);
+        let want = (0..rows)
+            .map(|r| -lsm[r * cols + tg[r] as usize])
+            .sum::<f64>()
+            / rows as f64;
+        check(
+            &format!("cross_entropy [{rows},{cols}]"),
+            &[],
+            &[want],
+            ROWTOL,
+            |d| t(&x, &[rows, cols], d).cross_entropy(&ti(&tg, &[rows], d)),
+        );
+        grads_match(
+            &format!("cross_entropy backward [{rows},{cols}]"),
+            |a| a[0].cross_entropy(&a[1]),
+            &[hf(x.clone(), &[rows, cols]), hi(tg.clone(), &[rows])],
+            1,
+            Tol {
+                atol: 1e-6,
+                rtol: 1e-3,
+            },
+        );
+    }
+}
+
+#[test]
 fn softmax_huge_logits_long_rows() {
     // ±1e4 in short rows (step 3's lane groups) and rows long enough for the block-per-row
     // kernels, with and without float4.

@@ -118,7 +118,9 @@ pub const SOFTMAX3_MAX_COLS: usize = 16384;
 
 /// Step 3's kernel for rows of `cols`: `(G, VEC, NV)` — a group of `G` threads per row (≤ 32:
 /// lanes of a warp, several rows per warp; more: the whole block), `NV` loads of `VEC` floats per
-/// thread. `None` when the row does not fit the registers (step 2 then).
+/// thread. `None` when the row does not fit the registers (step 2 then). Short rows get an exact
+/// `NV` (padding in the last slot only), so every exp of the row runs unconditionally; the
+/// kernels instantiate these shapes from one list (`CAMEL_ROW3_SHAPES`, `kernels/rows.cuh`).
 pub fn softmax3_shape(cols: usize, vec: bool) -> Option<(usize, usize, usize)> {
     if cols == 0 || cols > SOFTMAX3_MAX_COLS {
         return None;
@@ -127,14 +129,14 @@ pub fn softmax3_shape(cols: usize, vec: bool) -> Option<(usize, usize, usize)> {
     let n = cols / vw; // vector elements per row
     if cols <= super::rows::WARP_ROW_MAX {
         if n < 128 {
-            // short rows: G = the largest power of two ≤ n / 4, NV a power of two ≥ n / G
+            // short rows: G = the largest power of two ≤ n / 4, NV = ceil(n / G) (G = 1: 1 … 7;
+            // else 4 … 8)
             let g = if n < 8 {
                 1
             } else {
                 1usize << (usize::BITS - 1 - (n / 4).leading_zeros())
             };
-            let nv = n.div_ceil(g).next_power_of_two();
-            Some((g, vw, if g == 1 { nv } else { nv.max(4) }))
+            Some((g, vw, n.div_ceil(g)))
         } else {
             Some((32, vw, n.div_ceil(32).next_power_of_two()))
         }
@@ -145,8 +147,9 @@ pub fn softmax3_shape(cols: usize, vec: bool) -> Option<(usize, usize, usize)> {
     }
 }
 
-/// Step 3: softmax (or log-softmax) of each row held in registers (`softmax3_*` in
-/// `kernels/softmax.cu`); rows longer than [`SOFTMAX3_MAX_COLS`] run [`softmax2_f32`].
+/// Step 3: softmax (or log-softmax) of each row held in registers (`softmax3_*` or
+/// `log_softmax3_*` in `kernels/softmax.cu`); rows longer than [`SOFTMAX3_MAX_COLS`] run
+/// [`softmax2_f32`].
 pub fn softmax3_f32(
     dev: &CudaDevice,
     x: DevPtr,
@@ -159,7 +162,8 @@ pub fn softmax3_f32(
 }
 
 /// Step 4 of the forward (`CAMEL_SOFTMAX=4`, an A/B experiment): [`softmax3_f32`] with
-/// cache-streaming (evict-first) loads of `x` and stores of `y` (`softmax4_*`); the same
+/// cache-streaming (evict-first) loads of `x` and stores of `y` (`softmax4_*`,
+/// `log_softmax4_*`); the same
 /// arithmetic, shapes and fallback.
 pub fn softmax4_f32(
     dev: &CudaDevice,
@@ -172,7 +176,9 @@ pub fn softmax4_f32(
     softmax_regs_f32(dev, "softmax4", x, y, rows, cols, log)
 }
 
-/// The forward kernels that hold a row in registers: `{prefix}_g{G}_v{VEC}_n{NV}_f32`.
+/// The forward kernels that hold a row in registers: `{prefix}_g{G}_v{VEC}_n{NV}_f32`, with
+/// `log_` in front for log-softmax (a kernel of its own: one body each measured faster than both
+/// behind an argument, `bench/exp_lab.cu`).
 fn softmax_regs_f32(
     dev: &CudaDevice,
     prefix: &str,
@@ -189,18 +195,13 @@ fn softmax_regs_f32(
     let Some((g, vw, nv)) = softmax3_shape(cols, vec) else {
         return softmax2_f32(dev, x, y, rows, cols, log);
     };
-    let name = super::rows::KernelName::new(format_args!("{prefix}_g{g}_v{vw}_n{nv}_f32"));
+    let log_ = if log { "log_" } else { "" };
+    let name = super::rows::KernelName::new(format_args!("{log_}{prefix}_g{g}_v{vw}_n{nv}_f32"));
     let name = name.as_str();
     let cfg = softmax3_config(name, rows, g)?;
     let k = dev.function(MODULE, name)?;
-    // SAFETY: matches `softmax3_*` / `softmax4_*(const float*, float*, long long, long long, int)`.
-    unsafe {
-        dev.launch(
-            &k,
-            cfg,
-            &[&x, &y, &(rows as i64), &(cols as i64), &(log as i32)],
-        )
-    }
+    // SAFETY: matches `[log_]softmax{3,4}_*(const float*, float*, long long, long long)`.
+    unsafe { dev.launch(&k, cfg, &[&x, &y, &(rows as i64), &(cols as i64)]) }
 }
 
 /// Launch configuration of a step-3 kernel of shape `(g, _, _)`: blocks of 256 holding 256 / g
@@ -248,9 +249,23 @@ pub fn softmax3_bwd_f32(
     }
 }
 
+/// Whether `kernels/rows.cuh`'s shape list (`CAMEL_ROW3_SHAPES`, which softmax step 3 and
+/// cross-entropy steps 3–4 instantiate) holds `(g, vw, nv)`.
+#[cfg(test)]
+pub(crate) fn shape_listed(g: usize, vw: usize, nv: usize) -> bool {
+    let src = include_str!("../../../../kernels/rows.cuh");
+    let list = &src[src
+        .find("#define CAMEL_ROW3_SHORT")
+        .expect("CAMEL_ROW3_SHORT in rows.cuh")..];
+    list.contains(&format!("X({g}, {vw}, {nv})"))
+        || (vw == 1 || vw == 4)
+            && list.contains(&format!("X({g}, VEC, {nv})"))
+            && list.contains(&format!("CAMEL_ROW3_SHORT(X, {vw})"))
+}
+
 #[cfg(test)]
 mod tests {
-    use super::softmax3_shape;
+    use super::{shape_listed, softmax3_shape};
 
     /// Every shape the launcher can pick is a kernel instantiated in `kernels/softmax.cu`, and
     /// its capacity covers the row.
@@ -259,7 +274,11 @@ mod tests {
         let src = include_str!("../../../../kernels/softmax.cu");
         // one SOFTMAX3 line instantiates the forward, the backward and step 4's forward of a shape
         assert!(src.contains("softmax3_bwd_g##G##_v##VEC##_n##NV##_f32("));
-        assert!(src.contains("softmax4_g##G##_v##VEC##_n##NV##_f32("));
+        assert!(src.contains("NAME##_g##G##_v##VEC##_n##NV##_f32("));
+        for fwd in ["softmax3", "log_softmax3", "softmax4", "log_softmax4"] {
+            assert!(src.contains(&format!("SOFTMAX3_FWD({fwd}, G, VEC, NV, ")));
+        }
+        assert!(src.contains("\nCAMEL_ROW3_SHAPES(SOFTMAX3)"));
         for cols in 1..=super::SOFTMAX3_MAX_COLS + 1 {
             for vec in [false, true] {
                 if vec && cols % 4 != 0 {
@@ -268,11 +287,13 @@ mod tests {
                 match softmax3_shape(cols, vec) {
                     Some((g, vw, nv)) => {
                         assert!(g * vw * nv >= cols, "cols {cols}: ({g}, {vw}, {nv})");
-                        let inst = format!("SOFTMAX3({g}, {vw}, {nv})");
-                        let fam = format!("SOFTMAX3({g}, VEC, {nv})");
+                        if g <= 16 {
+                            // exact: the padding fits in the last slot
+                            assert!(g * vw * (nv - 1) < cols, "cols {cols}: ({g}, {vw}, {nv})");
+                        }
                         assert!(
-                            src.contains(&inst) || src.contains(&fam),
-                            "cols {cols} vec {vec}: {inst} is not instantiated"
+                            shape_listed(g, vw, nv),
+                            "cols {cols} vec {vec}: ({g}, {vw}, {nv}) is not in CAMEL_ROW3_SHAPES"
                         );
                     }
                     None => assert!(cols > super::SOFTMAX3_MAX_COLS, "cols {cols}"),
