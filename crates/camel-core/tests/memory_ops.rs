@@ -249,6 +249,37 @@ fn softmax_rows_of_every_length() {
     }
 }
 
+/// Softmax and log-softmax of `x` (`rows` × `cols`) against f64 on every device, and their
+/// backward against the CPU's.
+fn softmax_and_grads_match(x: &[f32], rows: usize, cols: usize) {
+    for log in [false, true] {
+        let f = |xt: &Tensor| {
+            if log {
+                xt.log_softmax()
+            } else {
+                xt.softmax()
+            }
+        };
+        check(
+            &format!("softmax(log={log}) [{rows},{cols}]"),
+            &[rows, cols],
+            &ref_softmax_rows(x, cols, log),
+            ROWTOL,
+            |d| f(&t(x, &[rows, cols], d)),
+        );
+        grads_match(
+            &format!("softmax(log={log}) backward [{rows},{cols}]"),
+            |a| f(&a[0]),
+            &[hf(x.to_vec(), &[rows, cols])],
+            rows * cols,
+            Tol {
+                atol: 1e-5,
+                rtol: 1e-3,
+            },
+        );
+    }
+}
+
 #[test]
 fn softmax_every_step3_shape() {
     // Softmax step 3 (forward and backward) picks its lane group and register count from the
@@ -260,38 +291,7 @@ fn softmax_every_step3_shape() {
         2usize, 8, 31, 64, 65, 127, 128, 129, 513, 1024, 1025, 4096, 16384, 16385,
     ] {
         let x = rand_vec(rows * cols, -20.0, 20.0, cols as u64);
-        for log in [false, true] {
-            check(
-                &format!("softmax(log={log}) [{rows},{cols}]"),
-                &[rows, cols],
-                &ref_softmax_rows(&x, cols, log),
-                ROWTOL,
-                |d| {
-                    let xt = t(&x, &[rows, cols], d);
-                    if log {
-                        xt.log_softmax()
-                    } else {
-                        xt.softmax()
-                    }
-                },
-            );
-            grads_match(
-                &format!("softmax(log={log}) backward [{rows},{cols}]"),
-                |a| {
-                    if log {
-                        a[0].log_softmax()
-                    } else {
-                        a[0].softmax()
-                    }
-                },
-                &[hf(x.clone(), &[rows, cols])],
-                rows * cols,
-                Tol {
-                    atol: 1e-5,
-                    rtol: 1e-3,
-                },
-            );
-        }
+        softmax_and_grads_match(&x, rows, cols);
     }
 }
 
@@ -305,51 +305,9 @@ fn softmax_and_cross_entropy_every_short_row_shape() {
     let rows = 21;
     for cols in (1usize..=128).chain((132..=516).step_by(4)) {
         let x = rand_vec(rows * cols, -9.0, 9.0, 1000 + cols as u64);
-        for log in [false, true] {
-            check(
-                &format!("softmax(log={log}) [{rows},{cols}]"),
-                &[rows, cols],
-                &ref_softmax_rows(&x, cols, log),
-                ROWTOL,
-                |d| {
-                    let xt = t(&x, &[rows, cols], d);
-                    if log {
-                        xt.log_softmax()
-                    } else {
-                        xt.softmax()
-                    }
-                },
-            );
-            grads_match(
-                &format!("softmax(log={log}) backward [{rows},{cols}]"),
-                |a| {
-                    if log {
-                        a[0].log_softmax()
-                    } else {
-                        a[0].softmax()
-                    }
-                },
-                &[hf(x.clone(), &[rows, cols])],
-                rows * cols,
-                Tol {
-                    atol: 1e-5,
-                    rtol: 1e-3,
-                },
-            );
-        }
+        softmax_and_grads_match(&x, rows, cols);
         let tg = rand_idx(rows, cols, 77 + cols as u64);
-        let lsm = ref_softmax_rows(&x, cols, true);
-        let want = (0..rows)
-            .map(|r| -lsm[r * cols + tg[r] as usize])
-            .sum::<f64>()
-            / rows as f64;
-        check(
-            &format!("cross_entropy [{rows},{cols}]"),
-            &[],
-            &[want],
-            ROWTOL,
-            |d| t(&x, &[rows, cols], d).cross_entropy(&ti(&tg, &[rows], d)),
-        );
+        ce_mean_matches(&x, &tg, rows, cols);
         grads_match(
             &format!("cross_entropy backward [{rows},{cols}]"),
             |a| a[0].cross_entropy(&a[1]),
@@ -440,6 +398,22 @@ fn softmax_huge_logits_long_rows() {
     }
 }
 
+/// The mean cross-entropy of `x` (`rows` × `cols`) with targets `tg` against f64 on every device.
+fn ce_mean_matches(x: &[f32], tg: &[i64], rows: usize, cols: usize) {
+    let lsm = ref_softmax_rows(x, cols, true);
+    let want = (0..rows)
+        .map(|r| -lsm[r * cols + tg[r] as usize])
+        .sum::<f64>()
+        / rows as f64;
+    check(
+        &format!("cross_entropy [{rows},{cols}]"),
+        &[],
+        &[want],
+        ROWTOL,
+        |d| t(x, &[rows, cols], d).cross_entropy(&ti(tg, &[rows], d)),
+    );
+}
+
 #[test]
 fn cross_entropy_rows_of_every_length() {
     for &rows in &ROWS {
@@ -447,18 +421,7 @@ fn cross_entropy_rows_of_every_length() {
             let seed = (rows * 3 + cols) as u64;
             let x = rand_vec(rows * cols, -8.0, 8.0, seed);
             let tg = rand_idx(rows, cols, seed ^ 11);
-            let lsm = ref_softmax_rows(&x, cols, true);
-            let want = (0..rows)
-                .map(|r| -lsm[r * cols + tg[r] as usize])
-                .sum::<f64>()
-                / rows as f64;
-            check(
-                &format!("cross_entropy [{rows},{cols}]"),
-                &[],
-                &[want],
-                ROWTOL,
-                |d| t(&x, &[rows, cols], d).cross_entropy(&ti(&tg, &[rows], d)),
-            );
+            ce_mean_matches(&x, &tg, rows, cols);
             // dx = (softmax − onehot) / rows
             let sm = ref_softmax_rows(&x, cols, false);
             let dwant: Vec<f64> = (0..rows * cols)
