@@ -52,13 +52,10 @@ __device__ __forceinline__ float ex2_approx(float x) {
 // SKIP: 0 none (every slot's exp), 1 per lane (the library's), 2 per slot (uniform);
 // EX2: the approximate exp.
 template <int NV, int LOG, int SKIP, bool EX2>
-__global__ void __launch_bounds__(256) k_fwd(const float* __restrict__ x, float* __restrict__ y, long long rows,
-                                             long long cols, int log_arg) {
+__device__ __forceinline__ void lab_row(const float* __restrict__ x, float* __restrict__ y, long long rows,
+                                        long long cols, int log_arg) {
     constexpr int G = 16;
     __shared__ float scratch[32];
-    softmax3_prefetch<G>(x, nullptr, rows, cols);
-    CAMEL_PDL_WAIT();
-    CAMEL_PDL_TRIGGER();
     const int log_out = LOG < 0 ? log_arg : LOG;
     const long long r = (long long)blockIdx.x * (256 / G) + threadIdx.x / G;
     const int lane = threadIdx.x % G;
@@ -92,6 +89,15 @@ __global__ void __launch_bounds__(256) k_fwd(const float* __restrict__ x, float*
         const long long c = i * G + lane;
         if (c < cols) yr[c] = log_out ? (v[i] - mref) - lse : v[i] * inv;
     }
+}
+
+template <int NV, int LOG, int SKIP, bool EX2>
+__global__ void __launch_bounds__(256) k_fwd(const float* __restrict__ x, float* __restrict__ y, long long rows,
+                                             long long cols, int log_arg) {
+    softmax3_prefetch<16>(x, nullptr, rows, cols);
+    CAMEL_PDL_WAIT();
+    CAMEL_PDL_TRIGGER();
+    lab_row<NV, LOG, SKIP, EX2>(x, y, rows, cols, log_arg);
 }
 
 // Exps from the lane's own max, started while the group's max is still in the shuffles; the
@@ -138,43 +144,8 @@ __global__ void __launch_bounds__(256) k_own(const float* __restrict__ x, float*
     }
 }
 
-// Two bodies in one kernel, as the library's forward has them (softmax3_fwd: the argument picks
-// the body): the lab's row (k_fwd's, as a device function) or the library's softmax3_row.
-template <int NV, int LOG>
-__device__ __forceinline__ void lab_row(const float* __restrict__ x, float* __restrict__ y, long long rows,
-                                        long long cols) {
-    constexpr int G = 16;
-    __shared__ float scratch[32];
-    const long long r = (long long)blockIdx.x * (256 / G) + threadIdx.x / G;
-    const int lane = threadIdx.x % G;
-    const bool live = r < rows;
-    const float* xr = x + (live ? r : 0) * cols;
-    float* yr = y + (live ? r : 0) * cols;
-    float v[NV], mx = -INFINITY;
-#pragma unroll
-    for (int i = 0; i < NV; ++i) {
-        const long long c = i * G + lane;
-        v[i] = live && c < cols ? xr[c] : -INFINITY;
-        mx = fmaxf(mx, v[i]);
-    }
-    mx = camel::g_reduce<G>(1, mx, scratch);
-    const float mref = mx == -INFINITY ? 0.0f : mx;
-    float s = 0.0f;
-#pragma unroll
-    for (int i = 0; i < NV; ++i) {
-        const float e = expf(v[i] - mref);
-        s += e;
-        if (!LOG) v[i] = e;
-    }
-    s = camel::g_reduce<G>(0, s, scratch);
-    if (!live) return;
-    const float lse = LOG ? logf(s) : 0.0f, inv = LOG ? 0.0f : 1.0f / s;
-#pragma unroll
-    for (int i = 0; i < NV; ++i) {
-        const long long c = i * G + lane;
-        if (c < cols) yr[c] = LOG ? (v[i] - mref) - lse : v[i] * inv;
-    }
-}
+// Two bodies in one kernel, as the library's forward had them (the argument picks the body):
+// the lab's row (k_fwd's) or the library's softmax3_row.
 // BODY 0: lab_row, 1: the library's softmax3_row. LOG −1: both bodies, the argument picks.
 template <int BODY, int LOG>
 __global__ void __launch_bounds__(256) k_body(const float* __restrict__ x, float* __restrict__ y, long long rows,
@@ -184,10 +155,10 @@ __global__ void __launch_bounds__(256) k_body(const float* __restrict__ x, float
     CAMEL_PDL_TRIGGER();
     const int log_out = LOG < 0 ? log_arg : LOG;
     if (log_out) {
-        if (BODY == 0) lab_row<5, 1>(x, y, rows, cols);
+        if (BODY == 0) lab_row<5, 1, 0, false>(x, y, rows, cols, 1);
         if (BODY == 1) softmax3_row<16, 1, 5, false, 1>(x, y, rows, cols, 1);
     } else {
-        if (BODY == 0) lab_row<5, 0>(x, y, rows, cols);
+        if (BODY == 0) lab_row<5, 0, 0, false>(x, y, rows, cols, 0);
         if (BODY == 1) softmax3_row<16, 1, 5, false, 0>(x, y, rows, cols, 0);
     }
 }
