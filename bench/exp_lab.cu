@@ -156,10 +156,10 @@ __global__ void __launch_bounds__(256) k_body(const float* __restrict__ x, float
     const int log_out = LOG < 0 ? log_arg : LOG;
     if (log_out) {
         if (BODY == 0) lab_row<5, 1, 0, false>(x, y, rows, cols, 1);
-        if (BODY == 1) softmax3_row<16, 1, 5, false, 1>(x, y, rows, cols, 1);
+        if (BODY == 1) softmax3_row<16, 1, 5, false, true>(x, y, rows, cols);
     } else {
         if (BODY == 0) lab_row<5, 0, 0, false>(x, y, rows, cols, 0);
-        if (BODY == 1) softmax3_row<16, 1, 5, false, 0>(x, y, rows, cols, 0);
+        if (BODY == 1) softmax3_row<16, 1, 5, false, false>(x, y, rows, cols);
     }
 }
 

@@ -99,7 +99,11 @@ template <int MODE>
 __global__ void __launch_bounds__(256) k_softmax(const float* __restrict__ x, float* __restrict__ y, long long rows,
                                                  long long cols, int log_out) {
     pdl_enter<MODE>(x + (long long)blockIdx.x * 16 * cols, 16 * cols * 4);
-    softmax3_row<16, 1, 8>(x, y, rows, cols, log_out);
+    if (log_out) {
+        softmax3_row<16, 1, 8, false, true>(x, y, rows, cols);
+    } else {
+        softmax3_row<16, 1, 8, false, false>(x, y, rows, cols);
+    }
 }
 template <int MODE>
 __global__ void __launch_bounds__(256) k_softmax_bwd(const float* __restrict__ y, const float* __restrict__ g,

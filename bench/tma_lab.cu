@@ -261,7 +261,11 @@ __global__ void __launch_bounds__(256) k_g_fwd(const float* __restrict__ x, floa
     softmax3_prefetch<G>(x, nullptr, rows, cols);
     CAMEL_PDL_WAIT();
     CAMEL_PDL_TRIGGER();
-    softmax3_row<G, 1, NV>(x, y, rows, cols, log_out);
+    if (log_out) {
+        softmax3_row<G, 1, NV, false, true>(x, y, rows, cols);
+    } else {
+        softmax3_row<G, 1, NV, false, false>(x, y, rows, cols);
+    }
 }
 template <int G, int NV>
 __global__ void __launch_bounds__(256) k_g_bwd(const float* __restrict__ y, const float* __restrict__ g,

@@ -185,11 +185,10 @@ extern "C" __global__ void softmax_bwd_f32(const float* __restrict__ y, const fl
 // camel::g_reduce<G> (rows.cuh): the sum or max over a group of G threads.
 
 // CS: streaming loads of x and stores of y (step 4 of the forward; step 3 is CS = false).
-// LOG: 0 softmax, 1 log-softmax (the library's kernels), −1 the argument `log_arg` decides.
-template <int G, int VEC, int NV, bool CS = false, int LOG = -1>
+// LOG: log-softmax, else softmax (a kernel each: see the kernel names below).
+template <int G, int VEC, int NV, bool CS, bool LOG>
 __device__ __forceinline__ void softmax3_row(const float* __restrict__ x, float* __restrict__ y, long long rows,
-                                             long long cols, int log_arg) {
-    const int log_out = LOG < 0 ? log_arg : LOG;
+                                             long long cols) {
     __shared__ float scratch[32];
     constexpr int PER_BLOCK = G <= 32 ? 256 / G : 1;  // rows per block (blocks of 256 for G ≤ 32)
     const long long b = blockIdx.x + (long long)blockIdx.y * gridDim.x;
@@ -233,20 +232,20 @@ __device__ __forceinline__ void softmax3_row(const float* __restrict__ x, float*
     for (int i = 0; i < NV * VEC; ++i) {
         const float e = expf(v[i] - mref);
         s += e;
-        if (!log_out) v[i] = e;
+        if (!LOG) v[i] = e;
     }
     s = camel::g_reduce<G>(0, s, scratch);
     if (!live) return;
     // log: (x − max) − log Σ, in that order: folding max + log Σ first rounds at the ulp of the
     // max (≈ 1e-3 for logits of 1e4) — the CPU-compared ±1e4 tests caught it.
-    const float lse = log_out ? logf(s) : 0.0f, inv = log_out ? 0.0f : 1.0f / s;
+    const float lse = LOG ? logf(s) : 0.0f, inv = LOG ? 0.0f : 1.0f / s;
 #pragma unroll
     for (int i = 0; i < NV; ++i) {
         const long long c = (long long)(i * G + lane) * VEC;
         if (c < cols) {
             float o[VEC];
 #pragma unroll
-            for (int k = 0; k < VEC; ++k) o[k] = log_out ? (v[VEC * i + k] - mref) - lse : v[VEC * i + k] * inv;
+            for (int k = 0; k < VEC; ++k) o[k] = LOG ? (v[VEC * i + k] - mref) - lse : v[VEC * i + k] * inv;
             if (VEC == 4) {
                 camel::st4<CS>(yr + c, make_float4(o[0], o[1 % VEC], o[2 % VEC], o[3 % VEC]));
             } else {
@@ -371,13 +370,13 @@ __device__ __forceinline__ void softmax3_prefetch(const float* a, const float* b
         if (!CS && G <= 16) softmax3_prefetch<G>(x, nullptr, rows, cols);                                 \
         CAMEL_PDL_WAIT();                                                                                 \
         if (!CS && G <= 16) CAMEL_PDL_TRIGGER();                                                          \
-        softmax3_row<G, VEC, NV, CS, LOG>(x, y, rows, cols, LOG);                                         \
+        softmax3_row<G, VEC, NV, CS, LOG>(x, y, rows, cols);                                              \
     }
 #define SOFTMAX3(G, VEC, NV)                                                                              \
-    SOFTMAX3_FWD(softmax3, G, VEC, NV, false, 0)                                                          \
-    SOFTMAX3_FWD(log_softmax3, G, VEC, NV, false, 1)                                                      \
-    SOFTMAX3_FWD(softmax4, G, VEC, NV, true, 0)                                                           \
-    SOFTMAX3_FWD(log_softmax4, G, VEC, NV, true, 1)                                                       \
+    SOFTMAX3_FWD(softmax3, G, VEC, NV, false, false)                                                      \
+    SOFTMAX3_FWD(log_softmax3, G, VEC, NV, false, true)                                                   \
+    SOFTMAX3_FWD(softmax4, G, VEC, NV, true, false)                                                       \
+    SOFTMAX3_FWD(log_softmax4, G, VEC, NV, true, true)                                                    \
     extern "C" __global__ void __launch_bounds__(G <= 32 ? 256 : G)                                       \
         softmax3_bwd_g##G##_v##VEC##_n##NV##_f32(const float* __restrict__ y, const float* __restrict__ g,  \
                                                   float* __restrict__ dx, long long rows, long long cols,  \
