@@ -176,6 +176,17 @@ __device__ __forceinline__ float g_reduce(int op, float v, float* scratch) {
     return v;
 }
 
+// 1 / s for a sum of exponentials (s in [1, 2^126), or 0, inf or NaN): the compiler's fast path
+// of 1.0f / s (rcp.approx, then one Newton step) without its range test and the call to its slow
+// path, which such an s never takes, so the same bits. bench/pipe_lab.cu checks every float in
+// [1, 2^24] against 1.0f / s (0 differ); softmax step 3 forward 65536×65 12.53 → 12.50 µs (H100).
+// 0 gives NaN where 1.0f / 0 gives inf: both make 0 · (1 / s) NaN (an all −inf row).
+__device__ __forceinline__ float rcp_sum(float s) {
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(s));
+    return fmaf(r, fmaf(-s, r, 1.0f), r);
+}
+
 // ---- loads and stores, plain or streaming -----------------------------------------------------
 // CS = false: plain accesses (the step-3 kernels). CS = true: the cache-streaming hints
 // ld.global.cs / st.global.cs (evict first), for data read or written exactly once (the step-4

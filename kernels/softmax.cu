@@ -238,7 +238,9 @@ __device__ __forceinline__ void softmax3_row(const float* __restrict__ x, float*
     if (!live) return;
     // log: (x − max) − log Σ, in that order: folding max + log Σ first rounds at the ulp of the
     // max (≈ 1e-3 for logits of 1e4) — the CPU-compared ±1e4 tests caught it.
-    const float lse = LOG ? logf(s) : 0.0f, inv = LOG ? 0.0f : 1.0f / s;
+    // 1 / Σ by camel::rcp_sum (rows.cuh): the same bits as 1.0f / s for a sum ≥ 1, without the
+    // slow-path test and call.
+    const float lse = LOG ? logf(s) : 0.0f, inv = LOG ? 0.0f : camel::rcp_sum(s);
 #pragma unroll
     for (int i = 0; i < NV; ++i) {
         const long long c = (long long)(i * G + lane) * VEC;
