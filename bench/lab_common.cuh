@@ -119,14 +119,15 @@ static cudaDeviceProp lab_open(cudaStream_t* stream) {
     return prop;
 }
 
-// Launches k<<<grid, 256, smem, stream>>>(a...), with the programmatic-dependent-launch attribute
-// when `pdl` (Hopper: the kernel may be scheduled while the one before drains; its
+// Launches k<<<grid, block, smem, stream>>>(a...), with the programmatic-dependent-launch
+// attribute when `pdl` (Hopper: the kernel may be scheduled while the one before drains; its
 // griddepcontrol.wait, if any, waits for that one's memory).
 template <class... KA, class... A>
-static void lab_launch(cudaStream_t stream, bool pdl, size_t smem, void (*k)(KA...), unsigned grid, A... a) {
+static void lab_launch_block(cudaStream_t stream, bool pdl, size_t smem, void (*k)(KA...), unsigned grid,
+                             unsigned block, A... a) {
     cudaLaunchConfig_t c = {};
     c.gridDim = dim3(grid);
-    c.blockDim = dim3(256);
+    c.blockDim = dim3(block);
     c.dynamicSmemBytes = smem;
     c.stream = stream;
     cudaLaunchAttribute at[1];
@@ -135,4 +136,10 @@ static void lab_launch(cudaStream_t stream, bool pdl, size_t smem, void (*k)(KA.
     c.attrs = at;
     c.numAttrs = pdl ? 1 : 0;
     CK(cudaLaunchKernelEx(&c, k, ((KA)a)...));
+}
+
+// lab_launch_block with blocks of 256 threads.
+template <class... KA, class... A>
+static void lab_launch(cudaStream_t stream, bool pdl, size_t smem, void (*k)(KA...), unsigned grid, A... a) {
+    lab_launch_block(stream, pdl, smem, k, grid, 256u, a...);
 }
