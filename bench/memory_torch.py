@@ -5,8 +5,9 @@ timing. Prints "<op> <size>\t<streamed ms>\t<one-launch ms>" lines, which
 
 Streamed (what the ratio uses), as in bench_memory: before each batch the GPU sleeps
 (torch.cuda._sleep) while Python queues it, a few unmeasured calls bring L2 to its steady state,
-then BATCH back-to-back calls run between one pair of CUDA events; the median over the batches,
-per call. Inputs smaller than ROTATE_BYTES are rotated through several copies so that each call
+then a batch of back-to-back calls runs between one pair of CUDA events (as many as take
+BATCH_SPAN_MS, judged by one call's time alone, within BATCH_MIN..BATCH_MAX, as bench_memory); the
+median over the batches, per call. Inputs smaller than ROTATE_BYTES are rotated through several copies so that each call
 reads DRAM, not L2. A '#' line reports a batch that the GPU reached before Python had queued it.
 One launch: each call alone between its events, the GPU idle before it (the earlier method)."""
 import math
@@ -18,7 +19,7 @@ import torch.nn.functional as F
 reps = int(sys.argv[1]) if len(sys.argv) > 1 else 20
 dev = "cuda"
 torch.manual_seed(0)
-BATCH = 10
+BATCH_SPAN_MS, BATCH_MIN, BATCH_MAX = 2.0, 10, 200
 ROTATE_BYTES = 256 << 20
 
 
@@ -56,7 +57,8 @@ def med(fn, k=1, name=""):
         b.record()
         b.synchronize()
         single.append(a.elapsed_time(b))
-    batch = max(BATCH, k)
+    single.sort()
+    batch = max(k, min(BATCH_MAX, max(BATCH_MIN, math.ceil(BATCH_SPAN_MS / max(single[len(single) // 2], 1e-6)))))
     host.sort()
     # the GPU sleeps four times as long as Python took to queue a batch and its warm-up one call
     # at a time, at least 5 ms (queueing back to back can take longer: allocations)

@@ -7,7 +7,12 @@
 //!
 //! Two timings per row:
 //! - **streamed** (the figure every ratio uses): launches back to back, as a training step issues
-//!   them, `BATCH` of them between one pair of events, median over `--reps` batches. Before each
+//!   them, a batch of them between one pair of events, median over `--reps` batches. A batch is
+//!   as many launches as fill [`BATCH_SPAN_MS`] (at least [`BATCH_MIN`], at most [`BATCH_MAX`]):
+//!   each batch pays once for the GPU filling up after its first event and draining before its
+//!   last, about 3 µs on the H100, which launches back to back do not pay each time
+//!   (`bench/pipe_lab.cu`). Batches of 10 charged 0.3 µs of it to each launch of a 12 µs op.
+//!   Before each
 //!   batch a blocker (a read-only sum over 1.5 GiB, about 1 ms) keeps the GPU busy while the host
 //!   queues the batch, so no launch waits for the host; then a few unmeasured launches of the op
 //!   bring L2 to its steady state (dirty with the op's own outputs, as between back-to-back
@@ -29,8 +34,18 @@ use camel_cuda::{Buffer, CudaDevice, DevPtr, Result};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// Back-to-back launches timed between one pair of events (at least one per buffer set).
-const BATCH: usize = 10;
+/// Back-to-back launches timed between one pair of events: as many as take `BATCH_SPAN_MS`
+/// (judged by one launch's time alone), within `BATCH_MIN ..= BATCH_MAX`, and at least one per
+/// buffer set. The batch's fill and drain (about 3 µs) then weigh at most 0.15 % of it.
+const BATCH_SPAN_MS: f64 = 2.0;
+const BATCH_MIN: usize = 10;
+const BATCH_MAX: usize = 200;
+
+/// Launches in a timed batch of an op that takes `single_ms` alone, rotating `k` buffer sets.
+fn batch_len(single_ms: f64, k: usize) -> usize {
+    let n = (BATCH_SPAN_MS / single_ms.max(1e-6)).ceil() as usize;
+    n.clamp(BATCH_MIN, BATCH_MAX).max(k)
+}
 /// What the rotated copies of an op's buffers must span together: 256 MiB, five times the
 /// H100's 50 MiB L2, so that a launch finds its inputs in DRAM.
 const ROTATE_BYTES: usize = 256 << 20;
@@ -90,7 +105,6 @@ impl Bench {
     /// Times `f(i)`, which launches the op on buffer set `i` of `k` (see [`Timing`]).
     fn time(&self, k: usize, f: &mut dyn FnMut(usize) -> Result<()>) -> Result<Timing> {
         let d = &*self.dev;
-        let batch = BATCH.max(k);
         for i in 0..k.max(3) {
             f(i % k)?;
         }
@@ -110,6 +124,7 @@ impl Bench {
             let b = d.record_event()?;
             single.push(a.elapsed_ms(&b)? as f64);
         }
+        let batch = batch_len(median(single.clone()), k);
         // back to back, each batch queued behind the blocker and a steady-state warm-up; the
         // blocker lasts twice the host's queueing time at 0.5 ms a unit, at least two units
         let queued_ms = median(host) * (k.max(2) + batch) as f64;
@@ -319,8 +334,8 @@ fn run() -> Result<()> {
         );
     }
     println!(
-        "timing: CUDA events; streamed = median over {reps} batches of {BATCH}+ back-to-back launches \
-         (queued behind a blocker, after a steady-state warm-up; buffers rotated over {} MiB), \
+        "timing: CUDA events; streamed = median over {reps} batches of back-to-back launches, \
+         {BATCH_MIN}-{BATCH_MAX} a batch, at least {BATCH_SPAN_MS} ms of them (queued behind a blocker, after a steady-state warm-up; buffers rotated over {} MiB), \
          one launch = median of {reps} launches timed alone; GB/s = bytes the op must move / streamed time",
         ROTATE_BYTES >> 20
     );
