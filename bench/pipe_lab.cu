@@ -72,13 +72,25 @@ __global__ void k_rcp_check(unsigned first, unsigned n, unsigned long long* bad)
     }
 }
 
-// The library's arithmetic (softmax3_row) on a loaded row, then its stores. MATH false: the
-// stores of the loaded values only. RCP: camel::rcp_sum for 1 / Σ. Every lane of the warp calls it
-// (the shuffles).
-template <bool LOG, bool MATH, bool RCP = false>
+// What a k_rows kernel does with a loaded row.
+enum Mode { BYTES = 0, SOFTMAX = 1, ROW_SUM = 2 };
+
+// MODE SOFTMAX: the library's arithmetic (softmax3_row) on a loaded row, then its stores; BYTES:
+// the stores of the loaded values only; ROW_SUM: one float a row, the row's sum (cross-entropy's
+// bytes). RCP: camel::rcp_sum for 1 / Σ. Every lane of the warp calls it (the shuffles).
+template <bool LOG, int MODE, bool RCP = false>
 __device__ __forceinline__ void finish_row(float (&v)[NV], float* __restrict__ y, long long r, long long rows,
                                            long long cols, int lane, float* scratch) {
     const bool live = r < rows;
+    constexpr bool MATH = MODE == SOFTMAX;
+    if (MODE == ROW_SUM) {
+        float t = 0.0f;
+#pragma unroll
+        for (int i = 0; i < NV; ++i) t += v[i] == -INFINITY ? 0.0f : v[i];
+        t = camel::g_reduce<G>(0, t, scratch);
+        if (lane == 0 && live) y[r] = t;
+        return;
+    }
     float* yr = y + (live ? r : 0) * cols;
     float mref = 0.0f, lse = 0.0f, inv = 1.0f;
     if (MATH) {
@@ -109,9 +121,10 @@ __device__ __forceinline__ void finish_row(float (&v)[NV], float* __restrict__ y
 // A block of 16 · PB threads takes K chunks of PB consecutive rows, one after another. INTER
 // false: its chunks are consecutive (rows [b · K · PB, (b + 1) · K · PB)); true: chunk k is the
 // grid's k-th sweep (rows (k · gridDim.x + b) · PB …), so the blocks in flight read one region
-// together, as the one-chunk grid does. At most 32 registers (2048 threads an SM, as the
+// together, as the one-chunk grid does. PIPE: row k + 1's loads before row k's arithmetic;
+// MODE: what each row gets (finish_row). At most 32 registers (2048 threads an SM, as the
 // library's kernel).
-template <bool LOG, int K, int PB, bool PIPE, bool MATH, bool INTER, bool RCP = false>
+template <bool LOG, int K, int PB, bool PIPE, int MODE, bool INTER, bool RCP = false>
 __global__ void __launch_bounds__(G * PB, 2048 / (G * PB))
     k_rows(const float* __restrict__ x, float* __restrict__ y, long long rows, long long cols) {
     __shared__ float scratch[32];
@@ -130,7 +143,7 @@ __global__ void __launch_bounds__(G * PB, 2048 / (G * PB))
 #pragma unroll
     for (int k = 0; k < K; ++k) {
         if (PIPE && k + 1 < K) load_row(x, r + (k + 1) * step, rows, cols, lane, v[(k + 1) & 1]);
-        finish_row<LOG, MATH, RCP>(v[k & 1], y, r + k * step, rows, cols, lane, scratch);
+        finish_row<LOG, MODE, RCP>(v[k & 1], y, r + k * step, rows, cols, lane, scratch);
         if (!PIPE && k + 1 < K) load_row(x, r + (k + 1) * step, rows, cols, lane, v[(k + 1) & 1]);
     }
 }
@@ -139,34 +152,6 @@ __global__ void __launch_bounds__(G * PB, 2048 / (G * PB))
 __global__ void k_empty() {
     CAMEL_PDL_WAIT();
     CAMEL_PDL_TRIGGER();
-}
-
-// Cross-entropy's bytes at 16384×65: each group reads K rows (the next one's loads in flight
-// while it sums this one, chunk k the grid's k-th sweep) and writes one float a row.
-template <int K>
-__global__ void __launch_bounds__(256) k_read(const float* __restrict__ x, float* __restrict__ out, long long rows,
-                                              long long cols) {
-    __shared__ float scratch[32];
-    const long long step = (long long)gridDim.x * 16, r0 = (long long)blockIdx.x * 16;
-    if (threadIdx.x == 0) {
-#pragma unroll
-        for (int k = 0; k < K; ++k) camel::l2_prefetch_rows(x, r0 + k * step, 16, rows, cols);
-    }
-    CAMEL_PDL_WAIT();
-    CAMEL_PDL_TRIGGER();
-    const int lane = threadIdx.x % G;
-    const long long r = r0 + threadIdx.x / G;
-    float v[2][NV];
-    load_row(x, r, rows, cols, lane, v[0]);
-#pragma unroll
-    for (int k = 0; k < K; ++k) {
-        if (k + 1 < K) load_row(x, r + (k + 1) * step, rows, cols, lane, v[(k + 1) & 1]);
-        float t = 0.0f;
-#pragma unroll
-        for (int i = 0; i < NV; ++i) t += v[k & 1][i] == -INFINITY ? 0.0f : v[k & 1][i];
-        t = camel::g_reduce<G>(0, t, scratch);
-        if (lane == 0 && r + k * step < rows) out[r + k * step] = t;
-    }
 }
 
 static unsigned __float_as_uint_host(float f) {
@@ -235,25 +220,25 @@ int main() {
         const Kernel lib = log_out ? (Kernel)log_softmax3_g16_v1_n5_f32 : (Kernel)softmax3_g16_v1_n5_f32;
         go(lib, 1, 16, 0, ref);
         CK(cudaStreamSynchronize(S));
-#define V(L, K, PB, PIPE, MATH, INTER) (Kernel) k_rows<L, K, PB, PIPE, MATH, INTER>, K, PB
-#define VARIANTS(L)                                                                                  \
-    measure("bytes only, K 1", log_out, V(L, 1, 16, true, false, false));                            \
-    measure("bytes only, K 4 pipelined", log_out, V(L, 4, 16, true, false, false));                  \
-    measure("bytes only, K 4 pipelined, sweeps", log_out, V(L, 4, 16, true, false, true));           \
-    measure("K 1, 1.0f / s (the library before)", log_out, V(L, 1, 16, true, true, false));                   \
-    measure("K 1, 8 rows a block", log_out, V(L, 1, 8, true, true, false));                          \
-    measure("K 1, 32 rows a block", log_out, V(L, 1, 32, true, true, false));                        \
-    measure("K 2 pipelined", log_out, V(L, 2, 16, true, true, false));                               \
-    measure("K 2 in turn", log_out, V(L, 2, 16, false, true, false));                                \
-    measure("K 2 pipelined, sweeps", log_out, V(L, 2, 16, true, true, true));                        \
-    measure("K 2 in turn, sweeps", log_out, V(L, 2, 16, false, true, true));                         \
-    measure("K 2 pipelined, sweeps, 8 rows a block", log_out, V(L, 2, 8, true, true, true));         \
-    measure("K 4 pipelined", log_out, V(L, 4, 16, true, true, false));                               \
-    measure("K 4 pipelined, sweeps", log_out, V(L, 4, 16, true, true, true));                        \
-    measure("K 4 in turn, sweeps", log_out, V(L, 4, 16, false, true, true));                         \
-    measure("K 4 pipelined, sweeps, 8 rows a block", log_out, V(L, 4, 8, true, true, true));         \
-    measure("K 8 pipelined, sweeps", log_out, V(L, 8, 16, true, true, true));                        \
-    measure("K 1, rcp_sum", log_out, (Kernel)k_rows<L, 1, 16, true, true, false, true>, 1, 16);
+#define V(L, K, PB, PIPE, MODE, INTER) (Kernel) k_rows<L, K, PB, PIPE, MODE, INTER>, K, PB
+#define VARIANTS(L)                                                                                             \
+    measure("bytes only, K 1", log_out, V(L, 1, 16, true, BYTES, false));                                       \
+    measure("bytes only, K 4 pipelined", log_out, V(L, 4, 16, true, BYTES, false));                             \
+    measure("bytes only, K 4 pipelined, sweeps", log_out, V(L, 4, 16, true, BYTES, true));                      \
+    measure("K 1, 1.0f / s (the library before)", log_out, V(L, 1, 16, true, SOFTMAX, false));                  \
+    measure("K 1, 8 rows a block", log_out, V(L, 1, 8, true, SOFTMAX, false));                                  \
+    measure("K 1, 32 rows a block", log_out, V(L, 1, 32, true, SOFTMAX, false));                                \
+    measure("K 2 pipelined", log_out, V(L, 2, 16, true, SOFTMAX, false));                                       \
+    measure("K 2 in turn", log_out, V(L, 2, 16, false, SOFTMAX, false));                                        \
+    measure("K 2 pipelined, sweeps", log_out, V(L, 2, 16, true, SOFTMAX, true));                                \
+    measure("K 2 in turn, sweeps", log_out, V(L, 2, 16, false, SOFTMAX, true));                                 \
+    measure("K 2 pipelined, sweeps, 8 rows a block", log_out, V(L, 2, 8, true, SOFTMAX, true));                 \
+    measure("K 4 pipelined", log_out, V(L, 4, 16, true, SOFTMAX, false));                                       \
+    measure("K 4 pipelined, sweeps", log_out, V(L, 4, 16, true, SOFTMAX, true));                                \
+    measure("K 4 in turn, sweeps", log_out, V(L, 4, 16, false, SOFTMAX, true));                                 \
+    measure("K 4 pipelined, sweeps, 8 rows a block", log_out, V(L, 4, 8, true, SOFTMAX, true));                 \
+    measure("K 8 pipelined, sweeps", log_out, V(L, 8, 16, true, SOFTMAX, true));                                \
+    measure("K 1, rcp_sum", log_out, (Kernel)k_rows<L, 1, 16, true, SOFTMAX, false, true>, 1, 16);
         for (int rep = 0; rep < 2; ++rep) {
             measure("library", log_out, lib, 1, 16);
             if (log_out) {
@@ -274,8 +259,8 @@ int main() {
         CK(cudaStreamSynchronize(S));
         for (int per : {10, 20, 50, 100, 200}) {
             measure("library", log_out, lib, 1, 16, per);
-            measure("bytes only", log_out, (Kernel)k_rows<false, 1, 16, true, false, false>, 1, 16, per);
-            if (!log_out) measure("K 1, 1.0f / s", log_out, (Kernel)k_rows<false, 1, 16, true, true, false, false>, 1, 16, per);
+            measure("bytes only", log_out, (Kernel)k_rows<false, 1, 16, true, BYTES, false>, 1, 16, per);
+            if (!log_out) measure("K 1, 1.0f / s", log_out, (Kernel)k_rows<false, 1, 16, true, SOFTMAX, false, false>, 1, 16, per);
         }
     }
     // The floor of a small op (cross-entropy 16384×65 moves 4.3 MB: 90 % of copy would be
@@ -287,7 +272,7 @@ int main() {
     }
     {
         const long long r = 16384, n = r * C;
-        const Kernel k = (Kernel)k_rows<false, 1, 16, true, false, false>;
+        const Kernel k = (Kernel)k_rows<false, 1, 16, true, BYTES, false>;
         const double us = streamed(
             [&](int i) { lab_launch(S, true, 0, k, (unsigned)(r / 16), a + i * n, b + i * n, r, C); }, 32, 200);
         printf("bytes only 16384x65 (read and write 4.3 MB each, 1024 blocks): %5.2f us, %4.1f %% of copy\n", us,
@@ -298,9 +283,9 @@ int main() {
             printf("read 16384x65 (4.3 MB), a float a row out, %-22s %5.2f us, %4.1f %% of copy\n", what, t,
                    100.0 * ((double)n * 4 + r * 4) / t / 1e3 / copy_bw);
         };
-        read("1024 blocks:", (Kernel)k_read<1>, 1);
-        read("256 blocks (4 rows):", (Kernel)k_read<4>, 4);
-        read("64 blocks (16 rows):", (Kernel)k_read<16>, 16);
+        read("1024 blocks:", (Kernel)k_rows<false, 1, 16, true, ROW_SUM, true>, 1);
+        read("256 blocks (4 rows):", (Kernel)k_rows<false, 4, 16, true, ROW_SUM, true>, 4);
+        read("64 blocks (16 rows):", (Kernel)k_rows<false, 16, 16, true, ROW_SUM, true>, 16);
     }
     return 0;
 }
