@@ -6,9 +6,9 @@ timing. Prints "<op> <size>\t<streamed ms>\t<one-launch ms>" lines, which
 Streamed (what the ratio uses), as in bench_memory: before each batch the GPU sleeps
 (torch.cuda._sleep) while Python queues it, a few unmeasured calls bring L2 to its steady state,
 then a batch of back-to-back calls runs between one pair of CUDA events (as many as take
-BATCH_SPAN_MS, judged by one call's time alone, within BATCH_MIN..BATCH_MAX, as bench_memory); the
-median over the batches, per call. Inputs smaller than ROTATE_BYTES are rotated through several copies so that each call
-reads DRAM, not L2. A '#' line reports a batch that the GPU reached before Python had queued it.
+BATCH_SPAN_MS, judged by one call's time alone, within BATCH_MIN..BATCH_MAX, as bench_memory);
+the median over the batches, per call. Inputs smaller than ROTATE_BYTES are rotated through
+several copies so that each call reads DRAM, not L2. A '#' line reports a batch that the GPU reached before Python had queued it.
 One launch: each call alone between its events, the GPU idle before it (the earlier method)."""
 import math
 import time
@@ -58,7 +58,8 @@ def med(fn, k=1, name=""):
         b.synchronize()
         single.append(a.elapsed_time(b))
     single.sort()
-    batch = max(k, min(BATCH_MAX, max(BATCH_MIN, math.ceil(BATCH_SPAN_MS / max(single[len(single) // 2], 1e-6)))))
+    per_call = max(single[len(single) // 2], 1e-6)
+    batch = max(k, min(BATCH_MAX, max(BATCH_MIN, math.ceil(BATCH_SPAN_MS / per_call))))
     host.sort()
     # the GPU sleeps four times as long as Python took to queue a batch and its warm-up one call
     # at a time, at least 5 ms (queueing back to back can take longer: allocations)

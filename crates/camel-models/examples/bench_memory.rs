@@ -12,9 +12,9 @@
 //!   each batch pays once for the GPU filling up after its first event and draining before its
 //!   last, about 3 µs on the H100, which launches back to back do not pay each time
 //!   (`bench/pipe_lab.cu`). Batches of 10 charged 0.3 µs of it to each launch of a 12 µs op.
-//!   Before each
-//!   batch a blocker (a read-only sum over 1.5 GiB, about 1 ms) keeps the GPU busy while the host
-//!   queues the batch, so no launch waits for the host; then a few unmeasured launches of the op
+//!   Before each batch a blocker (a read-only sum over 1.5 GiB, about 1 ms) keeps the GPU busy
+//!   while the host queues the batch, so no launch waits for the host; then a few unmeasured
+//!   launches of the op
 //!   bring L2 to its steady state (dirty with the op's own outputs, as between back-to-back
 //!   launches). Ops whose buffers are smaller than [`ROTATE_BYTES`] rotate through several
 //!   copies of them, so each launch reads DRAM, not what the previous launch left in the 50 MiB
@@ -34,11 +34,12 @@ use camel_cuda::{Buffer, CudaDevice, DevPtr, Result};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// Back-to-back launches timed between one pair of events: as many as take `BATCH_SPAN_MS`
-/// (judged by one launch's time alone), within `BATCH_MIN ..= BATCH_MAX`, and at least one per
-/// buffer set. The batch's fill and drain (about 3 µs) then weigh at most 0.15 % of it.
+/// GPU time a timed batch of back-to-back launches should span (judged by one launch's time
+/// alone): the batch's fill and drain (about 3 µs) then weigh at most 0.15 % of it.
 const BATCH_SPAN_MS: f64 = 2.0;
+/// Fewest launches in a timed batch (the large ops, 0.1–2 ms each).
 const BATCH_MIN: usize = 10;
+/// Most launches in a timed batch (the small ops, a few µs each).
 const BATCH_MAX: usize = 200;
 
 /// Launches in a timed batch of an op that takes `single_ms` alone, rotating `k` buffer sets.
@@ -46,6 +47,7 @@ fn batch_len(single_ms: f64, k: usize) -> usize {
     let n = (BATCH_SPAN_MS / single_ms.max(1e-6)).ceil() as usize;
     n.clamp(BATCH_MIN, BATCH_MAX).max(k)
 }
+
 /// What the rotated copies of an op's buffers must span together: 256 MiB, five times the
 /// H100's 50 MiB L2, so that a launch finds its inputs in DRAM.
 const ROTATE_BYTES: usize = 256 << 20;
@@ -335,7 +337,8 @@ fn run() -> Result<()> {
     }
     println!(
         "timing: CUDA events; streamed = median over {reps} batches of back-to-back launches, \
-         {BATCH_MIN}-{BATCH_MAX} a batch, at least {BATCH_SPAN_MS} ms of them (queued behind a blocker, after a steady-state warm-up; buffers rotated over {} MiB), \
+         {BATCH_MIN}-{BATCH_MAX} a batch, at least {BATCH_SPAN_MS} ms of them (queued behind a \
+         blocker, after a steady-state warm-up; buffers rotated over {} MiB), \
          one launch = median of {reps} launches timed alone; GB/s = bytes the op must move / streamed time",
         ROTATE_BYTES >> 20
     );
