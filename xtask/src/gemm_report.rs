@@ -347,8 +347,9 @@ const PALETTE: [RGBColor; 10] = [
     RGBColor(23, 190, 207),
 ];
 
-/// Reads a TrueType font once and registers it as plotters' "sans-serif".
-fn register_font() -> Result<(), String> {
+/// Reads a TrueType font and registers it as plotters' "sans-serif" (also used by
+/// `memory-report`).
+pub(crate) fn register_font() -> Result<(), String> {
     let mut candidates: Vec<PathBuf> = Vec::new();
     if let Some(p) = std::env::var_os("CAMEL_PLOT_FONT").filter(|p| !p.is_empty()) {
         candidates.push(p.into());

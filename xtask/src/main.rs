@@ -11,12 +11,15 @@
 //!   them and write them with `run-gpu-tests.sh` into `dist/gpu/` for a GPU host without Rust.
 //! - `gemm-report DIR`: turn a GPU run's GEMM benchmark CSVs into `docs/gemm-results.md` and
 //!   `docs/gemm.png`.
+//! - `memory-report FILE`: turn a GPU run's `bench_memory` table into `docs/memory-results.md`
+//!   and `docs/memory.png`.
 //!
-//! Standard library only, except `plotters` for `gemm-report`'s PNG.
+//! Standard library only, except `plotters` for the reports' PNGs.
 
 mod dist;
 mod gemm_report;
 mod gemm_search;
+mod memory_report;
 
 use std::collections::BTreeSet;
 use std::env;
@@ -58,6 +61,7 @@ fn main() -> ExitCode {
         Some("dist") => dist::dist(&args[1..]),
         Some("gemm-report") => gemm_report::gemm_report(&args[1..]),
         Some("gemm-search") => gemm_search::gemm_search(&args[1..]),
+        Some("memory-report") => memory_report::memory_report(&args[1..]),
         Some("help" | "-h" | "--help") | None => {
             print_help();
             Ok(())
@@ -95,7 +99,10 @@ commands:
       cubins in dist/gemm-search/ for the autotuner (`gemm_tune`, run on the GPU host).
   gemm-report DIR [--docs DOCS]
       Read DIR/gemm_camel.csv (gemm_bench) and DIR/gemm_torch.csv (bench/gemm_torch.py) and
-      write docs/gemm-results.md and docs/gemm.png."
+      write docs/gemm-results.md and docs/gemm.png.
+  memory-report FILE [--docs DOCS]
+      Read FILE (bench_memory --torch's printed table) and write docs/memory-results.md and
+      docs/memory.png: each memory-bound op at its default step against copy and PyTorch."
     );
 }
 
