@@ -100,9 +100,10 @@ commands:
   gemm-report DIR [--docs DOCS]
       Read DIR/gemm_camel.csv (gemm_bench) and DIR/gemm_torch.csv (bench/gemm_torch.py) and
       write docs/gemm-results.md and docs/gemm.png.
-  memory-report FILE [--docs DOCS]
+  memory-report FILE [--docs DOCS] [--check]
       Read FILE (bench_memory --torch's printed table) and write docs/memory-results.md and
-      docs/memory.png: each memory-bound op at its default step against copy and PyTorch."
+      docs/memory.png: each memory-bound op at its default step against copy and PyTorch.
+      With --check, write nothing and fail if docs/memory-results.md differs."
     );
 }
 

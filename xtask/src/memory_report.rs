@@ -1,11 +1,13 @@
-//! `cargo xtask memory-report FILE [--docs DOCS]`: turn one `bench_memory --torch` run (its
+//! `cargo xtask memory-report FILE [--docs DOCS] [--check]`: turn one `bench_memory --torch` run (its
 //! printed Markdown table, e.g. `docs/data/bench_memory_h100_batch.txt`) into
 //! `docs/memory-results.md` (one row per op and size at the step camel runs by default, with
 //! every step's share of copy beside it) and `docs/memory.png` (camel and PyTorch as a share of
 //! the copy bandwidth, one pair of bars per op, the issue's 90 % bar drawn in).
 //!
 //! `docs/benchmarks.md` keeps every round's tables and what each change measured; this page is
-//! the latest state in one place.
+//! the latest state in one place. With `--check` nothing is written: the command fails if
+//! `docs/memory-results.md` is not what FILE gives (CI runs it, so the page and the report's
+//! code stay in agreement; the PNG needs a font and is not checked).
 
 use std::fmt::Write as _;
 use std::fs;
@@ -69,25 +71,41 @@ struct Bench {
 pub fn memory_report(args: &[String]) -> Result<(), String> {
     let mut file = None;
     let mut docs = crate::repo_root().join("docs");
+    let mut check = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--docs" => docs = PathBuf::from(it.next().ok_or("--docs needs a folder")?),
+            "--check" => check = true,
             s if s.starts_with('-') => return Err(format!("memory-report: unknown option `{s}`")),
             s if file.is_none() => file = Some(s.to_string()),
             s => return Err(format!("memory-report: unexpected argument `{s}`")),
         }
     }
     let file = file.ok_or(
-        "usage: cargo xtask memory-report FILE [--docs DOCS]  (FILE: bench_memory's output)",
+        "usage: cargo xtask memory-report FILE [--docs DOCS] [--check]  (FILE: bench_memory's \
+         output)",
     )?;
     let text = fs::read_to_string(&file).map_err(|e| format!("reading {file}: {e}"))?;
     let bench = parse(&text, &file)?;
     let groups = groups(&bench.rows);
+    let md = markdown(&bench, &groups, &file);
+    if check {
+        let path = docs.join(MD);
+        let have = fs::read_to_string(&path).unwrap_or_default();
+        if have != md {
+            return Err(format!(
+                "{} is not what `cargo xtask memory-report {file}` writes: run it and commit \
+                 the result",
+                path.display()
+            ));
+        }
+        println!("memory-report: {} is up to date", path.display());
+        return Ok(());
+    }
     fs::create_dir_all(&docs).map_err(|e| format!("creating {}: {e}", docs.display()))?;
     let md_path = docs.join(MD);
-    fs::write(&md_path, markdown(&bench, &groups, &file))
-        .map_err(|e| format!("writing {}: {e}", md_path.display()))?;
+    fs::write(&md_path, md).map_err(|e| format!("writing {}: {e}", md_path.display()))?;
     println!("memory-report: wrote {}", md_path.display());
     let png_path = docs.join(PNG);
     plot(&bench, &groups, &png_path)?;
