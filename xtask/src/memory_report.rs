@@ -24,8 +24,8 @@ const PNG: &str = "memory.png";
 const BAR_PCT: f64 = 90.0;
 /// The sizes issue 4's benchmark names (2^28 elements for elementwise and reductions, also as
 /// 65536×4096 rows; the softmax, LayerNorm and cross-entropy shapes; Adam over 10M parameters),
-/// and the embedding's 2^28-float rows, since the issue names none for it. Other sizes (a
-/// GPT-mini's embedding, 16384×64) are marked in the report: the bar is not asked of them.
+/// and the embedding's 2^28-float rows, since the issue names none for it. Other sizes (the
+/// small embedding, 16384 tokens × 64) are marked in the report: the bar is not asked of them.
 const ISSUE_SIZES: [&str; 10] = [
     "2^28",
     "65536x4096",
@@ -438,8 +438,8 @@ fn markdown(b: &Bench, groups: &[Group], file: &str) -> String {
     if other_sizes {
         let _ = writeln!(
             s,
-            "\\*: not a size issue 4's benchmark names (the embedding of a GPT-mini batch, for \
-             instance); shown for what it costs at that size.\n"
+            "\\*: not a size issue 4's benchmark names; bench_memory adds it to show what a \
+             small op costs (the embedding's: 16384 tokens × 64 into 1000 rows).\n"
         );
     }
     if starved {
