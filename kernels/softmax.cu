@@ -331,13 +331,16 @@ __device__ __forceinline__ void softmax3_bwd_row(const float* __restrict__ y, co
     }
 }
 
-// Step 4 of the forward (`CAMEL_SOFTMAX=4`; not the default until measured): step 3 with the
+// Step 4 of the forward (`CAMEL_SOFTMAX=4`, opt-in: it measured slower): step 3 with the
 // cache-streaming hints on the row's load and store (ld.global.cs / st.global.cs: evict first).
 // Each element of x is read once and each of y written once, so neither needs to stay in L2;
 // marking them evict-first leaves L2 to the lines still being filled and drained, which may
 // smooth the DRAM stream at sizes that exceed L2 (64 MB at 16384×1024 against the H100's
 // 50 MB). Same arithmetic and shapes as step 3 (the same results bit for bit). An A/B
-// experiment: if it does not measure faster, it is not worth a step.
+// experiment, kept selectable as the evidence: measured (H100, streamed, bench_memory,
+// docs/data/bench_memory_h100_batch.txt) step 4 against step 3, softmax 16384×1024 47.3 / 45.7 µs,
+// 4096×4096 46.2 / 45.7, 65536×65 15.0 / 12.5 (log-softmax alike), so the hint does not pay here,
+// where LayerNorm's forward (the same hint, its step 4) gained.
 
 // Step 3's entry on Hopper (kernels/pdl.cuh): thread 0 asks L2 for the block's rows of a (and
 // b, if not null) before the PDL wait, and the kernel triggers its successor right after it, so
