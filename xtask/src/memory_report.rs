@@ -90,21 +90,19 @@ pub fn memory_report(args: &[String]) -> Result<(), String> {
     let bench = parse(&text, &file)?;
     let groups = groups(&bench.rows);
     let md = markdown(&bench, &groups, &file);
+    let md_path = docs.join(MD);
     if check {
-        let path = docs.join(MD);
-        let have = fs::read_to_string(&path).unwrap_or_default();
-        if have != md {
+        if fs::read_to_string(&md_path).unwrap_or_default() != md {
             return Err(format!(
                 "{} is not what `cargo xtask memory-report {file}` writes: run it and commit \
                  the result",
-                path.display()
+                md_path.display()
             ));
         }
-        println!("memory-report: {} is up to date", path.display());
+        println!("memory-report: {} is up to date", md_path.display());
         return Ok(());
     }
     fs::create_dir_all(&docs).map_err(|e| format!("creating {}: {e}", docs.display()))?;
-    let md_path = docs.join(MD);
     fs::write(&md_path, md).map_err(|e| format!("writing {}: {e}", md_path.display()))?;
     println!("memory-report: wrote {}", md_path.display());
     let png_path = docs.join(PNG);
@@ -236,8 +234,8 @@ struct Group<'a> {
     steps: Vec<&'a Row>,
     /// Index into `steps` of the library's step.
     chosen: usize,
-    /// A per-row cross-entropy kernel whose op runs with the mean fused (a `+mean` row of the
-    /// same size exists): listed apart, not as an op of its own.
+    /// A kernel whose op runs with the mean fused in (a `+mean` row of the same op and size
+    /// exists: cross-entropy's per-row kernels): listed apart, not as an op of its own.
     kernel_only: bool,
 }
 
@@ -274,9 +272,8 @@ fn groups(rows: &[Row]) -> Vec<Group<'_>> {
                 .or_else(|| (0..steps.len()).min_by_key(|&i| steps[i].step))
                 .unwrap_or(0);
             let mean_op = format!("{op}+mean");
-            let kernel_only = op.starts_with("cross_entropy")
-                && !op.ends_with("+mean")
-                && rows.iter().any(|r| r.op == mean_op && r.size == size);
+            let kernel_only =
+                !op.ends_with("+mean") && rows.iter().any(|r| r.op == mean_op && r.size == size);
             Group {
                 steps,
                 chosen,
@@ -577,9 +574,11 @@ fn plot(b: &Bench, groups: &[Group], path: &Path) -> Result<(), String> {
         .into_font()
         .color(&BLACK)
         .pos(Pos::new(HPos::Left, VPos::Center));
+    // the first op at the top: its pair of bars centred on n − 0.5
+    let centre = |i: usize| n as f64 - 0.5 - i as f64;
     for (i, g) in shown.iter().enumerate() {
         let r = g.row();
-        let yc = n as f64 - 1.0 - i as f64 + 0.5;
+        let yc = centre(i);
         let p = pct(r.gbs, copy);
         let colour = if p >= BAR_PCT { CAMEL_OK } else { CAMEL_BELOW };
         let bars = [
@@ -610,7 +609,7 @@ fn plot(b: &Bench, groups: &[Group], path: &Path) -> Result<(), String> {
         .color(&BLACK)
         .pos(Pos::new(HPos::Right, VPos::Center));
     for (i, label) in labels.iter().enumerate() {
-        let (px, py) = chart.backend_coord(&(0.0, n as f64 - 0.5 - i as f64));
+        let (px, py) = chart.backend_coord(&(0.0, centre(i)));
         root.draw(&Text::new(label.clone(), (px - 8, py), name_font.clone()))
             .map_err(|e| err(&e))?;
     }
