@@ -404,8 +404,8 @@ fn markdown(b: &Bench, groups: &[Group], file: &str) -> String {
     } else {
         let _ = writeln!(
             s,
-            "Below 90 % of copy: {}. docs/benchmarks.md (\"The timed batch\") measures the \
-             floor of a kernel of that size.\n",
+            "Below 90 % of copy: {}. docs/benchmarks.md (\"The small-op floor\", \
+             bench/floor_lab.cu) measures the floor of a kernel of that size.\n",
             below.join(", ")
         );
     }
