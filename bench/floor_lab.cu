@@ -1,12 +1,12 @@
 // Floor lab: the least time a kernel that reads cross-entropy 16384×65's logits (4.26 MB) can
 // take, launched back to back with PDL as bench_memory times it. Issue 4's bar, 90 % of the
-// 2 GiB copy, is 1.57 µs a launch at that size. bench/pipe_lab.cu measured the floor only in
+// 2 GiB copy, is 1.56 µs a launch at that size (copy 3026 GB/s). bench/pipe_lab.cu measured the floor only in
 // the library's row layout (blocks of 256 threads, 16 lanes a row, 64 / 256 / 1024 blocks, at
 // most two rows of a group in flight): 2.61 µs at best (55 %), 3.47 to read and write the
 // logits. This lab widens that search before the floor is quoted as a fact:
 //   - flat float4 loads, every load of a thread issued before any is used (the most bytes in
 //     flight a thread can have), over 128 … 1024 threads a block and 1 … 16 float4 a thread
-//     (4160 … 130 blocks);
+//     (2080 … 17 blocks);
 //   - five entries: a plain launch (no PDL); PDL wait only (the library's default); wait, then
 //     trigger; thread 0 asks L2 for the block's bytes, wait, trigger (pdl.cuh's early entry);
 //     the prefetch, then the trigger before the wait (two kernels deep, which the library avoids);
