@@ -23,20 +23,22 @@
 // for bit, the same gradient.
 //
 // What it showed (H100, 2026-11-22, copy 2 GiB 3026 GB/s; raw output docs/data/floor_lab_h100.txt;
-// three more calls agree within 0.15 µs). Fastest of the 19–20 shapes, µs a launch (% of copy):
+// four more calls agree within 0.15 µs). Fastest of the 19–20 shapes, µs a launch (% of copy):
 //   entry                      read, a float a block   read + atomic   read and write
-//   plain launch               4.43 (31.7)             4.44            5.86 (48.1)
-//   PDL wait                   2.84 (49.6)             2.87            4.27 (65.9)
-//   wait, trigger              2.92 (48.2)             2.91            4.26 (66.1)
-//   prefetch, wait, trigger    2.48 (56.8)             2.54            3.30 (85.3)
-//   prefetch, trigger, wait    2.54 (55.4)             2.54            3.45 (81.5)
+//   plain launch               4.28 (32.9)             4.27            5.69 (49.4)
+//   PDL wait                   2.84 (49.5)             2.88            4.28 (65.8)
+//   wait, trigger              2.93 (48.1)             2.92            4.26 (66.0)
+//   prefetch, wait, trigger    2.49 (56.5)             2.55            3.28 (85.8)
+//   prefetch, trigger, wait    2.54 (55.4)             2.53            3.39 (82.9)
 // So no kernel that reads those 4.26 MB got past 57 % of copy (90 % is 1.56 µs), and none that
 // reads and writes them past 86 %: the floor pipe_lab found (55 % and 81 %, in the row layout)
 // stands, widened. An empty kernel costs 0.69–0.70 µs at best (≤ 130 blocks), 1.3–1.9 at 1040.
-// Cross-entropy step 4 at 16384×65, forward / backward: PDL wait (the library until now) 5.39 /
-// 4.60 µs; wait, trigger 5.62 / 4.58; prefetch, wait, trigger 4.94 / 3.77 (28.5 / 74.7 % of
-// copy); prefetch, trigger, wait 5.41 / 4.01; plain 6.99 / 6.17. The prefetch entry is in the
-// library now (kernels/loss.cu, ce3_prefetch): its kernels there ran 5.03 / 3.82 in this call.
+// Cross-entropy step 4 at 16384×65, forward / backward: PDL wait (the library's old entry)
+// 5.36–5.41 / 4.62 µs; wait, trigger 5.60 / 4.57; prefetch, wait, trigger (the library's
+// ce3_prefetch, kernels/loss.cu, its entry now) 5.01 / 3.81 (28.0 / 73.9 % of copy), as the
+// library's kernels in the same call; prefetch, trigger, wait 5.39–5.41 / 4.30; plain 6.88 /
+// 6.00. In the calls before, the lab's own copy of the prefetch (the same ranges) ran 4.90–4.95 /
+// 3.75–3.77 against the library's 5.01–5.03 / 3.81–3.82; the cause is not established.
 #include <cstdio>
 #include <cuda_runtime.h>
 
@@ -77,6 +79,15 @@ __device__ __forceinline__ void body(const float4* __restrict__ x, float* __rest
     }
 }
 
+// Every kernel's entry after its prefetch (if ENTRY ≥ PREFETCH): the PDL wait, and the trigger
+// where ENTRY puts it.
+template <int ENTRY>
+__device__ __forceinline__ void lab_enter() {
+    if (ENTRY == EARLY) CAMEL_PDL_TRIGGER();
+    CAMEL_PDL_WAIT();
+    if (ENTRY == TRIGGER || ENTRY == PREFETCH) CAMEL_PDL_TRIGGER();
+}
+
 // A block covers blockDim.x · V consecutive float4; thread i loads float4 i, i + blockDim.x, …
 template <int V, int ENTRY, int OUT>
 __global__ void k_floor(const float4* __restrict__ x, float* __restrict__ out, float4* __restrict__ y, long long n4) {
@@ -85,9 +96,7 @@ __global__ void k_floor(const float4* __restrict__ x, float* __restrict__ out, f
         const long long left = n4 - first;
         camel::l2_prefetch(x + first, 16 * (left < (long long)blockDim.x * V ? left : (long long)blockDim.x * V));
     }
-    if (ENTRY == EARLY) CAMEL_PDL_TRIGGER();
-    CAMEL_PDL_WAIT();
-    if (ENTRY == TRIGGER || ENTRY == PREFETCH) CAMEL_PDL_TRIGGER();
+    lab_enter<ENTRY>();
     if constexpr (OUT != EMPTY) body<V, OUT>(x, out, y, n4, first);
 }
 
@@ -95,33 +104,24 @@ using Kernel = void (*)(const float4*, float*, float4*, long long);
 
 // Cross-entropy 16384×65 step 4 (kernels/loss.cu: 16 lanes a row, 5 floats a lane; forward 2
 // rows a group, 32 rows a block; backward 16 rows a block) with another entry: ENTRY as above.
-// WAIT is the library's kernel; PREFETCH asks L2 for the block's logits (and the backward's
-// targets and stats) before the wait.
+// WAIT is the library's old entry; PREFETCH its entry now (the library's ce3_prefetch: the
+// block's logits, and the backward's targets and stats, asked of L2 before the wait).
 constexpr int CE_R = ce4_rows(16, 1, 5);
 template <int ENTRY>
 __global__ void __launch_bounds__(256) lab_ce_fwd(const float* __restrict__ x, const long long* __restrict__ t,
                                                   float* __restrict__ mean, float* __restrict__ stats,
                                                   float* __restrict__ partial, unsigned* counter, long long rows,
                                                   long long cols, long long* err) {
-    if (ENTRY >= PREFETCH && threadIdx.x == 0) camel::l2_prefetch_rows(x, blockIdx.x * 16ll * CE_R, 16 * CE_R, rows, cols);
-    if (ENTRY == EARLY) CAMEL_PDL_TRIGGER();
-    CAMEL_PDL_WAIT();
-    if (ENTRY == TRIGGER || ENTRY == PREFETCH) CAMEL_PDL_TRIGGER();
+    if (ENTRY >= PREFETCH) ce3_prefetch<16, CE_R>(x, nullptr, nullptr, rows, cols);
+    lab_enter<ENTRY>();
     ce3_fwd_row<16, 1, 5, CeMean, CE_R>(x, t, mean, stats, partial, counter, rows, cols, err);
 }
 template <int ENTRY>
 __global__ void __launch_bounds__(256) lab_ce_bwd(const float* __restrict__ x, const long long* __restrict__ t,
                                                   const float* __restrict__ stats, const float* __restrict__ g,
                                                   float* __restrict__ dx, long long rows, long long cols, long long* err) {
-    if (ENTRY >= PREFETCH && threadIdx.x == 0) {
-        const long long r0 = blockIdx.x * 16ll;
-        camel::l2_prefetch_rows(x, r0, 16, rows, cols);
-        camel::l2_prefetch_rows(stats, r0, 16, rows, 2);
-        camel::l2_prefetch(t + r0, 8 * (rows - r0 < 16 ? rows - r0 : 16));
-    }
-    if (ENTRY == EARLY) CAMEL_PDL_TRIGGER();
-    CAMEL_PDL_WAIT();
-    if (ENTRY == TRIGGER || ENTRY == PREFETCH) CAMEL_PDL_TRIGGER();
+    if (ENTRY >= PREFETCH) ce3_prefetch<16, 1>(x, t, stats, rows, cols);
+    lab_enter<ENTRY>();
     ce3_bwd_row<16, 1, 5, true>(x, t, stats, g, dx, rows, cols, err);
 }
 

@@ -542,11 +542,11 @@ __host__ __device__ constexpr int ce4_rows(int g, int vec, int nv) { return g <=
 // for the block's logits (backward: and their targets and statistics) before the PDL wait, and
 // the kernel triggers its successor right after it, so the next kernel's first blocks fetch
 // their rows while this one's last blocks finish. R: rows a group (the forward's ce4_rows).
-// Measured (H100, step 4 at 16384×65): bench/floor_lab.cu, same call, forward 5.39 → 4.94 µs,
-// backward 4.60 → 3.77 (61 → 75 % of copy, where no kernel that reads and writes those bytes
+// Measured (H100, step 4 at 16384×65): bench/floor_lab.cu, same call, forward 5.41 → 5.02 µs,
+// backward 4.62 → 3.81 (61 → 74 % of copy, where no kernel that reads and writes those bytes
 // got past 86 %); bench_memory, the whole loss, forward 5.4 → 5.0, backward 4.6 → 3.9. The
 // trigger alone, without the prefetch, lost 0.2 µs forward; the trigger before the wait (two
-// kernels deep) gained less (5.41, 4.01). Rows of 128 floats or more keep the plain wait: not
+// kernels deep) gained less (5.41, 4.30). Rows of 128 floats or more keep the plain wait: not
 // measured there.
 template <int G, int R>
 __device__ __forceinline__ void ce3_prefetch(const float* x, const long long* t, const float* stats, long long rows,

@@ -43,7 +43,7 @@
 // bench_memory (another call against the last): softmax backward 18.9 → 18.2, LayerNorm
 // backward 56.0 → 55.3, the others unchanged. It is not everywhere: the LayerNorm forward (24 KiB
 // a block) lost 1.4 µs with it. Cross-entropy 16384×65 lost 0.2–0.7 µs with the trigger alone,
-// and gained with the prefetch before it (kernels/loss.cu, ce3_prefetch: backward 4.60 → 3.77 µs).
+// and gained with the prefetch before it (kernels/loss.cu, ce3_prefetch: backward 4.62 → 3.81 µs).
 #pragma once
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
