@@ -116,10 +116,10 @@ __global__ void __launch_bounds__(256) k_softmax_bwd(const float* __restrict__ y
 template <int MODE>
 __global__ void __launch_bounds__(256) k_ce(const float* __restrict__ x, const long long* __restrict__ t,
                                             float* __restrict__ mean, float* __restrict__ stats,
-                                            float* __restrict__ partial, unsigned* counter, long long rows,
-                                            long long cols, long long* err) {
+                                            unsigned long long* words, long long rows, long long cols,
+                                            long long* err) {
     pdl_enter<MODE>(x + (long long)blockIdx.x * 32 * cols, 32 * cols * 4, t + blockIdx.x * 32, 32 * 8);
-    ce3_fwd_row<16, 1, 8, CeMean, ce4_rows(16, 1, 8)>(x, t, mean, stats, partial, counter, rows, cols, err);
+    ce3_fwd_row<16, 1, 8, CeMean, ce4_rows(16, 1, 8)>(x, t, mean, stats, words, rows, cols, err);
 }
 
 template <int MODE>
@@ -366,25 +366,25 @@ int main() {
         long long *t = dalloc<long long>(R), *err = dalloc<long long>(4);
         CK(cudaMemcpy(t, ht.data(), R * 8, cudaMemcpyHostToDevice));
         CK(cudaMemset(err, 0, 32));
-        float *stats = dalloc(2 * R), *partial = dalloc(R), *m = dalloc(4);
-        unsigned* counter = dalloc<unsigned>(1);
-        CK(cudaMemset(counter, 0, 4));
+        float *stats = dalloc(2 * R), *m = dalloc(4);
+        unsigned long long* words = dalloc<unsigned long long>(R);  // zero between kernels
+        CK(cudaMemset(words, 0, R * 8));
         fill(a, N * sets, -6.0f, 6.0f);
         const double same = same_copy((N * 4 + R * 8) / 2, sets);
         const unsigned grid = (R / 16 + 1) / 2;
         float want = 0;
-        go(0, k_ce<0>, grid, a, t, m, stats, partial, counter, R, C, err);
+        go(0, k_ce<0>, grid, a, t, m, stats, words, R, C, err);
         CK(cudaStreamSynchronize(S));
         CK(cudaMemcpy(&want, m, 4, cudaMemcpyDeviceToHost));
         auto run = [&](int mode, auto k) {
             CK(cudaMemsetAsync(m, 0xff, 4, S));  // NaN: a mean never written shows
-            go(mode, k, grid, a, t, m, stats, partial, counter, R, C, err);
+            go(mode, k, grid, a, t, m, stats, words, R, C, err);
             CK(cudaStreamSynchronize(S));
             float got;
             CK(cudaMemcpy(&got, m, 4, cudaMemcpyDeviceToHost));
             if (memcmp(&got, &want, 4)) printf("  !! mode %d mean %g against %g\n", mode, got, want);
             const double us = streamed(
-                [&](int i) { go(mode, k, grid, a + i * N, t, m, stats, partial, counter, R, C, err); }, sets);
+                [&](int i) { go(mode, k, grid, a + i * N, t, m, stats, words, R, C, err); }, sets);
             report("cross-entropy 16384x65 step 4", mode, us, N * 4.0 + R * 8.0 + R * 8.0, same);
         };
         EACH_MODE(run, k_ce);

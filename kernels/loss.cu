@@ -207,37 +207,47 @@ __device__ __forceinline__ float ce_finish(const float* __restrict__ xr, long lo
 
 // Step 4's mean over rows, at the end of the forward kernel; every thread of every block calls
 // it (no thread may have left), `v` being the loss of the row the thread finished, 0 if none.
-// The block's sum goes to partial[block]; the block that arrives last at `counter` (a device int
-// that is zero between kernels) adds the partials in block order, writes the mean and sets the
-// counter back to zero. The order of every addition is fixed, so the mean has the same bits
-// whichever block ends last.
-// The arrival is one atomic with release and acquire semantics at GPU scope
-// (camel::atom_add_acq_rel_gpu, rows.cuh): release, so this block's partial is visible before
-// its arrival counts; acquire, so the last block's reads of the partials come after every
-// arrival it counted (the block's barrier passes thread 0's acquire on to the other threads).
-// The textbook form, __threadfence() before a relaxed atomicAdd and again after it in the last
-// block, gives the same result and measured 0.2–0.4 µs slower at 16384×65 (bench/ce_lab.cu,
-// "R1 fences" against "R1 acqrel").
-__device__ __forceinline__ void ce_mean_epilogue(float v, float* __restrict__ mean, float* __restrict__ partial,
-                                                 unsigned* counter, long long rows) {
+// Each block stores its sum and a mark as one 64-bit word, words[block] (a single-copy-atomic
+// store: the sum and the mark arrive together, so no fence or atomic orders them). The grid's
+// last block (the highest index: in practice the last to start, so it seldom waits long) then
+// takes the words in block order, each once it is marked, adds them as the block sums do,
+// writes the mean and leaves every word zero
+// for the next kernel (`words`: the device's counters, zero whenever no kernel runs). The order
+// of every addition is fixed, so the mean has the same bits whichever block ends last.
+// Only that one block waits, and only for blocks that wait for nothing, so any grid finishes:
+// the others run to the end wherever the scheduler puts them.
+// Measured (H100, bench/mean_lab.cu, streamed, the forward kernel at 65 columns): with step 4's
+// first form (the sum to partial[block], one atom.acq_rel.gpu on a counter, the last block to
+// arrive reading the partials) → this one, 16384×65 5.0–5.1 → 4.2–4.3 µs, 4096×65 3.4 → 2.9,
+// 65536×65 12.5 → 11.4. After the last block's sum the counter's form waits on three trips to
+// L2 in a row (the release of its store, the atomic, the partials' loads); this one on the store
+// and the load that sees it. Tried and slower at 16384×65: a word a warp (no block sums, 8× the
+// words) 7.2 µs; a thread polling its 2 words together 4.4, 4 together 4.6, 8 together 5.3; a
+// 64 ns nap between polls 4.5. The cost: a block a row at 4096×50257 (4096 words, 8 a thread,
+// taken one by one) 279.5–280.2 → 281.5–281.8 µs, 0.6 % (polling them 2 or 8 together: 299, 286).
+constexpr unsigned long long CE_MARKED = 1ull << 32;  // a word's mark: its low 32 bits are the sum
+
+// Waits until the word at w is marked, leaves it zero (for the next kernel) and returns its sum.
+__device__ __forceinline__ float ce_take(unsigned long long* w) {
+    unsigned long long v;
+    while (!((v = camel::ld_relaxed_gpu(w)) & CE_MARKED)) {
+    }
+    camel::st_relaxed_gpu(w, 0);
+    return __uint_as_float((unsigned)v);
+}
+
+__device__ __forceinline__ void ce_mean_epilogue(float v, float* __restrict__ mean, unsigned long long* words,
+                                                 long long rows) {
     __shared__ float scratch[32];
-    __shared__ bool last;
     const unsigned long long nb = (unsigned long long)gridDim.x * gridDim.y;
     const unsigned long long b = blockIdx.x + (unsigned long long)blockIdx.y * gridDim.x;
     v = camel::block_sum(v, scratch);
-    if (threadIdx.x == 0) {
-        partial[b] = v;
-        last = camel::atom_add_acq_rel_gpu(counter, 1u) == (unsigned)(nb - 1);
-    }
-    __syncthreads();
-    if (!last) return;  // uniform over the block
+    if (threadIdx.x == 0) camel::st_relaxed_gpu(words + b, CE_MARKED | __float_as_uint(v));
+    if (b != nb - 1) return;  // uniform over the block
     float acc = 0.0f;
-    for (unsigned long long i = threadIdx.x; i < nb; i += blockDim.x) acc += __ldcg(partial + i);  // from L2
+    for (unsigned long long i = threadIdx.x; i < nb; i += blockDim.x) acc += ce_take(words + i);
     acc = camel::block_sum(acc, scratch);
-    if (threadIdx.x == 0) {
-        *mean = acc * (1.0f / (float)rows);
-        *counter = 0;  // zero again for the next kernel that counts
-    }
+    if (threadIdx.x == 0) *mean = acc * (1.0f / (float)rows);
 }
 
 // What a forward kernel does with its rows' losses. kMean = false (steps 2 and 3): out[r] is row
@@ -246,12 +256,12 @@ __device__ __forceinline__ void ce_mean_epilogue(float v, float* __restrict__ me
 // none), and `out` is the one mean.
 struct CeRowLoss {
     static constexpr bool kMean = false;
-    __device__ static void mean(float, float*, float*, unsigned*, long long) {}
+    __device__ static void mean(float, float*, unsigned long long*, long long) {}
 };
 struct CeMean {
     static constexpr bool kMean = true;
-    __device__ static void mean(float acc, float* out, float* partial, unsigned* counter, long long rows) {
-        ce_mean_epilogue(acc, out, partial, counter, rows);
+    __device__ static void mean(float acc, float* out, unsigned long long* words, long long rows) {
+        ce_mean_epilogue(acc, out, words, rows);
     }
 };
 }  // namespace
@@ -262,8 +272,8 @@ constexpr int CE3_UNROLL = 4;  // float4 loads issued together per thread in the
 template <class Put>
 __device__ __forceinline__ void ce_fwd_long(const float* __restrict__ x, const long long* __restrict__ t,
                                             float* __restrict__ out, float* __restrict__ stats,
-                                            float* __restrict__ partial, unsigned* counter, long long rows,
-                                            long long cols, long long* err) {
+                                            unsigned long long* words, long long rows, long long cols,
+                                            long long* err) {
     __shared__ float scratch[64];
     const long long r0 = blockIdx.x + (long long)blockIdx.y * gridDim.x;
     const bool live = r0 < rows;
@@ -298,7 +308,7 @@ __device__ __forceinline__ void ce_fwd_long(const float* __restrict__ x, const l
     camel::group_online<false>(m, s, scratch);
     const float l = live && tid == 0 ? ce_finish(xr, tr, stats, r, cols, m, s, err) : 0.0f;
     if (Put::kMean) {
-        Put::mean(l, out, partial, counter, rows);
+        Put::mean(l, out, words, rows);
     } else if (tid == 0) {
         out[r] = l;
     }
@@ -309,15 +319,15 @@ extern "C" __global__ void __launch_bounds__(512)
                                 float* __restrict__ loss, float* __restrict__ stats, long long rows, long long cols,
                                 long long* err) {
     CAMEL_PDL_WAIT();
-    ce_fwd_long<CeRowLoss>(x, t, loss, stats, nullptr, nullptr, rows, cols, err);
+    ce_fwd_long<CeRowLoss>(x, t, loss, stats, nullptr, rows, cols, err);
 }
 
 extern "C" __global__ void __launch_bounds__(512)
     cross_entropy4_fwd_long_f32(const float* __restrict__ x, const long long* __restrict__ t,
-                                float* __restrict__ mean, float* __restrict__ stats, float* __restrict__ partial,
-                                unsigned* counter, long long rows, long long cols, long long* err) {
+                                float* __restrict__ mean, float* __restrict__ stats, unsigned long long* words,
+                                long long rows, long long cols, long long* err) {
     CAMEL_PDL_WAIT();
-    ce_fwd_long<CeMean>(x, t, mean, stats, partial, counter, rows, cols, err);
+    ce_fwd_long<CeMean>(x, t, mean, stats, words, rows, cols, err);
 }
 
 // `vec`: x and dx rows share their 16-byte alignment (the launcher checks x ≡ dx mod 16), so one
@@ -387,12 +397,12 @@ extern "C" __global__ void __launch_bounds__(512)
 // only), all R loaded before any is reduced; the block covers R · 256/G consecutive rows, the
 // k-th 256/G of them with row k of each group, so each load instruction of a warp stays
 // contiguous. Step 3 is R = 1; step 4 takes R > 1 where the registers allow (ce4_rows), so the
-// grid has R times fewer blocks arriving at the mean's counter.
+// grid has R times fewer block sums for the mean's last block to take.
 template <int G, int VEC, int NV, class Put, int R = 1>
 __device__ __forceinline__ void ce3_fwd_row(const float* __restrict__ x, const long long* __restrict__ t,
                                             float* __restrict__ out, float* __restrict__ stats,
-                                            float* __restrict__ partial, unsigned* counter, long long rows,
-                                            long long cols, long long* err) {
+                                            unsigned long long* words, long long rows, long long cols,
+                                            long long* err) {
     static_assert(R == 1 || G <= 32, "several rows a group only where a group is part of a warp");
     __shared__ float scratch[32];
     constexpr int PER_BLOCK = G <= 32 ? 256 / G : 1;
@@ -449,7 +459,7 @@ __device__ __forceinline__ void ce3_fwd_row(const float* __restrict__ x, const l
             }
         }
     }
-    if (Put::kMean) Put::mean(acc, out, partial, counter, rows);
+    if (Put::kMean) Put::mean(acc, out, words, rows);
 }
 
 // MEAN (step 4): g is the mean's one upstream gradient, so every row's is g[0] / rows.
@@ -517,12 +527,14 @@ __device__ __forceinline__ void ce3_bwd_row(const float* __restrict__ x, const l
 // row and then averages them with camel's sum (two kernels for one long row) and a scale;
 // backward it scales the upstream gradient and broadcasts it to the rows before the per-row
 // kernel. Step 4 runs step 3's row code with CeMean in place of the per-row store: each block
-// sums its rows' losses and the last block to arrive adds the blocks' sums in block order
-// (ce_mean_epilogue: a device counter left at zero, a workspace of one float a block), so the
-// mean has the same bits whichever block ends last. Where a row is short, a group takes 2 rows
-// (ce4_rows), so half as many blocks queue at the counter. Backward (MEAN), every row's upstream
-// gradient is the mean's g[0] / rows.
-// Measured (H100, bench_memory's "+mean" rows, the whole loss; bench/ce_lab.cu for the parts):
+// sums its rows' losses and the grid's last block adds the blocks' sums in block order
+// (ce_mean_epilogue: a marked word a block in the device's counters, left at zero), so the mean
+// has the same bits whichever block ends last. Where a row is short, a group takes 2 rows
+// (ce4_rows), so half as many block sums. Backward (MEAN), every row's upstream gradient is the
+// mean's g[0] / rows.
+// Measured with step 4's first handshake, a counter the last block to arrive found (it gave way
+// to the marked words later: ce_mean_epilogue has the figures; bench/ce_lab.cu keeps the
+// counter's forms). H100, bench_memory's "+mean" rows, the whole loss; bench/ce_lab.cu the parts:
 // 16384×65 forward 12.5 µs (step 3's kernel 5.1 + the mean's three launches) → 7.9 µs with
 // fences and a row a group, 7.6 with the acq_rel atomic, 7.1 with 2 rows a group; backward
 // 11.3 → 6.6; 4096×50257 forward 285.3 → 282.0, backward 609.2 → 604.9. The handshake is what
@@ -533,7 +545,8 @@ __device__ __forceinline__ void ce3_bwd_row(const float* __restrict__ x, const l
 // Rows a group takes in step 4's forward: 2 where a row is at most 16 floats a thread (so two
 // fit in 32 registers), else 1. At 16384×65 (bench/ce_lab.cu) 2 rows a group took the forward
 // from 7.6 to 7.1 µs: the row work got 0.3 µs slower, the mean's handshake at half the blocks
-// 0.8 faster; 4 rows a group gained nothing more. The launcher's `ce4_rows`
+// 0.8 faster; 4 rows a group gained nothing more. With the marked words it still gains
+// (bench/mean_lab.cu, 16384×65: 4.5 µs a row a group, 4.2 two). The launcher's `ce4_rows`
 // (crates/camel-cuda/src/kernels/loss.rs) is the same rule: it sizes the grid.
 __host__ __device__ constexpr int ce4_rows(int g, int vec, int nv) { return g <= 32 && nv * vec <= 16 ? 2 : 1; }
 
@@ -572,7 +585,7 @@ __device__ __forceinline__ void ce3_prefetch(const float* x, const long long* t,
         ce3_prefetch<G, 1>(x, nullptr, nullptr, rows, cols);                                               \
         CAMEL_PDL_WAIT();                                                                                  \
         if (G <= 16) CAMEL_PDL_TRIGGER();                                                                  \
-        ce3_fwd_row<G, VEC, NV, CeRowLoss>(x, t, loss, stats, nullptr, nullptr, rows, cols, err);          \
+        ce3_fwd_row<G, VEC, NV, CeRowLoss>(x, t, loss, stats, nullptr, rows, cols, err);                   \
     }                                                                                                      \
     extern "C" __global__ void __launch_bounds__(G <= 32 ? 256 : G) ce3_bwd_g##G##_v##VEC##_n##NV##_f32(   \
         const float* __restrict__ x, const long long* __restrict__ t, const float* __restrict__ stats,     \
@@ -584,13 +597,12 @@ __device__ __forceinline__ void ce3_prefetch(const float* x, const long long* t,
     }                                                                                                      \
     extern "C" __global__ void __launch_bounds__(G <= 32 ? 256 : G) ce4_fwd_g##G##_v##VEC##_n##NV##_f32(   \
         const float* __restrict__ x, const long long* __restrict__ t, float* __restrict__ mean,            \
-        float* __restrict__ stats, float* __restrict__ partial, unsigned* counter, long long rows,         \
-        long long cols, long long* err) {                                                                  \
+        float* __restrict__ stats, unsigned long long* words, long long rows, long long cols,              \
+        long long* err) {                                                                                  \
         ce3_prefetch<G, ce4_rows(G, VEC, NV)>(x, nullptr, nullptr, rows, cols);                            \
         CAMEL_PDL_WAIT();                                                                                  \
         if (G <= 16) CAMEL_PDL_TRIGGER();                                                                  \
-        ce3_fwd_row<G, VEC, NV, CeMean, ce4_rows(G, VEC, NV)>(x, t, mean, stats, partial, counter, rows, cols, \
-                                                              err);                                        \
+        ce3_fwd_row<G, VEC, NV, CeMean, ce4_rows(G, VEC, NV)>(x, t, mean, stats, words, rows, cols, err);   \
     }                                                                                                      \
     extern "C" __global__ void __launch_bounds__(G <= 32 ? 256 : G) ce4_bwd_g##G##_v##VEC##_n##NV##_f32(   \
         const float* __restrict__ x, const long long* __restrict__ t, const float* __restrict__ stats,     \

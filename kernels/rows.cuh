@@ -231,11 +231,24 @@ __device__ __forceinline__ unsigned long long ld_acquire_gpu(const unsigned long
 // An atomic add with release and acquire semantics at GPU scope, returning the old value: the
 // writes this thread made before it are visible to whoever acquires the value it leaves, and it
 // sees the writes of those whose increments it counted. For "the last block to arrive" (which
-// waits for no one, so any grid will do): cross-entropy step 4's mean (kernels/loss.cu).
+// waits for no one, so any grid will do); the labs' form of cross-entropy step 4's first mean
+// (bench/ce_lab.cu, bench/mean_lab.cu).
 __device__ __forceinline__ unsigned atom_add_acq_rel_gpu(unsigned* p, unsigned v) {
     unsigned old;
     asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;\n" : "=r"(old) : "l"(p), "r"(v) : "memory");
     return old;
+}
+
+// A 64-bit store and load, relaxed at GPU scope: the word is written and read whole (single-copy
+// atomic), so a value and a mark packed into one word arrive together with no fence between
+// them; cross-entropy step 4's mean (kernels/loss.cu, ce_mean_epilogue).
+__device__ __forceinline__ void st_relaxed_gpu(unsigned long long* p, unsigned long long v) {
+    asm volatile("st.relaxed.gpu.global.b64 [%0], %1;\n" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ unsigned long long ld_relaxed_gpu(const unsigned long long* p) {
+    unsigned long long v;
+    asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];\n" : "=l"(v) : "l"(p) : "memory");
+    return v;
 }
 
 // A barrier over the whole grid (every block resident, see above): each block counts itself in

@@ -520,12 +520,12 @@ fn cross_entropy_every_step3_shape() {
 
 #[test]
 fn cross_entropy_mean_over_many_blocks() {
-    // Cross-entropy step 4 (the default) fuses the mean: each block sums its rows' losses and
-    // the last block to finish adds the blocks' sums. Enough rows for hundreds to thousands of
-    // blocks (16 rows a block at 65 columns, 256 at 1, one at 20003), grids that end in a
-    // partly used block, a target out of range in between (the counter must still be left at
-    // zero: the run after it is checked), and the same bits from a second run (the order of
-    // the additions is fixed).
+    // Cross-entropy step 4 (the default) fuses the mean: each block stores its rows' summed
+    // losses as a marked word and the grid's last block adds them in block order. Enough rows
+    // for hundreds to thousands of blocks (32 rows a block at 65 columns, 512 at 1, one at
+    // 20003), grids that end in a partly used block, a target out of range in between (the
+    // words must still be left at zero: the run after it is checked, as is each shape after a
+    // larger grid's), and the same bits from a second run (the order of the additions is fixed).
     for (rows, cols) in [
         (16_385usize, 65usize),
         (70_001, 1),

@@ -288,10 +288,10 @@ fn ce_bwd_launch(
 
 /// Step 4 forward: the **mean** cross-entropy over the rows, written to `mean` (one float), in
 /// one launch, and the same `stats` as step 3 for [`cross_entropy_mean_bwd4_f32`]. Step 3's
-/// kernels with the mean fused in: each block adds its rows' losses into a workspace (one float
-/// a block, allocated here) and the last block to finish adds those in block order (a device
-/// counter, [`CudaDevice::counters`]), so the result does not depend on which block ends last.
-/// Short rows go 2 to a group where they fit ([`ce4_rows`]): half the blocks at the counter.
+/// kernels with the mean fused in: each block stores its rows' summed losses with a mark as one
+/// 64-bit word (in [`CudaDevice::counters`], zero between kernels) and the grid's last block
+/// takes the words in block order as they are marked, so the result does not depend on which
+/// block ends last. Short rows go 2 to a group where they fit ([`ce4_rows`]): half the words.
 /// `cols` must be ≥ 1 (with no classes every target is out of range: use step 3).
 #[allow(clippy::too_many_arguments)]
 pub fn cross_entropy_mean_fwd4_f32(
@@ -323,13 +323,11 @@ pub fn cross_entropy_mean_fwd4_f32(
             ),
         });
     }
-    let partial = dev.alloc(blocks * 4)?; // returned to the cache in stream order
-    let counter = dev.counters(1)?;
+    let words = dev.counters(2 * blocks)?; // a 64-bit word a block
     let k = dev.function(MODULE, name.as_str())?;
-    let pp = partial.ptr();
     // SAFETY: matches `ce4_fwd_*` / `cross_entropy4_fwd_long_f32(const float*, const long long*,
-    // float*, float*, float*, unsigned*, long long, long long, long long*)`; `partial` holds one
-    // float per block of `cfg`, `counter` is a device int left at zero by every kernel.
+    // float*, float*, unsigned long long*, long long, long long, long long*)`; `words` holds one
+    // 64-bit word per block of `cfg`, zero, and every kernel leaves it zero.
     unsafe {
         dev.launch(
             &k,
@@ -339,8 +337,7 @@ pub fn cross_entropy_mean_fwd4_f32(
                 &t,
                 &mean,
                 &stats,
-                &pp,
-                &counter,
+                &words,
                 &(rows as i64),
                 &(cols as i64),
                 &err,
