@@ -211,11 +211,12 @@ __device__ __forceinline__ float ce_finish(const float* __restrict__ xr, long lo
 // store: the sum and the mark arrive together, so no fence or atomic orders them). The grid's
 // last block (the highest index: in practice the last to start, so it seldom waits long) then
 // takes the words in block order, each once it is marked, adds them as the block sums do,
-// writes the mean and leaves every word zero
-// for the next kernel (`words`: the device's counters, zero whenever no kernel runs). The order
-// of every addition is fixed, so the mean has the same bits whichever block ends last.
+// writes the mean and leaves every word zero for the next kernel (`words`: the device's
+// counters, zero whenever no kernel runs). The order of every addition is fixed, so the mean
+// has the same bits whichever block ends last.
 // Only that one block waits, and only for blocks that wait for nothing, so any grid finishes:
-// the others run to the end wherever the scheduler puts them.
+// the others run to the end wherever the scheduler puts them (and the next kernel's blocks,
+// which wait at their PDL wait, are let in only once every block of this one has started).
 // Measured (H100, bench/mean_lab.cu, streamed, the forward kernel at 65 columns): with step 4's
 // first form (the sum to partial[block], one atom.acq_rel.gpu on a counter, the last block to
 // arrive reading the partials) → this one, 16384×65 5.0–5.1 → 4.2–4.3 µs, 4096×65 3.4 → 2.9,
