@@ -8,7 +8,8 @@ Streamed (what the ratio uses), as in bench_memory: before each batch the GPU sl
 then a batch of back-to-back calls runs between one pair of CUDA events (as many as take
 BATCH_SPAN_MS, judged by one call's time alone, within BATCH_MIN..BATCH_MAX, as bench_memory);
 the median over the batches, per call. Inputs smaller than ROTATE_BYTES are rotated through
-several copies so that each call reads DRAM, not L2. A '#' line reports a batch that the GPU reached before Python had queued it.
+several copies so that each call reads DRAM, not L2. A '#' line reports a batch that the GPU
+reached before Python had queued it.
 One launch: each call alone between its events, the GPU idle before it (the earlier method)."""
 import math
 import time

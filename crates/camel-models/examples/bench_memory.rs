@@ -14,9 +14,8 @@
 //!   (`bench/pipe_lab.cu`). Batches of 10 charged 0.3 µs of it to each launch of a 12 µs op.
 //!   Before each batch a blocker (a read-only sum over 1.5 GiB, about 1 ms) keeps the GPU busy
 //!   while the host queues the batch, so no launch waits for the host; then a few unmeasured
-//!   launches of the op
-//!   bring L2 to its steady state (dirty with the op's own outputs, as between back-to-back
-//!   launches). Ops whose buffers are smaller than [`ROTATE_BYTES`] rotate through several
+//!   launches of the op bring L2 to its steady state (dirty with the op's own outputs, as
+//!   between back-to-back launches). Ops whose buffers are smaller than [`ROTATE_BYTES`] rotate through several
 //!   copies of them, so each launch reads DRAM, not what the previous launch left in the 50 MiB
 //!   L2. A `†` marks a batch the host may not have queued before the GPU reached it.
 //! - **one launch**: each launch alone between its events, the GPU idle before it (the method of
