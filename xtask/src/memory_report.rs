@@ -17,6 +17,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::gemm_report::register_font;
+use camel_core::backend::ladder::{embedding_bwd_grouped, MemFamily, Step};
 
 const MD: &str = "memory-results.md";
 const PNG: &str = "memory.png";
@@ -38,10 +39,6 @@ const ISSUE_SIZES: [&str; 10] = [
     "349525x768",
     "10M",
 ];
-/// `EMBEDDING_SORTED_MIN` in camel-core's `backend/cuda.rs`: below this many upstream elements
-/// the embedding backward keeps step 2's kernel whatever step is selected.
-const EMBEDDING_SORTED_MIN: u64 = 1 << 24;
-
 /// One row of bench_memory's table.
 #[derive(Clone, Debug, PartialEq)]
 struct Row {
@@ -203,29 +200,33 @@ fn parse(text: &str, path: &str) -> Result<Bench, String> {
     })
 }
 
-/// The highest step camel's CUDA backend runs for `op` at `size` with no `CAMEL_*` variable
-/// set: its family's default (`MemFamily::default_step` in camel-core's `backend/cuda.rs`: 4
-/// for LayerNorm, the embedding and cross-entropy, 3 for the rest; a family without that step
-/// runs its highest below it), and step 2 for the embedding backward below
-/// [`EMBEDDING_SORTED_MIN`] upstream elements. Keep this in step with those. `None`: an op this
-/// report does not know.
+/// The step camel's CUDA backend runs for `op` at `size` with no `CAMEL_*` variable set: its
+/// family's default ([`MemFamily::default_step`]), and for the embedding backward at a size too
+/// small for the grouped kernels ([`embedding_bwd_grouped`]) step 2's, which the backend then
+/// runs whatever step is selected. A family without that step runs its highest below it, which
+/// is the highest step measured at or below this one (see [`groups`]). `None`: an op this report
+/// does not know.
 fn default_step(op: &str, size: &str) -> Option<u32> {
-    let elems = || -> Option<u64> {
+    let elems = || -> Option<usize> {
         let (a, b) = size.split_once('x')?;
-        Some(a.parse::<u64>().ok()? * b.parse::<u64>().ok()?)
+        Some(a.parse::<usize>().ok()? * b.parse::<usize>().ok()?)
     };
     let base = op.trim_end_matches("+mean");
-    Some(match base {
-        "layernorm" | "layernorm_bwd" | "cross_entropy" | "cross_entropy_bwd" | "embedding" => 4,
-        "embedding_bwd" => match elems() {
-            Some(n) if n < EMBEDDING_SORTED_MIN => 2,
-            _ => 4,
-        },
-        "relu" | "scale" | "gelu" | "add" | "mul" | "gelu_bwd" | "sum" | "max" | "sum_last"
-        | "max_last" | "softmax" | "softmax_bwd" | "log_softmax" | "log_softmax_bwd" | "adam"
-        | "sgd_momentum" | "sgd" => 3,
+    let family = match base {
+        "relu" | "scale" | "gelu" | "add" | "mul" | "gelu_bwd" => MemFamily::Elementwise,
+        "sum" | "max" | "sum_last" | "max_last" => MemFamily::Reduce,
+        "softmax" | "softmax_bwd" | "log_softmax" | "log_softmax_bwd" => MemFamily::Softmax,
+        "cross_entropy" | "cross_entropy_bwd" => MemFamily::CrossEntropy,
+        "embedding" | "embedding_bwd" => MemFamily::Embedding,
+        "adam" | "sgd_momentum" | "sgd" => MemFamily::Optim,
+        "layernorm" | "layernorm_bwd" => MemFamily::LayerNorm,
         _ => return None,
-    })
+    };
+    let step = family.default_step();
+    if base == "embedding_bwd" && elems().is_some_and(|n| !embedding_bwd_grouped(step, n)) {
+        return Some(Step::Two.number());
+    }
+    Some(step.number())
 }
 
 /// An op at one size: every step measured, and the one the library runs.

@@ -6,6 +6,7 @@
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+pub mod ladder;
 
 /// The activation fused into a linear layer's GEMM epilogue ([`crate::Tensor::linear`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
