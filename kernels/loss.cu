@@ -141,8 +141,8 @@ CE_VARIANT(block_f32, false, false)
 CE_VARIANT(block_vec_f32, false, true)
 
 // ---------------------------------------------------------------------------------------------
-// Step 3 (`CAMEL_CROSS_ENTROPY=3`; the default until step 4 fused the mean in). Step 2 got 42 % of copy forward and 58 %
-// backward at 4096×50257 on the H200, and 8 % / 22 % at 16384×65:
+// Step 3 (`CAMEL_CROSS_ENTROPY=3`; the default until step 4 fused the mean in). Step 2 got 42 %
+// of copy forward and 58 % backward at 4096×50257 on the H200, and 8 % / 22 % at 16384×65:
 // - long rows (50257 columns: 201 KB a row) are not a multiple of 4, so step 2 read them with
 //   scalar loads, one load in flight per thread (the online update's exp depends on the
 //   previous one), and a data-dependent branch and exp per element;

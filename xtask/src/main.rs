@@ -14,7 +14,8 @@
 //! - `memory-report FILE`: turn a GPU run's `bench_memory` table into `docs/memory-results.md`
 //!   and `docs/memory.png`.
 //!
-//! Standard library only, except `plotters` for the reports' PNGs.
+//! Standard library only, except `plotters` for the reports' PNGs and camel-core (built without
+//! `cuda`) for `memory-report`'s default steps.
 
 mod dist;
 mod gemm_report;

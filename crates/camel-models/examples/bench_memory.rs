@@ -15,9 +15,10 @@
 //!   Before each batch a blocker (a read-only sum over 1.5 GiB, about 1 ms) keeps the GPU busy
 //!   while the host queues the batch, so no launch waits for the host; then a few unmeasured
 //!   launches of the op bring L2 to its steady state (dirty with the op's own outputs, as
-//!   between back-to-back launches). Ops whose buffers are smaller than [`ROTATE_BYTES`] rotate through several
-//!   copies of them, so each launch reads DRAM, not what the previous launch left in the 50 MiB
-//!   L2. A `†` marks a batch the host may not have queued before the GPU reached it.
+//!   between back-to-back launches). Ops whose buffers are smaller than [`ROTATE_BYTES`] rotate
+//!   through several copies of them, so each launch reads DRAM, not what the previous launch
+//!   left in the 50 MiB L2. A `†` marks a batch the host may not have queued before the GPU
+//!   reached it.
 //! - **one launch**: each launch alone between its events, the GPU idle before it (the method of
 //!   the earlier tables): it adds the host's launch path and the GPU's launch latency, several
 //!   µs, which weighs at the 10–100 µs these ops take.

@@ -92,11 +92,11 @@ pub fn mem_step(family: MemFamily) -> Step {
 }
 
 /// Upstream-gradient elements from which embedding backward's steps 3 and 4 (tokens grouped by
-/// row; seven and two launches) replace step 2 (one launch of atomics). On the H100 step 3 took 518 µs
-/// against 1248 at 349525 tokens × 768 into 50257 rows, but 28.0 µs against 11.9 at 16384 × 64
-/// into 1000 rows (2^20 elements, a table that stays in L2): its launches cost about 25 µs, and
-/// step 2's atomics are cheap while the table fits in L2. The crossover by those figures is
-/// near 2^23 elements.
+/// row; seven and two launches) replace step 2 (one launch of atomics). On the H100 step 3 took
+/// 518 µs against 1248 at 349525 tokens × 768 into 50257 rows, but 28.0 µs against 11.9 at
+/// 16384 × 64 into 1000 rows (2^20 elements, a table that stays in L2): its launches cost about
+/// 25 µs, and step 2's atomics are cheap while the table fits in L2. The crossover by those
+/// figures is near 2^23 elements.
 pub const EMBEDDING_SORTED_MIN: usize = 1 << 24;
 
 /// Whether the embedding backward at `step` over `elems` upstream-gradient elements runs the
