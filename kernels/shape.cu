@@ -33,6 +33,40 @@ extern "C" __global__ void copy_strided_i64(const long long* src, long long* dst
     copy_strided(src, dst, n, a);
 }
 
+// The general strided copy: `dst[dst_offset + Σ i_d·dst_strides[d]] = src[offset + Σ i_d·strides[d]]`
+// over the multi-indices of `shape`. `cat` writes each input into its slab of the output with it.
+struct Strided2Args {
+    long long ndim;
+    long long offset;
+    long long dst_offset;
+    long long shape[MAX_DIMS];
+    long long strides[MAX_DIMS];
+    long long dst_strides[MAX_DIMS];
+};
+
+template <typename T>
+__device__ void copy_strided2(const T* __restrict__ src, T* __restrict__ dst, long long n, const Strided2Args& a) {
+    GRID_STRIDE_LOOP(i, n) {
+        long long rem = i, off = a.offset, doff = a.dst_offset;
+        for (int d = (int)a.ndim - 1; d >= 0; --d) {
+            long long q = rem % a.shape[d];
+            rem /= a.shape[d];
+            off += q * a.strides[d];
+            doff += q * a.dst_strides[d];
+        }
+        dst[doff] = src[off];
+    }
+}
+
+extern "C" __global__ void copy_strided2_f32(const float* src, float* dst, long long n, Strided2Args a) {
+    CAMEL_PDL_WAIT();
+    copy_strided2(src, dst, n, a);
+}
+extern "C" __global__ void copy_strided2_i64(const long long* src, long long* dst, long long n, Strided2Args a) {
+    CAMEL_PDL_WAIT();
+    copy_strided2(src, dst, n, a);
+}
+
 struct PadArgs {
     long long ndim;
     long long out_shape[MAX_DIMS];

@@ -5,6 +5,12 @@
 //! whatever the backward needs, e.g. the saved inputs). `Tensor::backward` orders the graph
 //! topologically, runs each node's closure once, accumulates into leaf tensors' `.grad()`, and
 //! frees the graph as it goes. Backward closures run with gradient recording off.
+//!
+//! Views share their base's storage, so an in-place write (an optimizer step, `copy_from`)
+//! between a forward and its backward could change what the backward reads. Every storage
+//! counts its in-place writes; a node remembers the counts of its inputs and output when it is
+//! recorded, and the backward pass refuses a node whose data has been written since (as
+//! PyTorch's version counter does).
 
 use crate::{Error, Result, Tensor};
 use std::cell::Cell;
@@ -19,6 +25,10 @@ pub struct Node {
     pub name: &'static str,
     /// The op's inputs, in the order its backward returns their gradients.
     pub inputs: Vec<Tensor>,
+    /// The inputs' storage versions when the op ran.
+    pub versions: Vec<u64>,
+    /// The output's storage version when the op ran.
+    pub own_version: u64,
     /// Computes the inputs' gradients.
     pub backward: BackwardFn,
 }
@@ -79,6 +89,28 @@ fn topo_order(root: &Tensor) -> Vec<Tensor> {
     order
 }
 
+/// Error if the data `node` saved (its inputs, or `out`, its output) was written in place after
+/// the op ran.
+fn check_versions(out: &Tensor, node: &Node) -> Result<()> {
+    let stale = |what: String, t: &Tensor, then: u64| {
+        Error::Autograd(format!(
+            "{what} of {} (shape {:?}) was modified in place after the op used it (storage version {then} then, {} now); the backward pass would read the new data. Run the optimizer step after backward(), not between the forward pass and backward()",
+            node.name,
+            t.shape(),
+            t.version()
+        ))
+    };
+    if out.version() != node.own_version {
+        return Err(stale("the output".into(), out, node.own_version));
+    }
+    for (i, (t, &v)) in node.inputs.iter().zip(&node.versions).enumerate() {
+        if t.version() != v {
+            return Err(stale(format!("input {i}"), t, v));
+        }
+    }
+    Ok(())
+}
+
 /// Run backward from `root` with the given output gradient.
 pub(crate) fn run_backward(root: &Tensor, grad: Tensor) -> Result<()> {
     if !root.requires_grad() {
@@ -104,6 +136,7 @@ pub(crate) fn run_backward(root: &Tensor, grad: Tensor) -> Result<()> {
                 "the graph behind this tensor was already freed: backward() runs once per forward pass".into(),
             )
         })?;
+        check_versions(t, &node)?;
         let gs = (node.backward)(&g)?;
         debug_assert_eq!(gs.len(), node.inputs.len(), "backward of {}", node.name);
         for (inp, gi) in node.inputs.iter().zip(gs) {

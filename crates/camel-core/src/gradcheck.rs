@@ -44,7 +44,7 @@ pub fn gradcheck(
         .iter()
         .map(|t| {
             let d = t.detach();
-            let d = Tensor::from_storage(d.storage().to_device(d.device())?, d.shape().to_vec());
+            let d = Tensor::from_storage(d.storage()?.to_device(d.device())?, d.shape().to_vec());
             if d.dtype() == DType::F32 {
                 d.requires_grad_(true)
             } else {

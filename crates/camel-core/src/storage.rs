@@ -37,6 +37,21 @@ impl Storage {
         }
     }
 
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        match self {
+            Storage::Cpu(CpuStorage::F32(v)) => v.len(),
+            Storage::Cpu(CpuStorage::I64(v)) => v.len(),
+            #[cfg(feature = "cuda")]
+            Storage::Cuda(s) => s.len(),
+        }
+    }
+
+    /// True when there are no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Element type.
     pub fn dtype(&self) -> DType {
         match self {
@@ -331,6 +346,57 @@ impl Storage {
             Storage::Cuda(s) => Ok(Storage::Cuda(cuda::copy_strided(
                 s, shape, strides, offset,
             )?)),
+        }
+    }
+
+    /// `parts[i]` is `[outer, widths[i]]`; the result is `[outer, Σ widths]` with the parts side
+    /// by side in each row (the data movement of `cat`). All parts on one device, of one dtype.
+    pub fn cat(parts: &[&Storage], outer: usize, widths: &[usize]) -> Result<Storage> {
+        let first = parts.first().ok_or_else(|| Error::InvalidArgument {
+            op: "cat",
+            msg: "no tensors to join".into(),
+        })?;
+        for p in parts {
+            first.same_device("cat", p)?;
+            if p.dtype() != first.dtype() {
+                return Err(dtype_err("cat", first.dtype(), p.dtype()));
+            }
+        }
+        fn rows<T: Copy>(parts: &[&[T]], outer: usize, widths: &[usize]) -> Vec<T> {
+            let mut out = Vec::with_capacity(outer * widths.iter().sum::<usize>());
+            for o in 0..outer {
+                for (p, &w) in parts.iter().zip(widths) {
+                    out.extend_from_slice(&p[o * w..(o + 1) * w]);
+                }
+            }
+            out
+        }
+        match first {
+            Storage::Cpu(CpuStorage::F32(_)) => {
+                let v = parts
+                    .iter()
+                    .map(|p| p.cpu_f32("cat"))
+                    .collect::<Result<Vec<_>>>()?;
+                Ok(Storage::Cpu(CpuStorage::F32(rows(&v, outer, widths))))
+            }
+            Storage::Cpu(CpuStorage::I64(_)) => {
+                let v = parts
+                    .iter()
+                    .map(|p| p.cpu_i64("cat"))
+                    .collect::<Result<Vec<_>>>()?;
+                Ok(Storage::Cpu(CpuStorage::I64(rows(&v, outer, widths))))
+            }
+            #[cfg(feature = "cuda")]
+            Storage::Cuda(_) => {
+                let c: Vec<&CudaStorage> = parts
+                    .iter()
+                    .map(|p| match p {
+                        Storage::Cuda(c) => c,
+                        _ => unreachable!("devices checked above"),
+                    })
+                    .collect();
+                Ok(Storage::Cuda(cuda::cat(&c, outer, widths)?))
+            }
         }
     }
 

@@ -1,24 +1,81 @@
-//! `Tensor`: a dense, contiguous, row-major array on one device, with autograd.
+//! `Tensor`: an n-dimensional array on one device — a storage plus a [`Layout`] (shape, strides,
+//! offset) — with autograd.
 //!
-//! A `Tensor` is a cheap handle (an `Arc`); cloning it shares the data. Ops never modify their
-//! inputs; the only in-place operations are the optimizer update and `zero_grad`.
+//! A `Tensor` is a cheap handle (an `Arc`); cloning it shares the data, and view ops (`transpose`,
+//! `narrow`, `expand`, …) share it too under another layout. Ops never modify their inputs; the
+//! only in-place writes are the optimizer update and `copy_from`, and each bumps the storage's
+//! version so that a backward pass that would read overwritten data fails instead (see
+//! [`crate::autograd`]).
 
 use crate::autograd::{self, BackwardFn, Node};
 use crate::backend::UpdateRule;
+use crate::layout::Layout;
 use crate::shape::numel;
 use crate::storage::{self, CpuStorage, Storage};
 use crate::{DType, Device, Error, Result};
 use rand::{Rng, SeedableRng};
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::ops::Deref;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard};
 
 static NEXT_ID: AtomicUsize = AtomicUsize::new(1);
 
+/// A storage shared by a tensor and its views, with a counter of in-place writes to it.
+#[derive(Debug)]
+pub(crate) struct StorageCell {
+    pub(crate) data: RwLock<Storage>,
+    version: AtomicU64,
+}
+
+impl StorageCell {
+    pub(crate) fn new(storage: Storage) -> Arc<StorageCell> {
+        Arc::new(StorageCell {
+            data: RwLock::new(storage),
+            version: AtomicU64::new(0),
+        })
+    }
+
+    /// Number of in-place writes so far.
+    pub(crate) fn version(&self) -> u64 {
+        self.version.load(Ordering::Acquire)
+    }
+
+    /// Record an in-place write (made while holding the write lock).
+    pub(crate) fn bump_version(&self) {
+        self.version.fetch_add(1, Ordering::AcqRel);
+    }
+
+    pub(crate) fn write(&self) -> std::sync::RwLockWriteGuard<'_, Storage> {
+        self.data.write().expect("storage lock poisoned")
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, Storage> {
+        self.data.read().expect("storage lock poisoned")
+    }
+}
+
+/// A tensor's elements as one dense storage: the shared storage itself when the layout is dense,
+/// otherwise a strided copy made for this read.
+pub(crate) enum StorageRef<'a> {
+    Shared(RwLockReadGuard<'a, Storage>),
+    Copied(Storage),
+}
+
+impl Deref for StorageRef<'_> {
+    type Target = Storage;
+    fn deref(&self) -> &Storage {
+        match self {
+            StorageRef::Shared(g) => g,
+            StorageRef::Copied(s) => s,
+        }
+    }
+}
+
 pub(crate) struct TensorImpl {
     id: usize,
-    storage: Arc<RwLock<Storage>>,
-    shape: Vec<usize>,
+    storage: Arc<StorageCell>,
+    layout: Layout,
     dtype: DType,
     device: Device,
     is_leaf: bool,
@@ -48,19 +105,19 @@ impl Tensor {
     // ---------------------------------------------------------------- construction (internal)
 
     fn build(
-        storage: Arc<RwLock<Storage>>,
-        shape: Vec<usize>,
+        storage: Arc<StorageCell>,
+        layout: Layout,
         node: Option<Node>,
         requires_grad: bool,
     ) -> Tensor {
         let (dtype, device) = {
-            let s = storage.read().expect("storage lock");
+            let s = storage.read();
             (s.dtype(), s.device())
         };
         Tensor(Arc::new(TensorImpl {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             storage,
-            shape,
+            layout,
             dtype,
             device,
             is_leaf: node.is_none(),
@@ -72,12 +129,17 @@ impl Tensor {
 
     /// A leaf tensor owning `storage` with the given shape.
     pub(crate) fn from_storage(storage: Storage, shape: Vec<usize>) -> Tensor {
-        Tensor::build(Arc::new(RwLock::new(storage)), shape, None, false)
+        Tensor::build(
+            StorageCell::new(storage),
+            Layout::contiguous(&shape),
+            None,
+            false,
+        )
     }
 
     /// A leaf tensor sharing `storage` (an op's output saved for its own backward).
-    pub(crate) fn shared_storage(storage: Arc<RwLock<Storage>>, shape: Vec<usize>) -> Tensor {
-        Tensor::build(storage, shape, None, false)
+    pub(crate) fn shared_storage(storage: Arc<StorageCell>, shape: Vec<usize>) -> Tensor {
+        Tensor::build(storage, Layout::contiguous(&shape), None, false)
     }
 
     /// The output of an op: records a graph node when grad is enabled and an input requires grad.
@@ -89,7 +151,7 @@ impl Tensor {
         backward: impl Fn(&Tensor) -> Result<Vec<Option<Tensor>>> + Send + Sync + 'static,
     ) -> Tensor {
         Tensor::op_output(
-            Arc::new(RwLock::new(storage)),
+            StorageCell::new(storage),
             shape,
             name,
             inputs,
@@ -97,10 +159,40 @@ impl Tensor {
         )
     }
 
-    /// Like [`Tensor::from_op`], sharing an existing storage (reshape).
+    /// Like [`Tensor::from_op`], sharing an existing storage (an output also saved for the
+    /// backward), read densely as `shape`.
     pub(crate) fn op_output(
-        storage: Arc<RwLock<Storage>>,
+        storage: Arc<StorageCell>,
         shape: Vec<usize>,
+        name: &'static str,
+        inputs: &[&Tensor],
+        backward: BackwardFn,
+    ) -> Tensor {
+        Tensor::record(storage, Layout::contiguous(&shape), name, inputs, backward)
+    }
+
+    /// A view of this tensor's storage under `layout`: no data moves.
+    pub(crate) fn view_output(
+        &self,
+        layout: Layout,
+        name: &'static str,
+        backward: impl Fn(&Tensor) -> Result<Vec<Option<Tensor>>> + Send + Sync + 'static,
+    ) -> Tensor {
+        Tensor::record(
+            self.0.storage.clone(),
+            layout,
+            name,
+            &[self],
+            Box::new(backward),
+        )
+    }
+
+    /// The output of an op over `storage` and `layout`, with a graph node when grad is enabled
+    /// and an input requires grad. The node keeps the storage versions of the inputs and of the
+    /// output, which the backward pass checks.
+    fn record(
+        storage: Arc<StorageCell>,
+        layout: Layout,
         name: &'static str,
         inputs: &[&Tensor],
         backward: BackwardFn,
@@ -110,20 +202,45 @@ impl Tensor {
             let node = Node {
                 name,
                 inputs: inputs.iter().map(|t| (*t).clone()).collect(),
+                versions: inputs.iter().map(|t| t.version()).collect(),
+                own_version: storage.version(),
                 backward,
             };
-            Tensor::build(storage, shape, Some(node), true)
+            Tensor::build(storage, layout, Some(node), true)
         } else {
-            Tensor::build(storage, shape, None, false)
+            Tensor::build(storage, layout, None, false)
         }
     }
 
-    pub(crate) fn storage(&self) -> RwLockReadGuard<'_, Storage> {
-        self.0.storage.read().expect("storage lock poisoned")
+    /// This tensor's elements as one dense storage, in row-major order. The one place where an
+    /// op's input is made contiguous: a dense layout reads the storage itself, any other view
+    /// is gathered by one strided copy on its device.
+    pub(crate) fn storage(&self) -> Result<StorageRef<'_>> {
+        let guard = self.0.storage.read();
+        let l = &self.0.layout;
+        if l.is_dense(guard.len()) {
+            return Ok(StorageRef::Shared(guard));
+        }
+        Ok(StorageRef::Copied(guard.copy_strided(
+            l.shape(),
+            l.strides(),
+            l.offset(),
+        )?))
     }
 
-    pub(crate) fn storage_arc(&self) -> &Arc<RwLock<Storage>> {
+    /// The whole shared storage, whatever this tensor's layout (for views and in-place writes).
+    pub(crate) fn storage_arc(&self) -> &Arc<StorageCell> {
         &self.0.storage
+    }
+
+    /// The storage read lock, for ops that read strided data themselves (matmul's transposes).
+    pub(crate) fn raw_storage(&self) -> RwLockReadGuard<'_, Storage> {
+        self.0.storage.read()
+    }
+
+    /// Number of in-place writes to this tensor's storage so far.
+    pub(crate) fn version(&self) -> u64 {
+        self.0.storage.version()
     }
 
     pub(crate) fn node_guard(&self) -> MutexGuard<'_, Option<Node>> {
@@ -233,23 +350,50 @@ impl Tensor {
 
     /// The dimensions.
     pub fn shape(&self) -> &[usize] {
-        &self.0.shape
+        self.0.layout.shape()
     }
 
     /// Number of dimensions.
     pub fn rank(&self) -> usize {
-        self.0.shape.len()
+        self.0.layout.rank()
     }
 
     /// Number of elements.
     pub fn numel(&self) -> usize {
-        numel(&self.0.shape)
+        self.0.layout.numel()
     }
 
     /// Size of dimension `d` (negative counts from the end).
     pub fn dim(&self, d: isize) -> Result<usize> {
         let d = crate::shape::normalize_dim("dim", d, self.rank())?;
-        Ok(self.0.shape[d])
+        Ok(self.shape()[d])
+    }
+
+    /// Shape, strides and offset of this tensor in its storage.
+    pub fn layout(&self) -> &Layout {
+        &self.0.layout
+    }
+
+    /// Elements to step over in the storage to move one along each dimension.
+    pub fn strides(&self) -> &[usize] {
+        self.0.layout.strides()
+    }
+
+    /// Index of this tensor's first element in its storage.
+    pub fn storage_offset(&self) -> usize {
+        self.0.layout.offset()
+    }
+
+    /// Whether the elements lie in row-major order without gaps (a fresh tensor, or a view
+    /// such as `narrow` along dim 0 or `reshape`); `transpose` and most `narrow`s are not.
+    pub fn is_contiguous(&self) -> bool {
+        self.0.layout.is_contiguous()
+    }
+
+    /// Whether this tensor and `other` are views of one storage (PyTorch: comparing
+    /// `untyped_storage().data_ptr()`).
+    pub fn shares_storage(&self, other: &Tensor) -> bool {
+        Arc::ptr_eq(&self.0.storage, &other.0.storage)
     }
 
     /// Element type.
@@ -264,7 +408,7 @@ impl Tensor {
 
     /// All elements as f32, in row-major order (waits for the device).
     pub fn to_vec(&self) -> Result<Vec<f32>> {
-        match self.storage().to_cpu()? {
+        match self.storage()?.to_cpu()? {
             CpuStorage::F32(v) => Ok(v),
             CpuStorage::I64(v) => Ok(v.into_iter().map(|x| x as f32).collect()),
         }
@@ -272,7 +416,7 @@ impl Tensor {
 
     /// All elements of an i64 tensor.
     pub fn to_vec_i64(&self) -> Result<Vec<i64>> {
-        match self.storage().to_cpu()? {
+        match self.storage()?.to_cpu()? {
             CpuStorage::I64(v) => Ok(v),
             CpuStorage::F32(_) => Err(Error::DTypeMismatch {
                 op: "to_vec_i64",
@@ -306,7 +450,7 @@ impl Tensor {
             return Ok(self.clone());
         }
         let src = self.device();
-        let storage = self.storage().to_device(device)?;
+        let storage = self.storage()?.to_device(device)?;
         Ok(Tensor::from_op(
             storage,
             self.shape().to_vec(),
@@ -319,7 +463,7 @@ impl Tensor {
     /// Convert to another dtype (not differentiable).
     pub fn to_dtype(&self, dtype: DType) -> Result<Tensor> {
         Ok(Tensor::from_storage(
-            self.storage().cast(dtype)?,
+            self.storage()?.cast(dtype)?,
             self.shape().to_vec(),
         ))
     }
@@ -372,7 +516,7 @@ impl Tensor {
 
     /// A tensor sharing this one's data but cut from the graph.
     pub fn detach(&self) -> Tensor {
-        Tensor::build(self.0.storage.clone(), self.shape().to_vec(), None, false)
+        Tensor::build(self.0.storage.clone(), self.0.layout.clone(), None, false)
     }
 
     /// Back-propagate from this one-element tensor (a loss) into every leaf that requires grad.
@@ -419,14 +563,19 @@ impl Tensor {
                 });
             }
         }
-        let g = grad.storage();
-        let mut p = self.0.storage.write().expect("storage lock");
-        let mut locks: Vec<_> = state
-            .iter()
-            .map(|t| t.0.storage.write().expect("storage lock"))
-            .collect();
+        for t in std::iter::once(self).chain(state.iter().copied()) {
+            t.expect_whole_storage("optimizer step")?;
+        }
+        let g = grad.storage()?;
+        let mut p = self.0.storage.write();
+        let mut locks: Vec<_> = state.iter().map(|t| t.0.storage.write()).collect();
         let mut refs: Vec<&mut Storage> = locks.iter_mut().map(|l| &mut **l).collect();
-        storage::update(&mut p, &g, &mut refs, rule)
+        storage::update(&mut p, &g, &mut refs, rule)?;
+        self.0.storage.bump_version();
+        for t in state {
+            t.0.storage.bump_version();
+        }
+        Ok(())
     }
 
     /// Overwrite this tensor's data with `src`'s (same shape and device). Not recorded.
@@ -442,8 +591,28 @@ impl Tensor {
                 expected: "same shape, dtype and device".into(),
             });
         }
-        let new = src.storage().to_device(self.device())?;
-        *self.0.storage.write().expect("storage lock") = new;
+        self.expect_whole_storage("copy_from")?;
+        let new = src.storage()?.to_device(self.device())?;
+        *self.0.storage.write() = new;
+        self.0.storage.bump_version();
+        Ok(())
+    }
+
+    /// Error unless this tensor is its whole storage in row-major order: an in-place write
+    /// replaces the storage, which must then hold nothing but this tensor.
+    pub(crate) fn expect_whole_storage(&self, op: &'static str) -> Result<()> {
+        let len = self.0.storage.read().len();
+        if !self.0.layout.is_dense(len) {
+            return Err(Error::InvalidArgument {
+                op,
+                msg: format!(
+                    "writes in place only to a whole tensor, not to a view (shape {:?}, strides {:?}, offset {} of a storage of {len} elements)",
+                    self.shape(),
+                    self.strides(),
+                    self.storage_offset()
+                ),
+            });
+        }
         Ok(())
     }
 }

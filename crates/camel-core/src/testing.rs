@@ -34,3 +34,12 @@ pub fn devices() -> Vec<Device> {
 pub fn gpu() -> Option<Device> {
     gpu_present().then_some(Device::Cuda(0))
 }
+
+/// Kernels this thread has launched on `dev` so far (always 0 on the CPU), so a test can show
+/// that an op launches nothing.
+pub fn launch_count(dev: Device) -> u64 {
+    match dev {
+        Device::Cpu => 0,
+        Device::Cuda(_) => camel_cuda::thread_launch_count(),
+    }
+}

@@ -942,6 +942,7 @@ impl CudaDevice {
             .last_kernel
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Some(kernel.name);
+        LAUNCHES.with(|c| c.set(c.get() + 1));
         if sync_every_launch() {
             self.shared
                 .sync(&format!("kernel {} (CAMEL_CUDA_SYNC=1)", kernel.name))?;
@@ -974,6 +975,16 @@ impl CudaDevice {
 /// programmatic dependent launch is available (for A/B timing; see kernels/pdl.cuh).
 fn pdl_wanted() -> bool {
     !std::env::var("CAMEL_PDL").is_ok_and(|v| matches!(v.as_str(), "0" | "off" | "OFF" | "false"))
+}
+
+thread_local! {
+    static LAUNCHES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Kernels this host thread has launched so far, on any device: a test shows that an op (a
+/// view, say) launches nothing by reading it before and after.
+pub fn thread_launch_count() -> u64 {
+    LAUNCHES.with(|c| c.get())
 }
 
 /// `CAMEL_CUDA_SYNC=1`: synchronize after every launch so a faulting kernel is named at once.

@@ -78,8 +78,8 @@ mod testing;
 
 pub use alloc::MemoryStats;
 pub use device::{
-    device, device_count, is_available, loaded_driver_library, Buffer, CudaDevice, Event, Kernel,
-    MAX_DEVICES,
+    device, device_count, is_available, loaded_driver_library, thread_launch_count, Buffer,
+    CudaDevice, Event, Kernel, MAX_DEVICES,
 };
 pub use error::{Error, Result};
 pub use launch::{

@@ -458,6 +458,30 @@ pub fn copy_strided(
     Ok(out)
 }
 
+/// `[outer, Σ widths]` from parts of `[outer, widths[i]]`, side by side in each row: one strided
+/// copy per part into its columns of the output.
+pub fn cat(parts: &[&CudaStorage], outer: usize, widths: &[usize]) -> Result<CudaStorage> {
+    let total: usize = widths.iter().sum();
+    let first = parts[0];
+    let out = like(first, outer * total, first.dtype)?;
+    let mut col = 0;
+    for (p, &w) in parts.iter().zip(widths) {
+        k::shape::copy_strided_into(
+            &first.dev,
+            p.ptr(),
+            &[outer, w],
+            &[w, 1],
+            0,
+            out.ptr(),
+            &[total, 1],
+            col,
+            first.dtype.size(),
+        )?;
+        col += w;
+    }
+    Ok(out)
+}
+
 /// Constant padding.
 pub fn pad(
     x: &CudaStorage,

@@ -17,9 +17,9 @@ impl Tensor {
         expect_f32(name, rhs)?;
         same_device(name, self, rhs)?;
         let out_shape = broadcast_shape(name, self.shape(), rhs.shape())?;
-        let s = self
-            .storage()
-            .binary(&rhs.storage(), self.shape(), rhs.shape(), &out_shape, op)?;
+        let s =
+            self.storage()?
+                .binary(&*rhs.storage()?, self.shape(), rhs.shape(), &out_shape, op)?;
         Ok((s, out_shape))
     }
 
@@ -96,7 +96,7 @@ impl Tensor {
         grad: impl Fn(&Tensor, &Tensor, &Tensor) -> Result<Tensor> + Send + Sync + 'static,
     ) -> Result<Tensor> {
         expect_f32(name, self)?;
-        let s = self.storage().unary(op)?;
+        let s = self.storage()?.unary(op)?;
         let out = Tensor::from_storage(s, self.shape().to_vec());
         if !(crate::autograd::is_grad_enabled() && self.requires_grad()) {
             return Ok(out);
@@ -175,8 +175,8 @@ impl Tensor {
     pub fn gelu(&self) -> Result<Tensor> {
         // backward: g · gelu'(x) in one fused kernel
         self.unary_op(UnaryOp::Gelu, "gelu", |x, _, g| {
-            let s = x.storage().binary(
-                &g.storage(),
+            let s = x.storage()?.binary(
+                &*g.storage()?,
                 x.shape(),
                 g.shape(),
                 x.shape(),
@@ -199,7 +199,7 @@ impl Tensor {
     /// A unary primitive without autograd (used inside backward passes).
     pub(crate) fn unary_plain(&self, op: UnaryOp) -> Result<Tensor> {
         Ok(Tensor::from_storage(
-            self.storage().unary(op)?,
+            self.storage()?.unary(op)?,
             self.shape().to_vec(),
         ))
     }

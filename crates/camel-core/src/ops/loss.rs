@@ -31,8 +31,8 @@ impl Tensor {
         let (rows, cols) = (self.shape()[0], self.shape()[1]);
         // CUDA step 4: the mean over rows fused in, one kernel forward and one backward.
         if let Some((mean, stats)) =
-            self.storage()
-                .cross_entropy_mean_fwd(&targets.storage(), rows, cols)?
+            self.storage()?
+                .cross_entropy_mean_fwd(&*targets.storage()?, rows, cols)?
         {
             let x = self.detach();
             let t = targets.clone();
@@ -42,10 +42,10 @@ impl Tensor {
                 "cross_entropy",
                 &[self],
                 move |g| {
-                    let gs = x.storage().cross_entropy_mean_bwd(
-                        &t.storage(),
+                    let gs = x.storage()?.cross_entropy_mean_bwd(
+                        &*t.storage()?,
                         &stats,
-                        &g.storage(),
+                        &*g.storage()?,
                         rows,
                         cols,
                     )?;
@@ -55,16 +55,16 @@ impl Tensor {
         }
         // Else a loss per row and their mean. The forward also returns each row's (max, Σ exp),
         // so the backward reads the logits once.
-        let (s, stats) = self
-            .storage()
-            .cross_entropy_fwd_stats(&targets.storage(), rows, cols)?;
+        let (s, stats) =
+            self.storage()?
+                .cross_entropy_fwd_stats(&*targets.storage()?, rows, cols)?;
         let x = self.detach();
         let t = targets.clone();
         let per_row = Tensor::from_op(s, vec![rows], "cross_entropy", &[self], move |g| {
-            let gs = x.storage().cross_entropy_bwd_stats(
-                &t.storage(),
+            let gs = x.storage()?.cross_entropy_bwd_stats(
+                &*t.storage()?,
                 stats.as_ref(),
-                &g.storage(),
+                &*g.storage()?,
                 rows,
                 cols,
             )?;

@@ -5,8 +5,8 @@ use super::{expect_f32, same_device};
 use crate::backend::cpu::MatmulSpec;
 use crate::backend::{Activation, UnaryOp};
 use crate::shape::numel;
+use crate::tensor::{StorageCell, StorageRef};
 use crate::{Error, Result, Tensor};
-use std::sync::{Arc, RwLock};
 
 impl Tensor {
     /// `self · rhs` for `[.., m, k] · [.., k, n]`; batch dims must match, or one side is 2-D.
@@ -15,6 +15,7 @@ impl Tensor {
     }
 
     /// `op(self) · op(rhs)` where `op` transposes the last two dims when its flag is set.
+    /// A transposed view (`x.transpose(-2, -1)`) is read in place with the flag flipped.
     pub fn matmul_t(&self, rhs: &Tensor, trans_a: bool, trans_b: bool) -> Result<Tensor> {
         expect_f32("matmul", self)?;
         expect_f32("matmul", rhs)?;
@@ -53,18 +54,22 @@ impl Tensor {
             return Err(mismatch("equal batch dims, or one operand 2-D"));
         };
         let batch = numel(&batch_dims);
+        // a transposed view is multiplied in place: its storage holds op(x)ᵀ densely
+        let (sa, flip_a) = self.gemm_operand()?;
+        let (sb, flip_b) = rhs.gemm_operand()?;
+        let (ta, tb) = (trans_a ^ flip_a, trans_b ^ flip_b);
         let mut spec = MatmulSpec {
             batch,
             m,
             n,
             k,
-            trans_a,
-            trans_b,
+            trans_a: ta,
+            trans_b: tb,
             stride_a: if ba.is_empty() { 0 } else { m * k },
             stride_b: if bb.is_empty() { 0 } else { k * n },
         };
-        // A batched, B shared and A not transposed: one big GEMM of (batch·m) × k.
-        if !trans_a && bb.is_empty() && batch > 1 {
+        // A batched and stored untransposed, B shared: one big GEMM of (batch·m) × k.
+        if !ta && bb.is_empty() && batch > 1 {
             spec = MatmulSpec {
                 batch: 1,
                 m: batch * m,
@@ -73,7 +78,7 @@ impl Tensor {
                 ..spec
             };
         }
-        let s = self.storage().matmul(&rhs.storage(), &spec)?;
+        let s = sa.matmul(&sb, &spec)?;
         let mut out_shape = batch_dims;
         out_shape.extend([m, n]);
         let (a, b) = (self.detach(), rhs.detach());
@@ -120,6 +125,20 @@ impl Tensor {
 }
 
 impl Tensor {
+    /// This tensor's data for a GEMM, and whether it is stored with its last two dims swapped:
+    /// a transposed view of a dense tensor is read in place (the GEMM's transpose flag), any
+    /// other layout densely.
+    fn gemm_operand(&self) -> Result<(StorageRef<'_>, bool)> {
+        let r = self.rank();
+        let swapped = self.layout().transpose(r - 2, r - 1);
+        let guard = self.raw_storage();
+        if !self.layout().is_dense(guard.len()) && swapped.is_dense(guard.len()) {
+            return Ok((StorageRef::Shared(guard), true));
+        }
+        drop(guard);
+        Ok((self.storage()?, false))
+    }
+
     /// A linear layer, `act(self · weightᵀ + bias)`, with `self` `[.., in]`, `weight`
     /// `[out, in]` and `bias` `[out]`. On the GPU this is one GEMM whose epilogue adds the bias
     /// and applies the activation (no extra pass over the output); on the CPU, the reference.
@@ -155,13 +174,13 @@ impl Tensor {
         }
         let rows = numel(&self.shape()[..self.rank() - 1]);
         let (y, z) = {
-            let bs = bias.map(|b| b.storage());
-            self.storage()
-                .linear(&weight.storage(), bs.as_deref(), (rows, inp, out), act)?
+            let bs = bias.map(|b| b.storage()).transpose()?;
+            self.storage()?
+                .linear(&*weight.storage()?, bs.as_deref(), (rows, inp, out), act)?
         };
         let mut shape = self.shape().to_vec();
         *shape.last_mut().expect("rank ≥ 1") = out;
-        let y = Arc::new(RwLock::new(y));
+        let y = StorageCell::new(y);
         // what the backward needs: the inputs, and the output (ReLU mask) or pre-activation (GELU)
         let saved_y = Tensor::shared_storage(y.clone(), shape.clone());
         let saved_z = z.map(|z| Tensor::from_storage(z, shape.clone()));

@@ -43,9 +43,13 @@ impl Tensor {
             });
         }
         let rows = self.numel() / cols;
-        let (y, mean, rstd) =
-            self.storage()
-                .layer_norm_fwd(&gamma.storage(), &beta.storage(), rows, cols, eps)?;
+        let (y, mean, rstd) = self.storage()?.layer_norm_fwd(
+            &*gamma.storage()?,
+            &*beta.storage()?,
+            rows,
+            cols,
+            eps,
+        )?;
         let (x, gm) = (self.detach(), gamma.detach());
         Ok(Tensor::from_op(
             y,
@@ -53,9 +57,9 @@ impl Tensor {
             op,
             &[self, gamma, beta],
             move |g| {
-                let (dx, dg, db) = x.storage().layer_norm_bwd(
-                    &gm.storage(),
-                    &g.storage(),
+                let (dx, dg, db) = x.storage()?.layer_norm_bwd(
+                    &*gm.storage()?,
+                    &*g.storage()?,
                     &mean,
                     &rstd,
                     rows,

@@ -10,7 +10,7 @@ impl Tensor {
     /// Reduce along `dim` with the primitive; returns the keepdim-shaped result (no autograd).
     fn reduce_plain(&self, dim: usize, op: ReduceOp) -> Result<Tensor> {
         let (outer, d, inner) = split_at_dim(self.shape(), dim);
-        let s = self.storage().reduce(outer, d, inner, op)?;
+        let s = self.storage()?.reduce(outer, d, inner, op)?;
         let mut shape = self.shape().to_vec();
         if !shape.is_empty() {
             shape[dim] = 1;
@@ -115,7 +115,7 @@ impl Tensor {
             expected: "rank ≥ 1".into(),
         })?;
         let rows = self.numel() / cols.max(1);
-        let s = self.storage().argmax_last(rows, cols)?;
+        let s = self.storage()?.argmax_last(rows, cols)?;
         debug_assert_eq!(s.dtype(), DType::I64);
         Ok(Tensor::from_storage(
             s,

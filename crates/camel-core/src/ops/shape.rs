@@ -1,13 +1,16 @@
-//! Shape ops. `reshape` is free (it shares the data); `permute`, `pad`, `narrow` and
-//! `broadcast_to` materialize a new contiguous tensor through one strided-copy primitive.
-//! `embedding` gathers rows of a table by integer index.
+//! Shape ops. `reshape` of a contiguous tensor, `permute`, `transpose`, `narrow`, `split`,
+//! `chunk`, `squeeze`, `unsqueeze` and `broadcast_to`/`expand` are views: they share the
+//! storage under a new [`Layout`](crate::layout::Layout) and launch nothing. `contiguous` copies
+//! a view into a dense tensor (only when it is not one already); `cat`, `stack` and `pad` write
+//! new tensors. `embedding` gathers rows of a table by integer index.
 
 use super::{expect_f32, same_device};
-use crate::shape::{broadcast_strides, contiguous_strides, numel};
+use crate::shape::{normalize_dim, numel};
 use crate::{DType, Error, Result, Tensor};
 
 impl Tensor {
-    /// Same data, new shape with the same number of elements. Free: no copy.
+    /// Same elements, new shape with the same number of elements (PyTorch `reshape`). A view
+    /// when this tensor is contiguous; otherwise a contiguous copy first.
     pub fn reshape(&self, shape: &[usize]) -> Result<Tensor> {
         if numel(shape) != self.numel() {
             return Err(Error::ShapeMismatch {
@@ -17,14 +20,13 @@ impl Tensor {
                 expected: "the same number of elements".into(),
             });
         }
+        let src = self.contiguous()?;
+        let layout = src
+            .layout()
+            .reshape(shape)
+            .expect("a contiguous layout reshapes without a copy");
         let old = self.shape().to_vec();
-        Ok(Tensor::op_output(
-            self.storage_arc().clone(),
-            shape.to_vec(),
-            "reshape",
-            &[self],
-            Box::new(move |g| Ok(vec![Some(g.reshape(&old)?)])),
-        ))
+        Ok(src.view_output(layout, "reshape", move |g| Ok(vec![Some(g.reshape(&old)?)])))
     }
 
     /// Collapse dims `start_dim..` into one (`flatten(1)` turns `[B, C, H, W]` into `[B, C·H·W]`).
@@ -43,7 +45,27 @@ impl Tensor {
         self.reshape(&s)
     }
 
-    /// Reorder the dimensions: output dim `i` is input dim `perm[i]`.
+    /// This tensor with its elements in row-major order in a storage of their own (PyTorch
+    /// `contiguous`): itself when it already is, otherwise one strided copy.
+    pub fn contiguous(&self) -> Result<Tensor> {
+        if self.is_contiguous() {
+            return Ok(self.clone());
+        }
+        let s = self.storage()?;
+        let s = match s {
+            crate::tensor::StorageRef::Copied(s) => s,
+            crate::tensor::StorageRef::Shared(g) => g.to_device(self.device())?,
+        };
+        Ok(Tensor::from_op(
+            s,
+            self.shape().to_vec(),
+            "contiguous",
+            &[self],
+            |g| Ok(vec![Some(g.clone())]),
+        ))
+    }
+
+    /// Reorder the dimensions: output dim `i` is input dim `perm[i]` (a view).
     pub fn permute(&self, perm: &[usize]) -> Result<Tensor> {
         let r = self.rank();
         let mut seen = vec![false; r];
@@ -60,26 +82,267 @@ impl Tensor {
                 ),
             });
         }
-        let src_strides = contiguous_strides(self.shape());
-        let shape: Vec<usize> = perm.iter().map(|&p| self.shape()[p]).collect();
-        let strides: Vec<usize> = perm.iter().map(|&p| src_strides[p]).collect();
-        let s = self.storage().copy_strided(&shape, &strides, 0)?;
         let mut inv = vec![0; r];
         for (i, &p) in perm.iter().enumerate() {
             inv[p] = i;
         }
-        Ok(Tensor::from_op(s, shape, "permute", &[self], move |g| {
-            Ok(vec![Some(g.permute(&inv)?)])
+        Ok(
+            self.view_output(self.layout().permute(perm), "permute", move |g| {
+                Ok(vec![Some(g.permute(&inv)?)])
+            }),
+        )
+    }
+
+    /// Swap two dimensions (negative indices count from the end); a view.
+    pub fn transpose(&self, d0: isize, d1: isize) -> Result<Tensor> {
+        let a = normalize_dim("transpose", d0, self.rank())?;
+        let b = normalize_dim("transpose", d1, self.rank())?;
+        if self.rank() == 0 {
+            return Ok(self.clone());
+        }
+        Ok(
+            self.view_output(self.layout().transpose(a, b), "transpose", move |g| {
+                Ok(vec![Some(g.transpose(a as isize, b as isize)?)])
+            }),
+        )
+    }
+
+    /// The slice `start..start+len` of dimension `dim` (a view).
+    pub fn narrow(&self, dim: usize, start: usize, len: usize) -> Result<Tensor> {
+        let end = start.checked_add(len);
+        if dim >= self.rank() || !matches!(end, Some(e) if e <= self.shape()[dim]) {
+            return Err(Error::InvalidArgument {
+                op: "narrow",
+                msg: format!(
+                    "dim {dim}, range {start}..{} out of bounds for shape {:?}",
+                    start.saturating_add(len),
+                    self.shape()
+                ),
+            });
+        }
+        let full = self.shape()[dim];
+        let rank = self.rank();
+        Ok(
+            self.view_output(self.layout().narrow(dim, start, len), "narrow", move |g| {
+                let mut pads = vec![(0, 0); rank];
+                pads[dim] = (start, full - start - len);
+                Ok(vec![Some(g.pad(&pads, 0.0)?)])
+            }),
+        )
+    }
+
+    /// Views of consecutive slices of `size` along `dim` (the last may be shorter), as
+    /// PyTorch's `split(size, dim)`.
+    pub fn split(&self, size: usize, dim: isize) -> Result<Vec<Tensor>> {
+        let d = normalize_dim("split", dim, self.rank())?;
+        let n = self.shape().get(d).copied().unwrap_or(1);
+        if size == 0 {
+            return Err(Error::InvalidArgument {
+                op: "split",
+                msg: format!(
+                    "a slice size of 0 along dim {dim} of shape {:?}",
+                    self.shape()
+                ),
+            });
+        }
+        let sizes: Vec<usize> = (0..n)
+            .step_by(size)
+            .map(|start| size.min(n - start))
+            .collect();
+        self.split_sizes(&sizes, dim)
+    }
+
+    /// Views of consecutive slices with the given sizes along `dim`; the sizes must add up to
+    /// the dim's size.
+    pub fn split_sizes(&self, sizes: &[usize], dim: isize) -> Result<Vec<Tensor>> {
+        let d = normalize_dim("split", dim, self.rank())?;
+        let total = sizes.iter().try_fold(0usize, |a, &b| a.checked_add(b));
+        if self.rank() == 0 || total != Some(self.shape()[d]) {
+            return Err(Error::InvalidArgument {
+                op: "split",
+                msg: format!(
+                    "sizes {sizes:?} do not add up to dim {dim} of shape {:?}",
+                    self.shape()
+                ),
+            });
+        }
+        let mut start = 0;
+        sizes
+            .iter()
+            .map(|&len| {
+                let t = self.narrow(d, start, len);
+                start += len;
+                t
+            })
+            .collect()
+    }
+
+    /// `chunks` views of (nearly) equal size along `dim`, as PyTorch's `chunk`: each of
+    /// `ceil(n / chunks)` elements but the last; fewer chunks when the dim is short.
+    pub fn chunk(&self, chunks: usize, dim: isize) -> Result<Vec<Tensor>> {
+        let d = normalize_dim("chunk", dim, self.rank())?;
+        if chunks == 0 {
+            return Err(Error::InvalidArgument {
+                op: "chunk",
+                msg: "0 chunks".into(),
+            });
+        }
+        let n = self.shape().get(d).copied().unwrap_or(1);
+        self.split(n.div_ceil(chunks).max(1), dim)
+    }
+
+    /// A new dimension of size 1 at `dim` (`-rank-1 ..= rank`; negative counts from the end);
+    /// a view.
+    pub fn unsqueeze(&self, dim: isize) -> Result<Tensor> {
+        let r = self.rank() as isize;
+        let d = if dim < 0 { dim + r + 1 } else { dim };
+        if d < 0 || d > r {
+            return Err(Error::InvalidArgument {
+                op: "unsqueeze",
+                msg: format!("dim {dim} out of range for shape {:?}", self.shape()),
+            });
+        }
+        let d = d as usize;
+        Ok(
+            self.view_output(self.layout().unsqueeze(d), "unsqueeze", move |g| {
+                Ok(vec![Some(g.squeeze(d as isize)?)])
+            }),
+        )
+    }
+
+    /// Dimension `dim`, which must have size 1, removed; a view.
+    pub fn squeeze(&self, dim: isize) -> Result<Tensor> {
+        let d = normalize_dim("squeeze", dim, self.rank())?;
+        if self.rank() == 0 || self.shape()[d] != 1 {
+            return Err(Error::InvalidArgument {
+                op: "squeeze",
+                msg: format!("dim {dim} of shape {:?} is not of size 1", self.shape()),
+            });
+        }
+        Ok(
+            self.view_output(self.layout().squeeze(d), "squeeze", move |g| {
+                Ok(vec![Some(g.unsqueeze(d as isize)?)])
+            }),
+        )
+    }
+
+    /// Repeat this tensor along broadcast dimensions to `shape` (NumPy rules) without copying:
+    /// stretched dims get stride 0 (PyTorch `expand`).
+    pub fn broadcast_to(&self, shape: &[usize]) -> Result<Tensor> {
+        let b = crate::shape::broadcast_shape("broadcast_to", self.shape(), shape)?;
+        if b != shape {
+            return Err(Error::ShapeMismatch {
+                op: "broadcast_to",
+                lhs: self.shape().to_vec(),
+                rhs: shape.to_vec(),
+                expected: "a source that broadcasts to the target".into(),
+            });
+        }
+        if self.shape() == shape {
+            return Ok(self.clone());
+        }
+        let src = self.shape().to_vec();
+        Ok(self.view_output(
+            self.layout().broadcast_to(shape),
+            "broadcast_to",
+            move |g| Ok(vec![Some(g.sum_to(&src)?)]),
+        ))
+    }
+
+    /// Same as [`Tensor::broadcast_to`] (PyTorch's name).
+    pub fn expand(&self, shape: &[usize]) -> Result<Tensor> {
+        self.broadcast_to(shape)
+    }
+
+    /// Join tensors of equal shape but along `dim` into one (PyTorch `torch.cat`).
+    pub fn cat(tensors: &[&Tensor], dim: isize) -> Result<Tensor> {
+        let Some(first) = tensors.first() else {
+            return Err(Error::InvalidArgument {
+                op: "cat",
+                msg: "no tensors to join".into(),
+            });
+        };
+        let d = normalize_dim("cat", dim, first.rank())?;
+        if first.rank() == 0 {
+            return Err(Error::BadShape {
+                op: "cat",
+                shape: vec![],
+                expected: "tensors of rank ≥ 1".into(),
+            });
+        }
+        for t in tensors {
+            same_device("cat", first, t)?;
+            let fits = t.rank() == first.rank()
+                && (0..t.rank()).all(|i| i == d || t.shape()[i] == first.shape()[i]);
+            if !fits {
+                return Err(Error::ShapeMismatch {
+                    op: "cat",
+                    lhs: first.shape().to_vec(),
+                    rhs: t.shape().to_vec(),
+                    expected: format!("equal shapes except along dim {d}"),
+                });
+            }
+            if t.dtype() != first.dtype() {
+                return Err(Error::DTypeMismatch {
+                    op: "cat",
+                    expected: first.dtype(),
+                    got: t.dtype(),
+                });
+            }
+        }
+        let outer = numel(&first.shape()[..d]);
+        let inner = numel(&first.shape()[d + 1..]);
+        let widths: Vec<usize> = tensors.iter().map(|t| t.shape()[d] * inner).collect();
+        let parts = tensors
+            .iter()
+            .map(|t| t.storage())
+            .collect::<Result<Vec<_>>>()?;
+        let refs: Vec<&crate::storage::Storage> = parts.iter().map(|p| &**p).collect();
+        let s = crate::storage::Storage::cat(&refs, outer, &widths)?;
+        drop(parts);
+        let mut shape = first.shape().to_vec();
+        shape[d] = tensors.iter().map(|t| t.shape()[d]).sum();
+        let sizes: Vec<usize> = tensors.iter().map(|t| t.shape()[d]).collect();
+        Ok(Tensor::from_op(s, shape, "cat", tensors, move |g| {
+            Ok(g.split_sizes(&sizes, d as isize)?
+                .into_iter()
+                .map(Some)
+                .collect())
         }))
     }
 
-    /// Swap two dimensions (negative indices count from the end).
-    pub fn transpose(&self, d0: isize, d1: isize) -> Result<Tensor> {
-        let a = crate::shape::normalize_dim("transpose", d0, self.rank())?;
-        let b = crate::shape::normalize_dim("transpose", d1, self.rank())?;
-        let mut perm: Vec<usize> = (0..self.rank()).collect();
-        perm.swap(a, b);
-        self.permute(&perm)
+    /// Join tensors of one shape along a new dimension `dim` (PyTorch `torch.stack`).
+    pub fn stack(tensors: &[&Tensor], dim: isize) -> Result<Tensor> {
+        let Some(first) = tensors.first() else {
+            return Err(Error::InvalidArgument {
+                op: "stack",
+                msg: "no tensors to join".into(),
+            });
+        };
+        for t in tensors {
+            if t.shape() != first.shape() {
+                return Err(Error::ShapeMismatch {
+                    op: "stack",
+                    lhs: first.shape().to_vec(),
+                    rhs: t.shape().to_vec(),
+                    expected: "tensors of one shape".into(),
+                });
+            }
+        }
+        let r = first.rank() as isize;
+        let d = if dim < 0 { dim + r + 1 } else { dim };
+        if d < 0 || d > r {
+            return Err(Error::InvalidArgument {
+                op: "stack",
+                msg: format!("dim {dim} out of range for shape {:?}", first.shape()),
+            });
+        }
+        let views = tensors
+            .iter()
+            .map(|t| t.unsqueeze(d))
+            .collect::<Result<Vec<_>>>()?;
+        let refs: Vec<&Tensor> = views.iter().collect();
+        Tensor::cat(&refs, d)
     }
 
     /// Pad with a constant: `pads[d] = (before, after)` for every dim.
@@ -97,7 +360,7 @@ impl Tensor {
         }
         let before: Vec<usize> = pads.iter().map(|p| p.0).collect();
         let after: Vec<usize> = pads.iter().map(|p| p.1).collect();
-        let s = self.storage().pad(self.shape(), &before, &after, value)?;
+        let s = self.storage()?.pad(self.shape(), &before, &after, value)?;
         let shape: Vec<usize> = (0..self.rank())
             .map(|d| self.shape()[d] + before[d] + after[d])
             .collect();
@@ -109,59 +372,6 @@ impl Tensor {
             }
             Ok(vec![Some(t)])
         }))
-    }
-
-    /// The slice `start..start+len` of dimension `dim`.
-    pub fn narrow(&self, dim: usize, start: usize, len: usize) -> Result<Tensor> {
-        if dim >= self.rank() || start + len > self.shape()[dim] {
-            return Err(Error::InvalidArgument {
-                op: "narrow",
-                msg: format!(
-                    "dim {dim}, range {start}..{} out of bounds for shape {:?}",
-                    start + len,
-                    self.shape()
-                ),
-            });
-        }
-        let strides = contiguous_strides(self.shape());
-        let mut shape = self.shape().to_vec();
-        shape[dim] = len;
-        let s = self
-            .storage()
-            .copy_strided(&shape, &strides, start * strides[dim])?;
-        let full = self.shape()[dim];
-        let rank = self.rank();
-        Ok(Tensor::from_op(s, shape, "narrow", &[self], move |g| {
-            let mut pads = vec![(0, 0); rank];
-            pads[dim] = (start, full - start - len);
-            Ok(vec![Some(g.pad(&pads, 0.0)?)])
-        }))
-    }
-
-    /// Repeat this tensor along broadcast dimensions to `shape` (NumPy rules).
-    pub fn broadcast_to(&self, shape: &[usize]) -> Result<Tensor> {
-        let b = crate::shape::broadcast_shape("broadcast_to", self.shape(), shape)?;
-        if b != shape {
-            return Err(Error::ShapeMismatch {
-                op: "broadcast_to",
-                lhs: self.shape().to_vec(),
-                rhs: shape.to_vec(),
-                expected: "a source that broadcasts to the target".into(),
-            });
-        }
-        if self.shape() == shape {
-            return Ok(self.clone());
-        }
-        let strides = broadcast_strides(self.shape(), shape);
-        let s = self.storage().copy_strided(shape, &strides, 0)?;
-        let src = self.shape().to_vec();
-        Ok(Tensor::from_op(
-            s,
-            shape.to_vec(),
-            "broadcast_to",
-            &[self],
-            move |g| Ok(vec![Some(g.sum_to(&src)?)]),
-        ))
     }
 
     /// Embedding lookup: rows of this `[vocab, dim]` table picked by the i64 tensor `idx`;
@@ -184,12 +394,12 @@ impl Tensor {
             });
         }
         let (v, d) = (self.shape()[0], self.shape()[1]);
-        let s = self.storage().index_select_rows(&idx.storage(), v, d)?;
+        let s = self.storage()?.index_select_rows(&*idx.storage()?, v, d)?;
         let mut shape = idx.shape().to_vec();
         shape.push(d);
         let idx = idx.clone();
         Ok(Tensor::from_op(s, shape, "embedding", &[self], move |g| {
-            let gs = g.storage().index_add_rows(&idx.storage(), v, d)?;
+            let gs = g.storage()?.index_add_rows(&*idx.storage()?, v, d)?;
             Ok(vec![Some(Tensor::from_storage(gs, vec![v, d]))])
         }))
     }

@@ -17,7 +17,7 @@ impl Tensor {
     pub fn softmax(&self) -> Result<Tensor> {
         expect_f32("softmax", self)?;
         let (rows, cols) = self.rows_cols("softmax")?;
-        let s = self.storage().softmax_last(rows, cols, false)?;
+        let s = self.storage()?.softmax_last(rows, cols, false)?;
         let y = Tensor::from_storage(s, self.shape().to_vec());
         let yd = y.detach();
         Ok(Tensor::op_output(
@@ -34,7 +34,7 @@ impl Tensor {
     pub fn log_softmax(&self) -> Result<Tensor> {
         expect_f32("log_softmax", self)?;
         let (rows, cols) = self.rows_cols("log_softmax")?;
-        let s = self.storage().softmax_last(rows, cols, true)?;
+        let s = self.storage()?.softmax_last(rows, cols, true)?;
         let y = Tensor::from_storage(s, self.shape().to_vec());
         let yd = y.detach();
         Ok(Tensor::op_output(
@@ -50,8 +50,8 @@ impl Tensor {
     /// Backward of (log-)softmax: `self` is the forward's output `y`, `g` the upstream grad.
     fn softmax_bwd(&self, g: &Tensor, rows: usize, cols: usize, log: bool) -> Result<Tensor> {
         let s = self
-            .storage()
-            .softmax_last_bwd(&g.storage(), rows, cols, log)?;
+            .storage()?
+            .softmax_last_bwd(&*g.storage()?, rows, cols, log)?;
         Ok(Tensor::from_storage(s, self.shape().to_vec()))
     }
 }

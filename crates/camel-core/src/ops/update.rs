@@ -73,18 +73,17 @@ impl Tensor {
                 }
             }
         }
-        let mut p_locks: Vec<_> = params
+        for t in params.iter().chain(states.iter().flatten()) {
+            t.expect_whole_storage(op)?;
+        }
+        let mut p_locks: Vec<_> = params.iter().map(|t| t.storage_arc().write()).collect();
+        let g_locks = grads
             .iter()
-            .map(|t| t.storage_arc().write().expect("storage lock"))
-            .collect();
-        let g_locks: Vec<_> = grads.iter().map(|t| t.storage()).collect();
+            .map(|t| t.storage())
+            .collect::<Result<Vec<_>>>()?;
         let mut s_locks: Vec<Vec<_>> = states
             .iter()
-            .map(|st| {
-                st.iter()
-                    .map(|t| t.storage_arc().write().expect("storage lock"))
-                    .collect()
-            })
+            .map(|st| st.iter().map(|t| t.storage_arc().write()).collect())
             .collect();
         let mut ps: Vec<&mut Storage> = p_locks.iter_mut().map(|l| &mut **l).collect();
         let gs: Vec<&Storage> = g_locks.iter().map(|l| &**l).collect();
@@ -92,6 +91,10 @@ impl Tensor {
             .iter_mut()
             .map(|st| st.iter_mut().map(|l| &mut **l).collect())
             .collect();
-        storage::update_multi(&mut ps, &gs, &mut ss, rules)
+        storage::update_multi(&mut ps, &gs, &mut ss, rules)?;
+        for t in params.iter().chain(states.iter().flatten()) {
+            t.storage_arc().bump_version();
+        }
+        Ok(())
     }
 }

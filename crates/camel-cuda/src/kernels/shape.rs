@@ -54,6 +54,61 @@ pub fn copy_strided(
 
 #[repr(C)]
 #[derive(Clone, Copy)]
+struct Strided2Args {
+    ndim: i64,
+    offset: i64,
+    dst_offset: i64,
+    shape: [i64; MAX_DIMS],
+    strides: [i64; MAX_DIMS],
+    dst_strides: [i64; MAX_DIMS],
+}
+// SAFETY: plain integers, no padding.
+unsafe impl crate::Pod for Strided2Args {}
+
+/// A strided view of `src` into a strided view of `dst`, over the multi-indices of `shape`:
+/// `dst[dst_offset + Σ idx_d·dst_strides[d]] = src[offset + Σ idx_d·strides[d]]`.
+/// `elem_bytes` selects the f32 (4) or i64 (8) kernel.
+#[allow(clippy::too_many_arguments)]
+pub fn copy_strided_into(
+    dev: &CudaDevice,
+    src: DevPtr,
+    shape: &[usize],
+    strides: &[usize],
+    offset: usize,
+    dst: DevPtr,
+    dst_strides: &[usize],
+    dst_offset: usize,
+    elem_bytes: usize,
+) -> Result<()> {
+    let n: usize = shape.iter().product();
+    if n == 0 {
+        return Ok(());
+    }
+    let name = match elem_bytes {
+        4 => "copy_strided2_f32",
+        8 => "copy_strided2_i64",
+        _ => {
+            return Err(Error::InvalidArgument {
+                op: "copy_strided_into".into(),
+                msg: format!("unsupported element size {elem_bytes}"),
+            })
+        }
+    };
+    let a = Strided2Args {
+        ndim: shape.len() as i64,
+        offset: offset as i64,
+        dst_offset: dst_offset as i64,
+        shape: dims_array(name, shape)?,
+        strides: dims_array(name, strides)?,
+        dst_strides: dims_array(name, dst_strides)?,
+    };
+    let k = dev.function(MODULE, name)?;
+    // SAFETY: matches `copy_strided2_*(const T*, T*, long long, Strided2Args)`.
+    unsafe { dev.launch(&k, launch_1d(n), &[&src, &dst, &(n as i64), &a]) }
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
 struct PadArgs {
     ndim: i64,
     out_shape: [i64; MAX_DIMS],
