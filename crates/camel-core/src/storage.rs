@@ -1,19 +1,19 @@
-//! `Storage`: a tensor's data on one device. Every primitive is a method here that matches on the
-//! device and calls the CPU reference (`backend::cpu`) or the CUDA launchers (`backend::cuda`).
-//! Operands on different devices are an error, never a silent copy.
+//! `Storage`: a tensor's data on one device, `Cpu(CpuStorage)` or `Cuda(CudaStorage)`.
+//!
+//! Each op defines its primitives once, as a trait in its folder (`ops/softmax/mod.rs`:
+//! `SoftmaxKernels`) that `CpuStorage` implements in the folder's `cpu.rs` and `CudaStorage` in
+//! its `cuda.rs`. The [`dispatch!`] macro, written once here, turns a call on `Storage`s into the
+//! call on the device's own storage type: it checks that the operands share a device (operands
+//! on different devices are an error, never a silent copy), runs the same expression in the CPU
+//! or the CUDA arm, and wraps the result back into `Storage`. An op's `Storage` method is one
+//! line of it, beside the op.
 
-use crate::backend::cpu::{self, MatmulSpec};
+use crate::backend::cpu;
+pub use crate::backend::cpu::CpuStorage;
 #[cfg(feature = "cuda")]
 use crate::backend::cuda::{self, CudaStorage};
-use crate::backend::{BinaryOp, ReduceOp, UnaryOp, UpdateRule};
+use crate::backend::UpdateRule;
 use crate::{DType, Device, Error, Result};
-
-/// Host data, one variant per dtype.
-#[derive(Clone, Debug)]
-pub enum CpuStorage {
-    F32(Vec<f32>),
-    I64(Vec<i64>),
-}
 
 /// A tensor's data on one device.
 #[derive(Debug)]
@@ -22,6 +22,90 @@ pub enum Storage {
     #[cfg(feature = "cuda")]
     Cuda(CudaStorage),
 }
+
+/// Error unless `a` and `b` are on one device.
+pub(crate) fn same_device(op: &'static str, a: &Storage, b: &Storage) -> Result<()> {
+    if a.device() != b.device() {
+        return Err(Error::DeviceMismatch {
+            op,
+            lhs: a.device(),
+            rhs: b.device(),
+        });
+    }
+    Ok(())
+}
+
+/// A device's own result wrapped back into [`Storage`]: a storage, or a tuple or option of them.
+pub(crate) trait IntoStorage {
+    type Out;
+    fn into_storage(self) -> Self::Out;
+}
+
+impl IntoStorage for CpuStorage {
+    type Out = Storage;
+    fn into_storage(self) -> Storage {
+        Storage::Cpu(self)
+    }
+}
+
+#[cfg(feature = "cuda")]
+impl IntoStorage for CudaStorage {
+    type Out = Storage;
+    fn into_storage(self) -> Storage {
+        Storage::Cuda(self)
+    }
+}
+
+impl<A: IntoStorage> IntoStorage for Option<A> {
+    type Out = Option<A::Out>;
+    fn into_storage(self) -> Self::Out {
+        self.map(A::into_storage)
+    }
+}
+
+impl<A: IntoStorage, B: IntoStorage> IntoStorage for (A, B) {
+    type Out = (A::Out, B::Out);
+    fn into_storage(self) -> Self::Out {
+        (self.0.into_storage(), self.1.into_storage())
+    }
+}
+
+impl<A: IntoStorage, B: IntoStorage, C: IntoStorage> IntoStorage for (A, B, C) {
+    type Out = (A::Out, B::Out, C::Out);
+    fn into_storage(self) -> Self::Out {
+        (
+            self.0.into_storage(),
+            self.1.into_storage(),
+            self.2.into_storage(),
+        )
+    }
+}
+
+/// `dispatch!(op; a = expr_a, b = expr_b => body)`: with `a`, `b`, … the `&Storage` operands
+/// of `op` (its name, for errors), checks they share a device, rebinds each name to the device's
+/// own storage (`&CpuStorage` or `&CudaStorage`), evaluates `body` (a `Result` of that device's
+/// storage, or a tuple or option of them) and wraps it back into `Storage`.
+macro_rules! dispatch {
+    ($op:expr; $first:ident = $fe:expr $(, $v:ident = $e:expr)* => $body:expr) => {{
+        let $first: &$crate::storage::Storage = $fe;
+        $(
+            let $v: &$crate::storage::Storage = $e;
+            $crate::storage::same_device($op, $first, $v)?;
+        )*
+        #[allow(unreachable_patterns)]
+        match ($first, $($v,)*) {
+            ($crate::storage::Storage::Cpu($first), $($crate::storage::Storage::Cpu($v),)*) => {
+                $body.map($crate::storage::IntoStorage::into_storage)
+            }
+            #[cfg(feature = "cuda")]
+            ($crate::storage::Storage::Cuda($first), $($crate::storage::Storage::Cuda($v),)*) => {
+                $body.map($crate::storage::IntoStorage::into_storage)
+            }
+            _ => unreachable!("devices checked above"),
+        }
+    }};
+}
+pub(crate) use dispatch;
 
 fn dtype_err(op: &'static str, expected: DType, got: DType) -> Error {
     Error::DTypeMismatch { op, expected, got }
@@ -109,10 +193,13 @@ impl Storage {
         }
     }
 
+    fn same_device(&self, op: &'static str, other: &Storage) -> Result<()> {
+        same_device(op, self, other)
+    }
+
     fn cpu_f32(&self, op: &'static str) -> Result<&[f32]> {
         match self {
-            Storage::Cpu(CpuStorage::F32(v)) => Ok(v),
-            Storage::Cpu(CpuStorage::I64(_)) => Err(dtype_err(op, DType::F32, DType::I64)),
+            Storage::Cpu(c) => c.f32(op),
             #[cfg(feature = "cuda")]
             Storage::Cuda(_) => unreachable!("cpu_f32 on a CUDA storage"),
         }
@@ -120,161 +207,27 @@ impl Storage {
 
     fn cpu_i64(&self, op: &'static str) -> Result<&[i64]> {
         match self {
-            Storage::Cpu(CpuStorage::I64(v)) => Ok(v),
-            Storage::Cpu(CpuStorage::F32(_)) => Err(dtype_err(op, DType::I64, DType::F32)),
+            Storage::Cpu(c) => c.i64(op),
             #[cfg(feature = "cuda")]
             Storage::Cuda(_) => unreachable!("cpu_i64 on a CUDA storage"),
         }
     }
 
-    fn same_device(&self, op: &'static str, other: &Storage) -> Result<()> {
-        if self.device() != other.device() {
-            return Err(Error::DeviceMismatch {
-                op,
-                lhs: self.device(),
-                rhs: other.device(),
-            });
-        }
-        Ok(())
-    }
-
-    /// Elementwise `f(x)`.
-    pub fn unary(&self, op: UnaryOp) -> Result<Storage> {
+    /// The host data, when this storage is on the CPU.
+    pub(crate) fn as_cpu(&self) -> Option<&CpuStorage> {
         match self {
-            Storage::Cpu(_) => Ok(Storage::Cpu(CpuStorage::F32(cpu::unary(
-                self.cpu_f32("unary")?,
-                op,
-            )))),
+            Storage::Cpu(c) => Some(c),
             #[cfg(feature = "cuda")]
-            Storage::Cuda(s) => Ok(Storage::Cuda(cuda::unary(s, op)?)),
+            Storage::Cuda(_) => None,
         }
     }
 
-    /// Elementwise `a ∘ b` broadcast to `out_shape`.
-    pub fn binary(
-        &self,
-        rhs: &Storage,
-        a_shape: &[usize],
-        b_shape: &[usize],
-        out_shape: &[usize],
-        op: BinaryOp,
-    ) -> Result<Storage> {
-        self.same_device("binary", rhs)?;
-        match (self, rhs) {
-            (Storage::Cpu(_), Storage::Cpu(_)) => Ok(Storage::Cpu(CpuStorage::F32(cpu::binary(
-                self.cpu_f32("binary")?,
-                a_shape,
-                rhs.cpu_f32("binary")?,
-                b_shape,
-                out_shape,
-                op,
-            )))),
-            #[cfg(feature = "cuda")]
-            (Storage::Cuda(a), Storage::Cuda(b)) => Ok(Storage::Cuda(cuda::binary(
-                a, b, a_shape, b_shape, out_shape, op,
-            )?)),
-            #[cfg(feature = "cuda")]
-            _ => unreachable!("devices checked above"),
-        }
-    }
-
-    /// Reduce `[outer, dim, inner]` along the middle axis.
-    pub fn reduce(&self, outer: usize, dim: usize, inner: usize, op: ReduceOp) -> Result<Storage> {
+    /// The device data, when this storage is on a GPU.
+    #[cfg(feature = "cuda")]
+    pub(crate) fn as_cuda(&self) -> Option<&CudaStorage> {
         match self {
-            Storage::Cpu(_) => Ok(Storage::Cpu(CpuStorage::F32(cpu::reduce(
-                self.cpu_f32("reduce")?,
-                outer,
-                dim,
-                inner,
-                op,
-            )))),
-            #[cfg(feature = "cuda")]
-            Storage::Cuda(s) => Ok(Storage::Cuda(cuda::reduce(s, outer, dim, inner, op)?)),
-        }
-    }
-
-    /// Row-wise argmax of `[rows, cols]` → i64 `[rows]`.
-    pub fn argmax_last(&self, rows: usize, cols: usize) -> Result<Storage> {
-        match self {
-            Storage::Cpu(_) => Ok(Storage::Cpu(CpuStorage::I64(cpu::argmax_last(
-                self.cpu_f32("argmax")?,
-                rows,
-                cols,
-            )))),
-            #[cfg(feature = "cuda")]
-            Storage::Cuda(s) => Ok(Storage::Cuda(cuda::argmax_last(s, rows, cols)?)),
-        }
-    }
-
-    /// Batched matrix product.
-    pub fn matmul(&self, rhs: &Storage, spec: &MatmulSpec) -> Result<Storage> {
-        self.same_device("matmul", rhs)?;
-        match (self, rhs) {
-            (Storage::Cpu(_), Storage::Cpu(_)) => Ok(Storage::Cpu(CpuStorage::F32(cpu::matmul(
-                self.cpu_f32("matmul")?,
-                rhs.cpu_f32("matmul")?,
-                spec,
-            )))),
-            #[cfg(feature = "cuda")]
-            (Storage::Cuda(a), Storage::Cuda(b)) => Ok(Storage::Cuda(cuda::matmul(a, b, spec)?)),
-            #[cfg(feature = "cuda")]
-            _ => unreachable!("devices checked above"),
-        }
-    }
-
-    /// `act(x · wᵀ + bias)` with `x` `[rows, inp]`, `w` `[out, inp]`, plus the pre-activation
-    /// when the activation is GELU.
-    pub fn linear(
-        &self,
-        w: &Storage,
-        bias: Option<&Storage>,
-        dims: (usize, usize, usize),
-        act: crate::backend::Activation,
-    ) -> Result<(Storage, Option<Storage>)> {
-        self.same_device("linear", w)?;
-        if let Some(b) = bias {
-            self.same_device("linear", b)?;
-        }
-        match self {
-            Storage::Cpu(_) => {
-                let b = match bias {
-                    Some(b) => Some(b.cpu_f32("linear")?),
-                    None => None,
-                };
-                let (y, z) =
-                    cpu::linear(self.cpu_f32("linear")?, w.cpu_f32("linear")?, b, dims, act);
-                Ok((
-                    Storage::Cpu(CpuStorage::F32(y)),
-                    z.map(|z| Storage::Cpu(CpuStorage::F32(z))),
-                ))
-            }
-            #[cfg(feature = "cuda")]
-            Storage::Cuda(x) => {
-                let (Storage::Cuda(w), b) = (w, bias) else {
-                    unreachable!("devices checked above")
-                };
-                let b = match b {
-                    Some(Storage::Cuda(b)) => Some(b),
-                    Some(_) => unreachable!("devices checked above"),
-                    None => None,
-                };
-                let (y, z) = cuda::linear(x, w, b, dims, act)?;
-                Ok((Storage::Cuda(y), z.map(Storage::Cuda)))
-            }
-        }
-    }
-
-    /// Softmax or log-softmax of each row.
-    pub fn softmax_last(&self, rows: usize, cols: usize, log: bool) -> Result<Storage> {
-        match self {
-            Storage::Cpu(_) => Ok(Storage::Cpu(CpuStorage::F32(cpu::softmax_last(
-                self.cpu_f32("softmax")?,
-                rows,
-                cols,
-                log,
-            )))),
-            #[cfg(feature = "cuda")]
-            Storage::Cuda(s) => Ok(Storage::Cuda(cuda::softmax_last(s, rows, cols, log)?)),
+            Storage::Cuda(c) => Some(c),
+            Storage::Cpu(_) => None,
         }
     }
 
@@ -327,158 +280,6 @@ impl Storage {
             _ => unreachable!("devices checked above"),
         }
     }
-
-    /// Strided gather (permute / slice / expand) into a new contiguous storage.
-    pub fn copy_strided(
-        &self,
-        shape: &[usize],
-        strides: &[usize],
-        offset: usize,
-    ) -> Result<Storage> {
-        match self {
-            Storage::Cpu(CpuStorage::F32(v)) => Ok(Storage::Cpu(CpuStorage::F32(
-                cpu::copy_strided(v, shape, strides, offset),
-            ))),
-            Storage::Cpu(CpuStorage::I64(v)) => Ok(Storage::Cpu(CpuStorage::I64(
-                cpu::copy_strided(v, shape, strides, offset),
-            ))),
-            #[cfg(feature = "cuda")]
-            Storage::Cuda(s) => Ok(Storage::Cuda(cuda::copy_strided(
-                s, shape, strides, offset,
-            )?)),
-        }
-    }
-
-    /// `parts[i]` is `[outer, widths[i]]`; the result is `[outer, Σ widths]` with the parts side
-    /// by side in each row (the data movement of `cat`). All parts on one device, of one dtype.
-    pub fn cat(parts: &[&Storage], outer: usize, widths: &[usize]) -> Result<Storage> {
-        let first = parts.first().ok_or_else(|| Error::InvalidArgument {
-            op: "cat",
-            msg: "no tensors to join".into(),
-        })?;
-        for p in parts {
-            first.same_device("cat", p)?;
-            if p.dtype() != first.dtype() {
-                return Err(dtype_err("cat", first.dtype(), p.dtype()));
-            }
-        }
-        fn rows<T: Copy>(parts: &[&[T]], outer: usize, widths: &[usize]) -> Vec<T> {
-            let mut out = Vec::with_capacity(outer * widths.iter().sum::<usize>());
-            for o in 0..outer {
-                for (p, &w) in parts.iter().zip(widths) {
-                    out.extend_from_slice(&p[o * w..(o + 1) * w]);
-                }
-            }
-            out
-        }
-        match first {
-            Storage::Cpu(CpuStorage::F32(_)) => {
-                let v = parts
-                    .iter()
-                    .map(|p| p.cpu_f32("cat"))
-                    .collect::<Result<Vec<_>>>()?;
-                Ok(Storage::Cpu(CpuStorage::F32(rows(&v, outer, widths))))
-            }
-            Storage::Cpu(CpuStorage::I64(_)) => {
-                let v = parts
-                    .iter()
-                    .map(|p| p.cpu_i64("cat"))
-                    .collect::<Result<Vec<_>>>()?;
-                Ok(Storage::Cpu(CpuStorage::I64(rows(&v, outer, widths))))
-            }
-            #[cfg(feature = "cuda")]
-            Storage::Cuda(_) => {
-                let c: Vec<&CudaStorage> = parts
-                    .iter()
-                    .map(|p| match p {
-                        Storage::Cuda(c) => c,
-                        _ => unreachable!("devices checked above"),
-                    })
-                    .collect();
-                Ok(Storage::Cuda(cuda::cat(&c, outer, widths)?))
-            }
-        }
-    }
-
-    /// Constant padding.
-    pub fn pad(
-        &self,
-        shape: &[usize],
-        before: &[usize],
-        after: &[usize],
-        value: f32,
-    ) -> Result<Storage> {
-        match self {
-            Storage::Cpu(_) => Ok(Storage::Cpu(CpuStorage::F32(cpu::pad(
-                self.cpu_f32("pad")?,
-                shape,
-                before,
-                after,
-                value,
-            )))),
-            #[cfg(feature = "cuda")]
-            Storage::Cuda(s) => Ok(Storage::Cuda(cuda::pad(s, shape, before, after, value)?)),
-        }
-    }
-
-    /// Embedding lookup: rows of the `[v, d]` table picked by i64 `idx`.
-    pub fn index_select_rows(&self, idx: &Storage, v: usize, d: usize) -> Result<Storage> {
-        self.same_device("embedding", idx)?;
-        match (self, idx) {
-            (Storage::Cpu(_), Storage::Cpu(_)) => {
-                Ok(Storage::Cpu(CpuStorage::F32(cpu::index_select_rows(
-                    self.cpu_f32("embedding")?,
-                    v,
-                    d,
-                    idx.cpu_i64("embedding")?,
-                )?)))
-            }
-            #[cfg(feature = "cuda")]
-            (Storage::Cuda(t), Storage::Cuda(i)) => {
-                Ok(Storage::Cuda(cuda::index_select_rows(t, i, v, d)?))
-            }
-            #[cfg(feature = "cuda")]
-            _ => unreachable!("devices checked above"),
-        }
-    }
-
-    /// Embedding backward: scatter-add rows of `self` (`[n, d]`) into a zero `[v, d]` table.
-    pub fn index_add_rows(&self, idx: &Storage, v: usize, d: usize) -> Result<Storage> {
-        self.same_device("embedding backward", idx)?;
-        match (self, idx) {
-            (Storage::Cpu(_), Storage::Cpu(_)) => {
-                Ok(Storage::Cpu(CpuStorage::F32(cpu::index_add_rows(
-                    self.cpu_f32("embedding backward")?,
-                    idx.cpu_i64("embedding backward")?,
-                    v,
-                    d,
-                )?)))
-            }
-            #[cfg(feature = "cuda")]
-            (Storage::Cuda(g), Storage::Cuda(i)) => {
-                Ok(Storage::Cuda(cuda::index_add_rows(g, i, v, d)?))
-            }
-            #[cfg(feature = "cuda")]
-            _ => unreachable!("devices checked above"),
-        }
-    }
-
-    /// Convert between f32 and i64 (f32 → i64 truncates toward zero).
-    pub fn cast(&self, dtype: DType) -> Result<Storage> {
-        if self.dtype() == dtype {
-            return self.to_device(self.device());
-        }
-        match self {
-            Storage::Cpu(CpuStorage::F32(v)) => Ok(Storage::Cpu(CpuStorage::I64(
-                v.iter().map(|&x| x as i64).collect(),
-            ))),
-            Storage::Cpu(CpuStorage::I64(v)) => Ok(Storage::Cpu(CpuStorage::F32(
-                v.iter().map(|&x| x as f32).collect(),
-            ))),
-            #[cfg(feature = "cuda")]
-            Storage::Cuda(s) => Ok(Storage::Cuda(cuda::cast(s, dtype)?)),
-        }
-    }
 }
 
 /// One optimizer update in place: `p` and the `state` buffers are modified; `g` is read.
@@ -528,34 +329,6 @@ pub fn update(
 // ------------------------------------------------------------------ memory-bound ops (issue 4)
 
 impl Storage {
-    /// Backward of softmax / log-softmax (`log`) of each row, from the forward's output.
-    pub fn softmax_last_bwd(
-        &self,
-        g: &Storage,
-        rows: usize,
-        cols: usize,
-        log: bool,
-    ) -> Result<Storage> {
-        self.same_device("softmax backward", g)?;
-        match (self, g) {
-            (Storage::Cpu(_), Storage::Cpu(_)) => {
-                Ok(Storage::Cpu(CpuStorage::F32(cpu::softmax_last_bwd(
-                    self.cpu_f32("softmax backward")?,
-                    g.cpu_f32("softmax backward")?,
-                    rows,
-                    cols,
-                    log,
-                ))))
-            }
-            #[cfg(feature = "cuda")]
-            (Storage::Cuda(y), Storage::Cuda(g)) => Ok(Storage::Cuda(cuda::softmax_last_bwd(
-                y, g, rows, cols, log,
-            )?)),
-            #[cfg(feature = "cuda")]
-            _ => unreachable!("devices checked above"),
-        }
-    }
-
     /// Per-row cross-entropy and the row statistics (max, Σ exp) its backward can reuse; `None`
     /// when the selected CUDA step does not save them.
     pub fn cross_entropy_fwd_stats(
@@ -677,92 +450,6 @@ impl Storage {
                 msg: "the fused mean's backward runs on CUDA only (its forward is CUDA only)"
                     .into(),
             }),
-        }
-    }
-
-    /// LayerNorm of each row of `[rows, cols]` with `gamma`, `beta` of `[cols]`:
-    /// `(y, mean, rstd)`.
-    pub fn layer_norm_fwd(
-        &self,
-        gamma: &Storage,
-        beta: &Storage,
-        rows: usize,
-        cols: usize,
-        eps: f32,
-    ) -> Result<(Storage, Storage, Storage)> {
-        self.same_device("layer_norm", gamma)?;
-        self.same_device("layer_norm", beta)?;
-        match (self, gamma, beta) {
-            (Storage::Cpu(_), Storage::Cpu(_), Storage::Cpu(_)) => {
-                let (y, m, r) = cpu::layer_norm_fwd(
-                    self.cpu_f32("layer_norm")?,
-                    gamma.cpu_f32("layer_norm")?,
-                    beta.cpu_f32("layer_norm")?,
-                    rows,
-                    cols,
-                    eps,
-                );
-                let f = |v| Storage::Cpu(CpuStorage::F32(v));
-                Ok((f(y), f(m), f(r)))
-            }
-            #[cfg(feature = "cuda")]
-            (Storage::Cuda(x), Storage::Cuda(gm), Storage::Cuda(bt)) => {
-                let (y, m, r) = cuda::layer_norm_fwd(x, gm, bt, rows, cols, eps)?;
-                Ok((Storage::Cuda(y), Storage::Cuda(m), Storage::Cuda(r)))
-            }
-            #[cfg(feature = "cuda")]
-            _ => unreachable!("devices checked above"),
-        }
-    }
-
-    /// LayerNorm backward from the forward's `mean` and `rstd`: `(dx, dgamma, dbeta)`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn layer_norm_bwd(
-        &self,
-        gamma: &Storage,
-        g: &Storage,
-        mean: &Storage,
-        rstd: &Storage,
-        rows: usize,
-        cols: usize,
-    ) -> Result<(Storage, Storage, Storage)> {
-        for o in [gamma, g, mean, rstd] {
-            self.same_device("layer_norm backward", o)?;
-        }
-        match (self, gamma, g, mean, rstd) {
-            (
-                Storage::Cpu(_),
-                Storage::Cpu(_),
-                Storage::Cpu(_),
-                Storage::Cpu(_),
-                Storage::Cpu(_),
-            ) => {
-                let op = "layer_norm backward";
-                let (dx, dg, db) = cpu::layer_norm_bwd(
-                    self.cpu_f32(op)?,
-                    gamma.cpu_f32(op)?,
-                    g.cpu_f32(op)?,
-                    mean.cpu_f32(op)?,
-                    rstd.cpu_f32(op)?,
-                    rows,
-                    cols,
-                );
-                let f = |v| Storage::Cpu(CpuStorage::F32(v));
-                Ok((f(dx), f(dg), f(db)))
-            }
-            #[cfg(feature = "cuda")]
-            (
-                Storage::Cuda(x),
-                Storage::Cuda(gm),
-                Storage::Cuda(g),
-                Storage::Cuda(m),
-                Storage::Cuda(r),
-            ) => {
-                let (dx, dg, db) = cuda::layer_norm_bwd(x, gm, g, m, r, rows, cols)?;
-                Ok((Storage::Cuda(dx), Storage::Cuda(dg), Storage::Cuda(db)))
-            }
-            #[cfg(feature = "cuda")]
-            _ => unreachable!("devices checked above"),
         }
     }
 }

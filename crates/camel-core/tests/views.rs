@@ -274,7 +274,7 @@ fn gradients_flow_through_every_view() {
                 .permute(&[2, 0, 1])?
                 .mul_scalar(3.0)
         },
-        &[x.clone()],
+        std::slice::from_ref(&x),
     );
     gradcheck_all(
         "a view used twice",
@@ -282,7 +282,7 @@ fn gradients_flow_through_every_view() {
             let v = i[0].transpose(1, 2)?;
             v.mul(&v)?.add(&v.narrow(1, 0, 2)?.sum_dim(1, true)?)
         },
-        &[x.clone()],
+        std::slice::from_ref(&x),
     );
     let y = hf(rand_vec(2 * 2 * 4, -1.0, 1.0, 12), &[2, 2, 4]);
     gradcheck_all(
@@ -293,7 +293,7 @@ fn gradients_flow_through_every_view() {
     gradcheck_all(
         "stack of views",
         |i| Tensor::stack(&[&i[0], &i[0].mul_scalar(2.0)?], -1)?.square(),
-        &[x.clone()],
+        std::slice::from_ref(&x),
     );
     let b = hf(rand_vec(3 * 5, -1.0, 1.0, 13), &[5, 3]);
     gradcheck_all(

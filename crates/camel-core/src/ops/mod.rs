@@ -1,22 +1,29 @@
-//! Every op, forward and backward, defined once for all devices. Each file holds one family:
-//! the tensor-level function checks shapes, dtypes and devices, calls the device primitive
-//! through [`crate::storage::Storage`], and records its backward right beside the forward.
+//! Every op, forward and backward, defined once for all devices. An op with device code is a
+//! folder:
 //!
-//! | file | ops |
+//! - `mod.rs`: the public `Tensor` method (shape, dtype and device checks, its doc with the
+//!   PyTorch equivalent), its backward beside it, the trait of device primitives it needs
+//!   (`SoftmaxKernels`, …) and the one-line `Storage` methods that dispatch them;
+//! - `cpu.rs`: the trait for `CpuStorage`, the reference every kernel is tested against;
+//! - `cuda.rs`: the trait for `CudaStorage`, which queues the kernels (`kernels/<family>`).
+//!
+//! | folder | ops |
 //! |---|---|
-//! | `elementwise.rs` | add, sub, mul, div (broadcasting), neg, scalar ops, relu, sigmoid, tanh, gelu, exp, log, sqrt, square |
-//! | `reduce.rs` | sum, mean, max (all or along a dim, keepdim), argmax, sum_to |
-//! | `matmul.rs` | matmul, 2-D and batched, with transpose flags |
-//! | `shape.rs` | reshape, flatten, permute, transpose, pad, narrow, broadcast_to, embedding |
-//! | `softmax.rs` | softmax, log_softmax (last dim) |
+//! | `elementwise/` | add, sub, mul, div (broadcasting), neg, scalar ops, relu, sigmoid, tanh, gelu, exp, log, sqrt, square |
+//! | `reduce/` | sum, mean, max (all or along a dim, keepdim), argmax, sum_to |
+//! | `matmul/` | matmul (2-D and batched, transpose flags), linear (bias and activation fused) |
+//! | `shape/` | views (reshape, permute, transpose, narrow, split, chunk, squeeze, unsqueeze, expand), contiguous, cat, stack, pad, to_dtype |
+//! | `embedding/` | embedding (gather rows by index) |
+//! | `softmax/` | softmax, log_softmax (last dim) |
+//! | `layer_norm/` | layer_norm |
 //! | `loss.rs` | cross_entropy, mse |
-//! | `norm.rs` | layer_norm |
 //! | `update.rs` | apply_updates (optimizer step of many parameters) |
 
 pub mod elementwise;
+pub mod embedding;
+pub mod layer_norm;
 pub mod loss;
 pub mod matmul;
-pub mod norm;
 pub mod reduce;
 pub mod shape;
 pub mod softmax;

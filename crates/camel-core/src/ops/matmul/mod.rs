@@ -1,12 +1,59 @@
 //! Matrix products, 2-D and batched, with transpose flags so that the backward pass never
-//! materializes a transpose just to multiply.
+//! materializes a transpose just to multiply, and `linear` with its bias and activation fused
+//! into the GEMM. The geometry of a product is camel-cuda's [`Gemm`], on both devices: the CPU
+//! multiplies through ndarray (`cpu.rs`), the GPU through the SGEMM ladder (`cuda.rs`,
+//! `kernels/matmul`).
 
 use super::{expect_f32, same_device};
-use crate::backend::cpu::MatmulSpec;
-use crate::backend::{Activation, UnaryOp};
+use crate::backend::Activation;
+use crate::ops::elementwise::UnaryOp;
 use crate::shape::numel;
+use crate::storage::{dispatch, Storage};
 use crate::tensor::{StorageCell, StorageRef};
 use crate::{Error, Result, Tensor};
+pub use camel_cuda::kernels::matmul::Gemm;
+
+mod cpu;
+#[cfg(feature = "cuda")]
+mod cuda;
+
+/// The matrix-product primitives of a backend (`cpu.rs`, `cuda.rs`).
+pub(crate) trait MatmulKernels: Sized {
+    /// `C[b] = op(A[b]) · op(B[b])` for the geometry `g`; `C` is `batch` row-major `m × n`.
+    fn matmul(&self, rhs: &Self, g: &Gemm) -> Result<Self>;
+    /// `act(x · wᵀ + bias)` for `x` `[rows, inp]`, `w` `[out, inp]`; also the pre-activation
+    /// when the activation's backward needs it (GELU).
+    fn linear(
+        &self,
+        w: &Self,
+        bias: Option<&Self>,
+        dims: (usize, usize, usize),
+        act: Activation,
+    ) -> Result<(Self, Option<Self>)>;
+}
+
+impl Storage {
+    /// [`MatmulKernels::matmul`] on the operands' device.
+    pub(crate) fn matmul(&self, rhs: &Storage, g: &Gemm) -> Result<Storage> {
+        dispatch!("matmul"; a = self, b = rhs => a.matmul(b, g))
+    }
+
+    /// [`MatmulKernels::linear`] on the operands' device.
+    pub(crate) fn linear(
+        &self,
+        w: &Storage,
+        bias: Option<&Storage>,
+        dims: (usize, usize, usize),
+        act: Activation,
+    ) -> Result<(Storage, Option<Storage>)> {
+        match bias {
+            None => dispatch!("linear"; x = self, w = w => x.linear(w, None, dims, act)),
+            Some(b) => {
+                dispatch!("linear"; x = self, w = w, b = b => x.linear(w, Some(b), dims, act))
+            }
+        }
+    }
+}
 
 impl Tensor {
     /// `self · rhs` for `[.., m, k] · [.., k, n]`; batch dims must match, or one side is 2-D.
@@ -58,7 +105,7 @@ impl Tensor {
         let (sa, flip_a) = self.gemm_operand()?;
         let (sb, flip_b) = rhs.gemm_operand()?;
         let (ta, tb) = (trans_a ^ flip_a, trans_b ^ flip_b);
-        let mut spec = MatmulSpec {
+        let mut spec = Gemm {
             batch,
             m,
             n,
@@ -70,7 +117,7 @@ impl Tensor {
         };
         // A batched and stored untransposed, B shared: one big GEMM of (batch·m) × k.
         if !ta && bb.is_empty() && batch > 1 {
-            spec = MatmulSpec {
+            spec = Gemm {
                 batch: 1,
                 m: batch * m,
                 stride_a: 0,

@@ -1,7 +1,38 @@
 //! Softmax and log-softmax along the last dimension (max-subtracted, so stable for any logits).
 
 use super::expect_f32;
+use crate::storage::{dispatch, Storage};
 use crate::{Error, Result, Tensor};
+
+pub(crate) mod cpu;
+#[cfg(feature = "cuda")]
+mod cuda;
+
+/// The softmax primitives of a backend (`cpu.rs`, `cuda.rs`).
+pub(crate) trait SoftmaxKernels: Sized {
+    /// Softmax (or log-softmax, `log`) of each row of `[rows, cols]`.
+    fn softmax_last(&self, rows: usize, cols: usize, log: bool) -> Result<Self>;
+    /// Its backward from the forward's output `self` and the upstream gradient `g`.
+    fn softmax_last_bwd(&self, g: &Self, rows: usize, cols: usize, log: bool) -> Result<Self>;
+}
+
+impl Storage {
+    /// [`SoftmaxKernels::softmax_last`] on this storage's device.
+    pub(crate) fn softmax_last(&self, rows: usize, cols: usize, log: bool) -> Result<Storage> {
+        dispatch!("softmax"; x = self => x.softmax_last(rows, cols, log))
+    }
+
+    /// [`SoftmaxKernels::softmax_last_bwd`] on the operands' device.
+    pub(crate) fn softmax_last_bwd(
+        &self,
+        g: &Storage,
+        rows: usize,
+        cols: usize,
+        log: bool,
+    ) -> Result<Storage> {
+        dispatch!("softmax backward"; y = self, g = g => y.softmax_last_bwd(g, rows, cols, log))
+    }
+}
 
 impl Tensor {
     fn rows_cols(&self, op: &'static str) -> Result<(usize, usize)> {

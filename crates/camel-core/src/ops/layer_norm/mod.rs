@@ -1,7 +1,66 @@
 //! LayerNorm over the last dimension, with learned gain and bias.
 
 use super::{expect_f32, same_device};
+use crate::storage::{dispatch, Storage};
 use crate::{Error, Result, Tensor};
+
+mod cpu;
+#[cfg(feature = "cuda")]
+mod cuda;
+
+/// The LayerNorm primitives of a backend (`cpu.rs`, `cuda.rs`).
+pub(crate) trait LayerNormKernels: Sized {
+    /// LayerNorm of each row of `[rows, cols]` with `gamma`, `beta` of `[cols]`:
+    /// `(y, mean, rstd)`, rstd = 1/√(var + eps).
+    fn layer_norm_fwd(
+        &self,
+        gamma: &Self,
+        beta: &Self,
+        rows: usize,
+        cols: usize,
+        eps: f32,
+    ) -> Result<(Self, Self, Self)>;
+    /// The backward from the forward's `mean` and `rstd`: `(dx, dgamma, dbeta)`.
+    #[allow(clippy::too_many_arguments)]
+    fn layer_norm_bwd(
+        &self,
+        gamma: &Self,
+        g: &Self,
+        mean: &Self,
+        rstd: &Self,
+        rows: usize,
+        cols: usize,
+    ) -> Result<(Self, Self, Self)>;
+}
+
+impl Storage {
+    /// [`LayerNormKernels::layer_norm_fwd`] on the operands' device.
+    pub(crate) fn layer_norm_fwd(
+        &self,
+        gamma: &Storage,
+        beta: &Storage,
+        rows: usize,
+        cols: usize,
+        eps: f32,
+    ) -> Result<(Storage, Storage, Storage)> {
+        dispatch!("layer_norm"; x = self, gm = gamma, bt = beta => x.layer_norm_fwd(gm, bt, rows, cols, eps))
+    }
+
+    /// [`LayerNormKernels::layer_norm_bwd`] on the operands' device.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn layer_norm_bwd(
+        &self,
+        gamma: &Storage,
+        g: &Storage,
+        mean: &Storage,
+        rstd: &Storage,
+        rows: usize,
+        cols: usize,
+    ) -> Result<(Storage, Storage, Storage)> {
+        dispatch!("layer_norm backward"; x = self, gm = gamma, g = g, m = mean, r = rstd
+            => x.layer_norm_bwd(gm, g, m, r, rows, cols))
+    }
+}
 
 impl Tensor {
     /// `(x − mean) / √(var + eps) · gamma + beta` over the last dim (biased variance, as

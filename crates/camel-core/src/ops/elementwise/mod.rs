@@ -1,10 +1,171 @@
-//! Elementwise ops. Binary ops broadcast NumPy-style; their backward sums the gradient back to
-//! each input's shape (`sum_to`).
+//! Elementwise ops: unary functions (relu, gelu, exp, scalar ops, …) and binary ones (add, mul,
+//! …) that broadcast NumPy-style; a binary op's backward sums the gradient back to each input's
+//! shape (`sum_to`). The CPU reference is `cpu.rs`, the CUDA launches `cuda.rs`.
 
 use super::{expect_f32, same_device};
-use crate::backend::{BinaryOp, UnaryOp};
 use crate::shape::broadcast_shape;
+use crate::storage::{dispatch, Storage};
 use crate::{Result, Tensor};
+
+mod cpu;
+#[cfg(feature = "cuda")]
+mod cuda;
+
+/// Elementwise functions of one tensor (and an optional scalar).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum UnaryOp {
+    Neg,
+    Relu,
+    Sigmoid,
+    Tanh,
+    /// GELU, tanh approximation.
+    Gelu,
+    /// Derivative of the tanh-approximated GELU with respect to its input.
+    GeluGrad,
+    Exp,
+    Log,
+    /// 1 where x > 0, else 0 (the derivative of ReLU).
+    Step,
+    Sqrt,
+    Square,
+    AddScalar(f32),
+    MulScalar(f32),
+    PowScalar(f32),
+}
+
+impl UnaryOp {
+    /// The op code and scalar passed to the CUDA kernel (kept in sync with kernels/elementwise.cu).
+    pub fn code(&self) -> (i32, f32) {
+        match *self {
+            UnaryOp::Neg => (0, 0.0),
+            UnaryOp::Relu => (1, 0.0),
+            UnaryOp::Sigmoid => (2, 0.0),
+            UnaryOp::Tanh => (3, 0.0),
+            UnaryOp::Gelu => (4, 0.0),
+            UnaryOp::GeluGrad => (5, 0.0),
+            UnaryOp::Exp => (6, 0.0),
+            UnaryOp::Log => (7, 0.0),
+            UnaryOp::Step => (8, 0.0),
+            UnaryOp::Sqrt => (9, 0.0),
+            UnaryOp::Square => (10, 0.0),
+            UnaryOp::AddScalar(s) => (11, s),
+            UnaryOp::MulScalar(s) => (12, s),
+            UnaryOp::PowScalar(s) => (13, s),
+        }
+    }
+
+    /// The CPU reference of the function.
+    #[inline]
+    pub fn apply(&self, x: f32) -> f32 {
+        match *self {
+            UnaryOp::Neg => -x,
+            UnaryOp::Relu => x.max(0.0),
+            UnaryOp::Sigmoid => {
+                if x >= 0.0 {
+                    1.0 / (1.0 + (-x).exp())
+                } else {
+                    let e = x.exp();
+                    e / (1.0 + e)
+                }
+            }
+            UnaryOp::Tanh => x.tanh(),
+            UnaryOp::Gelu => {
+                let u = GELU_C * (x + 0.044715 * x * x * x);
+                0.5 * x * (1.0 + u.tanh())
+            }
+            UnaryOp::GeluGrad => {
+                let u = GELU_C * (x + 0.044715 * x * x * x);
+                let t = u.tanh();
+                let du = GELU_C * (1.0 + 3.0 * 0.044715 * x * x);
+                0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du
+            }
+            UnaryOp::Exp => x.exp(),
+            UnaryOp::Log => x.ln(),
+            UnaryOp::Step => {
+                if x > 0.0 {
+                    1.0
+                } else {
+                    0.0
+                }
+            }
+            UnaryOp::Sqrt => x.sqrt(),
+            UnaryOp::Square => x * x,
+            UnaryOp::AddScalar(s) => x + s,
+            UnaryOp::MulScalar(s) => x * s,
+            UnaryOp::PowScalar(s) => x.powf(s),
+        }
+    }
+}
+
+/// sqrt(2/pi), the constant of the tanh-approximated GELU.
+pub const GELU_C: f32 = 0.797_884_6;
+
+/// Elementwise functions of two tensors, with broadcasting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    /// 1 where a == b, else 0.
+    Eq,
+    /// The fused GELU backward `b · gelu'(a)` (a = x, b = upstream gradient; equal shapes).
+    GeluBwd,
+}
+
+impl BinaryOp {
+    /// Op code passed to the CUDA kernel.
+    pub fn code(&self) -> i32 {
+        *self as i32
+    }
+
+    /// The CPU reference of the function.
+    #[inline]
+    pub fn apply(&self, a: f32, b: f32) -> f32 {
+        match self {
+            BinaryOp::Add => a + b,
+            BinaryOp::Sub => a - b,
+            BinaryOp::Mul => a * b,
+            BinaryOp::Div => a / b,
+            BinaryOp::Eq => (a == b) as i32 as f32,
+            BinaryOp::GeluBwd => b * UnaryOp::GeluGrad.apply(a),
+        }
+    }
+}
+
+/// The elementwise primitives of a backend (`cpu.rs`, `cuda.rs`).
+pub(crate) trait ElementwiseKernels: Sized {
+    /// `f(x)` elementwise.
+    fn unary(&self, op: UnaryOp) -> Result<Self>;
+    /// `a ∘ b` elementwise, `a` and `b` broadcast to `out_shape`.
+    fn binary(
+        &self,
+        rhs: &Self,
+        a_shape: &[usize],
+        b_shape: &[usize],
+        out_shape: &[usize],
+        op: BinaryOp,
+    ) -> Result<Self>;
+}
+
+impl Storage {
+    /// [`ElementwiseKernels::unary`] on this storage's device.
+    pub(crate) fn unary(&self, op: UnaryOp) -> Result<Storage> {
+        dispatch!("unary"; x = self => x.unary(op))
+    }
+
+    /// [`ElementwiseKernels::binary`] on the operands' device.
+    pub(crate) fn binary(
+        &self,
+        rhs: &Storage,
+        a_shape: &[usize],
+        b_shape: &[usize],
+        out_shape: &[usize],
+        op: BinaryOp,
+    ) -> Result<Storage> {
+        dispatch!("binary"; a = self, b = rhs => a.binary(b, a_shape, b_shape, out_shape, op))
+    }
+}
 
 impl Tensor {
     fn binary_op(
@@ -12,7 +173,7 @@ impl Tensor {
         rhs: &Tensor,
         op: BinaryOp,
         name: &'static str,
-    ) -> Result<(crate::storage::Storage, Vec<usize>)> {
+    ) -> Result<(Storage, Vec<usize>)> {
         expect_f32(name, self)?;
         expect_f32(name, rhs)?;
         same_device(name, self, rhs)?;

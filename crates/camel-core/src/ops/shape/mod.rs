@@ -2,11 +2,87 @@
 //! `chunk`, `squeeze`, `unsqueeze` and `broadcast_to`/`expand` are views: they share the
 //! storage under a new [`Layout`](crate::layout::Layout) and launch nothing. `contiguous` copies
 //! a view into a dense tensor (only when it is not one already); `cat`, `stack` and `pad` write
-//! new tensors. `embedding` gathers rows of a table by integer index.
+//! new tensors. Every copy here is one primitive of [`ShapeKernels`] (`cpu.rs`, `cuda.rs`).
 
 use super::{expect_f32, same_device};
 use crate::shape::{normalize_dim, numel};
+use crate::storage::{dispatch, Storage};
 use crate::{DType, Error, Result, Tensor};
+
+mod cpu;
+#[cfg(feature = "cuda")]
+mod cuda;
+
+/// The data-movement primitives of a backend (`cpu.rs`, `cuda.rs`).
+pub(crate) trait ShapeKernels: Sized {
+    /// `out[i] = self[offset + Σ_d idx_d · strides[d]]` for every multi-index of `shape`
+    /// (a view made dense).
+    fn copy_strided(&self, shape: &[usize], strides: &[usize], offset: usize) -> Result<Self>;
+    /// `parts[i]` is `[outer, widths[i]]`; the result `[outer, Σ widths]` holds them side by
+    /// side in each row.
+    fn cat(parts: &[&Self], outer: usize, widths: &[usize]) -> Result<Self>;
+    /// Constant padding of a `shape` tensor by `before[d]`/`after[d]` elements per dim.
+    fn pad(&self, shape: &[usize], before: &[usize], after: &[usize], value: f32) -> Result<Self>;
+    /// Conversion between f32 and i64 (f32 → i64 truncates toward zero).
+    fn cast(&self, dtype: DType) -> Result<Self>;
+}
+
+impl Storage {
+    /// [`ShapeKernels::copy_strided`] on this storage's device.
+    pub(crate) fn copy_strided(
+        &self,
+        shape: &[usize],
+        strides: &[usize],
+        offset: usize,
+    ) -> Result<Storage> {
+        dispatch!("copy_strided"; x = self => x.copy_strided(shape, strides, offset))
+    }
+
+    /// [`ShapeKernels::cat`] on the parts' device.
+    pub(crate) fn cat(parts: &[&Storage], outer: usize, widths: &[usize]) -> Result<Storage> {
+        let first = parts.first().ok_or_else(|| Error::InvalidArgument {
+            op: "cat",
+            msg: "no tensors to join".into(),
+        })?;
+        for p in parts {
+            crate::storage::same_device("cat", first, p)?;
+            if p.dtype() != first.dtype() {
+                return Err(Error::DTypeMismatch {
+                    op: "cat",
+                    expected: first.dtype(),
+                    got: p.dtype(),
+                });
+            }
+        }
+        match first {
+            Storage::Cpu(_) => {
+                let c: Vec<_> = parts.iter().filter_map(|p| p.as_cpu()).collect();
+                Ok(Storage::Cpu(ShapeKernels::cat(&c, outer, widths)?))
+            }
+            #[cfg(feature = "cuda")]
+            Storage::Cuda(_) => {
+                let c: Vec<_> = parts.iter().filter_map(|p| p.as_cuda()).collect();
+                Ok(Storage::Cuda(ShapeKernels::cat(&c, outer, widths)?))
+            }
+        }
+    }
+
+    /// [`ShapeKernels::pad`] on this storage's device.
+    pub(crate) fn pad(
+        &self,
+        shape: &[usize],
+        before: &[usize],
+        after: &[usize],
+        value: f32,
+    ) -> Result<Storage> {
+        dispatch!("pad"; x = self => x.pad(shape, before, after, value))
+    }
+
+    /// [`ShapeKernels::cast`] on this storage's device.
+    pub(crate) fn cast(&self, dtype: DType) -> Result<Storage> {
+        dispatch!("to_dtype"; x = self => x.cast(dtype))
+    }
+}
 
 impl Tensor {
     /// Same elements, new shape with the same number of elements (PyTorch `reshape`). A view
@@ -297,8 +373,8 @@ impl Tensor {
             .iter()
             .map(|t| t.storage())
             .collect::<Result<Vec<_>>>()?;
-        let refs: Vec<&crate::storage::Storage> = parts.iter().map(|p| &**p).collect();
-        let s = crate::storage::Storage::cat(&refs, outer, &widths)?;
+        let refs: Vec<&Storage> = parts.iter().map(|p| &**p).collect();
+        let s = Storage::cat(&refs, outer, &widths)?;
         drop(parts);
         let mut shape = first.shape().to_vec();
         shape[d] = tensors.iter().map(|t| t.shape()[d]).sum();
@@ -371,36 +447,6 @@ impl Tensor {
                 t = t.narrow(d, b, n)?;
             }
             Ok(vec![Some(t)])
-        }))
-    }
-
-    /// Embedding lookup: rows of this `[vocab, dim]` table picked by the i64 tensor `idx`;
-    /// the result has shape `idx.shape() + [dim]`. An index outside `0..vocab` is an error.
-    pub fn embedding(&self, idx: &Tensor) -> Result<Tensor> {
-        expect_f32("embedding", self)?;
-        same_device("embedding", self, idx)?;
-        if idx.dtype() != DType::I64 {
-            return Err(Error::DTypeMismatch {
-                op: "embedding",
-                expected: DType::I64,
-                got: idx.dtype(),
-            });
-        }
-        if self.rank() != 2 {
-            return Err(Error::BadShape {
-                op: "embedding",
-                shape: self.shape().to_vec(),
-                expected: "a [vocab, dim] table".into(),
-            });
-        }
-        let (v, d) = (self.shape()[0], self.shape()[1]);
-        let s = self.storage()?.index_select_rows(&*idx.storage()?, v, d)?;
-        let mut shape = idx.shape().to_vec();
-        shape.push(d);
-        let idx = idx.clone();
-        Ok(Tensor::from_op(s, shape, "embedding", &[self], move |g| {
-            let gs = g.storage()?.index_add_rows(&*idx.storage()?, v, d)?;
-            Ok(vec![Some(Tensor::from_storage(gs, vec![v, d]))])
         }))
     }
 }

@@ -2,9 +2,53 @@
 //! `sum_to` (the backward of broadcasting).
 
 use super::expect_f32;
-use crate::backend::ReduceOp;
 use crate::shape::{normalize_dim, split_at_dim};
+use crate::storage::{dispatch, Storage};
 use crate::{DType, Error, Result, Tensor};
+
+mod cpu;
+#[cfg(feature = "cuda")]
+mod cuda;
+
+/// Reductions along one dimension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReduceOp {
+    Sum,
+    Max,
+}
+
+impl ReduceOp {
+    /// Op code passed to the CUDA kernel.
+    pub fn code(&self) -> i32 {
+        *self as i32
+    }
+}
+
+/// The reduction primitives of a backend (`cpu.rs`, `cuda.rs`).
+pub(crate) trait ReduceKernels: Sized {
+    /// Reduce `[outer, dim, inner]` along the middle axis to `[outer, inner]`.
+    fn reduce(&self, outer: usize, dim: usize, inner: usize, op: ReduceOp) -> Result<Self>;
+    /// Index of each row's largest element of `[rows, cols]`, as i64 `[rows]`.
+    fn argmax_last(&self, rows: usize, cols: usize) -> Result<Self>;
+}
+
+impl Storage {
+    /// [`ReduceKernels::reduce`] on this storage's device.
+    pub(crate) fn reduce(
+        &self,
+        outer: usize,
+        dim: usize,
+        inner: usize,
+        op: ReduceOp,
+    ) -> Result<Storage> {
+        dispatch!("reduce"; x = self => x.reduce(outer, dim, inner, op))
+    }
+
+    /// [`ReduceKernels::argmax_last`] on this storage's device.
+    pub(crate) fn argmax_last(&self, rows: usize, cols: usize) -> Result<Storage> {
+        dispatch!("argmax"; x = self => x.argmax_last(rows, cols))
+    }
+}
 
 impl Tensor {
     /// Reduce along `dim` with the primitive; returns the keepdim-shaped result (no autograd).

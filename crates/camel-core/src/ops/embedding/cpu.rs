@@ -1,0 +1,58 @@
+//! The CPU reference of the embedding gather and scatter-add.
+
+use super::EmbeddingKernels;
+use crate::backend::cpu::CpuStorage;
+use crate::{Error, Result};
+
+impl EmbeddingKernels for CpuStorage {
+    fn index_select_rows(&self, idx: &Self, v: usize, d: usize) -> Result<Self> {
+        let op = "embedding";
+        Ok(CpuStorage::F32(index_select_rows(
+            self.f32(op)?,
+            v,
+            d,
+            idx.i64(op)?,
+        )?))
+    }
+
+    fn index_add_rows(&self, idx: &Self, v: usize, d: usize) -> Result<Self> {
+        let op = "embedding backward";
+        Ok(CpuStorage::F32(index_add_rows(
+            self.f32(op)?,
+            idx.i64(op)?,
+            v,
+            d,
+        )?))
+    }
+}
+
+fn check_index(op: &'static str, i: i64, size: usize) -> Result<usize> {
+    if i < 0 || i as usize >= size {
+        return Err(Error::IndexOutOfRange { op, index: i, size });
+    }
+    Ok(i as usize)
+}
+
+/// Row gather (embedding lookup): `out[i, :] = table[idx[i], :]`, table `[v, d]`.
+pub fn index_select_rows(table: &[f32], v: usize, d: usize, idx: &[i64]) -> Result<Vec<f32>> {
+    let mut out = Vec::with_capacity(idx.len() * d);
+    for &i in idx {
+        let r = check_index("embedding", i, v)?;
+        out.extend_from_slice(&table[r * d..(r + 1) * d]);
+    }
+    Ok(out)
+}
+
+/// Row scatter-add (embedding backward): `out[idx[i], :] += g[i, :]`, out `[v, d]` zeros first.
+/// Repeated indices accumulate.
+pub fn index_add_rows(g: &[f32], idx: &[i64], v: usize, d: usize) -> Result<Vec<f32>> {
+    let mut out = vec![0.0; v * d];
+    for (k, &i) in idx.iter().enumerate() {
+        let r = check_index("embedding backward", i, v)?;
+        out[r * d..(r + 1) * d]
+            .iter_mut()
+            .zip(&g[k * d..(k + 1) * d])
+            .for_each(|(o, &x)| *o += x);
+    }
+    Ok(out)
+}

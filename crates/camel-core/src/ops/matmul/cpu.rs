@@ -1,0 +1,91 @@
+//! The CPU reference of the matrix products, through ndarray's GEMM (`matrixmultiply`).
+
+use super::{Gemm, MatmulKernels};
+use crate::backend::cpu::CpuStorage;
+use crate::backend::Activation;
+use crate::Result;
+use ndarray::linalg::general_mat_mul;
+use ndarray::{ArrayView2, ArrayViewMut2, ShapeBuilder};
+
+impl MatmulKernels for CpuStorage {
+    fn matmul(&self, rhs: &Self, g: &Gemm) -> Result<Self> {
+        Ok(CpuStorage::F32(matmul(
+            self.f32("matmul")?,
+            rhs.f32("matmul")?,
+            g,
+        )))
+    }
+
+    fn linear(
+        &self,
+        w: &Self,
+        bias: Option<&Self>,
+        dims: (usize, usize, usize),
+        act: Activation,
+    ) -> Result<(Self, Option<Self>)> {
+        let b = bias.map(|b| b.f32("linear")).transpose()?;
+        let (y, z) = linear(self.f32("linear")?, w.f32("linear")?, b, dims, act);
+        Ok((CpuStorage::F32(y), z.map(CpuStorage::F32)))
+    }
+}
+
+/// Batched matrix product on the CPU through ndarray's optimized GEMM.
+pub fn matmul(a: &[f32], b: &[f32], s: &Gemm) -> Vec<f32> {
+    let Gemm { batch, m, n, k, .. } = *s;
+    let mut c = vec![0.0f32; batch * m * n];
+    for bi in 0..batch {
+        let pa = &a[bi * s.stride_a..bi * s.stride_a + m * k];
+        let pb = &b[bi * s.stride_b..bi * s.stride_b + k * n];
+        // a stored transposed is an m×k view with column-major (Fortran) strides
+        let av = if s.trans_a {
+            ArrayView2::from_shape((m, k).f(), pa)
+        } else {
+            ArrayView2::from_shape((m, k), pa)
+        }
+        .expect("matmul: A view");
+        let bv = if s.trans_b {
+            ArrayView2::from_shape((k, n).f(), pb)
+        } else {
+            ArrayView2::from_shape((k, n), pb)
+        }
+        .expect("matmul: B view");
+        let mut cv =
+            ArrayViewMut2::from_shape((m, n), &mut c[bi * m * n..(bi + 1) * m * n]).expect("C");
+        general_mat_mul(1.0, &av, &bv, 0.0, &mut cv);
+    }
+    c
+}
+
+/// `act(x · wᵀ + bias)` for `x` `[rows, inp]`, `w` `[out, inp]`; also returns the
+/// pre-activation when the activation is GELU (its backward needs it).
+pub fn linear(
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    (rows, inp, out): (usize, usize, usize),
+    act: Activation,
+) -> (Vec<f32>, Option<Vec<f32>>) {
+    let spec = Gemm {
+        batch: 1,
+        m: rows,
+        n: out,
+        k: inp,
+        trans_a: false,
+        trans_b: true,
+        stride_a: 0,
+        stride_b: 0,
+    };
+    let mut z = matmul(x, w, &spec);
+    if let Some(b) = bias {
+        for row in z.chunks_mut(out) {
+            for (v, bv) in row.iter_mut().zip(b) {
+                *v += bv;
+            }
+        }
+    }
+    match act {
+        Activation::Identity => (z, None),
+        Activation::Relu => (z.into_iter().map(|v| act.apply(v)).collect(), None),
+        Activation::Gelu => (z.iter().map(|&v| act.apply(v)).collect(), Some(z)),
+    }
+}

@@ -1,0 +1,128 @@
+//! The CPU reference of the data-movement primitives.
+
+use super::ShapeKernels;
+use crate::backend::cpu::CpuStorage;
+use crate::shape::{contiguous_strides, numel};
+use crate::{DType, Result};
+
+impl ShapeKernels for CpuStorage {
+    fn copy_strided(&self, shape: &[usize], strides: &[usize], offset: usize) -> Result<Self> {
+        Ok(match self {
+            CpuStorage::F32(v) => CpuStorage::F32(copy_strided(v, shape, strides, offset)),
+            CpuStorage::I64(v) => CpuStorage::I64(copy_strided(v, shape, strides, offset)),
+        })
+    }
+
+    fn cat(parts: &[&Self], outer: usize, widths: &[usize]) -> Result<Self> {
+        fn rows<T: Copy>(parts: &[&[T]], outer: usize, widths: &[usize]) -> Vec<T> {
+            let mut out = Vec::with_capacity(outer * widths.iter().sum::<usize>());
+            for o in 0..outer {
+                for (p, &w) in parts.iter().zip(widths) {
+                    out.extend_from_slice(&p[o * w..(o + 1) * w]);
+                }
+            }
+            out
+        }
+        match parts.first() {
+            Some(CpuStorage::I64(_)) => {
+                let v = parts
+                    .iter()
+                    .map(|p| p.i64("cat"))
+                    .collect::<Result<Vec<_>>>()?;
+                Ok(CpuStorage::I64(rows(&v, outer, widths)))
+            }
+            _ => {
+                let v = parts
+                    .iter()
+                    .map(|p| p.f32("cat"))
+                    .collect::<Result<Vec<_>>>()?;
+                Ok(CpuStorage::F32(rows(&v, outer, widths)))
+            }
+        }
+    }
+
+    fn pad(&self, shape: &[usize], before: &[usize], after: &[usize], value: f32) -> Result<Self> {
+        Ok(CpuStorage::F32(pad(
+            self.f32("pad")?,
+            shape,
+            before,
+            after,
+            value,
+        )))
+    }
+
+    fn cast(&self, dtype: DType) -> Result<Self> {
+        Ok(match (self, dtype) {
+            (CpuStorage::F32(v), DType::I64) => {
+                CpuStorage::I64(v.iter().map(|&x| x as i64).collect())
+            }
+            (CpuStorage::I64(v), DType::F32) => {
+                CpuStorage::F32(v.iter().map(|&x| x as f32).collect())
+            }
+            (s, _) => s.clone(),
+        })
+    }
+}
+
+/// Gather: `out[i] = src[offset + Σ_d idx_d · strides[d]]` for every multi-index of `shape`.
+/// Permute, slice and broadcast-expand are all this copy with different strides.
+pub fn copy_strided<T: Copy>(
+    src: &[T],
+    shape: &[usize],
+    strides: &[usize],
+    offset: usize,
+) -> Vec<T> {
+    let n = numel(shape);
+    let mut out = Vec::with_capacity(n);
+    if n == 0 {
+        return out;
+    }
+    let mut idx = vec![0usize; shape.len()];
+    let mut p = offset;
+    for _ in 0..n {
+        out.push(src[p]);
+        for d in (0..shape.len()).rev() {
+            idx[d] += 1;
+            p += strides[d];
+            if idx[d] < shape[d] {
+                break;
+            }
+            p -= strides[d] * shape[d];
+            idx[d] = 0;
+        }
+    }
+    out
+}
+
+/// Constant padding: `out` has shape `src_shape[d] + before[d] + after[d]`, filled with `value`
+/// outside the copied block.
+pub fn pad(
+    src: &[f32],
+    src_shape: &[usize],
+    before: &[usize],
+    after: &[usize],
+    value: f32,
+) -> Vec<f32> {
+    let out_shape: Vec<usize> = (0..src_shape.len())
+        .map(|d| src_shape[d] + before[d] + after[d])
+        .collect();
+    let os = contiguous_strides(&out_shape);
+    let mut out = vec![value; numel(&out_shape)];
+    let base: usize = (0..src_shape.len()).map(|d| before[d] * os[d]).sum();
+    let n = numel(src_shape);
+    let mut idx = vec![0usize; src_shape.len()];
+    let mut p = base;
+    for &v in src.iter().take(n) {
+        out[p] = v;
+        for d in (0..src_shape.len()).rev() {
+            idx[d] += 1;
+            p += os[d];
+            if idx[d] < src_shape[d] {
+                break;
+            }
+            p -= os[d] * src_shape[d];
+            idx[d] = 0;
+        }
+    }
+    out
+}
