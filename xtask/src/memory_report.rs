@@ -4,8 +4,8 @@
 //! every step's share of copy beside it) and `docs/memory.png` (camel and PyTorch as a share of
 //! the copy bandwidth, one pair of bars per op, the issue's 90 % bar drawn in).
 //!
-//! `docs/benchmarks.md` keeps every round's tables and what each change measured; this page is
-//! the latest state in one place. With `--check` nothing is written: the command fails if
+//! `docs/notes/measurement-log.md` keeps every round's tables and what each change measured;
+//! this page is the latest state in one place. With `--check` nothing is written: the command fails if
 //! `docs/memory-results.md` is not what FILE gives (CI runs it, so the page and the report's
 //! code stay in agreement; the PNG needs a font and is not checked).
 
@@ -407,8 +407,9 @@ fn markdown(b: &Bench, groups: &[Group], file: &str) -> String {
     } else {
         let _ = writeln!(
             s,
-            "Below 90 % of copy: {}. docs/benchmarks.md (\"The small-op floor\", \
-             bench/floor_lab.cu) measures the floor of a kernel of that size: at a few MB no \
+            "Below 90 % of copy: {}. The [measurement log](notes/measurement-log.md) (\"The \
+             small-op floor\", dev/labs/floor_lab.cu) measures the floor of a kernel of that \
+             size: at a few MB no \
              kernel, a copy included, reaches 90 % of the 2^28-float copy, so there issue 4's \
              bar is read against the copy of the same bytes (\"Issue 4 against its bar\").\n",
             below.join(", ")
