@@ -19,6 +19,7 @@
 //! ```
 
 mod activation;
+mod embedding;
 pub mod init;
 mod linear;
 mod module;
@@ -27,9 +28,10 @@ mod parameter;
 mod sequential;
 
 pub use activation::{ReLU, Sigmoid, Tanh, GELU};
+pub use embedding::Embedding;
 pub use linear::{Linear, LinearOptions};
 pub use module::Module;
-pub use norm::{Embedding, LayerNorm};
+pub use norm::LayerNorm;
 pub use parameter::Parameter;
 pub use sequential::Sequential;
 
