@@ -11,7 +11,7 @@ use crate::autograd::{self, BackwardFn, Node};
 use crate::backend::UpdateRule;
 use crate::layout::Layout;
 use crate::shape::numel;
-use crate::storage::{self, CpuStorage, Storage};
+use crate::storage::{CpuStorage, Storage};
 use crate::{DType, Device, Error, Result};
 use rand::{Rng, SeedableRng};
 use std::fmt;
@@ -569,8 +569,8 @@ impl Tensor {
         let g = grad.storage()?;
         let mut p = self.0.storage.write();
         let mut locks: Vec<_> = state.iter().map(|t| t.0.storage.write()).collect();
-        let mut refs: Vec<&mut Storage> = locks.iter_mut().map(|l| &mut **l).collect();
-        storage::update(&mut p, &g, &mut refs, rule)?;
+        let refs: Vec<&mut Storage> = locks.iter_mut().map(|l| &mut **l).collect();
+        crate::ops::update::update_multi(&mut [&mut *p], &[&*g], &mut [refs], &[*rule])?;
         self.0.storage.bump_version();
         for t in state {
             t.0.storage.bump_version();

@@ -10,6 +10,7 @@ pub mod ladder;
 
 pub use crate::ops::elementwise::{BinaryOp, UnaryOp, GELU_C};
 pub use crate::ops::reduce::ReduceOp;
+pub use crate::ops::update::UpdateRule;
 
 /// The activation fused into a linear layer's GEMM epilogue ([`crate::Tensor::linear`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -32,28 +33,4 @@ impl Activation {
             Activation::Gelu => UnaryOp::Gelu.apply(x),
         }
     }
-}
-
-/// Hyper-parameters of one optimizer update, shared by the CPU and CUDA implementations.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum UpdateRule {
-    /// SGD: `buf = momentum*buf + (g + wd*p); p -= lr*buf` (buf = g + wd*p when momentum is 0).
-    Sgd {
-        lr: f32,
-        momentum: f32,
-        weight_decay: f32,
-    },
-    /// Adam (L2 weight decay added to the gradient) or AdamW (decoupled decay), with bias correction.
-    Adam {
-        lr: f32,
-        beta1: f32,
-        beta2: f32,
-        eps: f32,
-        weight_decay: f32,
-        decoupled: bool,
-        /// 1 - beta1^t
-        bc1: f32,
-        /// 1 - beta2^t
-        bc2: f32,
-    },
 }

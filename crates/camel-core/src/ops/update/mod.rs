@@ -1,10 +1,116 @@
-//! The optimizer step of many parameters at once.
+//! The optimizer step: SGD and Adam/AdamW updates of parameters in place, many parameters at
+//! once. Each backend updates them its own way (`cpu.rs` one tensor at a time; `cuda.rs` one
+//! kernel launch for all of them where the rules allow).
 
-use crate::backend::UpdateRule;
-use crate::storage::{self, Storage};
+use crate::storage::Storage;
 use crate::{Error, Result, Tensor};
 use std::collections::HashSet;
 use std::sync::Arc;
+
+mod cpu;
+#[cfg(feature = "cuda")]
+mod cuda;
+
+/// Hyper-parameters of one optimizer update, shared by the CPU and CUDA implementations.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum UpdateRule {
+    /// SGD: `buf = momentum*buf + (g + wd*p); p -= lr*buf` (buf = g + wd*p when momentum is 0).
+    Sgd {
+        lr: f32,
+        momentum: f32,
+        weight_decay: f32,
+    },
+    /// Adam (L2 weight decay added to the gradient) or AdamW (decoupled decay), with bias correction.
+    Adam {
+        lr: f32,
+        beta1: f32,
+        beta2: f32,
+        eps: f32,
+        weight_decay: f32,
+        decoupled: bool,
+        /// 1 - beta1^t
+        bc1: f32,
+        /// 1 - beta2^t
+        bc2: f32,
+    },
+}
+
+/// The optimizer-update primitives of a backend (`cpu.rs`, `cuda.rs`).
+pub(crate) trait UpdateKernels: Sized {
+    /// One update of every `ps[i]` in place from its gradient `gs[i]`, its state buffers
+    /// `states[i]` (modified) and its rule `rules[i]`.
+    fn update_multi(
+        ps: &mut [&mut Self],
+        gs: &[&Self],
+        states: &mut [Vec<&mut Self>],
+        rules: &[UpdateRule],
+    ) -> Result<()>;
+}
+
+/// [`UpdateKernels::update_multi`] on the storages' device (all on one device, checked here).
+pub(crate) fn update_multi(
+    ps: &mut [&mut Storage],
+    gs: &[&Storage],
+    states: &mut [Vec<&mut Storage>],
+    rules: &[UpdateRule],
+) -> Result<()> {
+    let op = "optimizer step";
+    let Some(first) = ps.first().map(|p| p.device()) else {
+        return Ok(());
+    };
+    for (i, p) in ps.iter().enumerate() {
+        let all = std::iter::once(&**p)
+            .chain(std::iter::once(gs[i]))
+            .chain(states[i].iter().map(|s| &**s));
+        for s in all {
+            if s.device() != first {
+                return Err(Error::DeviceMismatch {
+                    op,
+                    lhs: first,
+                    rhs: s.device(),
+                });
+            }
+        }
+    }
+    macro_rules! on_device {
+        ($variant:path) => {{
+            let mut pv = Vec::with_capacity(ps.len());
+            for p in ps.iter_mut() {
+                let $variant(p) = &mut **p else {
+                    unreachable!("devices checked above")
+                };
+                pv.push(p);
+            }
+            let mut gv = Vec::with_capacity(gs.len());
+            for g in gs.iter() {
+                let $variant(g) = g else {
+                    unreachable!("devices checked above")
+                };
+                gv.push(g);
+            }
+            let mut sv: Vec<Vec<_>> = Vec::with_capacity(states.len());
+            for st in states.iter_mut() {
+                let mut v = Vec::with_capacity(st.len());
+                for s in st.iter_mut() {
+                    let $variant(s) = &mut **s else {
+                        unreachable!("devices checked above")
+                    };
+                    v.push(s);
+                }
+                sv.push(v);
+            }
+            UpdateKernels::update_multi(&mut pv, &gv, &mut sv, rules)
+        }};
+    }
+    #[allow(irrefutable_let_patterns)]
+    match first {
+        crate::Device::Cpu => on_device!(Storage::Cpu),
+        #[cfg(feature = "cuda")]
+        crate::Device::Cuda(_) => on_device!(Storage::Cuda),
+        #[cfg(not(feature = "cuda"))]
+        crate::Device::Cuda(_) => unreachable!("no CUDA storage without the `cuda` feature"),
+    }
+}
 
 impl Tensor {
     /// One optimizer update of every parameter in `params` in place: `grads[i]` is the gradient
@@ -91,7 +197,7 @@ impl Tensor {
             .iter_mut()
             .map(|st| st.iter_mut().map(|l| &mut **l).collect())
             .collect();
-        storage::update_multi(&mut ps, &gs, &mut ss, rules)?;
+        update_multi(&mut ps, &gs, &mut ss, rules)?;
         for t in params.iter().chain(states.iter().flatten()) {
             t.storage_arc().bump_version();
         }

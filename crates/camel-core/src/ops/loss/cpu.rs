@@ -1,0 +1,95 @@
+//! The CPU reference of the cross-entropy: per-row losses and statistics, then their mean.
+
+use super::LossKernels;
+use crate::backend::cpu::CpuStorage;
+use crate::{Error, Result};
+
+impl LossKernels for CpuStorage {
+    fn cross_entropy_mean(
+        &self,
+        t: &Self,
+        rows: usize,
+        cols: usize,
+    ) -> Result<(Self, Option<Self>)> {
+        let op = "cross_entropy";
+        let (loss, stats) = cross_entropy_fwd_stats(self.f32(op)?, t.i64(op)?, rows, cols)?;
+        let mean = loss.iter().sum::<f32>() / rows as f32;
+        Ok((CpuStorage::F32(vec![mean]), Some(CpuStorage::F32(stats))))
+    }
+
+    fn cross_entropy_mean_bwd(
+        &self,
+        t: &Self,
+        stats: Option<&Self>,
+        g: &Self,
+        rows: usize,
+        cols: usize,
+    ) -> Result<Self> {
+        let op = "cross_entropy backward";
+        let (x, t) = (self.f32(op)?, t.i64(op)?);
+        let stats = match stats {
+            Some(s) => s.f32(op)?.to_vec(),
+            None => cross_entropy_fwd_stats(x, t, rows, cols)?.1,
+        };
+        let g_row = vec![g.f32(op)?[0] / rows as f32; rows];
+        Ok(CpuStorage::F32(cross_entropy_bwd_stats(
+            x, t, &stats, &g_row, rows, cols,
+        )?))
+    }
+}
+
+fn check_target(t: i64, cols: usize) -> Result<usize> {
+    if t < 0 || t as usize >= cols {
+        return Err(Error::IndexOutOfRange {
+            op: "cross_entropy",
+            index: t,
+            size: cols,
+        });
+    }
+    Ok(t as usize)
+}
+
+/// Per-row cross-entropy and the row statistics the backward reuses: `stats[2r]` = max of the
+/// row, `stats[2r+1]` = Σ exp(x − max).
+pub fn cross_entropy_fwd_stats(
+    x: &[f32],
+    t: &[i64],
+    rows: usize,
+    cols: usize,
+) -> Result<(Vec<f32>, Vec<f32>)> {
+    let mut loss = Vec::with_capacity(rows);
+    let mut stats = Vec::with_capacity(2 * rows);
+    for r in 0..rows {
+        let tr = check_target(t[r], cols)?;
+        let row = &x[r * cols..(r + 1) * cols];
+        let mx = row.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+        let s: f32 = row.iter().map(|&v| (v - mx).exp()).sum();
+        loss.push((mx - row[tr]) + s.ln());
+        stats.extend([mx, s]);
+    }
+    Ok((loss, stats))
+}
+
+/// Gradient of the per-row cross-entropy from the forward's statistics:
+/// `dx = g_r · (exp(x − m_r)/s_r − onehot(t_r))`.
+pub fn cross_entropy_bwd_stats(
+    x: &[f32],
+    t: &[i64],
+    stats: &[f32],
+    g: &[f32],
+    rows: usize,
+    cols: usize,
+) -> Result<Vec<f32>> {
+    let mut out = vec![0.0; rows * cols];
+    for r in 0..rows {
+        let tr = check_target(t[r], cols)?;
+        let (m, inv) = (stats[2 * r], 1.0 / stats[2 * r + 1]);
+        let row = &x[r * cols..(r + 1) * cols];
+        let o = &mut out[r * cols..(r + 1) * cols];
+        for (c, (oi, &v)) in o.iter_mut().zip(row).enumerate() {
+            let hot = if c == tr { 1.0 } else { 0.0 };
+            *oi = g[r] * ((v - m).exp() * inv - hot);
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,89 @@
+//! The CPU reference of the optimizer updates, one tensor at a time.
+
+use super::{UpdateKernels, UpdateRule};
+use crate::backend::cpu::CpuStorage;
+use crate::{DType, Error, Result};
+
+impl UpdateKernels for CpuStorage {
+    fn update_multi(
+        ps: &mut [&mut Self],
+        gs: &[&Self],
+        states: &mut [Vec<&mut Self>],
+        rules: &[UpdateRule],
+    ) -> Result<()> {
+        let op = "optimizer step";
+        for (i, p) in ps.iter_mut().enumerate() {
+            let g = gs[i].f32(op)?;
+            let mut bufs: Vec<&mut [f32]> = Vec::with_capacity(states[i].len());
+            for s in states[i].iter_mut() {
+                match &mut **s {
+                    CpuStorage::F32(v) => bufs.push(v.as_mut_slice()),
+                    CpuStorage::I64(_) => return Err(dtype_err(op)),
+                }
+            }
+            match &mut **p {
+                CpuStorage::F32(pv) => update(pv, g, &mut bufs, &rules[i]),
+                CpuStorage::I64(_) => return Err(dtype_err(op)),
+            }
+        }
+        Ok(())
+    }
+}
+
+fn dtype_err(op: &'static str) -> Error {
+    Error::DTypeMismatch {
+        op,
+        expected: DType::F32,
+        got: DType::I64,
+    }
+}
+
+/// One optimizer step in place. `state` holds the rule's buffers: `[momentum]` for SGD
+/// (unused when momentum is 0), `[m, v]` for Adam.
+pub fn update(p: &mut [f32], g: &[f32], state: &mut [&mut [f32]], rule: &UpdateRule) {
+    match *rule {
+        UpdateRule::Sgd {
+            lr,
+            momentum,
+            weight_decay,
+        } => {
+            if momentum == 0.0 {
+                for (pi, &gi) in p.iter_mut().zip(g) {
+                    *pi -= lr * (gi + weight_decay * *pi);
+                }
+            } else {
+                let buf = &mut state[0];
+                for ((pi, &gi), bi) in p.iter_mut().zip(g).zip(buf.iter_mut()) {
+                    *bi = momentum * *bi + gi + weight_decay * *pi;
+                    *pi -= lr * *bi;
+                }
+            }
+        }
+        UpdateRule::Adam {
+            lr,
+            beta1,
+            beta2,
+            eps,
+            weight_decay,
+            decoupled,
+            bc1,
+            bc2,
+        } => {
+            let (ms, vs) = state.split_at_mut(1);
+            let (m, v) = (&mut ms[0], &mut vs[0]);
+            for i in 0..p.len() {
+                let mut gi = g[i];
+                if decoupled {
+                    p[i] -= lr * weight_decay * p[i];
+                } else {
+                    gi += weight_decay * p[i];
+                }
+                m[i] = beta1 * m[i] + (1.0 - beta1) * gi;
+                v[i] = beta2 * v[i] + (1.0 - beta2) * gi * gi;
+                let mh = m[i] / bc1;
+                let vh = v[i] / bc2;
+                p[i] -= lr * mh / (vh.sqrt() + eps);
+            }
+        }
+    }
+}
