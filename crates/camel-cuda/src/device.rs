@@ -405,7 +405,8 @@ impl CudaDevice {
     }
 
     /// Whether kernels are launched with programmatic dependent launch (kernels/pdl.cuh): on
-    /// compute capability 9.0 and later, unless `CAMEL_PDL=off` (or `0`). Then modules load
+    /// compute capability 9.0 and later, unless [`crate::config::Experiments::pdl`] was off when the
+    /// device opened. Then modules load
     /// from their compute_90 build, whose kernels start with `griddepcontrol.wait`, and each
     /// launch of such a kernel lets the GPU schedule it while the kernel before it drains.
     pub fn pdl(&self) -> bool {
@@ -970,16 +971,15 @@ impl CudaDevice {
     }
 }
 
-/// `CAMEL_PDL=off` (or `0`): launch every kernel plainly, from its compute_80 PTX, even where
-/// programmatic dependent launch is available (for A/B timing; see kernels/pdl.cuh).
+/// Whether programmatic dependent launch is wanted where the device has it
+/// ([`crate::config::Experiments::pdl`], read when the device opens).
 fn pdl_wanted() -> bool {
-    !std::env::var("CAMEL_PDL").is_ok_and(|v| matches!(v.as_str(), "0" | "off" | "OFF" | "false"))
+    crate::config::with_experiments(|e| e.pdl)
 }
 
-/// `CAMEL_CUDA_SYNC=1`: synchronize after every launch so a faulting kernel is named at once.
+/// `CAMEL_CUDA_SYNC` ([`crate::config::cuda_sync`]).
 fn sync_every_launch() -> bool {
-    static SYNC: OnceLock<bool> = OnceLock::new();
-    *SYNC.get_or_init(|| std::env::var("CAMEL_CUDA_SYNC").is_ok_and(|v| !v.is_empty() && v != "0"))
+    crate::config::cuda_sync()
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -60,14 +60,12 @@
 //! they load the real driver. See `build.rs` for details.
 //!
 //! # Environment
-//! - `CAMEL_REQUIRE_GPU=1`: [`test_device`] panics instead of skipping.
-//! - `CAMEL_CUDA_SYNC=1`: synchronize after every launch, so a faulting kernel is named at once.
-//! - `CAMEL_NO_STUB_RPATH=1` (build time): never put the no-driver stub on the run-time library
-//!   path, even when this machine has no driver.
+//! Every `CAMEL_*` variable is read by [`config`], whose documentation is the table of them.
 
 #![warn(missing_docs)]
 
 mod alloc;
+pub mod config;
 mod device;
 mod error;
 mod ffi;

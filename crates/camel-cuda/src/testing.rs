@@ -45,7 +45,7 @@ pub fn test_device() -> Option<Arc<CudaDevice>> {
     None
 }
 
-/// True when `CAMEL_REQUIRE_GPU` is set to anything but empty or `0`.
+/// `CAMEL_REQUIRE_GPU` ([`crate::config::require_gpu`]).
 pub fn require_gpu() -> bool {
-    std::env::var("CAMEL_REQUIRE_GPU").is_ok_and(|v| !v.is_empty() && v != "0")
+    crate::config::require_gpu()
 }

@@ -101,7 +101,7 @@ pub fn layernorm3_fwd_f32(
     )
 }
 
-/// Step 4 of the forward (`CAMEL_LAYERNORM=4`, an A/B experiment): [`layernorm3_fwd_f32`] with
+/// Step 4 of the forward: [`layernorm3_fwd_f32`] with
 /// cache-streaming (evict-first) loads of `x` and stores of `y` (`layernorm4_fwd_*`); the same
 /// arithmetic, shapes and fallback.
 #[allow(clippy::too_many_arguments)]
@@ -391,11 +391,10 @@ fn bwd_blocks(rows: usize, groups: usize, max_blocks: usize) -> usize {
         .clamp(1, max_blocks.max(1))
 }
 
-/// Env `CAMEL_LAYERNORM_FUSED=off` keeps the separate column-sum kernel (for measuring and for
-/// testing that path; read once).
+/// [`Experiments::layernorm_fused_colsum`](crate::config::Experiments::layernorm_fused_colsum)
+/// off keeps the separate column-sum kernel (for measuring and for testing that path).
 fn fused_colsum_on() -> bool {
-    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    !*OFF.get_or_init(|| std::env::var("CAMEL_LAYERNORM_FUSED").is_ok_and(|v| v == "off"))
+    crate::config::with_experiments(|e| e.layernorm_fused_colsum)
 }
 
 /// Launches a step-3 backward kernel `k` (`(const float* ×5, float*, float*, long long, long

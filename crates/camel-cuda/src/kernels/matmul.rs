@@ -213,21 +213,22 @@ pub const ASYNC_SMALL: [(&str, u32, u32); 2] = [
 /// [`ASYNC_MIN_BLOCKS`] 64×64 tiles, K ≥ 256: the shapes that split K) gets step 13's 64×64×16
 /// kernel, whose four stages put a whole 64-long K-split in flight at once. On the H100 it beat
 /// step 11's tuned 64×64 tile by 11 % at 64×784×256 and matched it at 256×784×256; where K is
-/// not split (8192×128×512) it lost (0.78×), so step 11 keeps those. Env
-/// `CAMEL_ASYNC_SMALL=off` keeps step 11 everywhere, `=<kernel>` (one of [`ASYNC_SMALL`]) forces
-/// that kernel on every shape the big tile does not suit (for measuring).
+/// not split (8192×128×512) it lost (0.78×), so step 11 keeps those.
+/// [`Experiments::async_small`](crate::config::Experiments::async_small) `Some(None)` keeps
+/// step 11 everywhere, `Some(Some(kernel))` (one of [`ASYNC_SMALL`]) forces that kernel on every
+/// shape the big tile does not suit (for measuring).
 fn async_small(g: &Gemm) -> Option<TileShape> {
-    static ENV: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
     let tile = |i: usize| {
         let (name, bm, bn) = ASYNC_SMALL[i];
         SgemmKernel::async_small_tile(name, bm, bn)
     };
-    match ENV
-        .get_or_init(|| std::env::var("CAMEL_ASYNC_SMALL").ok())
-        .as_deref()
-    {
-        Some("off") => None,
-        Some(v) => ASYNC_SMALL.iter().position(|(n, _, _)| *n == v).map(tile),
+    let forced = crate::config::with_experiments(|e| {
+        e.async_small
+            .as_ref()
+            .map(|v| ASYNC_SMALL.iter().position(|(n, _, _)| Some(*n) == v.as_deref()))
+    });
+    match forced {
+        Some(i) => i.map(tile),
         None => {
             let tiles = g.m.div_ceil(64) * g.n.div_ceil(64) * g.batch;
             (tiles < ASYNC_MIN_BLOCKS && g.k >= 256).then(|| tile(0))
@@ -335,13 +336,13 @@ pub const ASYNC_NN: [Interior; 2] = [
     interior("sgemm_13_async_64x256x16_nn", (64, 256, 16), 3, false),
 ];
 
-/// Which of [`ASYNC_TN`] the re-layout runs: the first, unless env `CAMEL_ASYNC_TN` names
-/// another by its tile (`128x256x16`, `128x256x32`; for measuring) and `g` fits that one.
+/// Which of [`ASYNC_TN`] the re-layout runs: the first, unless
+/// [`Experiments::async_tn`](crate::config::Experiments::async_tn) names another by its tile
+/// (`128x256x16`, `128x256x32`; for measuring) and `g` fits that one.
 fn async_tn_choice(g: &Gemm) -> &'static Interior {
-    static ENV: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
-    let forced = *ENV.get_or_init(|| {
-        let v = std::env::var("CAMEL_ASYNC_TN").ok()?;
-        ASYNC_TN.iter().position(|t| t.kernel.contains(v.as_str()))
+    let forced = crate::config::with_experiments(|e| {
+        let v = e.async_tn.as_deref()?;
+        ASYNC_TN.iter().position(|t| t.kernel.contains(v))
     });
     match forced.map(|i| &ASYNC_TN[i]) {
         Some(t) if whole_tiles(g, t) => t,
@@ -356,7 +357,8 @@ fn whole_tiles(g: &Gemm, t: &Interior) -> bool {
 
 /// The [`ASYNC_NN`] kernel step 13 runs for `g` where the re-layout does not
 /// ([`relayout_fits`] is checked first): the first that fits `g` (A·B, whole tiles, aligned)
-/// with at least [`ASYNC_MIN_BLOCKS`] tiles. Env `CAMEL_ASYNC_NN=off` keeps them out (for
+/// with at least [`ASYNC_MIN_BLOCKS`] tiles.
+/// [`Experiments::async_nn`](crate::config::Experiments::async_nn) off keeps them out (for
 /// measuring).
 pub fn async_nn_choice(
     g: &Gemm,
@@ -365,8 +367,7 @@ pub fn async_nn_choice(
     c: DevPtr,
     epi: &Epilogue,
 ) -> Option<&'static Interior> {
-    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    if env_off(&OFF, "CAMEL_ASYNC_NN") {
+    if !crate::config::with_experiments(|e| e.async_nn) {
         return None;
     }
     ASYNC_NN.iter().find(|t| {
@@ -443,10 +444,10 @@ impl SgemmKernel {
 /// The [`WHOLE_K`] kernel step 13 runs for `g`, if any: only where it would otherwise split K
 /// (fewer than [`ASYNC_MIN_BLOCKS`] 64×64 tiles, K ≥ 256), 16×32 tiles from 100 blocks, else
 /// 8×16 from 64 (fewer blocks would leave most SMs idle: split-K keeps them), where the kernel
-/// fits ([`wholek_fits`]). Env `CAMEL_ASYNC_WHOLEK=off` keeps them out (for measuring).
+/// fits ([`wholek_fits`]). [`Experiments::async_whole_k`](crate::config::Experiments::async_whole_k)
+/// off keeps them out (for measuring).
 pub fn async_wholek_choice(g: &Gemm, a: DevPtr, b: DevPtr, max_smem: usize) -> Option<usize> {
-    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    if env_off(&OFF, "CAMEL_ASYNC_WHOLEK") {
+    if !crate::config::with_experiments(|e| e.async_whole_k) {
         return None;
     }
     let tiles64 = g.m.div_ceil(64) * g.n.div_ceil(64) * g.batch;
@@ -467,14 +468,14 @@ pub fn async_wholek_choice(g: &Gemm, a: DevPtr, b: DevPtr, max_smem: usize) -> O
 /// read A in place, ran 5–9 % faster than the transpose and the Aᵀ·B kernel.
 const RELAYOUT_MIN_REUSE: usize = 1024;
 
-/// Whether a product runs as step 13's re-layout (`CAMEL_ASYNC_RELAYOUT=off` disables it, for
-/// measuring): every operand stored with k contiguous (A of A·B, B of A·Bᵀ) is transposed into
+/// Whether a product runs as step 13's re-layout
+/// ([`Experiments::async_relayout`](crate::config::Experiments::async_relayout) off disables it,
+/// for measuring): every operand stored with k contiguous (A of A·B, B of A·Bᵀ) is transposed into
 /// a workspace and an [`ASYNC_TN`] kernel runs Aᵀ·B. It needs a large product
 /// ([`async_suits`]), whole tiles of that kernel, 16-byte aligned operands that are used in
 /// place, C and the saved pre-activation, and enough reuse to pay for each transpose.
 pub fn relayout_fits(g: &Gemm, a: DevPtr, b: DevPtr, c: DevPtr, epi: &Epilogue) -> bool {
-    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    if env_off(&OFF, "CAMEL_ASYNC_RELAYOUT") {
+    if !crate::config::with_experiments(|e| e.async_relayout) {
         return false;
     }
     let al = |p: DevPtr| p.0 % 16 == 0;
@@ -774,20 +775,15 @@ pub fn sgemm_epilogue(
 
 /// Split-K policy: (shortest K per split, blocks per multiprocessor to aim for). Default
 /// (32, 2): with step 13's 64×64 tile on the H100 it beat (32, 4) by 4–6 % and (32, 1) at
-/// 64×784×256 (docs/gemm.md); env `CAMEL_SPLITK=min_k,blocks_per_sm` overrides it (for
-/// measuring).
+/// 64×784×256 (docs/gemm.md); [`Experiments::splitk`](crate::config::Experiments::splitk) overrides it
+/// (for measuring; values below (32, 1) keep the default).
 fn split_k_policy() -> (usize, usize) {
-    static P: std::sync::OnceLock<(usize, usize)> = std::sync::OnceLock::new();
-    *P.get_or_init(|| {
-        std::env::var("CAMEL_SPLITK")
-            .ok()
-            .and_then(|v| {
-                let (a, b) = v.split_once(',')?;
-                Some((a.trim().parse().ok()?, b.trim().parse().ok()?))
-            })
-            .filter(|&(a, b): &(usize, usize)| a >= 32 && b >= 1)
-            .unwrap_or((32, 2))
-    })
+    let (a, b) = crate::config::with_experiments(|e| e.splitk);
+    if a >= 32 && b >= 1 {
+        (a, b)
+    } else {
+        (32, 2)
+    }
 }
 
 /// How many K-splits `t` gets for `g` on a device with `sm_count` multiprocessors: when the
@@ -858,15 +854,10 @@ pub enum SplitReduce {
 pub const FUSED_K_REDUCE: [(&str, &str); 1] =
     [("sgemm_13_async_64x64x16", "sgemm_13_async_64x64x16_fk")];
 
-/// Whether env `var` is `off` (a switch for measuring), read once into `cell`.
-fn env_off(cell: &'static std::sync::OnceLock<bool>, var: &str) -> bool {
-    *cell.get_or_init(|| std::env::var(var).is_ok_and(|v| v == "off"))
-}
-
-/// Env `CAMEL_SPLITK_FUSED=off` keeps the separate reduction (for measuring).
+/// [`Experiments::splitk_fused`](crate::config::Experiments::splitk_fused) off keeps the
+/// separate reduction (for measuring).
 fn fused_k_reduce_on() -> bool {
-    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    !env_off(&OFF, "CAMEL_SPLITK_FUSED")
+    crate::config::with_experiments(|e| e.splitk_fused)
 }
 
 /// Whether `blocks` blocks of `threads` threads of a kernel can all be resident at once, by its

@@ -4,6 +4,7 @@
 
 pub mod elementwise;
 pub mod embedding;
+pub mod ladder;
 pub mod layernorm;
 pub mod loss;
 pub mod matmul;
