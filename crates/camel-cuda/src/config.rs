@@ -353,7 +353,12 @@ pub fn with_sgemm_kernel<R>(kernel: SgemmKernel, body: impl FnOnce() -> R) -> R 
 /// accept anything).
 pub fn check() -> Vec<ConfigError> {
     let mut errs = Vec::new();
-    for var in ["CAMEL_REQUIRE_GPU", "CAMEL_POISON", "CAMEL_CUDA_SYNC", "CAMEL_REQUIRE_DATA"] {
+    for var in [
+        "CAMEL_REQUIRE_GPU",
+        "CAMEL_POISON",
+        "CAMEL_CUDA_SYNC",
+        "CAMEL_REQUIRE_DATA",
+    ] {
         if let Some(Err(e)) = raw(var).map(|v| parse_flag(var, &v)) {
             errs.push(e);
         }
@@ -468,7 +473,13 @@ mod tests {
 
     #[test]
     fn flags_accept_one_spelling_everywhere() {
-        for (v, want) in [("1", true), ("on", true), ("TRUE", true), ("0", false), ("off", false)] {
+        for (v, want) in [
+            ("1", true),
+            ("on", true),
+            ("TRUE", true),
+            ("0", false),
+            ("off", false),
+        ] {
             assert_eq!(parse_flag("CAMEL_POISON", v), Ok(want), "{v}");
         }
         let e = parse_flag("CAMEL_POISON", "yes").unwrap_err();
@@ -510,9 +521,17 @@ mod tests {
     fn the_defaults_in_the_table_are_the_code_defaults() {
         for f in Family::ALL {
             let var = VARS.iter().find(|v| v.name == f.env_var()).expect("listed");
-            assert_eq!(parse_step(f, var.default), Ok(f.default_step()), "{}", var.name);
+            assert_eq!(
+                parse_step(f, var.default),
+                Ok(f.default_step()),
+                "{}",
+                var.name
+            );
         }
-        let var = VARS.iter().find(|v| v.name == "CAMEL_SGEMM").expect("listed");
+        let var = VARS
+            .iter()
+            .find(|v| v.name == "CAMEL_SGEMM")
+            .expect("listed");
         assert_eq!(parse_sgemm(var.default), Ok(SgemmKernel::BEST));
     }
 

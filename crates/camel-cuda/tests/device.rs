@@ -184,10 +184,28 @@ fn events_time_work() {
 /// overwrites what the one before read (write after read), and the caching allocator hands the
 /// blocks of dropped buffers straight back to the next iteration. Big (64 MiB) and tiny kernels
 /// alternate, so a kernel that started early would read stale or half-written data.
+/// Runs once with PDL as the device has it and once with it off (plain launches from the
+/// compute_80 PTX), in this one process.
 #[test]
 fn pdl_keeps_stream_order() {
     let Some(dev) = test_device() else { return };
-    let off = std::env::var("CAMEL_PDL").is_ok_and(|v| matches!(v.as_str(), "0" | "off"));
+    pdl_on_and_off(|| stream_order(&dev));
+}
+
+/// Runs `body` with the experiment defaults and again with programmatic dependent launch off
+/// on this thread.
+fn pdl_on_and_off(mut body: impl FnMut()) {
+    body();
+    let off = camel_cuda::config::Experiments {
+        pdl: false,
+        ..Default::default()
+    };
+    camel_cuda::config::with_scoped_experiments(off, body);
+}
+
+fn stream_order(dev: &std::sync::Arc<camel_cuda::CudaDevice>) {
+    let dev = dev.clone();
+    let off = !camel_cuda::config::with_experiments(|e| e.pdl);
     assert_eq!(dev.pdl(), dev.compute_capability().0 >= 9 && !off);
     let k = dev.function("elementwise", "fill_f32").unwrap();
     assert_eq!(

@@ -23,8 +23,9 @@
 //!   the earlier tables): it adds the host's launch path and the GPU's launch latency, several
 //!   µs, which weighs at the 10–100 µs these ops take.
 //!
-//! `bench_memory [--torch torch.txt] [--reps N] [--only OP]` — prints a Markdown table (with
-//! `--only`, just the rows whose op name contains `OP`, e.g. `layernorm`).
+//! `bench_memory [--torch torch.txt] [--reps N] [--only OP] [--pdl on|off]` — prints a Markdown
+//! table (with `--only`, just the rows whose op name contains `OP`, e.g. `layernorm`; with
+//! `--pdl off`, every kernel launched plainly from its compute_80 PTX).
 //! Kernels are called through their camel-cuda launchers (no tensor overhead).
 
 use camel_cuda::kernels::{
@@ -282,6 +283,18 @@ fn run() -> Result<()> {
     };
     let reps = arg("--reps").map_or(20, |s| s.parse().expect("--reps N"));
     let only = arg("--only");
+    // `--pdl off` launches every kernel plainly (an experiment switch, not a variable)
+    let pdl = match arg("--pdl").as_deref() {
+        None => true,
+        Some(v) => camel_cuda::config::parse_flag("--pdl", v).unwrap_or_else(|e| {
+            eprintln!("bench_memory: {e}");
+            std::process::exit(2)
+        }),
+    };
+    camel_cuda::config::set_experiments(camel_cuda::config::Experiments {
+        pdl,
+        ..Default::default()
+    });
     let mut torch = HashMap::new();
     let mut torch_copy = None;
     if let Some(path) = arg("--torch") {
@@ -346,7 +359,7 @@ fn run() -> Result<()> {
     println!(
         "programmatic dependent launch (kernels/pdl.cuh): {}\n",
         if d.pdl() {
-            "on (CAMEL_PDL=off turns it off)"
+            "on (--pdl off turns it off)"
         } else {
             "off"
         }

@@ -8,12 +8,13 @@
 //! own errors, they surface at the next synchronization, not at the launch. Slots are kept per
 //! device *and per host thread*, so the error is reported to the thread that launched the kernel.
 //!
-//! Set `CAMEL_POISON=1` to fill every new output with NaN before its kernel runs, so an element
-//! a kernel forgot to write shows up in tests.
+//! With `CAMEL_POISON` on ([`crate::config`]) every new output is filled with NaN before its
+//! kernel runs, so an element a kernel forgot to write shows up in tests.
 
 use super::cpu::MatmulSpec;
-pub use super::ladder::{embedding_bwd_grouped, mem_step, MemFamily, EMBEDDING_SORTED_MIN};
+pub use super::ladder::{embedding_bwd_grouped, Family, EMBEDDING_SORTED_MIN};
 use super::{BinaryOp, ReduceOp, UnaryOp, UpdateRule};
+use crate::config::{self, step};
 use crate::shape::broadcast_strides;
 use crate::storage::CpuStorage;
 use crate::{DType, Device, Error, Result};
@@ -67,33 +68,15 @@ pub fn device(ordinal: usize) -> Result<Arc<CudaDevice>> {
     })
 }
 
-fn poison() -> bool {
-    static P: OnceLock<bool> = OnceLock::new();
-    *P.get_or_init(|| std::env::var("CAMEL_POISON").as_deref() == Ok("1"))
-}
-
-/// The SGEMM ladder step used by `matmul`: env `CAMEL_SGEMM` names one (`naive`, `coalesced`,
-/// `smem`, `blocktile1d`, `blocktile2d`, `vectorized`, `autotuned`, `warptiling`,
-/// `doublebuffer`, or the opt-in `tf32`); otherwise the best FP32 step. An unknown name is
-/// reported once on stderr and the default is used.
+/// The SGEMM ladder step `matmul` runs on this thread ([`config::sgemm_kernel`]).
 pub fn sgemm_kernel() -> SgemmKernel {
-    static K: OnceLock<SgemmKernel> = OnceLock::new();
-    *K.get_or_init(|| match std::env::var("CAMEL_SGEMM") {
-        Ok(name) => SgemmKernel::from_name(&name).unwrap_or_else(|| {
-            eprintln!(
-                "camel: CAMEL_SGEMM={name} is not a ladder step; using `{}`",
-                SgemmKernel::BEST.name()
-            );
-            SgemmKernel::BEST
-        }),
-        Err(_) => SgemmKernel::BEST,
-    })
+    config::sgemm_kernel()
 }
 
 /// A new uninitialized (or poisoned) output of `len` elements.
 fn alloc(dev: &Arc<CudaDevice>, len: usize, dtype: DType) -> Result<CudaStorage> {
     let buf = dev.alloc(len * dtype.size())?;
-    if poison() && len > 0 {
+    if config::poison() && len > 0 {
         k::elementwise::fill_f32(dev, buf.ptr(), len * dtype.size() / 4, f32::NAN)?;
     }
     Ok(CudaStorage {
@@ -230,7 +213,7 @@ pub fn unary(x: &CudaStorage, op: UnaryOp) -> Result<CudaStorage> {
     expect("unary", x, DType::F32)?;
     let out = like(x, x.len, DType::F32)?;
     let (code, s) = op.code();
-    match mem_step(MemFamily::Elementwise) {
+    match step(Family::Elementwise) {
         Step::One => k::elementwise::unary_f32(&x.dev, x.ptr(), out.ptr(), x.len, code, s)?,
         Step::Two | Step::Three | Step::Four => {
             k::elementwise::unary_vec4_f32(&x.dev, x.ptr(), out.ptr(), x.len, code, s)?
@@ -254,7 +237,7 @@ pub fn binary(
     let out = like(a, n, DType::F32)?;
     if a_shape == b_shape {
         let (dev, code) = (&a.dev, op.code());
-        match mem_step(MemFamily::Elementwise) {
+        match step(Family::Elementwise) {
             Step::Two | Step::Three | Step::Four => {
                 k::elementwise::binary_vec4_f32(dev, a.ptr(), b.ptr(), out.ptr(), n, code)?
             }
@@ -298,7 +281,7 @@ pub fn reduce(
     expect("reduce", x, DType::F32)?;
     let out = like(x, outer * inner, DType::F32)?;
     let (dev, code) = (&x.dev, op.code());
-    match mem_step(MemFamily::Reduce) {
+    match step(Family::Reduce) {
         Step::One => k::reduce::reduce_f32(dev, x.ptr(), out.ptr(), outer, dim, inner, code)?,
         Step::Two => k::reduce::reduce2_f32(dev, x.ptr(), out.ptr(), outer, dim, inner, code)?,
         Step::Three | Step::Four => {
@@ -389,7 +372,7 @@ pub fn linear(
 pub fn softmax_last(x: &CudaStorage, rows: usize, cols: usize, log: bool) -> Result<CudaStorage> {
     expect("softmax", x, DType::F32)?;
     let out = like(x, rows * cols, DType::F32)?;
-    match mem_step(MemFamily::Softmax) {
+    match step(Family::Softmax) {
         Step::One => k::softmax::softmax_last_f32(&x.dev, x.ptr(), out.ptr(), rows, cols, log)?,
         Step::Two => k::softmax::softmax2_f32(&x.dev, x.ptr(), out.ptr(), rows, cols, log)?,
         Step::Three => k::softmax::softmax3_f32(&x.dev, x.ptr(), out.ptr(), rows, cols, log)?,
@@ -486,7 +469,7 @@ pub fn index_select_rows(
     expect("embedding", idx, DType::I64)?;
     let out = like(table, idx.len * d, DType::F32)?;
     let err = err_slot(&table.dev)?;
-    let select = match mem_step(MemFamily::Embedding) {
+    let select = match step(Family::Embedding) {
         Step::One => k::embedding::index_select_rows_f32,
         Step::Two | Step::Three | Step::Four => k::embedding::index_select_rows_warp_f32,
     };
@@ -514,10 +497,10 @@ pub fn index_add_rows(
     let out = like(g, v * d, DType::F32)?;
     let err = err_slot(&g.dev)?;
     let n = idx.len;
-    let step = mem_step(MemFamily::Embedding);
-    if embedding_bwd_grouped(step, n * d) {
+    let st = step(Family::Embedding);
+    if embedding_bwd_grouped(st, n * d) {
         // writes every row itself: no zeroing pass
-        let grouped = match step {
+        let grouped = match st {
             Step::Four => k::embedding::index_add_rows_grouped_f32,
             _ => k::embedding::index_add_rows_sorted_f32,
         };
@@ -525,7 +508,7 @@ pub fn index_add_rows(
         return Ok(out);
     }
     g.dev.memset_zero(&out.buf)?;
-    let add = match step {
+    let add = match st {
         Step::One => k::embedding::index_add_rows_f32,
         Step::Two | Step::Three | Step::Four => k::embedding::index_add_rows_warp_f32,
     };
@@ -600,7 +583,7 @@ pub fn update(
     Ok(())
 }
 
-// ------------------------------------------------------------------ memory-bound ladders (issue 4)
+// ------------------------------------------------------------------ memory-bound ladders
 // (which step each family runs: `backend::ladder`, re-exported above)
 
 /// Backward of softmax / log-softmax from the forward's output `y`.
@@ -614,7 +597,7 @@ pub fn softmax_last_bwd(
     expect("softmax backward", y, DType::F32)?;
     expect("softmax backward", g, DType::F32)?;
     let out = like(y, rows * cols, DType::F32)?;
-    let f = match mem_step(MemFamily::Softmax) {
+    let f = match step(Family::Softmax) {
         Step::One => k::softmax::softmax_bwd_f32,
         Step::Two => k::softmax::softmax_bwd2_f32,
         Step::Three | Step::Four => k::softmax::softmax3_bwd_f32,
@@ -631,7 +614,7 @@ pub fn cross_entropy_fwd_stats(
     rows: usize,
     cols: usize,
 ) -> Result<(CudaStorage, Option<CudaStorage>)> {
-    if mem_step(MemFamily::CrossEntropy) == Step::One {
+    if step(Family::CrossEntropy) == Step::One {
         return Ok((cross_entropy_fwd(x, t, rows, cols)?, None));
     }
     expect("cross_entropy", x, DType::F32)?;
@@ -639,7 +622,7 @@ pub fn cross_entropy_fwd_stats(
     let loss = like(x, rows, DType::F32)?;
     let stats = like(x, 2 * rows, DType::F32)?;
     let err = err_slot(&x.dev)?;
-    let f = match mem_step(MemFamily::CrossEntropy) {
+    let f = match step(Family::CrossEntropy) {
         Step::Three | Step::Four => k::loss::cross_entropy_fwd3_f32,
         Step::One | Step::Two => k::loss::cross_entropy_fwd2_f32,
     };
@@ -673,7 +656,7 @@ pub fn cross_entropy_bwd_stats(
     let out = like(x, rows * cols, DType::F32)?;
     let err = err_slot(&x.dev)?;
     // the stats are the same (max, Σ exp) in steps 2 and 3
-    let f = match mem_step(MemFamily::CrossEntropy) {
+    let f = match step(Family::CrossEntropy) {
         Step::Three | Step::Four => k::loss::cross_entropy_bwd3_f32,
         Step::One | Step::Two => k::loss::cross_entropy_bwd2_f32,
     };
@@ -701,7 +684,7 @@ pub fn cross_entropy_mean_fwd(
     rows: usize,
     cols: usize,
 ) -> Result<Option<(CudaStorage, CudaStorage)>> {
-    if mem_step(MemFamily::CrossEntropy) != Step::Four || rows == 0 || cols == 0 {
+    if step(Family::CrossEntropy) != Step::Four || rows == 0 || cols == 0 {
         return Ok(None);
     }
     expect("cross_entropy", x, DType::F32)?;
@@ -765,7 +748,7 @@ pub fn layer_norm_fwd(
     let y = like(x, rows * cols, DType::F32)?;
     let mean = like(x, rows, DType::F32)?;
     let rstd = like(x, rows, DType::F32)?;
-    let f = match mem_step(MemFamily::LayerNorm) {
+    let f = match step(Family::LayerNorm) {
         Step::One | Step::Two => k::layernorm::layernorm_fwd_f32,
         Step::Three => k::layernorm::layernorm3_fwd_f32,
         Step::Four => k::layernorm::layernorm4_fwd_f32,
@@ -800,10 +783,10 @@ pub fn layer_norm_bwd(
     let dx = like(x, rows * cols, DType::F32)?;
     let dgamma = like(x, cols, DType::F32)?;
     let dbeta = like(x, cols, DType::F32)?;
-    let f = match mem_step(MemFamily::LayerNorm) {
+    let f = match step(Family::LayerNorm) {
         Step::One | Step::Two => k::layernorm::layernorm_bwd_f32,
         Step::Three => k::layernorm::layernorm3_bwd_f32,
-        // a pair of warps per row (half the registers a thread): 87 % of copy against 81 %
+        // a pair of warps per row: half the registers a thread
         Step::Four => k::layernorm::layernorm4_bwd_f32,
     };
     f(
@@ -852,7 +835,7 @@ pub fn update_multi(
         sgd => sgd,
     };
     let uniform = rules.iter().all(|r| strip(r) == strip(first));
-    if mem_step(MemFamily::Optim) == Step::One || !uniform {
+    if step(Family::Optim) == Step::One || !uniform {
         return per_tensor();
     }
     for (p, g) in ps.iter().zip(gs) {
@@ -877,12 +860,12 @@ pub fn update_multi(
             bc2,
         });
     }
-    // SGD takes step 3's loads-first kernel from step 3 on. Adam's loads-first kernel
-    // (`adam_multi3_f32`) measured 1–7 % slower than step 2's loop in every H100 and H200 call
-    // (docs/benchmarks.md), so Adam keeps step 2's kernel at step 3 and takes it only at step 4.
-    let step = mem_step(MemFamily::Optim);
-    let sgd3 = matches!(step, Step::Three | Step::Four);
-    let adam3 = step == Step::Four;
+    // SGD takes the loads-first kernel from step 3 on; Adam's loads-first kernel measured
+    // slower than step 2's loop (docs/benchmarks.md), so Adam keeps step 2's kernel at step 3
+    // and takes it only at step 4.
+    let st = step(Family::Optim);
+    let sgd3 = matches!(st, Step::Three | Step::Four);
+    let adam3 = st == Step::Four;
     match *first {
         UpdateRule::Sgd {
             lr,

@@ -62,14 +62,21 @@ const ELEMENTWISE: &[StepInfo] = &[
         Step::One,
         "thread_per_element",
         "one thread per element, grid-stride loop",
-        &["elementwise::unary_f32", "elementwise::binary_f32", "elementwise::binary2_f32"],
+        &[
+            "elementwise::unary_f32",
+            "elementwise::binary_f32",
+            "elementwise::binary2_f32",
+        ],
         "nothing",
     ),
     s(
         Step::Two,
         "vec4",
         "float4 loads and stores",
-        &["elementwise::unary_vec4_f32", "elementwise::binary_vec4_f32"],
+        &[
+            "elementwise::unary_vec4_f32",
+            "elementwise::binary_vec4_f32",
+        ],
         "16-byte aligned pointers for the float4 body (scalar tail and fallback)",
     ),
 ];
@@ -141,14 +148,20 @@ const CROSS_ENTROPY: &[StepInfo] = &[
         Step::Two,
         "saved_stats",
         "the forward saves each row's max and sum of exponentials; one-pass backward",
-        &["loss::cross_entropy_fwd2_f32", "loss::cross_entropy_bwd2_f32"],
+        &[
+            "loss::cross_entropy_fwd2_f32",
+            "loss::cross_entropy_bwd2_f32",
+        ],
         "nothing",
     ),
     s(
         Step::Three,
         "registers",
         "short rows in registers, long rows with aligned float4 after a scalar prologue",
-        &["loss::cross_entropy_fwd3_f32", "loss::cross_entropy_bwd3_f32"],
+        &[
+            "loss::cross_entropy_fwd3_f32",
+            "loss::cross_entropy_bwd3_f32",
+        ],
         "nothing",
     ),
     s(
@@ -168,7 +181,10 @@ const EMBEDDING: &[StepInfo] = &[
         Step::One,
         "thread_per_element",
         "a thread per element; the backward adds with atomics",
-        &["embedding::index_select_rows_f32", "embedding::index_add_rows_f32"],
+        &[
+            "embedding::index_select_rows_f32",
+            "embedding::index_add_rows_f32",
+        ],
         "nothing",
     ),
     s(
@@ -239,21 +255,30 @@ const LAYERNORM: &[StepInfo] = &[
         Step::Two,
         "warp_welford",
         "a warp per row, Welford statistics (steps 1 and 2 are one kernel)",
-        &["layernorm::layernorm_fwd_f32", "layernorm::layernorm_bwd_f32"],
+        &[
+            "layernorm::layernorm_fwd_f32",
+            "layernorm::layernorm_bwd_f32",
+        ],
         "nothing",
     ),
     s(
         Step::Three,
         "row_registers",
         "the row in registers; the backward keeps dγ/dβ in registers too",
-        &["layernorm::layernorm3_fwd_f32", "layernorm::layernorm3_bwd_f32"],
+        &[
+            "layernorm::layernorm3_fwd_f32",
+            "layernorm::layernorm3_bwd_f32",
+        ],
         "rows that fit the register shapes (others run step 2)",
     ),
     s(
         Step::Four,
         "streaming",
         "step 3's forward with cache-streaming loads and stores; a pair of warps per row backward",
-        &["layernorm::layernorm4_fwd_f32", "layernorm::layernorm4_bwd_f32"],
+        &[
+            "layernorm::layernorm4_fwd_f32",
+            "layernorm::layernorm4_bwd_f32",
+        ],
         "as step 3",
     ),
 ];
@@ -378,7 +403,10 @@ mod tests {
         assert_eq!(Family::Elementwise.effective(Step::Four), Step::Two);
         assert_eq!(Family::LayerNorm.effective(Step::One), Step::Two);
         assert_eq!(Family::Softmax.parse_step("2"), Some(Step::Two));
-        assert_eq!(Family::Softmax.parse_step("warp_registers"), Some(Step::Three));
+        assert_eq!(
+            Family::Softmax.parse_step("warp_registers"),
+            Some(Step::Three)
+        );
         assert_eq!(Family::Softmax.parse_step("5"), None);
     }
 }

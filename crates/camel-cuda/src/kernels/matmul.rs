@@ -223,9 +223,11 @@ fn async_small(g: &Gemm) -> Option<TileShape> {
         SgemmKernel::async_small_tile(name, bm, bn)
     };
     let forced = crate::config::with_experiments(|e| {
-        e.async_small
-            .as_ref()
-            .map(|v| ASYNC_SMALL.iter().position(|(n, _, _)| Some(*n) == v.as_deref()))
+        e.async_small.as_ref().map(|v| {
+            ASYNC_SMALL
+                .iter()
+                .position(|(n, _, _)| Some(*n) == v.as_deref())
+        })
     });
     match forced {
         Some(i) => i.map(tile),

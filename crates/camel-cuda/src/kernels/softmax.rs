@@ -161,7 +161,7 @@ pub fn softmax3_f32(
     softmax_regs_f32(dev, "softmax3", x, y, rows, cols, log)
 }
 
-/// Step 4 of the forward (`CAMEL_SOFTMAX=4`, an A/B experiment): [`softmax3_f32`] with
+/// Step 4 of the forward (`CAMEL_SOFTMAX=4`): [`softmax3_f32`] with
 /// cache-streaming (evict-first) loads of `x` and stores of `y` (`softmax4_*`,
 /// `log_softmax4_*`); the same arithmetic, shapes and fallback.
 pub fn softmax4_f32(
