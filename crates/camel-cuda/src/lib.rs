@@ -30,7 +30,7 @@
 //!    in `src/kernels/mod.rs`): look the kernel up by module and name, compute the launch
 //!    configuration, pass the arguments in the kernel's order with the kernel's types
 //!    ([`DevPtr`] for pointers, `i64` for `long long`, `i32` for `int`, `f32` for `float`, a
-//!    `#[repr(C)]` [`Pod`] struct for a struct passed by value):
+//!    `#[repr(C)]` struct deriving cust's [`DeviceCopy`] for a struct passed by value):
 //!    ```ignore
 //!    pub fn scale_f32(dev: &CudaDevice, x: DevPtr, out: DevPtr, n: usize, a: f32) -> Result<()> {
 //!        if n == 0 { return Ok(()); }
@@ -81,8 +81,8 @@ pub use device::{
 };
 pub use error::{Error, Result};
 pub use launch::{
-    launch_1d, DevPtr, DeviceLimits, Dim3, KernelArg, KernelLimits, LaunchConfig, Pod, BLOCK_1D,
-    GRID_1D_CAP, MAX_KERNEL_ARGS,
+    launch_1d, DevPtr, DeviceCopy, DeviceLimits, Dim3, KernelArg, KernelLimits, LaunchConfig, Pod,
+    BLOCK_1D, GRID_1D_CAP, MAX_KERNEL_ARGS,
 };
 pub use ptx::embedded_modules;
 pub use testing::{require_gpu, test_device};

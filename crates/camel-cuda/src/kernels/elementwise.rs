@@ -53,15 +53,13 @@ pub fn binary_f32(
 
 /// Kernel argument of `binary_bcast_f32` (layout of `BcastArgs` in elementwise.cu).
 #[repr(C)]
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, cust_core::DeviceCopy)]
 struct BcastArgs {
     ndim: i64,
     shape: [i64; MAX_DIMS],
     sa: [i64; MAX_DIMS],
     sb: [i64; MAX_DIMS],
 }
-// SAFETY: plain integers, no padding.
-unsafe impl crate::Pod for BcastArgs {}
 
 #[allow(clippy::too_many_arguments)]
 /// `out = a op b` with broadcasting: `sa`/`sb` are the inputs' strides against `out_shape`

@@ -102,7 +102,7 @@ pub struct MultiTensor {
 
 /// Layout of `MultiTensor` in optim.cu.
 #[repr(C)]
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, cust_core::DeviceCopy)]
 struct MultiTensorC {
     p: u64,
     g: u64,
@@ -113,8 +113,6 @@ struct MultiTensorC {
     bc1: f32,
     bc2: f32,
 }
-// SAFETY: integers and floats, 56 bytes, no padding.
-unsafe impl crate::Pod for MultiTensorC {}
 
 /// Elements per block (`MT_CHUNK` in optim.cu).
 const MT_CHUNK: usize = 4096;
@@ -124,12 +122,10 @@ const MT_PARAM_MAX: usize = 64;
 
 /// Layout of `MultiTable` in optim.cu: the table passed by value in the launch parameters.
 #[repr(C)]
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, cust_core::DeviceCopy)]
 struct MultiTable {
     t: [MultiTensorC; MT_PARAM_MAX],
 }
-// SAFETY: an array of Pod structs, no padding.
-unsafe impl crate::Pod for MultiTable {}
 
 /// The tables of the non-empty tensors of `ts`, at most [`MT_PARAM_MAX`] a launch, each with
 /// its tensor count and launch configuration (block numbers restart in every table).
