@@ -28,6 +28,7 @@
 //! `--pdl off`, every kernel launched plainly from its compute_80 PTX).
 //! Kernels are called through their camel-cuda launchers (no tensor overhead).
 
+use camel_cuda::kernels::ladder::{Family, Step};
 use camel_cuda::kernels::{
     elementwise as ew, embedding as emb, layernorm as ln, loss, optim, reduce, shape, softmax,
 };
@@ -267,6 +268,14 @@ fn idx_buf(dev: &CudaDevice, n: usize, hi: usize, seed: u64) -> Result<Buffer> {
     dev.htod(&v)
 }
 
+/// Whether `step`'s backward launcher is the step before's in `family`'s table (the second
+/// launcher each step lists is its backward).
+fn same_backward(family: Family, step: Step) -> bool {
+    let steps = family.steps();
+    let i = steps.iter().position(|s| s.step == step);
+    i.is_some_and(|i| i > 0 && steps[i].launchers.get(1) == steps[i - 1].launchers.get(1))
+}
+
 fn main() {
     if let Err(e) = run() {
         eprintln!("bench_memory: {e}");
@@ -430,32 +439,24 @@ fn run() -> Result<()> {
             } else {
                 ("softmax", "softmax_bwd")
             };
-            if !log {
-                b.row(fwd, &size, 1, 8.0 * e, k, &mut |i| {
-                    softmax::softmax_last_f32(d, p(&xs, i), p(&ys, i), r, c, false)
+            // the ladder's table; step 1 only for softmax (its log form is the same kernel)
+            let steps = || {
+                softmax::STEPS
+                    .iter()
+                    .filter(|s| !log || s.step != Step::One)
+            };
+            for s in steps() {
+                b.row(fwd, &size, s.step.number(), 8.0 * e, k, &mut |i| {
+                    (s.forward)(d, p(&xs, i), p(&ys, i), r, c, log)
                 })?;
             }
-            b.row(fwd, &size, 2, 8.0 * e, k, &mut |i| {
-                softmax::softmax2_f32(d, p(&xs, i), p(&ys, i), r, c, log)
-            })?;
-            b.row(fwd, &size, 3, 8.0 * e, k, &mut |i| {
-                softmax::softmax3_f32(d, p(&xs, i), p(&ys, i), r, c, log)
-            })?;
-            b.row(fwd, &size, 4, 8.0 * e, k, &mut |i| {
-                softmax::softmax4_f32(d, p(&xs, i), p(&ys, i), r, c, log)
-            })?;
-            // every y now holds (log-)softmax values
-            if !log {
-                b.row(bwd, &size, 1, 12.0 * e, k, &mut |i| {
-                    softmax::softmax_bwd_f32(d, p(&ys, i), p(&gs, i), p(&dxs, i), r, c, false)
+            // every y now holds (log-)softmax values; a step whose backward is the step
+            // before's (the table's launcher names say so) is not timed twice
+            for s in steps().filter(|s| !same_backward(Family::Softmax, s.step)) {
+                b.row(bwd, &size, s.step.number(), 12.0 * e, k, &mut |i| {
+                    (s.backward)(d, p(&ys, i), p(&gs, i), p(&dxs, i), r, c, log)
                 })?;
             }
-            b.row(bwd, &size, 2, 12.0 * e, k, &mut |i| {
-                softmax::softmax_bwd2_f32(d, p(&ys, i), p(&gs, i), p(&dxs, i), r, c, log)
-            })?;
-            b.row(bwd, &size, 3, 12.0 * e, k, &mut |i| {
-                softmax::softmax3_bwd_f32(d, p(&ys, i), p(&gs, i), p(&dxs, i), r, c, log)
-            })?;
         }
     }
 
@@ -470,73 +471,52 @@ fn run() -> Result<()> {
         let (means, rstds) = (bufs(d, k, r, 0.0)?, bufs(d, k, r, 0.0)?);
         let (dg, db) = (buf(d, c, 0.0)?, buf(d, c, 0.0)?);
         let p = |v: &[Buffer], i: usize| -> DevPtr { v[i].ptr() };
-        type Fwd = fn(
-            &CudaDevice,
-            DevPtr,
-            DevPtr,
-            DevPtr,
-            DevPtr,
-            DevPtr,
-            DevPtr,
-            usize,
-            usize,
-            f32,
-        ) -> Result<()>;
-        let fwds: [(u32, Fwd); 3] = [
-            (2, ln::layernorm_fwd_f32),
-            (3, ln::layernorm3_fwd_f32),
-            (4, ln::layernorm4_fwd_f32),
-        ];
-        for (step, f) in fwds {
-            b.row("layernorm", "16384x768", step, 8.0 * e, k, &mut |i| {
-                f(
-                    d,
-                    p(&xs, i),
-                    gm.ptr(),
-                    bt.ptr(),
-                    p(&ys, i),
-                    p(&means, i),
-                    p(&rstds, i),
-                    r,
-                    c,
-                    1e-5,
-                )
-            })?;
+        for s in &ln::STEPS {
+            b.row(
+                "layernorm",
+                "16384x768",
+                s.step.number(),
+                8.0 * e,
+                k,
+                &mut |i| {
+                    (s.forward)(
+                        d,
+                        p(&xs, i),
+                        gm.ptr(),
+                        bt.ptr(),
+                        p(&ys, i),
+                        p(&means, i),
+                        p(&rstds, i),
+                        r,
+                        c,
+                        1e-5,
+                    )
+                },
+            )?;
         }
-        type Bwd = fn(
-            &CudaDevice,
-            DevPtr,
-            DevPtr,
-            DevPtr,
-            DevPtr,
-            DevPtr,
-            DevPtr,
-            DevPtr,
-            DevPtr,
-            usize,
-            usize,
-        ) -> Result<()>;
-        let bwds: [(u32, Bwd); 3] = [
-            (2, ln::layernorm_bwd_f32),
-            (3, ln::layernorm3_bwd_f32),
-            (4, ln::layernorm4_bwd_f32),
-        ];
-        for (step, f) in bwds {
-            b.row("layernorm_bwd", "16384x768", step, 12.0 * e, k, &mut |i| {
-                f(
-                    d,
-                    p(&xs, i),
-                    gm.ptr(),
-                    p(&gs, i),
-                    p(&means, i),
-                    p(&rstds, i),
-                    p(&dxs, i),
-                    dg.ptr(),
-                    db.ptr(),
-                    r,
-                    c,
-                )
-            })?;
+        for s in &ln::STEPS {
+            b.row(
+                "layernorm_bwd",
+                "16384x768",
+                s.step.number(),
+                12.0 * e,
+                k,
+                &mut |i| {
+                    (s.backward)(
+                        d,
+                        p(&xs, i),
+                        gm.ptr(),
+                        p(&gs, i),
+                        p(&means, i),
+                        p(&rstds, i),
+                        p(&dxs, i),
+                        dg.ptr(),
+                        db.ptr(),
+                        r,
+                        c,
+                    )
+                },
+            )?;
         }
     }
 

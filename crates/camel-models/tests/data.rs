@@ -421,7 +421,7 @@ fn load_real(name: &str, label: &str) -> Option<Mnist> {
     let root = dir.join(name);
     if !root.join("train-images-idx3-ubyte.gz").exists() {
         let msg = format!("{label} not found at {}", root.display());
-        if camel_core::config::require_data() {
+        if camel_nn::core::config::require_data() {
             panic!("{msg} (CAMEL_REQUIRE_DATA=1)");
         }
         println!("skipped: {msg}");

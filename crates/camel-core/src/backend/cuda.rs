@@ -213,12 +213,8 @@ pub fn unary(x: &CudaStorage, op: UnaryOp) -> Result<CudaStorage> {
     expect("unary", x, DType::F32)?;
     let out = like(x, x.len, DType::F32)?;
     let (code, s) = op.code();
-    match step(Family::Elementwise) {
-        Step::One => k::elementwise::unary_f32(&x.dev, x.ptr(), out.ptr(), x.len, code, s)?,
-        Step::Two | Step::Three | Step::Four => {
-            k::elementwise::unary_vec4_f32(&x.dev, x.ptr(), out.ptr(), x.len, code, s)?
-        }
-    }
+    let unary = k::elementwise::at(step(Family::Elementwise)).unary;
+    unary(&x.dev, x.ptr(), out.ptr(), x.len, code, s)?;
     Ok(out)
 }
 
@@ -236,16 +232,8 @@ pub fn binary(
     let n: usize = out_shape.iter().product();
     let out = like(a, n, DType::F32)?;
     if a_shape == b_shape {
-        let (dev, code) = (&a.dev, op.code());
-        match step(Family::Elementwise) {
-            Step::Two | Step::Three | Step::Four => {
-                k::elementwise::binary_vec4_f32(dev, a.ptr(), b.ptr(), out.ptr(), n, code)?
-            }
-            Step::One if op == BinaryOp::GeluBwd => {
-                k::elementwise::binary2_f32(dev, a.ptr(), b.ptr(), out.ptr(), n, code)?
-            }
-            Step::One => k::elementwise::binary_f32(dev, a.ptr(), b.ptr(), out.ptr(), n, code)?,
-        }
+        let binary = k::elementwise::at(step(Family::Elementwise)).binary;
+        binary(&a.dev, a.ptr(), b.ptr(), out.ptr(), n, op.code())?;
     } else if op == BinaryOp::GeluBwd {
         return Err(Error::ShapeMismatch {
             op: "gelu backward",
@@ -280,14 +268,8 @@ pub fn reduce(
 ) -> Result<CudaStorage> {
     expect("reduce", x, DType::F32)?;
     let out = like(x, outer * inner, DType::F32)?;
-    let (dev, code) = (&x.dev, op.code());
-    match step(Family::Reduce) {
-        Step::One => k::reduce::reduce_f32(dev, x.ptr(), out.ptr(), outer, dim, inner, code)?,
-        Step::Two => k::reduce::reduce2_f32(dev, x.ptr(), out.ptr(), outer, dim, inner, code)?,
-        Step::Three | Step::Four => {
-            k::reduce::reduce3_f32(dev, x.ptr(), out.ptr(), outer, dim, inner, code)?
-        }
-    }
+    let reduce = k::reduce::at(step(Family::Reduce)).reduce;
+    reduce(&x.dev, x.ptr(), out.ptr(), outer, dim, inner, op.code())?;
     Ok(out)
 }
 
@@ -372,12 +354,8 @@ pub fn linear(
 pub fn softmax_last(x: &CudaStorage, rows: usize, cols: usize, log: bool) -> Result<CudaStorage> {
     expect("softmax", x, DType::F32)?;
     let out = like(x, rows * cols, DType::F32)?;
-    match step(Family::Softmax) {
-        Step::One => k::softmax::softmax_last_f32(&x.dev, x.ptr(), out.ptr(), rows, cols, log)?,
-        Step::Two => k::softmax::softmax2_f32(&x.dev, x.ptr(), out.ptr(), rows, cols, log)?,
-        Step::Three => k::softmax::softmax3_f32(&x.dev, x.ptr(), out.ptr(), rows, cols, log)?,
-        Step::Four => k::softmax::softmax4_f32(&x.dev, x.ptr(), out.ptr(), rows, cols, log)?,
-    }
+    let forward = k::softmax::at(step(Family::Softmax)).forward;
+    forward(&x.dev, x.ptr(), out.ptr(), rows, cols, log)?;
     Ok(out)
 }
 
@@ -597,12 +575,8 @@ pub fn softmax_last_bwd(
     expect("softmax backward", y, DType::F32)?;
     expect("softmax backward", g, DType::F32)?;
     let out = like(y, rows * cols, DType::F32)?;
-    let f = match step(Family::Softmax) {
-        Step::One => k::softmax::softmax_bwd_f32,
-        Step::Two => k::softmax::softmax_bwd2_f32,
-        Step::Three | Step::Four => k::softmax::softmax3_bwd_f32,
-    };
-    f(&y.dev, y.ptr(), g.ptr(), out.ptr(), rows, cols, log)?;
+    let backward = k::softmax::at(step(Family::Softmax)).backward;
+    backward(&y.dev, y.ptr(), g.ptr(), out.ptr(), rows, cols, log)?;
     Ok(out)
 }
 
@@ -748,12 +722,8 @@ pub fn layer_norm_fwd(
     let y = like(x, rows * cols, DType::F32)?;
     let mean = like(x, rows, DType::F32)?;
     let rstd = like(x, rows, DType::F32)?;
-    let f = match step(Family::LayerNorm) {
-        Step::One | Step::Two => k::layernorm::layernorm_fwd_f32,
-        Step::Three => k::layernorm::layernorm3_fwd_f32,
-        Step::Four => k::layernorm::layernorm4_fwd_f32,
-    };
-    f(
+    let forward = k::layernorm::at(step(Family::LayerNorm)).forward;
+    forward(
         &x.dev,
         x.ptr(),
         gamma.ptr(),
@@ -783,13 +753,8 @@ pub fn layer_norm_bwd(
     let dx = like(x, rows * cols, DType::F32)?;
     let dgamma = like(x, cols, DType::F32)?;
     let dbeta = like(x, cols, DType::F32)?;
-    let f = match step(Family::LayerNorm) {
-        Step::One | Step::Two => k::layernorm::layernorm_bwd_f32,
-        Step::Three => k::layernorm::layernorm3_bwd_f32,
-        // a pair of warps per row: half the registers a thread
-        Step::Four => k::layernorm::layernorm4_bwd_f32,
-    };
-    f(
+    let backward = k::layernorm::at(step(Family::LayerNorm)).backward;
+    backward(
         &x.dev,
         x.ptr(),
         gamma.ptr(),

@@ -378,9 +378,41 @@ impl Family {
     }
 }
 
+/// The entry of `table` (in step order, not empty) for `step`: the highest at or below it, else
+/// the first.
+pub(crate) fn pick<T>(table: &'static [T], step: Step, key: impl Fn(&T) -> Step) -> &'static T {
+    table
+        .iter()
+        .rev()
+        .find(|k| key(k).number() <= step.number())
+        .unwrap_or(&table[0])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The typed tables of the launcher modules list the steps of the families' tables.
+    #[test]
+    fn launcher_tables_match_the_family_tables() {
+        let steps = |f: Family| f.steps().iter().map(|i| i.step).collect::<Vec<_>>();
+        assert_eq!(
+            super::super::softmax::STEPS.map(|k| k.step).to_vec(),
+            steps(Family::Softmax)
+        );
+        assert_eq!(
+            super::super::layernorm::STEPS.map(|k| k.step).to_vec(),
+            steps(Family::LayerNorm)
+        );
+        assert_eq!(
+            super::super::reduce::STEPS.map(|k| k.step).to_vec(),
+            steps(Family::Reduce)
+        );
+        assert_eq!(
+            super::super::elementwise::STEPS.map(|k| k.step).to_vec(),
+            steps(Family::Elementwise)
+        );
+    }
 
     #[test]
     fn every_family_lists_its_steps_in_order_with_unique_names() {

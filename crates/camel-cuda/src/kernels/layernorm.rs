@@ -475,6 +475,76 @@ fn layernorm3_param_grad(
     }
 }
 
+// ------------------------------------------------------------------ the ladder's table
+
+/// A LayerNorm forward launcher: `(dev, x, gamma, beta, y, mean, rstd, rows, cols, eps)`.
+pub type Forward = fn(
+    &CudaDevice,
+    DevPtr,
+    DevPtr,
+    DevPtr,
+    DevPtr,
+    DevPtr,
+    DevPtr,
+    usize,
+    usize,
+    f32,
+) -> Result<()>;
+/// A LayerNorm backward launcher: `(dev, x, gamma, g, mean, rstd, dx, dgamma, dbeta, rows,
+/// cols)`.
+pub type Backward = fn(
+    &CudaDevice,
+    DevPtr,
+    DevPtr,
+    DevPtr,
+    DevPtr,
+    DevPtr,
+    DevPtr,
+    DevPtr,
+    DevPtr,
+    usize,
+    usize,
+) -> Result<()>;
+
+/// The launchers of one step of the LayerNorm ladder.
+#[derive(Clone, Copy, Debug)]
+pub struct Kernels {
+    /// The step (described in [`super::ladder::Family::LayerNorm`]'s table).
+    pub step: super::rows::Step,
+    /// Its forward.
+    pub forward: Forward,
+    /// Its backward.
+    pub backward: Backward,
+}
+
+/// The LayerNorm ladder (steps 1 and 2 are one kernel, listed as step 2): the one table the
+/// backend, the benchmarks and the tests run.
+pub const STEPS: [Kernels; 3] = {
+    use super::rows::Step;
+    [
+        Kernels {
+            step: Step::Two,
+            forward: layernorm_fwd_f32,
+            backward: layernorm_bwd_f32,
+        },
+        Kernels {
+            step: Step::Three,
+            forward: layernorm3_fwd_f32,
+            backward: layernorm3_bwd_f32,
+        },
+        Kernels {
+            step: Step::Four,
+            forward: layernorm4_fwd_f32,
+            backward: layernorm4_bwd_f32,
+        },
+    ]
+};
+
+/// The launchers of `step` (the highest step at or below it; step 1 is step 2).
+pub fn at(step: super::rows::Step) -> &'static Kernels {
+    super::ladder::pick(&STEPS, step, |k| k.step)
+}
+
 #[cfg(test)]
 mod tests {
     use super::bwd_blocks;

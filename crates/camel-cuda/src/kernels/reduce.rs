@@ -166,3 +166,42 @@ pub fn reduce3_f32(
     // SAFETY: matches `reduce3_rows_*(const float*, float*, long long, long long, int)`.
     unsafe { dev.launch(&k, cfg, &[&x, &y, &(rows as i64), &(cols as i64), &op]) }
 }
+
+// ------------------------------------------------------------------ the ladder's table
+
+/// A reduction launcher over `[outer, dim, inner]` along `dim`: `(dev, x, y, outer, dim, inner,
+/// op)`.
+pub type Reduce = fn(&CudaDevice, DevPtr, DevPtr, usize, usize, usize, i32) -> Result<()>;
+
+/// The launcher of one step of the reduction ladder.
+#[derive(Clone, Copy, Debug)]
+pub struct Kernels {
+    /// The step (described in [`super::ladder::Family::Reduce`]'s table).
+    pub step: super::rows::Step,
+    /// Its launcher.
+    pub reduce: Reduce,
+}
+
+/// The reduction ladder: the one table the backend, the benchmarks and the tests run.
+pub const STEPS: [Kernels; 3] = {
+    use super::rows::Step;
+    [
+        Kernels {
+            step: Step::One,
+            reduce: reduce_f32,
+        },
+        Kernels {
+            step: Step::Two,
+            reduce: reduce2_f32,
+        },
+        Kernels {
+            step: Step::Three,
+            reduce: reduce3_f32,
+        },
+    ]
+};
+
+/// The launcher of `step` (the highest step at or below it).
+pub fn at(step: super::rows::Step) -> &'static Kernels {
+    super::ladder::pick(&STEPS, step, |k| k.step)
+}

@@ -248,6 +248,56 @@ pub fn softmax3_bwd_f32(
     }
 }
 
+// ------------------------------------------------------------------ the ladder's table
+
+/// A softmax / log-softmax forward launcher: `(dev, x, y, rows, cols, log)`.
+pub type Forward = fn(&CudaDevice, DevPtr, DevPtr, usize, usize, bool) -> Result<()>;
+/// A softmax / log-softmax backward launcher: `(dev, y, g, dx, rows, cols, log)`.
+pub type Backward = fn(&CudaDevice, DevPtr, DevPtr, DevPtr, usize, usize, bool) -> Result<()>;
+
+/// The launchers of one step of the softmax ladder.
+#[derive(Clone, Copy, Debug)]
+pub struct Kernels {
+    /// The step (described in [`super::ladder::Family::Softmax`]'s table).
+    pub step: super::rows::Step,
+    /// Its forward.
+    pub forward: Forward,
+    /// Its backward.
+    pub backward: Backward,
+}
+
+/// The softmax ladder: the one table the backend, the benchmarks and the tests run.
+pub const STEPS: [Kernels; 4] = {
+    use super::rows::Step;
+    [
+        Kernels {
+            step: Step::One,
+            forward: softmax_last_f32,
+            backward: softmax_bwd_f32,
+        },
+        Kernels {
+            step: Step::Two,
+            forward: softmax2_f32,
+            backward: softmax_bwd2_f32,
+        },
+        Kernels {
+            step: Step::Three,
+            forward: softmax3_f32,
+            backward: softmax3_bwd_f32,
+        },
+        Kernels {
+            step: Step::Four,
+            forward: softmax4_f32,
+            backward: softmax3_bwd_f32,
+        },
+    ]
+};
+
+/// The launchers of `step` (the highest step at or below it).
+pub fn at(step: super::rows::Step) -> &'static Kernels {
+    super::ladder::pick(&STEPS, step, |k| k.step)
+}
+
 /// Whether `kernels/rows.cuh`'s shape list (`CAMEL_ROW3_SHAPES`, which softmax step 3 and
 /// cross-entropy steps 3–4 instantiate) holds `(g, vw, nv)`.
 #[cfg(test)]

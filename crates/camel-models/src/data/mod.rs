@@ -90,7 +90,7 @@ pub enum DataError {
 /// `datasets/` (found at compile time from `CARGO_MANIFEST_DIR`) if it exists;
 /// else `datasets/`.
 pub fn data_dir() -> PathBuf {
-    if let Some(dir) = camel_cuda::config::data_dir() {
+    if let Some(dir) = camel_nn::core::config::data_dir() {
         return dir;
     }
     let local = PathBuf::from("datasets");
