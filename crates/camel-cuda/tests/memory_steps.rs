@@ -8,6 +8,7 @@
 //! different algorithm, so it is checked against an f64 CPU reference here, at every size and
 //! skew its launcher handles. GPU only: skips without a device.
 
+use camel_cuda::kernels::ladder::Step;
 use camel_cuda::kernels::{embedding as emb, layernorm as ln, optim};
 use camel_cuda::{test_device, CudaDevice, DevPtr};
 
@@ -250,7 +251,7 @@ fn optimizer_step3_unaligned_pointers_run_scalar() {
 }
 
 /// LayerNorm backward of `[rows, cols]` by step 3 (or step 2): `(dx, dγ, dβ)`.
-fn ln_bwd(dev: &CudaDevice, rows: usize, cols: usize, step: usize) -> [Vec<f32>; 3] {
+fn ln_bwd(dev: &CudaDevice, rows: usize, cols: usize, step: Step) -> [Vec<f32>; 3] {
     let seed = (rows * 31 + cols) as u64;
     let x = dev.htod(&rand_vec(rows * cols, -2.0, 2.0, seed)).unwrap();
     let g = dev
@@ -274,13 +275,7 @@ fn ln_bwd(dev: &CudaDevice, rows: usize, cols: usize, step: usize) -> [Vec<f32>;
         db.ptr(),
     );
     ln::layernorm3_fwd_f32(dev, px, pw, pb, py, pm, pr, rows, cols, 1e-5).unwrap();
-    let f = match step {
-        2 => ln::layernorm_bwd_f32,
-        3 => ln::layernorm3_bwd_f32,
-        4 => ln::layernorm4_bwd_f32,
-        _ => unreachable!("LayerNorm backward steps are 2, 3 and 4"),
-    };
-    f(dev, px, pw, pg, pm, pr, pd, pdg, pdb, rows, cols).unwrap();
+    (ln::at(step).backward)(dev, px, pw, pg, pm, pr, pd, pdg, pdb, rows, cols).unwrap();
     [
         dev.dtoh_vec::<f32>(&dx, rows * cols).unwrap(),
         dev.dtoh_vec::<f32>(&dg, cols).unwrap(),
@@ -295,7 +290,7 @@ fn layernorm_backward_step3_matches_step2() {
     // summed in other orders. Every register shape of step 3 (float4 and scalar rows up to 1024
     // columns), 1025 (both run step 2), few rows (fewer than a block's warps), 3001 rows (every
     // warp visits several rows, every warp of a block adds a slice) and no rows at all.
-    layernorm_backward_matches_step2(3);
+    layernorm_backward_matches_step2(Step::Three);
 }
 
 #[test]
@@ -304,10 +299,10 @@ fn layernorm_backward_step4_matches_step2() {
     // registers) on the same cases, which hold every register shape of step 4 too (64 threads
     // a row: 1 to 4 float4 or 1 to 16 scalars a thread), rows fewer than a block's pairs, and
     // 3001 rows (every pair visits several rows, both parities of the exchange buffer in use).
-    layernorm_backward_matches_step2(4);
+    layernorm_backward_matches_step2(Step::Four);
 }
 
-fn layernorm_backward_matches_step2(step: usize) {
+fn layernorm_backward_matches_step2(step: Step) {
     let Some(dev) = test_device() else { return };
     let cases = [
         1usize, 4, 7, 33, 100, 101, 128, 129, 132, 257, 384, 513, 640, 768, 1023, 1024, 1025,
@@ -324,9 +319,12 @@ fn layernorm_backward_matches_step2(step: usize) {
         (1, 1),
     ]);
     for (rows, cols) in cases {
-        let [dx2, dg2, db2] = ln_bwd(&dev, rows, cols, 2);
+        let [dx2, dg2, db2] = ln_bwd(&dev, rows, cols, Step::Two);
         let [dx3, dg3, db3] = ln_bwd(&dev, rows, cols, step);
-        let what = |b: &str| format!("layernorm backward step {step} [{rows}, {cols}] {b}");
+        let what = |b: &str| {
+            let n = step.number();
+            format!("layernorm backward step {n} [{rows}, {cols}] {b}")
+        };
         // dx: two row sums over `cols` terms; dγ, dβ: sums over `rows` terms
         assert_near(&what("dx"), &dx3, &dx2, 1e-5 * (cols as f32).sqrt(), 1e-4);
         let tol = 1e-5 * (rows.max(1) as f32).sqrt();
