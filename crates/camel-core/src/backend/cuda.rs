@@ -18,7 +18,7 @@ use crate::config::{self, step};
 use crate::shape::broadcast_strides;
 use crate::storage::CpuStorage;
 use crate::{DType, Device, Error, Result};
-use camel_cuda::kernels::{self as k, matmul::SgemmKernel, rows::Step};
+use camel_cuda::kernels::{self as k, matmul::SgemmKernel};
 use camel_cuda::{Buffer, CudaDevice, DevPtr};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -447,10 +447,7 @@ pub fn index_select_rows(
     expect("embedding", idx, DType::I64)?;
     let out = like(table, idx.len * d, DType::F32)?;
     let err = err_slot(&table.dev)?;
-    let select = match step(Family::Embedding) {
-        Step::One => k::embedding::index_select_rows_f32,
-        Step::Two | Step::Three | Step::Four => k::embedding::index_select_rows_warp_f32,
-    };
+    let select = k::embedding::at(step(Family::Embedding)).select;
     select(
         &table.dev,
         table.ptr(),
@@ -476,21 +473,14 @@ pub fn index_add_rows(
     let err = err_slot(&g.dev)?;
     let n = idx.len;
     let st = step(Family::Embedding);
-    if embedding_bwd_grouped(st, n * d) {
+    let ks = k::embedding::at(st);
+    if let Some(grouped) = ks.grouped.filter(|_| embedding_bwd_grouped(st, n * d)) {
         // writes every row itself: no zeroing pass
-        let grouped = match st {
-            Step::Four => k::embedding::index_add_rows_grouped_f32,
-            _ => k::embedding::index_add_rows_sorted_f32,
-        };
         grouped(&g.dev, g.ptr(), idx.ptr(), out.ptr(), n, v, d, err)?;
         return Ok(out);
     }
     g.dev.memset_zero(&out.buf)?;
-    let add = match st {
-        Step::One => k::embedding::index_add_rows_f32,
-        Step::Two | Step::Three | Step::Four => k::embedding::index_add_rows_warp_f32,
-    };
-    add(&g.dev, g.ptr(), idx.ptr(), out.ptr(), n, v, d, err)?;
+    (ks.add)(&g.dev, g.ptr(), idx.ptr(), out.ptr(), n, v, d, err)?;
     Ok(out)
 }
 
@@ -588,19 +578,15 @@ pub fn cross_entropy_fwd_stats(
     rows: usize,
     cols: usize,
 ) -> Result<(CudaStorage, Option<CudaStorage>)> {
-    if step(Family::CrossEntropy) == Step::One {
+    let Some((forward, _)) = k::loss::at(step(Family::CrossEntropy)).per_row else {
         return Ok((cross_entropy_fwd(x, t, rows, cols)?, None));
-    }
+    };
     expect("cross_entropy", x, DType::F32)?;
     expect("cross_entropy", t, DType::I64)?;
     let loss = like(x, rows, DType::F32)?;
     let stats = like(x, 2 * rows, DType::F32)?;
     let err = err_slot(&x.dev)?;
-    let f = match step(Family::CrossEntropy) {
-        Step::Three | Step::Four => k::loss::cross_entropy_fwd3_f32,
-        Step::One | Step::Two => k::loss::cross_entropy_fwd2_f32,
-    };
-    f(
+    forward(
         &x.dev,
         x.ptr(),
         t.ptr(),
@@ -629,12 +615,11 @@ pub fn cross_entropy_bwd_stats(
     expect("cross_entropy backward", t, DType::I64)?;
     let out = like(x, rows * cols, DType::F32)?;
     let err = err_slot(&x.dev)?;
-    // the stats are the same (max, Σ exp) in steps 2 and 3
-    let f = match step(Family::CrossEntropy) {
-        Step::Three | Step::Four => k::loss::cross_entropy_bwd3_f32,
-        Step::One | Step::Two => k::loss::cross_entropy_bwd2_f32,
+    // the stats are the same (max, Σ exp) in steps 2 to 4; a forward at step 1 saves none
+    let Some((_, backward)) = k::loss::at(step(Family::CrossEntropy)).per_row else {
+        return cross_entropy_bwd(x, t, g, rows, cols);
     };
-    f(
+    backward(
         &x.dev,
         x.ptr(),
         t.ptr(),
@@ -658,7 +643,10 @@ pub fn cross_entropy_mean_fwd(
     rows: usize,
     cols: usize,
 ) -> Result<Option<(CudaStorage, CudaStorage)>> {
-    if step(Family::CrossEntropy) != Step::Four || rows == 0 || cols == 0 {
+    let Some((forward, _)) = k::loss::at(step(Family::CrossEntropy)).mean else {
+        return Ok(None);
+    };
+    if rows == 0 || cols == 0 {
         return Ok(None);
     }
     expect("cross_entropy", x, DType::F32)?;
@@ -666,7 +654,7 @@ pub fn cross_entropy_mean_fwd(
     let mean = like(x, 1, DType::F32)?;
     let stats = like(x, 2 * rows, DType::F32)?;
     let err = err_slot(&x.dev)?;
-    k::loss::cross_entropy_mean_fwd4_f32(
+    forward(
         &x.dev,
         x.ptr(),
         t.ptr(),
@@ -770,9 +758,9 @@ pub fn layer_norm_bwd(
     Ok((dx, dgamma, dbeta))
 }
 
-/// Optimizer updates of many parameters. With step 2 or 3, and when every rule is of one kind
-/// with the same hyper-parameters (Adam's bias corrections may differ per tensor), one launch
-/// for all of them (step 3: all of a thread's loads issued before its stores); otherwise one
+/// Optimizer updates of many parameters. At a step with multi-tensor kernels (2 to 4, see
+/// `k::optim::STEPS`), and when every rule is of one kind with the same hyper-parameters
+/// (Adam's bias corrections may differ per tensor), one launch for all of them; otherwise one
 /// [`update`] per tensor.
 pub fn update_multi(
     ps: &[&CudaStorage],
@@ -800,7 +788,10 @@ pub fn update_multi(
         sgd => sgd,
     };
     let uniform = rules.iter().all(|r| strip(r) == strip(first));
-    if step(Family::Optim) == Step::One || !uniform {
+    let Some((sgd_multi, adam_multi)) = k::optim::at(step(Family::Optim)).multi else {
+        return per_tensor();
+    };
+    if !uniform {
         return per_tensor();
     }
     for (p, g) in ps.iter().zip(gs) {
@@ -825,25 +816,12 @@ pub fn update_multi(
             bc2,
         });
     }
-    // SGD takes the loads-first kernel from step 3 on; Adam's loads-first kernel measured
-    // slower than step 2's loop (docs/benchmarks.md), so Adam keeps step 2's kernel at step 3
-    // and takes it only at step 4.
-    let st = step(Family::Optim);
-    let sgd3 = matches!(st, Step::Three | Step::Four);
-    let adam3 = st == Step::Four;
     match *first {
         UpdateRule::Sgd {
             lr,
             momentum,
             weight_decay,
-        } => {
-            let f = if sgd3 {
-                k::optim::sgd_multi3_f32
-            } else {
-                k::optim::sgd_multi_f32
-            };
-            f(dev, &ts, lr, momentum, weight_decay)?
-        }
+        } => sgd_multi(dev, &ts, lr, momentum, weight_decay)?,
         UpdateRule::Adam {
             lr,
             beta1,
@@ -852,14 +830,7 @@ pub fn update_multi(
             weight_decay,
             decoupled,
             ..
-        } => {
-            let f = if adam3 {
-                k::optim::adam_multi3_f32
-            } else {
-                k::optim::adam_multi_f32
-            };
-            f(dev, &ts, lr, beta1, beta2, eps, weight_decay, decoupled)?
-        }
+        } => adam_multi(dev, &ts, lr, beta1, beta2, eps, weight_decay, decoupled)?,
     }
     Ok(())
 }

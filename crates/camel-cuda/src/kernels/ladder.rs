@@ -412,6 +412,18 @@ mod tests {
             super::super::elementwise::STEPS.map(|k| k.step).to_vec(),
             steps(Family::Elementwise)
         );
+        assert_eq!(
+            super::super::embedding::STEPS.map(|k| k.step).to_vec(),
+            steps(Family::Embedding)
+        );
+        assert_eq!(
+            super::super::loss::STEPS.map(|k| k.step).to_vec(),
+            steps(Family::CrossEntropy)
+        );
+        assert_eq!(
+            super::super::optim::STEPS.map(|k| k.step).to_vec(),
+            steps(Family::Optim)
+        );
     }
 
     #[test]

@@ -367,6 +367,61 @@ pub fn cross_entropy_mean_bwd4_f32(
     ce_bwd_launch(dev, 4, x, t, stats, g, dx, rows, cols, err)
 }
 
+// ------------------------------------------------------------------ the ladder's table
+
+/// A per-row cross-entropy forward that saves each row's (max, Σ exp): `(dev, x, targets,
+/// loss, stats, rows, cols, err)`; the fused mean's forward has the same form, `loss` one value.
+pub type Forward =
+    fn(&CudaDevice, DevPtr, DevPtr, DevPtr, DevPtr, usize, usize, DevPtr) -> Result<()>;
+/// Its backward from the saved stats: `(dev, x, targets, stats, g, dx, rows, cols, err)`.
+pub type Backward =
+    fn(&CudaDevice, DevPtr, DevPtr, DevPtr, DevPtr, DevPtr, usize, usize, DevPtr) -> Result<()>;
+
+/// The launchers of one step of the cross-entropy ladder.
+#[derive(Clone, Copy, Debug)]
+pub struct Kernels {
+    /// The step (described in [`super::ladder::Family::CrossEntropy`]'s table).
+    pub step: super::rows::Step,
+    /// Per-row forward and backward through saved stats; `None`: step 1's
+    /// [`cross_entropy_fwd_f32`] and [`cross_entropy_bwd_f32`], which recompute them.
+    pub per_row: Option<(Forward, Backward)>,
+    /// The mean over rows fused in, one launch each way; `None`: the per-row kernels and a
+    /// separate mean.
+    pub mean: Option<(Forward, Backward)>,
+}
+
+/// The cross-entropy ladder: the one table the backend, the benchmarks and the tests run.
+pub const STEPS: [Kernels; 4] = {
+    use super::rows::Step;
+    [
+        Kernels {
+            step: Step::One,
+            per_row: None,
+            mean: None,
+        },
+        Kernels {
+            step: Step::Two,
+            per_row: Some((cross_entropy_fwd2_f32, cross_entropy_bwd2_f32)),
+            mean: None,
+        },
+        Kernels {
+            step: Step::Three,
+            per_row: Some((cross_entropy_fwd3_f32, cross_entropy_bwd3_f32)),
+            mean: None,
+        },
+        Kernels {
+            step: Step::Four,
+            per_row: Some((cross_entropy_fwd3_f32, cross_entropy_bwd3_f32)),
+            mean: Some((cross_entropy_mean_fwd4_f32, cross_entropy_mean_bwd4_f32)),
+        },
+    ]
+};
+
+/// The launchers of `step` (the highest step at or below it).
+pub fn at(step: super::rows::Step) -> &'static Kernels {
+    super::ladder::pick(&STEPS, step, |k| k.step)
+}
+
 #[cfg(test)]
 mod tests {
     /// Every short-row shape step 3 can pick (softmax step 3's) is instantiated in

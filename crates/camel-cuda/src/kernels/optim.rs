@@ -284,6 +284,51 @@ fn sgd_multi(
     Ok(())
 }
 
+// ------------------------------------------------------------------ the ladder's table
+
+/// An SGD launcher over many tensors: `(dev, tensors, lr, momentum, weight_decay)`.
+pub type SgdMulti = fn(&CudaDevice, &[MultiTensor], f32, f32, f32) -> Result<()>;
+/// An Adam launcher over many tensors: `(dev, tensors, lr, beta1, beta2, eps, weight_decay,
+/// decoupled)`.
+pub type AdamMulti = fn(&CudaDevice, &[MultiTensor], f32, f32, f32, f32, f32, bool) -> Result<()>;
+
+/// The launchers of one step of the optimizer ladder.
+#[derive(Clone, Copy, Debug)]
+pub struct Kernels {
+    /// The step (described in [`super::ladder::Family::Optim`]'s table).
+    pub step: super::rows::Step,
+    /// One launch for a group of tensors; `None`: [`sgd_f32`] / [`adam_f32`] once per tensor.
+    pub multi: Option<(SgdMulti, AdamMulti)>,
+}
+
+/// The optimizer ladder: the one table the backend, the benchmarks and the tests run.
+pub const STEPS: [Kernels; 4] = {
+    use super::rows::Step;
+    [
+        Kernels {
+            step: Step::One,
+            multi: None,
+        },
+        Kernels {
+            step: Step::Two,
+            multi: Some((sgd_multi_f32, adam_multi_f32)),
+        },
+        Kernels {
+            step: Step::Three,
+            multi: Some((sgd_multi3_f32, adam_multi_f32)),
+        },
+        Kernels {
+            step: Step::Four,
+            multi: Some((sgd_multi3_f32, adam_multi3_f32)),
+        },
+    ]
+};
+
+/// The launchers of `step` (the highest step at or below it).
+pub fn at(step: super::rows::Step) -> &'static Kernels {
+    super::ladder::pick(&STEPS, step, |k| k.step)
+}
+
 #[cfg(test)]
 mod tests {
     /// The chunk and block sizes of the launchers are the kernels'.
