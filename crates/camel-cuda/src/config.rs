@@ -16,6 +16,7 @@
 //! | `CAMEL_OPTIM` | step number or name | `loads_first_sgd` | The optimizer-update ladder step. |
 //! | `CAMEL_LAYERNORM` | step number or name | `streaming` | The LayerNorm ladder step. |
 //! | `CAMEL_NO_STUB_RPATH` | `1/0/on/off/true/false` (build time) | `0` | Never put camel's no-driver stub `libcuda` on the run-time library path (read by camel-cuda's build.rs). |
+//! | `CAMEL_PLOT_FONT` | a font file (tool) | DejaVu Sans or Liberation Sans | The font of the plots `cargo xtask gemm-report` draws (read by xtask). |
 //!
 //! The same table is [`VARS`] and `docs/configuration.md` (a test keeps the three alike).
 //!
@@ -139,6 +140,12 @@ pub const VARS: &[Var] = &[
         default: "0",
         purpose: "Never put camel's no-driver stub libcuda on the run-time library path (read by \
                   camel-cuda's build.rs).",
+    },
+    Var {
+        name: "CAMEL_PLOT_FONT",
+        values: "a font file (tool)",
+        default: "DejaVu Sans or Liberation Sans",
+        purpose: "The font of the plots `cargo xtask gemm-report` draws (read by xtask).",
     },
 ];
 
@@ -350,9 +357,22 @@ pub fn with_sgemm_kernel<R>(kernel: SgemmKernel, body: impl FnOnce() -> R) -> R 
 }
 
 /// Every set variable of [`VARS`] whose value does not parse (build-time and path variables
-/// accept anything).
+/// accept anything), and every set `CAMEL_*` variable that is not in [`VARS`] (a misspelling,
+/// or an experiment switch that is now a benchmark flag), so none is silently ignored.
 pub fn check() -> Vec<ConfigError> {
     let mut errs = Vec::new();
+    for (name, value) in std::env::vars_os() {
+        let Some(name) = name.to_str() else { continue };
+        if name.starts_with("CAMEL_") && !VARS.iter().any(|v| v.name == name) {
+            errs.push(ConfigError {
+                var: "CAMEL_*",
+                value: format!("{name}={}", value.to_string_lossy()),
+                accepted: "a variable of docs/configuration.md (experiment switches are flags of \
+                           the benchmark programs)"
+                    .to_string(),
+            });
+        }
+    }
     for var in [
         "CAMEL_REQUIRE_GPU",
         "CAMEL_POISON",

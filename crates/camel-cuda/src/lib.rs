@@ -14,7 +14,10 @@
 //! - Kernels are `extern "C" __global__` functions in `kernels/**/*.cu`, compiled to PTX by
 //!   `cargo xtask build-kernels` and embedded in the crate at build time; a module is JIT-loaded
 //!   by the driver the first time one of its kernels is asked for ([`CudaDevice::function`]).
-//! - Launchers in [`kernels`] (`kernels::<family>::<kernel>`) are the typed entry points.
+//! - Launchers in [`kernels`] (`kernels::<family>::<kernel>`) are the typed entry points; each
+//!   ladder's steps are a table beside them (`kernels::<family>::STEPS`, described in
+//!   [`kernels::ladder`]; the SGEMM ladder's is [`kernels::matmul::SgemmKernel::ALL`]).
+//! - [`config`] reads every `CAMEL_*` variable and holds the experiment switches.
 //!
 //! # Adding a kernel
 //! 1. Write it in `kernels/<family>.cu` (or `kernels/<family>/NN_step.cu`; a file named
@@ -39,6 +42,9 @@
 //!        unsafe { dev.launch(&k, launch_1d(n), &[&x, &out, &(n as i64), &a]) }
 //!    }
 //!    ```
+//!    A new step of a memory-bound ladder also gets its entry in its module's `STEPS` table (the
+//!    launchers the backend, `bench_memory` and the tests run) and in [`kernels::ladder`] (its
+//!    name, technique and needs), which a test keeps alike.
 //! 3. `cargo xtask build-kernels` (rebuilds only what changed), then build with `--features cuda`.
 //!
 //! Module names are the `.cu` path under `kernels/` without extension (`matmul/01_naive`).
