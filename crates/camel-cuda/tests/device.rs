@@ -283,12 +283,12 @@ fn pdl_prefetch_sees_the_write_before_it() {
             for log in [false, true] {
                 let what = format!("softmax log={log} {rows}x{cols} round {i}");
                 elementwise::unary_f32(&dev, base.ptr(), x.ptr(), n, 12, s).unwrap(); // x = base·s
-                softmax::softmax3_f32(&dev, x.ptr(), y.ptr(), rows, cols, log).unwrap();
-                softmax::softmax_last_f32(&dev, x.ptr(), y1.ptr(), rows, cols, log).unwrap();
+                softmax::warp_registers(&dev, x.ptr(), y.ptr(), rows, cols, log).unwrap();
+                softmax::block_per_row(&dev, x.ptr(), y1.ptr(), rows, cols, log).unwrap();
                 elementwise::unary_f32(&dev, gbase.ptr(), g.ptr(), n, 12, s).unwrap(); // g = gbase·s
-                softmax::softmax3_bwd_f32(&dev, y1.ptr(), g.ptr(), dx.ptr(), rows, cols, log)
+                softmax::warp_registers_bwd(&dev, y1.ptr(), g.ptr(), dx.ptr(), rows, cols, log)
                     .unwrap();
-                softmax::softmax_bwd_f32(&dev, y1.ptr(), g.ptr(), dx1.ptr(), rows, cols, log)
+                softmax::block_per_row_bwd(&dev, y1.ptr(), g.ptr(), dx1.ptr(), rows, cols, log)
                     .unwrap();
                 let got: Vec<f32> = dev.dtoh_vec(&y, n).unwrap();
                 let want: Vec<f32> = dev.dtoh_vec(&y1, n).unwrap();
@@ -299,7 +299,7 @@ fn pdl_prefetch_sees_the_write_before_it() {
             }
             // LayerNorm backward: x and g each written by the launch right before their reader
             elementwise::unary_f32(&dev, base.ptr(), x.ptr(), n, 12, s).unwrap();
-            layernorm::layernorm_fwd_f32(
+            layernorm::warp_welford(
                 &dev,
                 x.ptr(),
                 gamma.ptr(),
@@ -313,7 +313,7 @@ fn pdl_prefetch_sees_the_write_before_it() {
             )
             .unwrap();
             elementwise::unary_f32(&dev, gbase.ptr(), g.ptr(), n, 12, s).unwrap();
-            layernorm::layernorm4_bwd_f32(
+            layernorm::warp_pair_bwd(
                 &dev,
                 x.ptr(),
                 gamma.ptr(),
@@ -327,7 +327,7 @@ fn pdl_prefetch_sees_the_write_before_it() {
                 cols,
             )
             .unwrap();
-            layernorm::layernorm_bwd_f32(
+            layernorm::warp_welford_bwd(
                 &dev,
                 x.ptr(),
                 gamma.ptr(),

@@ -138,7 +138,7 @@ fn run(dev: &CudaDevice, st: &State, kind: Kind, via: Via, offset: usize) -> Sta
             optim::sgd_multi_f32(dev, &ts, lr, momentum, wd).unwrap()
         }
         (Kind::Sgd { momentum }, Via::Multi3) => {
-            optim::sgd_multi3_f32(dev, &ts, lr, momentum, wd).unwrap()
+            optim::sgd_multi_loads_first(dev, &ts, lr, momentum, wd).unwrap()
         }
         (Kind::Adam { decoupled }, Via::PerTensor) => {
             for t in &ts {
@@ -152,7 +152,7 @@ fn run(dev: &CudaDevice, st: &State, kind: Kind, via: Via, offset: usize) -> Sta
             optim::adam_multi_f32(dev, &ts, lr, b1, b2, eps, wd, decoupled).unwrap()
         }
         (Kind::Adam { decoupled }, Via::Multi3) => {
-            optim::adam_multi3_f32(dev, &ts, lr, b1, b2, eps, wd, decoupled).unwrap()
+            optim::adam_multi_loads_first(dev, &ts, lr, b1, b2, eps, wd, decoupled).unwrap()
         }
     }
     let down = |b: &camel_cuda::Buffer, n: usize| -> Vec<f32> {
@@ -274,7 +274,7 @@ fn ln_bwd(dev: &CudaDevice, rows: usize, cols: usize, step: Step) -> [Vec<f32>; 
         dg.ptr(),
         db.ptr(),
     );
-    ln::layernorm3_fwd_f32(dev, px, pw, pb, py, pm, pr, rows, cols, 1e-5).unwrap();
+    ln::row_registers(dev, px, pw, pb, py, pm, pr, rows, cols, 1e-5).unwrap();
     (ln::at(step).backward)(dev, px, pw, pg, pm, pr, pd, pdg, pdb, rows, cols).unwrap();
     [
         dev.dtoh_vec::<f32>(&dx, rows * cols).unwrap(),
@@ -364,8 +364,8 @@ fn forward_step4_is_step3_bit_for_bit() {
         let y3 = dev.alloc(rows * cols * 4).unwrap();
         let y4 = dev.alloc(rows * cols * 4).unwrap();
         for log in [false, true] {
-            softmax::softmax3_f32(&dev, x.ptr(), y3.ptr(), rows, cols, log).unwrap();
-            softmax::softmax4_f32(&dev, x.ptr(), y4.ptr(), rows, cols, log).unwrap();
+            softmax::warp_registers(&dev, x.ptr(), y3.ptr(), rows, cols, log).unwrap();
+            softmax::streaming(&dev, x.ptr(), y4.ptr(), rows, cols, log).unwrap();
             assert_bits(
                 &format!("softmax [{rows}, {cols}] log {log}"),
                 &dev.dtoh_vec::<f32>(&y4, rows * cols).unwrap(),
@@ -376,7 +376,7 @@ fn forward_step4_is_step3_bit_for_bit() {
         let beta = dev.htod(&rand_vec(cols, -1.0, 1.0, 6)).unwrap();
         let stats: Vec<_> = (0..4).map(|_| dev.alloc(rows * 4).unwrap()).collect();
         let (pw, pb) = (gamma.ptr(), beta.ptr());
-        ln::layernorm3_fwd_f32(
+        ln::row_registers(
             &dev,
             x.ptr(),
             pw,
@@ -389,7 +389,7 @@ fn forward_step4_is_step3_bit_for_bit() {
             1e-5,
         )
         .unwrap();
-        ln::layernorm4_fwd_f32(
+        ln::streaming(
             &dev,
             x.ptr(),
             pw,
@@ -584,9 +584,9 @@ fn block_rows_past_65535() {
     type Reduce =
         fn(&CudaDevice, DevPtr, DevPtr, usize, usize, usize, i32) -> camel_cuda::Result<()>;
     let steps: [(&str, Reduce); 3] = [
-        ("reduce step 1", reduce::reduce_f32),
-        ("reduce step 2", reduce::reduce2_f32),
-        ("reduce step 3", reduce::reduce3_f32),
+        ("reduce step 1", reduce::block_per_output),
+        ("reduce step 2", reduce::warp_shuffle),
+        ("reduce step 3", reduce::loads_in_flight),
     ];
     for (name, f) in steps {
         for (op, want) in [(0, &sum), (1, &max)] {
@@ -606,9 +606,9 @@ fn block_rows_past_65535() {
     }
     type Softmax = fn(&CudaDevice, DevPtr, DevPtr, usize, usize, bool) -> camel_cuda::Result<()>;
     let steps: [(&str, Softmax); 3] = [
-        ("softmax step 1", softmax::softmax_last_f32),
-        ("softmax step 2", softmax::softmax2_f32),
-        ("softmax step 3", softmax::softmax3_f32),
+        ("softmax step 1", softmax::block_per_row),
+        ("softmax step 2", softmax::online_warp),
+        ("softmax step 3", softmax::warp_registers),
     ];
     for (name, f) in steps {
         ew::fill_f32(&dev, py, rows * cols, f32::NAN).unwrap();

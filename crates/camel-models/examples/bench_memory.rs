@@ -93,7 +93,7 @@ impl Bench {
     fn blocker(&self, units: usize) -> Result<()> {
         let n = self.copy_src.bytes() / 4;
         for _ in 0..units {
-            reduce::reduce2_f32(
+            reduce::warp_shuffle(
                 &self.dev,
                 self.copy_src.ptr(),
                 self.blocker_out.ptr(),
@@ -407,20 +407,20 @@ fn run() -> Result<()> {
     let po = out.ptr();
     for (name, op) in [("sum", 0), ("max", 1)] {
         b.row(name, "2^28", 1, 4.0 * nf, 1, &mut |_| {
-            reduce::reduce_f32(d, px, po, 1, n, 1, op)
+            reduce::block_per_output(d, px, po, 1, n, 1, op)
         })?;
         b.row(name, "2^28", 2, 4.0 * nf, 1, &mut |_| {
-            reduce::reduce2_f32(d, px, po, 1, n, 1, op)
+            reduce::warp_shuffle(d, px, po, 1, n, 1, op)
         })?;
         let last = format!("{name}_last");
         b.row(&last, "65536x4096", 1, 4.0 * nf, 1, &mut |_| {
-            reduce::reduce_f32(d, px, po, 65536, 4096, 1, op)
+            reduce::block_per_output(d, px, po, 65536, 4096, 1, op)
         })?;
         b.row(&last, "65536x4096", 2, 4.0 * nf, 1, &mut |_| {
-            reduce::reduce2_f32(d, px, po, 65536, 4096, 1, op)
+            reduce::warp_shuffle(d, px, po, 65536, 4096, 1, op)
         })?;
         b.row(&last, "65536x4096", 3, 4.0 * nf, 1, &mut |_| {
-            reduce::reduce3_f32(d, px, po, 65536, 4096, 1, op)
+            reduce::loads_in_flight(d, px, po, 65536, 4096, 1, op)
         })?;
     }
     drop((x, y, z, out));
@@ -536,22 +536,22 @@ fn run() -> Result<()> {
         let (pt, pg, pe) = (tg.ptr(), g.ptr(), err.ptr());
         let p = |v: &[Buffer], i: usize| -> DevPtr { v[i].ptr() };
         b.row("cross_entropy", &size, 1, 4.0 * e, k, &mut |i| {
-            loss::cross_entropy_fwd_f32(d, p(&xs, i), pt, p(&lo, i), r, c, pe)
+            loss::block_per_row(d, p(&xs, i), pt, p(&lo, i), r, c, pe)
         })?;
         b.row("cross_entropy", &size, 2, 4.0 * e, k, &mut |i| {
-            loss::cross_entropy_fwd2_f32(d, p(&xs, i), pt, p(&lo, i), p(&st, i), r, c, pe)
+            loss::saved_stats(d, p(&xs, i), pt, p(&lo, i), p(&st, i), r, c, pe)
         })?;
         b.row("cross_entropy", &size, 3, 4.0 * e, k, &mut |i| {
-            loss::cross_entropy_fwd3_f32(d, p(&xs, i), pt, p(&lo, i), p(&st, i), r, c, pe)
+            loss::registers(d, p(&xs, i), pt, p(&lo, i), p(&st, i), r, c, pe)
         })?;
         b.row("cross_entropy_bwd", &size, 1, 8.0 * e, k, &mut |i| {
-            loss::cross_entropy_bwd_f32(d, p(&xs, i), pt, pg, p(&dxs, i), r, c, pe)
+            loss::block_per_row_bwd(d, p(&xs, i), pt, pg, p(&dxs, i), r, c, pe)
         })?;
         b.row("cross_entropy_bwd", &size, 2, 8.0 * e, k, &mut |i| {
-            loss::cross_entropy_bwd2_f32(d, p(&xs, i), pt, p(&st, i), pg, p(&dxs, i), r, c, pe)
+            loss::saved_stats_bwd(d, p(&xs, i), pt, p(&st, i), pg, p(&dxs, i), r, c, pe)
         })?;
         b.row("cross_entropy_bwd", &size, 3, 8.0 * e, k, &mut |i| {
-            loss::cross_entropy_bwd3_f32(d, p(&xs, i), pt, p(&st, i), pg, p(&dxs, i), r, c, pe)
+            loss::registers_bwd(d, p(&xs, i), pt, p(&st, i), pg, p(&dxs, i), r, c, pe)
         })?;
         // The whole loss, the mean over rows included, as the op runs it. Step 3: the per-row
         // kernel, the sum of the losses and the scale by 1/rows forward; backward the scale of
@@ -562,30 +562,20 @@ fn run() -> Result<()> {
         let (pg1, pgs) = (g1.ptr(), gs.ptr());
         let inv = 1.0 / r as f32;
         b.row("cross_entropy+mean", &size, 3, 4.0 * e, k, &mut |i| {
-            loss::cross_entropy_fwd3_f32(d, p(&xs, i), pt, p(&lo, i), p(&st, i), r, c, pe)?;
-            reduce::reduce3_f32(d, p(&lo, i), p(&sums, i), 1, r, 1, 0)?;
+            loss::registers(d, p(&xs, i), pt, p(&lo, i), p(&st, i), r, c, pe)?;
+            reduce::loads_in_flight(d, p(&lo, i), p(&sums, i), 1, r, 1, 0)?;
             ew::unary_vec4_f32(d, p(&sums, i), p(&means, i), 1, 12, inv)
         })?;
         b.row("cross_entropy+mean", &size, 4, 4.0 * e, k, &mut |i| {
-            loss::cross_entropy_mean_fwd4_f32(d, p(&xs, i), pt, p(&means, i), p(&st, i), r, c, pe)
+            loss::fused_mean(d, p(&xs, i), pt, p(&means, i), p(&st, i), r, c, pe)
         })?;
         b.row("cross_entropy_bwd+mean", &size, 3, 8.0 * e, k, &mut |i| {
             ew::unary_vec4_f32(d, pg1, pgs, 1, 12, inv)?;
             shape::copy_strided(d, pgs, pg, &[r], &[0], 0, 4)?;
-            loss::cross_entropy_bwd3_f32(d, p(&xs, i), pt, p(&st, i), pg, p(&dxs, i), r, c, pe)
+            loss::registers_bwd(d, p(&xs, i), pt, p(&st, i), pg, p(&dxs, i), r, c, pe)
         })?;
         b.row("cross_entropy_bwd+mean", &size, 4, 8.0 * e, k, &mut |i| {
-            loss::cross_entropy_mean_bwd4_f32(
-                d,
-                p(&xs, i),
-                pt,
-                p(&st, i),
-                pg1,
-                p(&dxs, i),
-                r,
-                c,
-                pe,
-            )
+            loss::fused_mean_bwd(d, p(&xs, i), pt, p(&st, i), pg1, p(&dxs, i), r, c, pe)
         })?;
     }
 
@@ -700,7 +690,7 @@ fn run() -> Result<()> {
         })?;
         // Adam's loads-first kernel is its step 4 (opt-in): at step 3 the backend keeps step 2's
         b.row("adam", "10M", 4, 28.0 * tf, k, &mut |i| {
-            optim::adam_multi3_f32(d, &sets_of[i], 1e-4, 0.9, 0.999, 1e-8, 0.01, true)
+            optim::adam_multi_loads_first(d, &sets_of[i], 1e-4, 0.9, 0.999, 1e-8, 0.01, true)
         })?;
         b.row("sgd_momentum", "10M", 1, 20.0 * tf, k, &mut |i| {
             for t in &sets_of[i] {
@@ -712,14 +702,14 @@ fn run() -> Result<()> {
             optim::sgd_multi_f32(d, &sets_of[i], 1e-4, 0.9, 0.0)
         })?;
         b.row("sgd_momentum", "10M", 3, 20.0 * tf, k, &mut |i| {
-            optim::sgd_multi3_f32(d, &sets_of[i], 1e-4, 0.9, 0.0)
+            optim::sgd_multi_loads_first(d, &sets_of[i], 1e-4, 0.9, 0.0)
         })?;
         // plain SGD (momentum 0: no buffer read or written): p and g read, p written
         b.row("sgd", "10M", 2, 12.0 * tf, k, &mut |i| {
             optim::sgd_multi_f32(d, &sets_of[i], 1e-4, 0.0, 0.0)
         })?;
         b.row("sgd", "10M", 3, 12.0 * tf, k, &mut |i| {
-            optim::sgd_multi3_f32(d, &sets_of[i], 1e-4, 0.0, 0.0)
+            optim::sgd_multi_loads_first(d, &sets_of[i], 1e-4, 0.0, 0.0)
         })?;
         drop(keep);
     }

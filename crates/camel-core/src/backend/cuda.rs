@@ -370,7 +370,7 @@ pub fn cross_entropy_fwd(
     expect("cross_entropy", t, DType::I64)?;
     let out = like(x, rows, DType::F32)?;
     let err = err_slot(&x.dev)?;
-    k::loss::cross_entropy_fwd_f32(&x.dev, x.ptr(), t.ptr(), out.ptr(), rows, cols, err)?;
+    k::loss::block_per_row(&x.dev, x.ptr(), t.ptr(), out.ptr(), rows, cols, err)?;
     Ok(out)
 }
 
@@ -385,7 +385,7 @@ pub fn cross_entropy_bwd(
     expect("cross_entropy backward", t, DType::I64)?;
     let out = like(x, rows * cols, DType::F32)?;
     let err = err_slot(&x.dev)?;
-    k::loss::cross_entropy_bwd_f32(
+    k::loss::block_per_row_bwd(
         &x.dev,
         x.ptr(),
         t.ptr(),
@@ -681,7 +681,7 @@ pub fn cross_entropy_mean_bwd(
     expect("cross_entropy backward", g, DType::F32)?;
     let out = like(x, rows * cols, DType::F32)?;
     let err = err_slot(&x.dev)?;
-    k::loss::cross_entropy_mean_bwd4_f32(
+    k::loss::fused_mean_bwd(
         &x.dev,
         x.ptr(),
         t.ptr(),

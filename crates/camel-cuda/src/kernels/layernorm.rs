@@ -1,7 +1,7 @@
 //! Launchers for `kernels/layernorm.cu`: LayerNorm over the last dim, a warp per row.
-//! Steps: forward 2 (`layernorm_fwd_f32`), 3 (`layernorm3_fwd_f32`) and 4
-//! (`layernorm4_fwd_f32`: streaming hints), backward 2 (`layernorm_bwd_f32`), 3
-//! (`layernorm3_bwd_f32`: a warp per row) and 4 (`layernorm4_bwd_f32`: a pair of warps per
+//! Steps: forward 2 (`warp_welford`), 3 (`row_registers`) and 4
+//! (`streaming`: streaming hints), backward 2 (`warp_welford_bwd`), 3
+//! (`row_registers_bwd`: a warp per row) and 4 (`warp_pair_bwd`: a pair of warps per
 //! row); the backend's steps 1 and 2 share step 2.
 
 use super::rows::{aligned16, ROW_THREADS};
@@ -13,7 +13,7 @@ const MODULE: &str = "layernorm";
 /// `y = (x − mean)·rstd·γ + β` per row of `[rows, cols]`; writes `mean[rows]` and
 /// `rstd[rows]` (rstd = 1/√(var + eps), biased variance) for the backward.
 #[allow(clippy::too_many_arguments)]
-pub fn layernorm_fwd_f32(
+pub fn warp_welford(
     dev: &CudaDevice,
     x: DevPtr,
     gamma: DevPtr,
@@ -61,7 +61,7 @@ pub fn layernorm_fwd_f32(
 }
 
 /// Step 3's `(VEC, NV)` for rows of `cols`: a warp per row, `NV` loads of `VEC` floats per lane
-/// held in registers; `None` past 1024 columns ([`layernorm_fwd_f32`] then).
+/// held in registers; `None` past 1024 columns ([`warp_welford`] then).
 pub fn layernorm3_shape(cols: usize, vec: bool) -> Option<(usize, usize)> {
     let (vw, nvs): (usize, &[usize]) = if vec {
         (4, &[1, 2, 3, 4, 6, 8])
@@ -75,11 +75,11 @@ pub fn layernorm3_shape(cols: usize, vec: bool) -> Option<(usize, usize)> {
         .filter(|_| cols > 0)
 }
 
-/// Step 3 of [`layernorm_fwd_f32`] (same arguments and outputs): the row read once into
+/// Step 3 of [`warp_welford`] (same arguments and outputs): the row read once into
 /// registers, mean and variance (two-pass) and the write from there. Rows longer than 1024
-/// columns run [`layernorm_fwd_f32`].
+/// columns run [`warp_welford`].
 #[allow(clippy::too_many_arguments)]
-pub fn layernorm3_fwd_f32(
+pub fn row_registers(
     dev: &CudaDevice,
     x: DevPtr,
     gamma: DevPtr,
@@ -101,11 +101,11 @@ pub fn layernorm3_fwd_f32(
     )
 }
 
-/// Step 4 of the forward: [`layernorm3_fwd_f32`] with
+/// Step 4 of the forward: [`row_registers`] with
 /// cache-streaming (evict-first) loads of `x` and stores of `y` (`layernorm4_fwd_*`); the same
 /// arithmetic, shapes and fallback.
 #[allow(clippy::too_many_arguments)]
-pub fn layernorm4_fwd_f32(
+pub fn streaming(
     dev: &CudaDevice,
     x: DevPtr,
     gamma: DevPtr,
@@ -143,7 +143,7 @@ fn layernorm_regs_fwd(
     }
     let vec = cols % 4 == 0 && aligned16(&[x, gamma, beta, y]);
     let Some((vw, nv)) = layernorm3_shape(cols, vec) else {
-        return layernorm_fwd_f32(dev, x, gamma, beta, y, mean, rstd, rows, cols, eps);
+        return warp_welford(dev, x, gamma, beta, y, mean, rstd, rows, cols, eps);
     };
     let name = super::rows::KernelName::new(format_args!("{prefix}_v{vw}_n{nv}_f32"));
     let name = name.as_str();
@@ -178,7 +178,7 @@ fn layernorm_regs_fwd(
 /// `g` and the forward's `mean`/`rstd`. Two launches: the row pass (with per-block partial
 /// sums of dγ, dβ) and the column sum of the partials. Deterministic (no atomics).
 #[allow(clippy::too_many_arguments)]
-pub fn layernorm_bwd_f32(
+pub fn warp_welford_bwd(
     dev: &CudaDevice,
     x: DevPtr,
     gamma: DevPtr,
@@ -257,14 +257,14 @@ pub fn layernorm_bwd_f32(
     }
 }
 
-/// Step 3 of [`layernorm_bwd_f32`] (same arguments and outputs): a warp per row with the row
+/// Step 3 of [`warp_welford_bwd`] (same arguments and outputs): a warp per row with the row
 /// in registers (x and g read once, x̂ recomputed from `mean`/`rstd`, dx written from the
 /// registers), each lane's dγ/dβ kept in registers across the rows it visits, one partial row
 /// per block, then a deterministic column sum (in the same kernel when its grid is all resident
 /// at once, else `layernorm3_param_grad_f32`). Rows longer than 1024 columns run
-/// [`layernorm_bwd_f32`].
+/// [`warp_welford_bwd`].
 #[allow(clippy::too_many_arguments)]
-pub fn layernorm3_bwd_f32(
+pub fn row_registers_bwd(
     dev: &CudaDevice,
     x: DevPtr,
     gamma: DevPtr,
@@ -299,12 +299,12 @@ pub fn layernorm4_bwd_shape(cols: usize, vec: bool) -> Option<(usize, usize)> {
         .filter(|_| cols > 0)
 }
 
-/// Step 4 of [`layernorm_bwd_f32`] (same arguments and outputs; the backend's default): step 3
+/// Step 4 of [`warp_welford_bwd`] (same arguments and outputs; the backend's default): step 3
 /// with a pair of warps per row (`layernorm4_bwd_*`), so each thread holds half the row and half
 /// the dγ/dβ sums in registers, and its γ too. Rows longer than 1024 columns run
-/// [`layernorm_bwd_f32`].
+/// [`warp_welford_bwd`].
 #[allow(clippy::too_many_arguments)]
-pub fn layernorm4_bwd_f32(
+pub fn warp_pair_bwd(
     dev: &CudaDevice,
     x: DevPtr,
     gamma: DevPtr,
@@ -345,7 +345,7 @@ fn regs_bwd(
         return Ok(());
     }
     let Some((step, group, vw, nv)) = shape else {
-        return layernorm_bwd_f32(dev, x, gamma, g, mean, rstd, dx, dgamma, dbeta, rows, cols);
+        return warp_welford_bwd(dev, x, gamma, g, mean, rstd, dx, dgamma, dbeta, rows, cols);
     };
     let name = super::rows::KernelName::new(format_args!("layernorm{step}_bwd_v{vw}_n{nv}_f32"));
     let name = name.as_str();
@@ -524,18 +524,18 @@ pub const STEPS: [Kernels; 3] = {
     [
         Kernels {
             step: Step::Two,
-            forward: layernorm_fwd_f32,
-            backward: layernorm_bwd_f32,
+            forward: warp_welford,
+            backward: warp_welford_bwd,
         },
         Kernels {
             step: Step::Three,
-            forward: layernorm3_fwd_f32,
-            backward: layernorm3_bwd_f32,
+            forward: row_registers,
+            backward: row_registers_bwd,
         },
         Kernels {
             step: Step::Four,
-            forward: layernorm4_fwd_f32,
-            backward: layernorm4_bwd_f32,
+            forward: streaming,
+            backward: warp_pair_bwd,
         },
     ]
 };

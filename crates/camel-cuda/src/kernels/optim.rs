@@ -209,7 +209,7 @@ pub fn sgd_multi_f32(
 /// of its chunk (4 each of p, g, m, v) before any arithmetic or store. The tensors' buffers
 /// must not overlap one another.
 #[allow(clippy::too_many_arguments)]
-pub fn adam_multi3_f32(
+pub fn adam_multi_loads_first(
     dev: &CudaDevice,
     ts: &[MultiTensor],
     lr: f32,
@@ -232,7 +232,7 @@ pub fn adam_multi3_f32(
 /// ulp): each thread loads all its float4 of p, g and (with momentum) the momentum buffer
 /// before any arithmetic or store. With `momentum == 0` the buffers `s1` are never touched and
 /// may be null. The tensors' buffers must not overlap one another.
-pub fn sgd_multi3_f32(
+pub fn sgd_multi_loads_first(
     dev: &CudaDevice,
     ts: &[MultiTensor],
     lr: f32,
@@ -315,11 +315,11 @@ pub const STEPS: [Kernels; 4] = {
         },
         Kernels {
             step: Step::Three,
-            multi: Some((sgd_multi3_f32, adam_multi_f32)),
+            multi: Some((sgd_multi_loads_first, adam_multi_f32)),
         },
         Kernels {
             step: Step::Four,
-            multi: Some((sgd_multi3_f32, adam_multi3_f32)),
+            multi: Some((sgd_multi_loads_first, adam_multi_loads_first)),
         },
     ]
 };
