@@ -383,7 +383,7 @@ fn regs_bwd(
 /// Blocks for the backward's grid-stride loop over `rows`, `groups` rows a block a round, at most
 /// `max_blocks`: the fewest blocks that need no more rounds than `max_blocks` would, so the last
 /// round is as full as the others (16384 rows, 4 a block, 264 at most: 256 blocks, 16 full rounds,
-/// instead of 264 and a last round half idle; H100 bench/pdl_lab.cu: 55.4 against 55.9 µs).
+/// instead of 264 and a last round half idle).
 fn bwd_blocks(rows: usize, groups: usize, max_blocks: usize) -> usize {
     let per_round = groups.max(1);
     let rounds = rows.div_ceil(per_round * max_blocks.max(1)).max(1);

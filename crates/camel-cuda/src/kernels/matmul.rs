@@ -188,14 +188,14 @@ impl SgemmKernel {
 }
 
 /// Fewest 128×256 output tiles for which step 13 launches its own kernel: about one wave of
-/// one block per SM on the H100 (132 SMs). At 2048² (128 tiles) it beat step 11 by 8 %;
-/// below that the tuned smaller tiles of step 11 (with split-K) keep more SMs busy.
+/// one block per SM. Below it the tuned smaller tiles of step 11 (with split-K) keep more SMs
+/// busy (docs/gemm.md).
 pub const ASYNC_MIN_BLOCKS: usize = 120;
 
 /// Whether step 13's 128×256 kernel suits `g` (else step 11's tuned tile runs): at least
-/// [`ASYNC_MIN_BLOCKS`] tiles, K ≥ 256 (its 3-stage pipeline needs slices to overlap; at
-/// 8192×128×512 it ran at 0.83× step 11 on the H100) and tiles at least 90 % filled (at
-/// N = 384 a third of the second column of tiles is padding: 0.82× step 11).
+/// [`ASYNC_MIN_BLOCKS`] tiles, K ≥ 256 (its 3-stage pipeline needs slices to overlap) and tiles
+/// at least 90 % filled (padding is work thrown away); elsewhere step 11 measured faster
+/// (docs/gemm.md).
 pub fn async_suits(g: &Gemm) -> bool {
     let (bm, bn) = (128, 256);
     let (tm, tn) = (g.m.div_ceil(bm), g.n.div_ceil(bn));
@@ -211,9 +211,8 @@ pub const ASYNC_SMALL: [(&str, u32, u32); 2] = [
 
 /// Where step 13's 128×256 tile does not suit, a small output with a long K (fewer than
 /// [`ASYNC_MIN_BLOCKS`] 64×64 tiles, K ≥ 256: the shapes that split K) gets step 13's 64×64×16
-/// kernel, whose four stages put a whole 64-long K-split in flight at once. On the H100 it beat
-/// step 11's tuned 64×64 tile by 11 % at 64×784×256 and matched it at 256×784×256; where K is
-/// not split (8192×128×512) it lost (0.78×), so step 11 keeps those.
+/// kernel, whose four stages put a whole 64-long K-split in flight at once; where K is not
+/// split, step 11 keeps the product, as it measured faster there (docs/gemm.md).
 /// [`Experiments::async_small`](crate::config::Experiments::async_small) `Some(None)` keeps
 /// step 11 everywhere, `Some(Some(kernel))` (one of [`ASYNC_SMALL`]) forces that kernel on every
 /// shape the big tile does not suit (for measuring).
@@ -319,9 +318,8 @@ const fn interior(
 }
 
 /// Step 13's interior Aᵀ·B kernels, the re-layout's (both operands copied 16 bytes at a time).
-/// The first is the default: on the H100 (bench/sgemm_lab.cu `shapes`, L2 flushed, transpose of
-/// A included) 128×128×16 with two blocks per SM ran 49.8 TFLOP/s at 4096³ and 50.8 at 8192³
-/// (cuBLAS 51.7 both), where 128×256×32 ran 48.3 and 50.0 and 128×256×16 46.7 and 47.4.
+/// The first, 128×128×16 with two blocks per SM, is the default: it measured fastest of the
+/// three, the transpose included (docs/gemm.md); the others stay selectable for measuring.
 pub const ASYNC_TN: [Interior; 3] = [
     interior("sgemm_13_async_128x128x16_tn", (128, 128, 16), 3, true),
     interior("sgemm_13_async_128x256x16_tn", (128, 256, 16), 3, true),
@@ -330,9 +328,8 @@ pub const ASYNC_TN: [Interior; 3] = [
 
 /// Step 13's interior A·B kernels with A read in place, for whole-tile products whose A is not
 /// worth transposing (the re-layout's reuse rule), in order of preference: 128×192 (one block
-/// per SM) where N % 192 = 0, else 64×256 (two). On the H100 (same lab, L2 flushed): 44.6
-/// TFLOP/s at 16384×1536×384 and 32.2–32.7 at 8192×128×512, where step 11's tuned tiles ran
-/// 37.5 and 29.0 (cuBLAS 46.8 and 33.7).
+/// per SM) where N % 192 = 0, else 64×256 (two). Both measured faster than step 11's tuned
+/// tiles on such shapes (docs/gemm.md).
 pub const ASYNC_NN: [Interior; 2] = [
     interior("sgemm_13_async_128x192x16_nn", (128, 192, 16), 4, false),
     interior("sgemm_13_async_64x256x16_nn", (64, 256, 16), 3, false),
@@ -380,9 +377,8 @@ pub fn async_nn_choice(
 
 /// Step 13's whole-K kernels for small outputs with a long K, as (name, BM, BN, K-groups): each
 /// block copies all of K for a thin BM×BN tile into shared memory at once, instead of splitting
-/// K. On the H100 (bench/sgemm_lab.cu, L2 flushed): 64×784×256 7.9 µs with 8×16 tiles and
-/// 256×784×256 11.6 µs with 16×32, where split-K over 64×64 tiles ran 12.2 and 14.3 and cuBLAS
-/// 11.8 and 13.7.
+/// K: no partial sums to reduce, and more blocks than a split of 64×64 tiles gives such shapes
+/// (measured against split-K in docs/gemm.md).
 pub const WHOLE_K: [(&str, u32, u32, u32); 2] = [
     ("sgemm_13_wholek_8x16", 8, 16, 8),
     ("sgemm_13_wholek_16x32", 16, 32, 4),
@@ -464,10 +460,9 @@ pub fn async_wholek_choice(g: &Gemm, a: DevPtr, b: DevPtr, max_smem: usize) -> O
 }
 
 /// Shortest other dimension for which transposing an operand pays: the transpose moves 8 bytes
-/// per element of the operand, the product reuses each element n (or m) times. By the lab's
-/// figures (H100), at n = 1024 the transpose costs about 6 % of the product's time, against the
-/// 10–13 % the interior kernel saves; below it (n = 384, 512) the [`ASYNC_NN`] kernels, which
-/// read A in place, ran 5–9 % faster than the transpose and the Aᵀ·B kernel.
+/// per element of the operand, the product reuses each element n (or m) times. From this reuse
+/// on the transpose costs less than the interior kernel saves; below it the [`ASYNC_NN`]
+/// kernels, which read A in place, are faster (docs/gemm.md).
 const RELAYOUT_MIN_REUSE: usize = 1024;
 
 /// Whether a product runs as step 13's re-layout
@@ -776,9 +771,9 @@ pub fn sgemm_epilogue(
 }
 
 /// Split-K policy: (shortest K per split, blocks per multiprocessor to aim for). Default
-/// (32, 2): with step 13's 64×64 tile on the H100 it beat (32, 4) by 4–6 % and (32, 1) at
-/// 64×784×256 (docs/gemm.md); [`Experiments::splitk`](crate::config::Experiments::splitk) overrides it
-/// (for measuring; values below (32, 1) keep the default).
+/// (32, 2), the fastest measured with step 13's 64×64 tile (docs/gemm.md);
+/// [`Experiments::splitk`](crate::config::Experiments::splitk) overrides it (for measuring;
+/// values below (32, 1) keep the default).
 fn split_k_policy() -> (usize, usize) {
     let (a, b) = crate::config::with_experiments(|e| e.splitk);
     if a >= 32 && b >= 1 {
@@ -791,8 +786,8 @@ fn split_k_policy() -> (usize, usize) {
 /// How many K-splits `t` gets for `g` on a device with `sm_count` multiprocessors: when the
 /// output's tiles do not fill 90 % of one wave (of one block per multiprocessor) and K ≥ 256, K is
 /// cut so that there are about two blocks per multiprocessor, each split keeping at least 32
-/// of K (see `split_k_policy`). Short K is left alone: splitting 8192×512 with K = 128 into
-/// chunks of 32 halved its speed on the H200.
+/// of K (see `split_k_policy`). Short K is left alone: its splits would be too short to pay for
+/// the partial sums.
 pub fn split_k_factor(sm_count: usize, t: &TileShape, g: &Gemm) -> usize {
     let (min_k, per_sm) = split_k_policy();
     if !t.split_k || g.k < 256 || g.k < 2 * min_k {
