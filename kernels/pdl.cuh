@@ -18,7 +18,7 @@
 // kernels/ptx/sm90/<file>.ptx (compute_90: the wait is there, launched with PDL on compute
 // capability 9.0 and later). build-kernels fails if a kernel of the sm90 PTX lacks the wait, and
 // camel_cuda launches with PDL only the kernels whose PTX has it. A kernel launched without the
-// attribute passes the wait at once. `CAMEL_PDL=off` turns PDL off (for A/B timing).
+// attribute passes the wait at once. config::Experiments::pdl off launches plainly.
 //
 // Measured (H100, bench/pdl_lab.cu, streamed back-to-back launches): LayerNorm forward
 // 16384×768 36.7 → 35.7 µs, softmax 65536×65 15.0 → 13.6 µs, cross-entropy 16384×65 (mean

@@ -196,7 +196,7 @@ fn build_stub(manifest_dir: &Path, out_dir: &Path) {
 
     let runtime_dir = out_dir.join(RUNTIME_STUB_DIR);
     let _ = fs::remove_dir_all(&runtime_dir);
-    let disabled = env::var("CAMEL_NO_STUB_RPATH").is_ok_and(|v| !v.is_empty() && v != "0");
+    let disabled = no_stub_rpath();
     if real_libcuda().is_none() && !disabled {
         fs::create_dir_all(&runtime_dir).unwrap();
         fs::copy(&so, runtime_dir.join("libcuda.so.1")).unwrap();
@@ -288,4 +288,17 @@ fn real_libcuda() -> Option<PathBuf> {
     dirs.into_iter()
         .map(|d| d.join("libcuda.so.1"))
         .find(|p| is_real(p))
+}
+
+/// `CAMEL_NO_STUB_RPATH`, spelled as every camel boolean (`camel_cuda::config::parse_flag`): a
+/// value that is none of `1/0/on/off/true/false` stops the build with the accepted values.
+fn no_stub_rpath() -> bool {
+    let Ok(v) = env::var("CAMEL_NO_STUB_RPATH") else {
+        return false;
+    };
+    match v.trim().to_ascii_lowercase().as_str() {
+        "1" | "on" | "true" => true,
+        "0" | "off" | "false" | "" => false,
+        _ => panic!("CAMEL_NO_STUB_RPATH={v:?} is not accepted; expected 1/0/on/off/true/false"),
+    }
 }

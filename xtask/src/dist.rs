@@ -40,7 +40,8 @@ exit $rc
 "#;
 
 const RUN_SCRIPT: &str = r#"#!/usr/bin/env bash
-# Run every camel GPU test binary in this folder with the GPU required and outputs poisoned.
+# Run every camel GPU test binary in this folder once, with the GPU required and outputs
+# poisoned; the tests themselves run every ladder step and the PDL-off launches in-process.
 # Prints each binary's result and ends with one summary line: "N passed, N failed".
 # Usage: run-gpu-tests.sh [extra libtest args]   (env CAMEL_DATA_DIR for the MNIST tests)
 set -u
@@ -59,29 +60,6 @@ one() { # name command...
   printf '%-40s %s\n' "$name" "${line:-no test result (exit $rc)}"
 }
 for t in "$here"/tests/*; do one "$(basename "$t")" "$t" --test-threads=4 "$@"; done
-# Step 1 of every memory-bound ladder (issue 4): memory_ops again with each family at step 1
-# (LayerNorm, whose steps 1 and 2 are one kernel, at step 3 there: its default is step 4; and
-# its backward with the separate column-sum kernel), and with every other step below a
-# family's default.
-for t in "$here"/tests/memory_ops-*; do
-  one "$(basename "$t") [step 1, layernorm step 3]" env CAMEL_ELEMENTWISE=1 CAMEL_REDUCE=1 CAMEL_SOFTMAX=1 \
-    CAMEL_CROSS_ENTROPY=1 CAMEL_EMBEDDING=1 CAMEL_OPTIM=1 CAMEL_LAYERNORM=3 CAMEL_LAYERNORM_FUSED=off \
-    "$t" --test-threads=4 "$@"
-  # softmax, LayerNorm, cross-entropy, reduce and the optimizers have a step 3 (the default):
-  # step 2 stays tested; and the embedding backward's step 3 (its default is step 4)
-  one "$(basename "$t") [softmax, layernorm, cross-entropy, reduce, optim step 2; embedding 3]" env \
-    CAMEL_SOFTMAX=2 CAMEL_LAYERNORM=2 CAMEL_CROSS_ENTROPY=2 CAMEL_REDUCE=2 CAMEL_OPTIM=2 CAMEL_EMBEDDING=3 \
-    "$t" --test-threads=4 "$@"
-  # step 4 (softmax forward, Adam; LayerNorm's, embedding's and cross-entropy's default): every
-  # family at 4 (the others run 3), but cross-entropy at 3, which its default no longer runs
-  one "$(basename "$t") [step 4; cross-entropy 3]" env CAMEL_ELEMENTWISE=4 CAMEL_REDUCE=4 CAMEL_SOFTMAX=4 \
-    CAMEL_CROSS_ENTROPY=3 CAMEL_EMBEDDING=4 CAMEL_OPTIM=4 CAMEL_LAYERNORM=4 "$t" --test-threads=4 "$@"
-done
-# Programmatic dependent launch off (kernels/pdl.cuh; on by default from compute capability 9.0):
-# the compute_80 PTX, launched plainly, stays tested where the defaults run the PDL builds.
-for t in "$here"/tests/device-* "$here"/tests/memory_ops-* "$here"/tests/matmul-*; do
-  one "$(basename "$t") [CAMEL_PDL=off]" env CAMEL_PDL=off "$t" --test-threads=4 "$@"
-done
 [ -n "$bad_bins" ] && echo "failing binaries:$bad_bins"
 echo "gpu-tests: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -17,7 +17,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::gemm_report::register_font;
-use camel_core::backend::ladder::{embedding_bwd_grouped, MemFamily, Step};
+use camel_core::backend::ladder::{embedding_bwd_grouped, Family, Step};
 
 const MD: &str = "memory-results.md";
 const PNG: &str = "memory.png";
@@ -201,7 +201,7 @@ fn parse(text: &str, path: &str) -> Result<Bench, String> {
 }
 
 /// The step camel's CUDA backend runs for `op` at `size` with no `CAMEL_*` variable set: its
-/// family's default ([`MemFamily::default_step`]), and for the embedding backward at a size too
+/// family's default ([`Family::default_step`]), and for the embedding backward at a size too
 /// small for the grouped kernels ([`embedding_bwd_grouped`]) step 2's, which the backend then
 /// runs whatever step is selected. A family without that step runs its highest below it, which
 /// is the highest step measured at or below this one (see [`groups`]). `None`: an op this report
@@ -213,13 +213,13 @@ fn default_step(op: &str, size: &str) -> Option<u32> {
     };
     let base = op.trim_end_matches("+mean");
     let family = match base {
-        "relu" | "scale" | "gelu" | "add" | "mul" | "gelu_bwd" => MemFamily::Elementwise,
-        "sum" | "max" | "sum_last" | "max_last" => MemFamily::Reduce,
-        "softmax" | "softmax_bwd" | "log_softmax" | "log_softmax_bwd" => MemFamily::Softmax,
-        "cross_entropy" | "cross_entropy_bwd" => MemFamily::CrossEntropy,
-        "embedding" | "embedding_bwd" => MemFamily::Embedding,
-        "adam" | "sgd_momentum" | "sgd" => MemFamily::Optim,
-        "layernorm" | "layernorm_bwd" => MemFamily::LayerNorm,
+        "relu" | "scale" | "gelu" | "add" | "mul" | "gelu_bwd" => Family::Elementwise,
+        "sum" | "max" | "sum_last" | "max_last" => Family::Reduce,
+        "softmax" | "softmax_bwd" | "log_softmax" | "log_softmax_bwd" => Family::Softmax,
+        "cross_entropy" | "cross_entropy_bwd" => Family::CrossEntropy,
+        "embedding" | "embedding_bwd" => Family::Embedding,
+        "adam" | "sgd_momentum" | "sgd" => Family::Optim,
+        "layernorm" | "layernorm_bwd" => Family::LayerNorm,
         _ => return None,
     };
     let step = family.default_step();
@@ -321,7 +321,7 @@ fn markdown(b: &Bench, groups: &[Group], file: &str) -> String {
     let _ = writeln!(
         s,
         "One row per op and size, at the step camel's CUDA backend runs by default \
-         (`MemFamily::default_step`; `CAMEL_SOFTMAX=N` and the like select another). GB/s is \
+         (`Family::default_step`; `CAMEL_SOFTMAX=N` and the like select another, docs/configuration.md). GB/s is \
          the bytes the op must move (each input read once, each output written once) over the \
          streamed time: launches back to back, CUDA events, the median of 20 batches of at \
          least 2 ms. \"of copy\" divides by the copy above; issue 4 asks for 90 % or more. \

@@ -28,6 +28,8 @@ pub mod testing;
 
 pub use autograd::{is_grad_enabled, no_grad, no_grad_guard};
 pub use backend::{Activation, UpdateRule};
+/// Every `CAMEL_*` environment variable, read in one place (see its table).
+pub use camel_cuda::config;
 pub use device::{cuda_available, DType, Device};
 pub use error::{Error, Result};
 pub use gradcheck::{gradcheck, GradcheckOptions};

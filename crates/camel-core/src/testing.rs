@@ -2,6 +2,9 @@
 //! The CPU always; the first CUDA device when camel was built with `cuda` and a GPU answers.
 //! Without one, the CUDA half is skipped with a printed reason, and `CAMEL_REQUIRE_GPU=1` turns
 //! that skip into a failure (the GPU machine's run script sets it).
+//!
+//! A test runs every step of a ladder family in one process with [`for_each_step`] (or
+//! [`crate::config::with_step`] directly).
 
 use crate::{cuda_available, Device};
 use std::sync::OnceLock;
@@ -9,13 +12,18 @@ use std::sync::OnceLock;
 fn gpu_present() -> bool {
     static HAS_GPU: OnceLock<bool> = OnceLock::new();
     let has = *HAS_GPU.get_or_init(|| {
+        let errs = crate::config::check();
+        if !errs.is_empty() {
+            let msgs: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
+            panic!("bad camel configuration: {}", msgs.join("; "));
+        }
         let ok = cuda_available();
         if !ok {
             eprintln!("skipped CUDA: no device");
         }
         ok
     });
-    if !has && std::env::var("CAMEL_REQUIRE_GPU").as_deref() == Ok("1") {
+    if !has && crate::config::require_gpu() {
         panic!("CAMEL_REQUIRE_GPU=1 but no CUDA device answers (or camel was built without the `cuda` feature)");
     }
     has
@@ -41,5 +49,17 @@ pub fn launch_count(dev: Device) -> u64 {
     match dev {
         Device::Cpu => 0,
         Device::Cuda(_) => camel_cuda::thread_launch_count(),
+    }
+}
+
+/// Runs `body` once per step of `family`'s ladder, each with that step selected on this thread
+/// ([`crate::config::with_step`]), passing the step's entry of the family's table (for messages).
+/// Every step runs on every device; the CPU ignores the selection.
+pub fn for_each_step(
+    family: crate::backend::ladder::Family,
+    mut body: impl FnMut(&crate::backend::ladder::StepInfo),
+) {
+    for info in family.steps() {
+        crate::config::with_step(family, info.step, || body(info));
     }
 }

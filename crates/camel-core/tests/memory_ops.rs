@@ -1,4 +1,4 @@
-//! The memory-bound ops of issue 4 on awkward sizes — rows of 1, 7, 33, 65, 1000 and 4097
+//! The memory-bound ops on awkward sizes — rows of 1, 7, 33, 65, 1000 and 4097
 //! columns, which cross every kernel choice (warp per row ≤ 1024 < block per row; float4 when
 //! the length is a multiple of 4, scalar else; the two-pass split reduction for few long rows;
 //! softmax step 3's groups of 1 … 16 lanes packing several short rows per warp) —
@@ -6,14 +6,46 @@
 //! gradcheck), fused softmax / cross-entropy backward, GELU backward, embedding backward with
 //! repeated indices, ±1e4 logits, and the multi-tensor optimizer step.
 //!
-//! The GPU run script also runs this binary with every `CAMEL_<FAMILY>=1`, so step 1 of each
-//! ladder passes the same checks (with LayerNorm at step 3: its default is step 4), with every
-//! family that has a step 3 at step 2 (the default is step 3: softmax, cross-entropy, reduce,
-//! optimizers), and with every family at step 4.
+//! On a GPU every test runs at every step of its ladder families (the tables of
+//! `camel_cuda::kernels::ladder`), in this one process: [`every_step`] selects each step on the
+//! test's thread, runs the family's default step again with programmatic dependent launch off,
+//! and LayerNorm's steps also with the separate column-sum kernel of the backward.
 
 mod common;
+use camel_core::backend::ladder::{Family, Step};
+use camel_core::config::{self, Experiments};
 use camel_core::{Tensor, UpdateRule};
 use common::*;
+
+/// Runs `body` at every step of every family in `families` when a GPU answers (the CPU ignores
+/// the selection, so without one it runs once), then at the defaults with programmatic dependent
+/// launch off; LayerNorm's steps that sum dγ/dβ in the kernel run again with the separate
+/// column-sum kernel.
+fn every_step(families: &[Family], body: fn()) {
+    if camel_core::testing::gpu().is_none() {
+        body();
+        return;
+    }
+    for &family in families {
+        camel_core::testing::for_each_step(family, |_| body());
+        if family == Family::LayerNorm {
+            let unfused = Experiments {
+                layernorm_fused_colsum: false,
+                ..Experiments::default()
+            };
+            for step in [Step::Three, Step::Four] {
+                config::with_scoped_experiments(unfused.clone(), || {
+                    config::with_step(family, step, body)
+                });
+            }
+        }
+    }
+    let plain = Experiments {
+        pdl: false,
+        ..Experiments::default()
+    };
+    config::with_scoped_experiments(plain, body);
+}
 
 const COLS: [usize; 6] = [1, 7, 33, 65, 1000, 4097];
 const ROWS: [usize; 3] = [1, 7, 33];
@@ -38,6 +70,13 @@ fn ref_ln(x: &[f32], g: &[f32], b: &[f32], cols: usize, eps: f64) -> Vec<f64> {
 
 #[test]
 fn layer_norm_matches_reference() {
+    every_step(
+        &[Family::LayerNorm],
+        layer_norm_matches_reference_at_one_step,
+    );
+}
+
+fn layer_norm_matches_reference_at_one_step() {
     // plus the lengths around the register-resident step 3's shapes (a warp per row, ≤ 1024)
     let cases = ROWS
         .iter()
@@ -73,6 +112,10 @@ fn layer_norm_matches_reference() {
 
 #[test]
 fn layer_norm_gradcheck() {
+    every_step(&[Family::LayerNorm], layer_norm_gradcheck_at_one_step);
+}
+
+fn layer_norm_gradcheck_at_one_step() {
     for (rows, cols) in [(1, 1), (2, 3), (3, 7), (2, 8)] {
         let ins = [
             hf(
@@ -135,6 +178,13 @@ fn grads_match(
 
 #[test]
 fn layer_norm_backward_large_rows() {
+    every_step(
+        &[Family::LayerNorm],
+        layer_norm_backward_large_rows_at_one_step,
+    );
+}
+
+fn layer_norm_backward_large_rows_at_one_step() {
     for &rows in &ROWS {
         for &cols in &COLS {
             let seed = (rows * 7 + cols) as u64;
@@ -160,6 +210,13 @@ fn layer_norm_backward_large_rows() {
 
 #[test]
 fn layer_norm_backward_step3_shapes() {
+    every_step(
+        &[Family::LayerNorm],
+        layer_norm_backward_step3_shapes_at_one_step,
+    );
+}
+
+fn layer_norm_backward_step3_shapes_at_one_step() {
     // LayerNorm backward step 3 picks (VEC, NV) from the row length (a warp per row ≤ 1024,
     // float4 when cols % 4 == 0) and walks rows grid-stride, keeping dγ/dβ in registers: lengths
     // around its register shapes, and 3001 rows so every warp visits several rows (at most
@@ -209,6 +266,10 @@ fn ref_softmax_rows(x: &[f32], cols: usize, log: bool) -> Vec<f64> {
 
 #[test]
 fn softmax_rows_of_every_length() {
+    every_step(&[Family::Softmax], softmax_rows_of_every_length_at_one_step);
+}
+
+fn softmax_rows_of_every_length_at_one_step() {
     for &rows in &ROWS {
         for &cols in &COLS {
             let x = rand_vec(rows * cols, -10.0, 10.0, (rows + cols) as u64);
@@ -282,6 +343,10 @@ fn softmax_and_grads_match(x: &[f32], rows: usize, cols: usize) {
 
 #[test]
 fn softmax_every_step3_shape() {
+    every_step(&[Family::Softmax], softmax_every_step3_shape_at_one_step);
+}
+
+fn softmax_every_step3_shape_at_one_step() {
     // Softmax step 3 (forward and backward) picks its lane group and register count from the
     // row length: lengths on each side of its boundaries (groups of 1 … 16 lanes, a warp, a
     // block of 128 … 1024, past 16384 step 2), float4 and scalar, 37 rows so the last block is
@@ -297,6 +362,13 @@ fn softmax_every_step3_shape() {
 
 #[test]
 fn softmax_and_cross_entropy_every_short_row_shape() {
+    every_step(
+        &[Family::Softmax, Family::CrossEntropy],
+        softmax_and_cross_entropy_every_short_row_shape_at_one_step,
+    );
+}
+
+fn softmax_and_cross_entropy_every_short_row_shape_at_one_step() {
     // Short rows (fewer than 128 floats, or 128 float4s) get a lane group of 1 … 16 and exactly
     // as many slots a lane as the row needs (`softmax3_shape`): every length from 1 to 128
     // columns and every multiple of 4 up to 516 reaches each (G, VEC, NV) that softmax step 3 and
@@ -323,6 +395,13 @@ fn softmax_and_cross_entropy_every_short_row_shape() {
 
 #[test]
 fn softmax_huge_logits_long_rows() {
+    every_step(
+        &[Family::Softmax, Family::CrossEntropy],
+        softmax_huge_logits_long_rows_at_one_step,
+    );
+}
+
+fn softmax_huge_logits_long_rows_at_one_step() {
     // ±1e4 in short rows (step 3's lane groups) and rows long enough for the block-per-row
     // kernels, with and without float4.
     for cols in [1usize, 7, 33, 65, 1000, 4097] {
@@ -416,6 +495,13 @@ fn ce_mean_matches(x: &[f32], tg: &[i64], rows: usize, cols: usize) {
 
 #[test]
 fn cross_entropy_rows_of_every_length() {
+    every_step(
+        &[Family::CrossEntropy],
+        cross_entropy_rows_of_every_length_at_one_step,
+    );
+}
+
+fn cross_entropy_rows_of_every_length_at_one_step() {
     for &rows in &ROWS {
         for &cols in &COLS {
             let seed = (rows * 3 + cols) as u64;
@@ -456,6 +542,13 @@ fn cross_entropy_rows_of_every_length() {
 
 #[test]
 fn cross_entropy_every_step3_shape() {
+    every_step(
+        &[Family::CrossEntropy],
+        cross_entropy_every_step3_shape_at_one_step,
+    );
+}
+
+fn cross_entropy_every_step3_shape_at_one_step() {
     // Cross-entropy step 3: rows ≤ 16384 in softmax step 3's register layout (lengths on each
     // side of its shape boundaries), longer rows a block each with a scalar prologue up to the
     // first 16-byte boundary, unrolled float4, a scalar tail: lengths of every residue mod 4, so
@@ -520,6 +613,13 @@ fn cross_entropy_every_step3_shape() {
 
 #[test]
 fn cross_entropy_mean_over_many_blocks() {
+    every_step(
+        &[Family::CrossEntropy],
+        cross_entropy_mean_over_many_blocks_at_one_step,
+    );
+}
+
+fn cross_entropy_mean_over_many_blocks_at_one_step() {
     // Cross-entropy step 4 (the default) fuses the mean: each block stores its rows' summed
     // losses as a marked word and the grid's last block adds them in block order. Enough rows
     // for hundreds to thousands of blocks (32 rows a block at 65 columns, 512 at 1, one at
@@ -605,6 +705,13 @@ fn cross_entropy_mean_over_many_blocks() {
 
 #[test]
 fn sum_and_max_along_last_dim_and_all() {
+    every_step(
+        &[Family::Reduce],
+        sum_and_max_along_last_dim_and_all_at_one_step,
+    );
+}
+
+fn sum_and_max_along_last_dim_and_all_at_one_step() {
     let mut shapes: Vec<Vec<usize>> = Vec::new();
     for &rows in &ROWS {
         for &cols in &COLS {
@@ -678,6 +785,10 @@ fn sum_and_max_along_last_dim_and_all() {
 
 #[test]
 fn max_propagates_nan() {
+    every_step(&[Family::Reduce], max_propagates_nan_at_one_step);
+}
+
+fn max_propagates_nan_at_one_step() {
     // many rows along the last dim (reduce step 3's unrolled accumulators), NaN in one row
     let (rows, cols) = (1100usize, 4100usize);
     let mut x = rand_vec(rows * cols, -1.0, 1.0, 2);
@@ -703,6 +814,10 @@ fn max_propagates_nan() {
 
 #[test]
 fn elementwise_float4_tails() {
+    every_step(&[Family::Elementwise], elementwise_float4_tails_at_one_step);
+}
+
+fn elementwise_float4_tails_at_one_step() {
     for n in [1usize, 7, 33, 1000, 4097] {
         let a = rand_vec(n, -3.0, 3.0, n as u64);
         let b = rand_away(n, 0.5, 2.0, n as u64 ^ 9);
@@ -759,6 +874,13 @@ fn elementwise_float4_tails() {
 
 #[test]
 fn embedding_backward_with_repeated_indices() {
+    every_step(
+        &[Family::Embedding],
+        embedding_backward_with_repeated_indices_at_one_step,
+    );
+}
+
+fn embedding_backward_with_repeated_indices_at_one_step() {
     for dim in [1usize, 7, 33, 1000] {
         let v = 5;
         let idx: Vec<i64> = (0..37).map(|i| [0, 3, 3, 1, 3, 0, 4][i % 7]).collect();
@@ -816,6 +938,13 @@ fn check_embedding_backward(
 /// from `EMBEDDING_SORTED_MIN` upstream elements), with repeated indices and unused rows.
 #[test]
 fn embedding_backward_large_grouped_by_row() {
+    every_step(
+        &[Family::Embedding],
+        embedding_backward_large_grouped_by_row_at_one_step,
+    );
+}
+
+fn embedding_backward_large_grouped_by_row_at_one_step() {
     let (n, v, dim) = (4096usize, 300usize, 4096usize);
     #[cfg(feature = "cuda")]
     assert!(n * dim >= camel_core::backend::cuda::EMBEDDING_SORTED_MIN);
@@ -834,6 +963,13 @@ fn embedding_backward_large_grouped_by_row() {
 
 #[test]
 fn multi_tensor_update_matches_one_by_one() {
+    every_step(
+        &[Family::Optim],
+        multi_tensor_update_matches_one_by_one_at_one_step,
+    );
+}
+
+fn multi_tensor_update_matches_one_by_one_at_one_step() {
     // one table of several tensors: single elements, a float4 tail, exactly one chunk of the
     // multi-tensor kernels (4096), a chunk and one, three chunks and a partial one
     let sizes = [1usize, 7, 4096, 4097, 5000, 4096 * 3 + 5];
@@ -936,6 +1072,13 @@ fn multi_tensor_update_matches_one_by_one() {
 
 #[test]
 fn multi_tensor_update_rejects_bad_input() {
+    every_step(
+        &[Family::Optim],
+        multi_tensor_update_rejects_bad_input_at_one_step,
+    );
+}
+
+fn multi_tensor_update_rejects_bad_input_at_one_step() {
     let d = camel_core::Device::Cpu;
     let p = Tensor::zeros(&[3], d).unwrap();
     let g = Tensor::zeros(&[3], d).unwrap();

@@ -41,6 +41,15 @@ usage: gemm_bench [options]
   --no-flush                  do not flush the L2 cache before each timed run
   --no-check                  do not check a sample of C against a CPU reference
   --out FILE                  write CSV (impl,step,m,k,n,ms,gflops) to FILE
+experiment switches (camel_cuda::config::Experiments; the library runs the defaults):
+  --pdl on|off                programmatic dependent launch where the GPU has it (default on)
+  --splitk MIN_K,BLOCKS       split-K policy: shortest K per split, blocks per SM (default 32,2)
+  --splitk-fused on|off       split-K sums its partials in the GEMM kernel (default on)
+  --async-small off|KERNEL    step 13's small-tile kernel: never, or forced (default by shape)
+  --async-tn TILE             step 13's TN interior kernel by tile, e.g. 128x256x32
+  --async-nn on|off           step 13's NN interior kernels (default on)
+  --async-wholek on|off       step 13's whole-K kernels (default on)
+  --async-relayout on|off     step 13's re-layout before its TN kernel (default on)
   -h, --help                  this text";
 
 /// Square sizes (M = K = N).
@@ -86,6 +95,10 @@ fn parse_args(args: &[String]) -> Result<Option<Opts>, String> {
         out: None,
     };
     let mut shapes = "all".to_string();
+    let mut x = camel_cuda::config::Experiments::default();
+    let flag = |name: &'static str, v: String| {
+        camel_cuda::config::parse_flag(name, &v).map_err(|e| e.to_string())
+    };
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut value = |what: &str| {
@@ -133,6 +146,24 @@ fn parse_args(args: &[String]) -> Result<Option<Opts>, String> {
             "--no-flush" => o.flush = false,
             "--no-check" => o.check = false,
             "--out" => o.out = Some(value("a file name")?),
+            "--pdl" => x.pdl = flag("--pdl", value("on or off")?)?,
+            "--splitk-fused" => x.splitk_fused = flag("--splitk-fused", value("on or off")?)?,
+            "--async-nn" => x.async_nn = flag("--async-nn", value("on or off")?)?,
+            "--async-wholek" => x.async_whole_k = flag("--async-wholek", value("on or off")?)?,
+            "--async-relayout" => x.async_relayout = flag("--async-relayout", value("on or off")?)?,
+            "--async-tn" => x.async_tn = Some(value("a tile, e.g. 128x256x32")?),
+            "--async-small" => {
+                let v = value("off or a kernel name")?;
+                x.async_small = Some((v != "off").then_some(v));
+            }
+            "--splitk" => {
+                let v = value("MIN_K,BLOCKS")?;
+                x.splitk = v
+                    .split_once(',')
+                    .and_then(|(a, b)| Some((a.trim().parse().ok()?, b.trim().parse().ok()?)))
+                    .filter(|&(a, b): &(usize, usize)| a >= 32 && b >= 1)
+                    .ok_or("--splitk needs MIN_K,BLOCKS with MIN_K >= 32 and BLOCKS >= 1")?;
+            }
             other => return Err(format!("unknown argument `{other}` (see --help)")),
         }
     }
@@ -143,6 +174,7 @@ fn parse_args(args: &[String]) -> Result<Option<Opts>, String> {
         "all" => square.chain(MODEL).collect(),
         other => return Err(format!("--shapes: `{other}` is not square, model or all")),
     };
+    camel_cuda::config::set_experiments(x);
     Ok(Some(o))
 }
 

@@ -251,11 +251,13 @@ pub struct CudaDevice {
     limits: DeviceLimits,
     total_memory: usize,
     shared: Arc<Shared>,
-    modules: RwLock<Modules>,
+    /// Modules loaded for launches with programmatic dependent launch (index 1) and without
+    /// (index 0): each thread's [`Experiments::pdl`](crate::config::Experiments::pdl) picks one.
+    modules: [RwLock<Modules>; 2],
     /// Zeroed ints for kernels that count arrivals across blocks (see [`CudaDevice::counters`]).
     counters: Mutex<Option<Buffer>>,
-    /// Programmatic dependent launch in use (see [`CudaDevice::pdl`]).
-    pdl: bool,
+    /// The device supports programmatic dependent launch (compute capability 9.0 or later).
+    pdl_capable: bool,
 }
 
 impl fmt::Debug for CudaDevice {
@@ -378,9 +380,9 @@ impl CudaDevice {
                 pool: Mutex::new(Pool::default()),
                 last_kernel: Mutex::new(None),
             }),
-            modules: RwLock::new(Modules::default()),
+            modules: [RwLock::default(), RwLock::default()],
             counters: Mutex::new(None),
-            pdl: limits.compute_capability.0 >= 9 && pdl_wanted(),
+            pdl_capable: limits.compute_capability.0 >= 9,
         })
     }
 
@@ -404,12 +406,13 @@ impl CudaDevice {
         self.limits.compute_capability
     }
 
-    /// Whether kernels are launched with programmatic dependent launch (kernels/pdl.cuh): on
-    /// compute capability 9.0 and later, unless `CAMEL_PDL=off` (or `0`). Then modules load
+    /// Whether kernels asked for on this thread are launched with programmatic dependent launch
+    /// (kernels/pdl.cuh): on compute capability 9.0 and later, unless the thread's
+    /// [`Experiments::pdl`](crate::config::Experiments::pdl) is off. Then modules load
     /// from their compute_90 build, whose kernels start with `griddepcontrol.wait`, and each
     /// launch of such a kernel lets the GPU schedule it while the kernel before it drains.
     pub fn pdl(&self) -> bool {
-        self.pdl
+        self.pdl_capable && pdl_wanted()
     }
 
     /// Total device memory in bytes.
@@ -678,13 +681,15 @@ impl CudaDevice {
     /// `kernels/`, without the extension, e.g. `elementwise` or `matmul/01_naive`). The module is
     /// loaded (JIT-compiled by the driver) from the embedded PTX on first use, then cached.
     pub fn function(&self, module: &str, kernel: &str) -> Result<Kernel> {
+        let pdl = self.pdl();
+        let modules = &self.modules[pdl as usize];
         {
-            let mods = self.modules.read().unwrap_or_else(PoisonError::into_inner);
+            let mods = modules.read().unwrap_or_else(PoisonError::into_inner);
             if let Some(k) = mods.kernels.get(module).and_then(|m| m.get(kernel)) {
                 return Ok(*k);
             }
         }
-        let mut mods = self.modules.write().unwrap_or_else(PoisonError::into_inner);
+        let mut mods = modules.write().unwrap_or_else(PoisonError::into_inner);
         if let Some(k) = mods.kernels.get(module).and_then(|m| m.get(kernel)) {
             return Ok(*k);
         }
@@ -692,7 +697,7 @@ impl CudaDevice {
         let handle = match mods.handles.get(module) {
             Some(h) => *h,
             None => {
-                let (h, pdl) = self.load_module(module)?;
+                let (h, pdl) = self.load_module(module, pdl)?;
                 mods.handles.insert(module.to_string(), h);
                 mods.pdl.insert(module.to_string(), pdl);
                 h
@@ -749,8 +754,11 @@ impl CudaDevice {
     /// autotuner's candidates read from a file — under the name `module`; its kernels are then
     /// found by [`CudaDevice::function`]. A name already loaded or embedded is an error.
     pub fn load_module_image(&self, module: &str, image: &[u8]) -> Result<()> {
-        let mut mods = self.modules.write().unwrap_or_else(PoisonError::into_inner);
-        if mods.handles.contains_key(module) || crate::ptx::embedded_modules().contains(&module) {
+        // both sets are locked, in index order, so the image is found with PDL on or off
+        let [plain, with_pdl] = &self.modules;
+        let mut plain = plain.write().unwrap_or_else(PoisonError::into_inner);
+        let mut with_pdl = with_pdl.write().unwrap_or_else(PoisonError::into_inner);
+        if plain.handles.contains_key(module) || crate::ptx::embedded_modules().contains(&module) {
             return Err(Error::invalid(
                 format!("load_module_image({module})"),
                 "a module of that name is already loaded or embedded",
@@ -760,14 +768,15 @@ impl CudaDevice {
         let mut data = image.to_vec();
         data.push(0); // PTX must be NUL-terminated; a cubin ignores the extra byte
         let h = self.load_module_data(module, &data)?;
-        mods.handles.insert(module.to_string(), h);
+        plain.handles.insert(module.to_string(), h);
+        with_pdl.handles.insert(module.to_string(), h);
         Ok(())
     }
 
-    /// Loads an embedded module: its PDL build where PDL is in use, and the set of its kernels
-    /// that may be launched with PDL (those whose PTX starts with the wait).
-    fn load_module(&self, module: &str) -> Result<(Handle, HashSet<String>)> {
-        if self.pdl {
+    /// Loads an embedded module: its PDL build when `pdl`, and the set of its kernels that may
+    /// be launched with PDL (those whose PTX starts with the wait).
+    fn load_module(&self, module: &str, pdl: bool) -> Result<(Handle, HashSet<String>)> {
+        if pdl {
             if let Some(ptx) = crate::ptx::find_pdl(module) {
                 let h = self.load_module_data(module, ptx.as_bytes())?;
                 return Ok((h, crate::ptx::pdl_kernels(ptx)));
@@ -785,7 +794,7 @@ impl CudaDevice {
                 msg: format!("it needs compute capability 9.0, the device has {ma}.{mi}"),
             });
         }
-        let pdl = if self.pdl {
+        let pdl = if pdl {
             crate::ptx::pdl_kernels(ptx)
         } else {
             HashSet::new()
@@ -971,10 +980,10 @@ impl CudaDevice {
     }
 }
 
-/// `CAMEL_PDL=off` (or `0`): launch every kernel plainly, from its compute_80 PTX, even where
-/// programmatic dependent launch is available (for A/B timing; see kernels/pdl.cuh).
+/// Whether programmatic dependent launch is wanted where the device has it
+/// ([`crate::config::Experiments::pdl`], read when the device opens).
 fn pdl_wanted() -> bool {
-    !std::env::var("CAMEL_PDL").is_ok_and(|v| matches!(v.as_str(), "0" | "off" | "OFF" | "false"))
+    crate::config::with_experiments(|e| e.pdl)
 }
 
 thread_local! {
@@ -987,10 +996,9 @@ pub fn thread_launch_count() -> u64 {
     LAUNCHES.with(|c| c.get())
 }
 
-/// `CAMEL_CUDA_SYNC=1`: synchronize after every launch so a faulting kernel is named at once.
+/// `CAMEL_CUDA_SYNC` ([`crate::config::cuda_sync`]).
 fn sync_every_launch() -> bool {
-    static SYNC: OnceLock<bool> = OnceLock::new();
-    *SYNC.get_or_init(|| std::env::var("CAMEL_CUDA_SYNC").is_ok_and(|v| !v.is_empty() && v != "0"))
+    crate::config::cuda_sync()
 }
 
 // ---------------------------------------------------------------------------------------------

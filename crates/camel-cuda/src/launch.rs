@@ -205,7 +205,7 @@ impl KernelLimits {
 /// A raw device address (`CUdeviceptr`), as kernels receive it. Launchers take these rather
 /// than buffers so they can address sub-ranges; [`crate::Buffer::ptr`] gives one.
 #[repr(transparent)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, DeviceCopy)]
 pub struct DevPtr(pub u64);
 
 impl DevPtr {
@@ -229,7 +229,10 @@ impl DevPtr {
 }
 
 /// Plain data: `Copy`, no padding, every bit pattern valid. Such values can be copied to and
-/// from the device byte for byte and passed to kernels by value.
+/// from the device byte for byte ([`crate::CudaDevice::htod`], [`crate::CudaDevice::dtoh`]).
+/// Kernel arguments need less, cust's [`DeviceCopy`] (no references to host memory): it allows
+/// `bool` or `Option<T>`, which a copy back from the device could fill with invalid bits, so
+/// host copies keep this stricter trait.
 ///
 /// # Safety
 /// Implement only for types meeting that description.
@@ -255,16 +258,19 @@ pod!(
     half::bf16,
     DevPtr
 );
+
+pub use cust_core::DeviceCopy;
 unsafe impl<T: Pod, const N: usize> Pod for [T; N] {}
 
-/// A value that can be passed to a kernel parameter of the same size and layout.
-/// Implemented for every [`Pod`] type, [`DevPtr`] included.
+/// A value that can be passed to a kernel parameter of the same size and layout: every
+/// [`DeviceCopy`] type (derive it with `#[derive(Clone, Copy, DeviceCopy)]` on a `#[repr(C)]`
+/// struct passed by value), [`DevPtr`] included.
 pub trait KernelArg {
     /// Address of the value, as `cuLaunchKernel` wants it.
     fn as_kernel_param(&self) -> *mut c_void;
 }
 
-impl<T: Pod> KernelArg for T {
+impl<T: DeviceCopy> KernelArg for T {
     fn as_kernel_param(&self) -> *mut c_void {
         self as *const T as *mut c_void
     }

@@ -14,7 +14,10 @@
 //! - Kernels are `extern "C" __global__` functions in `kernels/**/*.cu`, compiled to PTX by
 //!   `cargo xtask build-kernels` and embedded in the crate at build time; a module is JIT-loaded
 //!   by the driver the first time one of its kernels is asked for ([`CudaDevice::function`]).
-//! - Launchers in [`kernels`] (`kernels::<family>::<kernel>`) are the typed entry points.
+//! - Launchers in [`kernels`] (`kernels::<family>::<kernel>`) are the typed entry points; each
+//!   ladder's steps are a table beside them (`kernels::<family>::STEPS`, described in
+//!   [`kernels::ladder`]; the SGEMM ladder's is [`kernels::matmul::SgemmKernel::ALL`]).
+//! - [`config`] reads every `CAMEL_*` variable and holds the experiment switches.
 //!
 //! # Adding a kernel
 //! 1. Write it in `kernels/<family>.cu` (or `kernels/<family>/NN_step.cu`; a file named
@@ -30,7 +33,7 @@
 //!    in `src/kernels/mod.rs`): look the kernel up by module and name, compute the launch
 //!    configuration, pass the arguments in the kernel's order with the kernel's types
 //!    ([`DevPtr`] for pointers, `i64` for `long long`, `i32` for `int`, `f32` for `float`, a
-//!    `#[repr(C)]` [`Pod`] struct for a struct passed by value):
+//!    `#[repr(C)]` struct deriving cust's [`DeviceCopy`] for a struct passed by value):
 //!    ```ignore
 //!    pub fn scale_f32(dev: &CudaDevice, x: DevPtr, out: DevPtr, n: usize, a: f32) -> Result<()> {
 //!        if n == 0 { return Ok(()); }
@@ -39,6 +42,9 @@
 //!        unsafe { dev.launch(&k, launch_1d(n), &[&x, &out, &(n as i64), &a]) }
 //!    }
 //!    ```
+//!    A new step of a memory-bound ladder also gets its entry in its module's `STEPS` table (the
+//!    launchers the backend, `bench_memory` and the tests run) and in [`kernels::ladder`] (its
+//!    name, technique and needs), which a test keeps alike.
 //! 3. `cargo xtask build-kernels` (rebuilds only what changed), then build with `--features cuda`.
 //!
 //! Module names are the `.cu` path under `kernels/` without extension (`matmul/01_naive`).
@@ -60,14 +66,12 @@
 //! they load the real driver. See `build.rs` for details.
 //!
 //! # Environment
-//! - `CAMEL_REQUIRE_GPU=1`: [`test_device`] panics instead of skipping.
-//! - `CAMEL_CUDA_SYNC=1`: synchronize after every launch, so a faulting kernel is named at once.
-//! - `CAMEL_NO_STUB_RPATH=1` (build time): never put the no-driver stub on the run-time library
-//!   path, even when this machine has no driver.
+//! Every `CAMEL_*` variable is read by [`config`], whose documentation is the table of them.
 
 #![warn(missing_docs)]
 
 mod alloc;
+pub mod config;
 mod device;
 mod error;
 mod ffi;
@@ -83,8 +87,8 @@ pub use device::{
 };
 pub use error::{Error, Result};
 pub use launch::{
-    launch_1d, DevPtr, DeviceLimits, Dim3, KernelArg, KernelLimits, LaunchConfig, Pod, BLOCK_1D,
-    GRID_1D_CAP, MAX_KERNEL_ARGS,
+    launch_1d, DevPtr, DeviceCopy, DeviceLimits, Dim3, KernelArg, KernelLimits, LaunchConfig, Pod,
+    BLOCK_1D, GRID_1D_CAP, MAX_KERNEL_ARGS,
 };
 pub use ptx::embedded_modules;
 pub use testing::{require_gpu, test_device};

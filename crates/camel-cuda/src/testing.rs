@@ -10,6 +10,8 @@ use std::sync::Arc;
 /// - none answers: prints `skipped: no CUDA device (<reason>)` to stderr (not captured by the
 ///   test harness, so it shows in `cargo test` output) and returns `None`;
 /// - `CAMEL_REQUIRE_GPU=1` is set and none answers: panics, so the test fails;
+/// - a `CAMEL_*` variable is set to a value it does not accept, or is not one of camel's
+///   ([`crate::config::check`]): panics, so a test run never ignores it;
 /// - camel's no-driver stub was loaded on a machine that has an NVIDIA driver: panics, since a
 ///   GPU machine must never skip silently.
 ///
@@ -20,6 +22,11 @@ use std::sync::Arc;
 /// # let _ = buf; Ok(()) }
 /// ```
 pub fn test_device() -> Option<Arc<CudaDevice>> {
+    let errs = crate::config::check();
+    if !errs.is_empty() {
+        let msgs: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
+        panic!("bad camel configuration: {}", msgs.join("; "));
+    }
     let err = match device(0) {
         Ok(dev) => return Some(dev),
         Err(e) => e,
@@ -45,7 +52,7 @@ pub fn test_device() -> Option<Arc<CudaDevice>> {
     None
 }
 
-/// True when `CAMEL_REQUIRE_GPU` is set to anything but empty or `0`.
+/// `CAMEL_REQUIRE_GPU` ([`crate::config::require_gpu`]).
 pub fn require_gpu() -> bool {
-    std::env::var("CAMEL_REQUIRE_GPU").is_ok_and(|v| !v.is_empty() && v != "0")
+    crate::config::require_gpu()
 }

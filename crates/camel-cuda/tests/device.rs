@@ -184,10 +184,28 @@ fn events_time_work() {
 /// overwrites what the one before read (write after read), and the caching allocator hands the
 /// blocks of dropped buffers straight back to the next iteration. Big (64 MiB) and tiny kernels
 /// alternate, so a kernel that started early would read stale or half-written data.
+/// Runs once with PDL as the device has it and once with it off (plain launches from the
+/// compute_80 PTX), in this one process.
 #[test]
 fn pdl_keeps_stream_order() {
     let Some(dev) = test_device() else { return };
-    let off = std::env::var("CAMEL_PDL").is_ok_and(|v| matches!(v.as_str(), "0" | "off"));
+    pdl_on_and_off(|| stream_order(&dev));
+}
+
+/// Runs `body` with the experiment defaults and again with programmatic dependent launch off
+/// on this thread.
+fn pdl_on_and_off(mut body: impl FnMut()) {
+    body();
+    let off = camel_cuda::config::Experiments {
+        pdl: false,
+        ..Default::default()
+    };
+    camel_cuda::config::with_scoped_experiments(off, body);
+}
+
+fn stream_order(dev: &std::sync::Arc<camel_cuda::CudaDevice>) {
+    let dev = dev.clone();
+    let off = !camel_cuda::config::with_experiments(|e| e.pdl);
     assert_eq!(dev.pdl(), dev.compute_capability().0 >= 9 && !off);
     let k = dev.function("elementwise", "fill_f32").unwrap();
     assert_eq!(
@@ -265,12 +283,12 @@ fn pdl_prefetch_sees_the_write_before_it() {
             for log in [false, true] {
                 let what = format!("softmax log={log} {rows}x{cols} round {i}");
                 elementwise::unary_f32(&dev, base.ptr(), x.ptr(), n, 12, s).unwrap(); // x = base·s
-                softmax::softmax3_f32(&dev, x.ptr(), y.ptr(), rows, cols, log).unwrap();
-                softmax::softmax_last_f32(&dev, x.ptr(), y1.ptr(), rows, cols, log).unwrap();
+                softmax::warp_registers(&dev, x.ptr(), y.ptr(), rows, cols, log).unwrap();
+                softmax::block_per_row(&dev, x.ptr(), y1.ptr(), rows, cols, log).unwrap();
                 elementwise::unary_f32(&dev, gbase.ptr(), g.ptr(), n, 12, s).unwrap(); // g = gbase·s
-                softmax::softmax3_bwd_f32(&dev, y1.ptr(), g.ptr(), dx.ptr(), rows, cols, log)
+                softmax::warp_registers_bwd(&dev, y1.ptr(), g.ptr(), dx.ptr(), rows, cols, log)
                     .unwrap();
-                softmax::softmax_bwd_f32(&dev, y1.ptr(), g.ptr(), dx1.ptr(), rows, cols, log)
+                softmax::block_per_row_bwd(&dev, y1.ptr(), g.ptr(), dx1.ptr(), rows, cols, log)
                     .unwrap();
                 let got: Vec<f32> = dev.dtoh_vec(&y, n).unwrap();
                 let want: Vec<f32> = dev.dtoh_vec(&y1, n).unwrap();
@@ -281,7 +299,7 @@ fn pdl_prefetch_sees_the_write_before_it() {
             }
             // LayerNorm backward: x and g each written by the launch right before their reader
             elementwise::unary_f32(&dev, base.ptr(), x.ptr(), n, 12, s).unwrap();
-            layernorm::layernorm_fwd_f32(
+            layernorm::warp_welford(
                 &dev,
                 x.ptr(),
                 gamma.ptr(),
@@ -295,7 +313,7 @@ fn pdl_prefetch_sees_the_write_before_it() {
             )
             .unwrap();
             elementwise::unary_f32(&dev, gbase.ptr(), g.ptr(), n, 12, s).unwrap();
-            layernorm::layernorm4_bwd_f32(
+            layernorm::warp_pair_bwd(
                 &dev,
                 x.ptr(),
                 gamma.ptr(),
@@ -309,7 +327,7 @@ fn pdl_prefetch_sees_the_write_before_it() {
                 cols,
             )
             .unwrap();
-            layernorm::layernorm_bwd_f32(
+            layernorm::warp_welford_bwd(
                 &dev,
                 x.ptr(),
                 gamma.ptr(),

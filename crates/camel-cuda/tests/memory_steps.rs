@@ -8,6 +8,7 @@
 //! different algorithm, so it is checked against an f64 CPU reference here, at every size and
 //! skew its launcher handles. GPU only: skips without a device.
 
+use camel_cuda::kernels::ladder::Step;
 use camel_cuda::kernels::{embedding as emb, layernorm as ln, optim};
 use camel_cuda::{test_device, CudaDevice, DevPtr};
 
@@ -137,7 +138,7 @@ fn run(dev: &CudaDevice, st: &State, kind: Kind, via: Via, offset: usize) -> Sta
             optim::sgd_multi_f32(dev, &ts, lr, momentum, wd).unwrap()
         }
         (Kind::Sgd { momentum }, Via::Multi3) => {
-            optim::sgd_multi3_f32(dev, &ts, lr, momentum, wd).unwrap()
+            optim::sgd_multi_loads_first(dev, &ts, lr, momentum, wd).unwrap()
         }
         (Kind::Adam { decoupled }, Via::PerTensor) => {
             for t in &ts {
@@ -151,7 +152,7 @@ fn run(dev: &CudaDevice, st: &State, kind: Kind, via: Via, offset: usize) -> Sta
             optim::adam_multi_f32(dev, &ts, lr, b1, b2, eps, wd, decoupled).unwrap()
         }
         (Kind::Adam { decoupled }, Via::Multi3) => {
-            optim::adam_multi3_f32(dev, &ts, lr, b1, b2, eps, wd, decoupled).unwrap()
+            optim::adam_multi_loads_first(dev, &ts, lr, b1, b2, eps, wd, decoupled).unwrap()
         }
     }
     let down = |b: &camel_cuda::Buffer, n: usize| -> Vec<f32> {
@@ -250,7 +251,7 @@ fn optimizer_step3_unaligned_pointers_run_scalar() {
 }
 
 /// LayerNorm backward of `[rows, cols]` by step 3 (or step 2): `(dx, dγ, dβ)`.
-fn ln_bwd(dev: &CudaDevice, rows: usize, cols: usize, step: usize) -> [Vec<f32>; 3] {
+fn ln_bwd(dev: &CudaDevice, rows: usize, cols: usize, step: Step) -> [Vec<f32>; 3] {
     let seed = (rows * 31 + cols) as u64;
     let x = dev.htod(&rand_vec(rows * cols, -2.0, 2.0, seed)).unwrap();
     let g = dev
@@ -273,14 +274,8 @@ fn ln_bwd(dev: &CudaDevice, rows: usize, cols: usize, step: usize) -> [Vec<f32>;
         dg.ptr(),
         db.ptr(),
     );
-    ln::layernorm3_fwd_f32(dev, px, pw, pb, py, pm, pr, rows, cols, 1e-5).unwrap();
-    let f = match step {
-        2 => ln::layernorm_bwd_f32,
-        3 => ln::layernorm3_bwd_f32,
-        4 => ln::layernorm4_bwd_f32,
-        _ => unreachable!("LayerNorm backward steps are 2, 3 and 4"),
-    };
-    f(dev, px, pw, pg, pm, pr, pd, pdg, pdb, rows, cols).unwrap();
+    ln::row_registers(dev, px, pw, pb, py, pm, pr, rows, cols, 1e-5).unwrap();
+    (ln::at(step).backward)(dev, px, pw, pg, pm, pr, pd, pdg, pdb, rows, cols).unwrap();
     [
         dev.dtoh_vec::<f32>(&dx, rows * cols).unwrap(),
         dev.dtoh_vec::<f32>(&dg, cols).unwrap(),
@@ -295,7 +290,7 @@ fn layernorm_backward_step3_matches_step2() {
     // summed in other orders. Every register shape of step 3 (float4 and scalar rows up to 1024
     // columns), 1025 (both run step 2), few rows (fewer than a block's warps), 3001 rows (every
     // warp visits several rows, every warp of a block adds a slice) and no rows at all.
-    layernorm_backward_matches_step2(3);
+    layernorm_backward_matches_step2(Step::Three);
 }
 
 #[test]
@@ -304,10 +299,10 @@ fn layernorm_backward_step4_matches_step2() {
     // registers) on the same cases, which hold every register shape of step 4 too (64 threads
     // a row: 1 to 4 float4 or 1 to 16 scalars a thread), rows fewer than a block's pairs, and
     // 3001 rows (every pair visits several rows, both parities of the exchange buffer in use).
-    layernorm_backward_matches_step2(4);
+    layernorm_backward_matches_step2(Step::Four);
 }
 
-fn layernorm_backward_matches_step2(step: usize) {
+fn layernorm_backward_matches_step2(step: Step) {
     let Some(dev) = test_device() else { return };
     let cases = [
         1usize, 4, 7, 33, 100, 101, 128, 129, 132, 257, 384, 513, 640, 768, 1023, 1024, 1025,
@@ -324,9 +319,12 @@ fn layernorm_backward_matches_step2(step: usize) {
         (1, 1),
     ]);
     for (rows, cols) in cases {
-        let [dx2, dg2, db2] = ln_bwd(&dev, rows, cols, 2);
+        let [dx2, dg2, db2] = ln_bwd(&dev, rows, cols, Step::Two);
         let [dx3, dg3, db3] = ln_bwd(&dev, rows, cols, step);
-        let what = |b: &str| format!("layernorm backward step {step} [{rows}, {cols}] {b}");
+        let what = |b: &str| {
+            let n = step.number();
+            format!("layernorm backward step {n} [{rows}, {cols}] {b}")
+        };
         // dx: two row sums over `cols` terms; dγ, dβ: sums over `rows` terms
         assert_near(&what("dx"), &dx3, &dx2, 1e-5 * (cols as f32).sqrt(), 1e-4);
         let tol = 1e-5 * (rows.max(1) as f32).sqrt();
@@ -366,8 +364,8 @@ fn forward_step4_is_step3_bit_for_bit() {
         let y3 = dev.alloc(rows * cols * 4).unwrap();
         let y4 = dev.alloc(rows * cols * 4).unwrap();
         for log in [false, true] {
-            softmax::softmax3_f32(&dev, x.ptr(), y3.ptr(), rows, cols, log).unwrap();
-            softmax::softmax4_f32(&dev, x.ptr(), y4.ptr(), rows, cols, log).unwrap();
+            softmax::warp_registers(&dev, x.ptr(), y3.ptr(), rows, cols, log).unwrap();
+            softmax::streaming(&dev, x.ptr(), y4.ptr(), rows, cols, log).unwrap();
             assert_bits(
                 &format!("softmax [{rows}, {cols}] log {log}"),
                 &dev.dtoh_vec::<f32>(&y4, rows * cols).unwrap(),
@@ -378,7 +376,7 @@ fn forward_step4_is_step3_bit_for_bit() {
         let beta = dev.htod(&rand_vec(cols, -1.0, 1.0, 6)).unwrap();
         let stats: Vec<_> = (0..4).map(|_| dev.alloc(rows * 4).unwrap()).collect();
         let (pw, pb) = (gamma.ptr(), beta.ptr());
-        ln::layernorm3_fwd_f32(
+        ln::row_registers(
             &dev,
             x.ptr(),
             pw,
@@ -391,7 +389,7 @@ fn forward_step4_is_step3_bit_for_bit() {
             1e-5,
         )
         .unwrap();
-        ln::layernorm4_fwd_f32(
+        ln::streaming(
             &dev,
             x.ptr(),
             pw,
@@ -586,9 +584,9 @@ fn block_rows_past_65535() {
     type Reduce =
         fn(&CudaDevice, DevPtr, DevPtr, usize, usize, usize, i32) -> camel_cuda::Result<()>;
     let steps: [(&str, Reduce); 3] = [
-        ("reduce step 1", reduce::reduce_f32),
-        ("reduce step 2", reduce::reduce2_f32),
-        ("reduce step 3", reduce::reduce3_f32),
+        ("reduce step 1", reduce::block_per_output),
+        ("reduce step 2", reduce::warp_shuffle),
+        ("reduce step 3", reduce::loads_in_flight),
     ];
     for (name, f) in steps {
         for (op, want) in [(0, &sum), (1, &max)] {
@@ -608,9 +606,9 @@ fn block_rows_past_65535() {
     }
     type Softmax = fn(&CudaDevice, DevPtr, DevPtr, usize, usize, bool) -> camel_cuda::Result<()>;
     let steps: [(&str, Softmax); 3] = [
-        ("softmax step 1", softmax::softmax_last_f32),
-        ("softmax step 2", softmax::softmax2_f32),
-        ("softmax step 3", softmax::softmax3_f32),
+        ("softmax step 1", softmax::block_per_row),
+        ("softmax step 2", softmax::online_warp),
+        ("softmax step 3", softmax::warp_registers),
     ];
     for (name, f) in steps {
         ew::fill_f32(&dev, py, rows * cols, f32::NAN).unwrap();

@@ -173,6 +173,28 @@ fn ladder_small_and_odd_sizes_all_layouts() {
     }
 }
 
+/// Every step with programmatic dependent launch off on this thread (plain launches of the
+/// compute_80 PTX), where the defaults run the PDL builds.
+#[test]
+fn ladder_with_pdl_off() {
+    let off = camel_cuda::config::Experiments {
+        pdl: false,
+        ..Default::default()
+    };
+    camel_cuda::config::with_scoped_experiments(off, || {
+        for (m, n, k) in [
+            (7, 7, 7),
+            (257, 131, 260),
+            (64, 784, 256),
+            (1000, 1000, 1000),
+        ] {
+            for (ta, tb) in [(false, false), (true, true)] {
+                check_all(&every_step(), gemm(m, n, k, ta, tb), (m + n + k) as u64);
+            }
+        }
+    });
+}
+
 #[test]
 fn ladder_large_sizes() {
     let all = every_step();

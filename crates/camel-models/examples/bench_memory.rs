@@ -23,10 +23,12 @@
 //!   the earlier tables): it adds the host's launch path and the GPU's launch latency, several
 //!   µs, which weighs at the 10–100 µs these ops take.
 //!
-//! `bench_memory [--torch torch.txt] [--reps N] [--only OP]` — prints a Markdown table (with
-//! `--only`, just the rows whose op name contains `OP`, e.g. `layernorm`).
+//! `bench_memory [--torch torch.txt] [--reps N] [--only OP] [--pdl on|off]` — prints a Markdown
+//! table (with `--only`, just the rows whose op name contains `OP`, e.g. `layernorm`; with
+//! `--pdl off`, every kernel launched plainly from its compute_80 PTX).
 //! Kernels are called through their camel-cuda launchers (no tensor overhead).
 
+use camel_cuda::kernels::ladder::{Family, Step};
 use camel_cuda::kernels::{
     elementwise as ew, embedding as emb, layernorm as ln, loss, optim, reduce, shape, softmax,
 };
@@ -91,7 +93,7 @@ impl Bench {
     fn blocker(&self, units: usize) -> Result<()> {
         let n = self.copy_src.bytes() / 4;
         for _ in 0..units {
-            reduce::reduce2_f32(
+            reduce::warp_shuffle(
                 &self.dev,
                 self.copy_src.ptr(),
                 self.blocker_out.ptr(),
@@ -266,6 +268,14 @@ fn idx_buf(dev: &CudaDevice, n: usize, hi: usize, seed: u64) -> Result<Buffer> {
     dev.htod(&v)
 }
 
+/// Whether `step`'s backward launcher is the step before's in `family`'s table (the second
+/// launcher each step lists is its backward).
+fn same_backward(family: Family, step: Step) -> bool {
+    let steps = family.steps();
+    let i = steps.iter().position(|s| s.step == step);
+    i.is_some_and(|i| i > 0 && steps[i].launchers.get(1) == steps[i - 1].launchers.get(1))
+}
+
 fn main() {
     if let Err(e) = run() {
         eprintln!("bench_memory: {e}");
@@ -282,6 +292,18 @@ fn run() -> Result<()> {
     };
     let reps = arg("--reps").map_or(20, |s| s.parse().expect("--reps N"));
     let only = arg("--only");
+    // `--pdl off` launches every kernel plainly (an experiment switch, not a variable)
+    let pdl = match arg("--pdl").as_deref() {
+        None => true,
+        Some(v) => camel_cuda::config::parse_flag("--pdl", v).unwrap_or_else(|e| {
+            eprintln!("bench_memory: {e}");
+            std::process::exit(2)
+        }),
+    };
+    camel_cuda::config::set_experiments(camel_cuda::config::Experiments {
+        pdl,
+        ..Default::default()
+    });
     let mut torch = HashMap::new();
     let mut torch_copy = None;
     if let Some(path) = arg("--torch") {
@@ -346,7 +368,7 @@ fn run() -> Result<()> {
     println!(
         "programmatic dependent launch (kernels/pdl.cuh): {}\n",
         if d.pdl() {
-            "on (CAMEL_PDL=off turns it off)"
+            "on (--pdl off turns it off)"
         } else {
             "off"
         }
@@ -385,20 +407,20 @@ fn run() -> Result<()> {
     let po = out.ptr();
     for (name, op) in [("sum", 0), ("max", 1)] {
         b.row(name, "2^28", 1, 4.0 * nf, 1, &mut |_| {
-            reduce::reduce_f32(d, px, po, 1, n, 1, op)
+            reduce::block_per_output(d, px, po, 1, n, 1, op)
         })?;
         b.row(name, "2^28", 2, 4.0 * nf, 1, &mut |_| {
-            reduce::reduce2_f32(d, px, po, 1, n, 1, op)
+            reduce::warp_shuffle(d, px, po, 1, n, 1, op)
         })?;
         let last = format!("{name}_last");
         b.row(&last, "65536x4096", 1, 4.0 * nf, 1, &mut |_| {
-            reduce::reduce_f32(d, px, po, 65536, 4096, 1, op)
+            reduce::block_per_output(d, px, po, 65536, 4096, 1, op)
         })?;
         b.row(&last, "65536x4096", 2, 4.0 * nf, 1, &mut |_| {
-            reduce::reduce2_f32(d, px, po, 65536, 4096, 1, op)
+            reduce::warp_shuffle(d, px, po, 65536, 4096, 1, op)
         })?;
         b.row(&last, "65536x4096", 3, 4.0 * nf, 1, &mut |_| {
-            reduce::reduce3_f32(d, px, po, 65536, 4096, 1, op)
+            reduce::loads_in_flight(d, px, po, 65536, 4096, 1, op)
         })?;
     }
     drop((x, y, z, out));
@@ -417,32 +439,24 @@ fn run() -> Result<()> {
             } else {
                 ("softmax", "softmax_bwd")
             };
-            if !log {
-                b.row(fwd, &size, 1, 8.0 * e, k, &mut |i| {
-                    softmax::softmax_last_f32(d, p(&xs, i), p(&ys, i), r, c, false)
+            // the ladder's table; step 1 only for softmax (its log form is the same kernel)
+            let steps = || {
+                softmax::STEPS
+                    .iter()
+                    .filter(|s| !log || s.step != Step::One)
+            };
+            for s in steps() {
+                b.row(fwd, &size, s.step.number(), 8.0 * e, k, &mut |i| {
+                    (s.forward)(d, p(&xs, i), p(&ys, i), r, c, log)
                 })?;
             }
-            b.row(fwd, &size, 2, 8.0 * e, k, &mut |i| {
-                softmax::softmax2_f32(d, p(&xs, i), p(&ys, i), r, c, log)
-            })?;
-            b.row(fwd, &size, 3, 8.0 * e, k, &mut |i| {
-                softmax::softmax3_f32(d, p(&xs, i), p(&ys, i), r, c, log)
-            })?;
-            b.row(fwd, &size, 4, 8.0 * e, k, &mut |i| {
-                softmax::softmax4_f32(d, p(&xs, i), p(&ys, i), r, c, log)
-            })?;
-            // every y now holds (log-)softmax values
-            if !log {
-                b.row(bwd, &size, 1, 12.0 * e, k, &mut |i| {
-                    softmax::softmax_bwd_f32(d, p(&ys, i), p(&gs, i), p(&dxs, i), r, c, false)
+            // every y now holds (log-)softmax values; a step whose backward is the step
+            // before's (the table's launcher names say so) is not timed twice
+            for s in steps().filter(|s| !same_backward(Family::Softmax, s.step)) {
+                b.row(bwd, &size, s.step.number(), 12.0 * e, k, &mut |i| {
+                    (s.backward)(d, p(&ys, i), p(&gs, i), p(&dxs, i), r, c, log)
                 })?;
             }
-            b.row(bwd, &size, 2, 12.0 * e, k, &mut |i| {
-                softmax::softmax_bwd2_f32(d, p(&ys, i), p(&gs, i), p(&dxs, i), r, c, log)
-            })?;
-            b.row(bwd, &size, 3, 12.0 * e, k, &mut |i| {
-                softmax::softmax3_bwd_f32(d, p(&ys, i), p(&gs, i), p(&dxs, i), r, c, log)
-            })?;
         }
     }
 
@@ -457,73 +471,52 @@ fn run() -> Result<()> {
         let (means, rstds) = (bufs(d, k, r, 0.0)?, bufs(d, k, r, 0.0)?);
         let (dg, db) = (buf(d, c, 0.0)?, buf(d, c, 0.0)?);
         let p = |v: &[Buffer], i: usize| -> DevPtr { v[i].ptr() };
-        type Fwd = fn(
-            &CudaDevice,
-            DevPtr,
-            DevPtr,
-            DevPtr,
-            DevPtr,
-            DevPtr,
-            DevPtr,
-            usize,
-            usize,
-            f32,
-        ) -> Result<()>;
-        let fwds: [(u32, Fwd); 3] = [
-            (2, ln::layernorm_fwd_f32),
-            (3, ln::layernorm3_fwd_f32),
-            (4, ln::layernorm4_fwd_f32),
-        ];
-        for (step, f) in fwds {
-            b.row("layernorm", "16384x768", step, 8.0 * e, k, &mut |i| {
-                f(
-                    d,
-                    p(&xs, i),
-                    gm.ptr(),
-                    bt.ptr(),
-                    p(&ys, i),
-                    p(&means, i),
-                    p(&rstds, i),
-                    r,
-                    c,
-                    1e-5,
-                )
-            })?;
+        for s in &ln::STEPS {
+            b.row(
+                "layernorm",
+                "16384x768",
+                s.step.number(),
+                8.0 * e,
+                k,
+                &mut |i| {
+                    (s.forward)(
+                        d,
+                        p(&xs, i),
+                        gm.ptr(),
+                        bt.ptr(),
+                        p(&ys, i),
+                        p(&means, i),
+                        p(&rstds, i),
+                        r,
+                        c,
+                        1e-5,
+                    )
+                },
+            )?;
         }
-        type Bwd = fn(
-            &CudaDevice,
-            DevPtr,
-            DevPtr,
-            DevPtr,
-            DevPtr,
-            DevPtr,
-            DevPtr,
-            DevPtr,
-            DevPtr,
-            usize,
-            usize,
-        ) -> Result<()>;
-        let bwds: [(u32, Bwd); 3] = [
-            (2, ln::layernorm_bwd_f32),
-            (3, ln::layernorm3_bwd_f32),
-            (4, ln::layernorm4_bwd_f32),
-        ];
-        for (step, f) in bwds {
-            b.row("layernorm_bwd", "16384x768", step, 12.0 * e, k, &mut |i| {
-                f(
-                    d,
-                    p(&xs, i),
-                    gm.ptr(),
-                    p(&gs, i),
-                    p(&means, i),
-                    p(&rstds, i),
-                    p(&dxs, i),
-                    dg.ptr(),
-                    db.ptr(),
-                    r,
-                    c,
-                )
-            })?;
+        for s in &ln::STEPS {
+            b.row(
+                "layernorm_bwd",
+                "16384x768",
+                s.step.number(),
+                12.0 * e,
+                k,
+                &mut |i| {
+                    (s.backward)(
+                        d,
+                        p(&xs, i),
+                        gm.ptr(),
+                        p(&gs, i),
+                        p(&means, i),
+                        p(&rstds, i),
+                        p(&dxs, i),
+                        dg.ptr(),
+                        db.ptr(),
+                        r,
+                        c,
+                    )
+                },
+            )?;
         }
     }
 
@@ -543,22 +536,22 @@ fn run() -> Result<()> {
         let (pt, pg, pe) = (tg.ptr(), g.ptr(), err.ptr());
         let p = |v: &[Buffer], i: usize| -> DevPtr { v[i].ptr() };
         b.row("cross_entropy", &size, 1, 4.0 * e, k, &mut |i| {
-            loss::cross_entropy_fwd_f32(d, p(&xs, i), pt, p(&lo, i), r, c, pe)
+            loss::block_per_row(d, p(&xs, i), pt, p(&lo, i), r, c, pe)
         })?;
         b.row("cross_entropy", &size, 2, 4.0 * e, k, &mut |i| {
-            loss::cross_entropy_fwd2_f32(d, p(&xs, i), pt, p(&lo, i), p(&st, i), r, c, pe)
+            loss::saved_stats(d, p(&xs, i), pt, p(&lo, i), p(&st, i), r, c, pe)
         })?;
         b.row("cross_entropy", &size, 3, 4.0 * e, k, &mut |i| {
-            loss::cross_entropy_fwd3_f32(d, p(&xs, i), pt, p(&lo, i), p(&st, i), r, c, pe)
+            loss::registers(d, p(&xs, i), pt, p(&lo, i), p(&st, i), r, c, pe)
         })?;
         b.row("cross_entropy_bwd", &size, 1, 8.0 * e, k, &mut |i| {
-            loss::cross_entropy_bwd_f32(d, p(&xs, i), pt, pg, p(&dxs, i), r, c, pe)
+            loss::block_per_row_bwd(d, p(&xs, i), pt, pg, p(&dxs, i), r, c, pe)
         })?;
         b.row("cross_entropy_bwd", &size, 2, 8.0 * e, k, &mut |i| {
-            loss::cross_entropy_bwd2_f32(d, p(&xs, i), pt, p(&st, i), pg, p(&dxs, i), r, c, pe)
+            loss::saved_stats_bwd(d, p(&xs, i), pt, p(&st, i), pg, p(&dxs, i), r, c, pe)
         })?;
         b.row("cross_entropy_bwd", &size, 3, 8.0 * e, k, &mut |i| {
-            loss::cross_entropy_bwd3_f32(d, p(&xs, i), pt, p(&st, i), pg, p(&dxs, i), r, c, pe)
+            loss::registers_bwd(d, p(&xs, i), pt, p(&st, i), pg, p(&dxs, i), r, c, pe)
         })?;
         // The whole loss, the mean over rows included, as the op runs it. Step 3: the per-row
         // kernel, the sum of the losses and the scale by 1/rows forward; backward the scale of
@@ -569,30 +562,20 @@ fn run() -> Result<()> {
         let (pg1, pgs) = (g1.ptr(), gs.ptr());
         let inv = 1.0 / r as f32;
         b.row("cross_entropy+mean", &size, 3, 4.0 * e, k, &mut |i| {
-            loss::cross_entropy_fwd3_f32(d, p(&xs, i), pt, p(&lo, i), p(&st, i), r, c, pe)?;
-            reduce::reduce3_f32(d, p(&lo, i), p(&sums, i), 1, r, 1, 0)?;
+            loss::registers(d, p(&xs, i), pt, p(&lo, i), p(&st, i), r, c, pe)?;
+            reduce::loads_in_flight(d, p(&lo, i), p(&sums, i), 1, r, 1, 0)?;
             ew::unary_vec4_f32(d, p(&sums, i), p(&means, i), 1, 12, inv)
         })?;
         b.row("cross_entropy+mean", &size, 4, 4.0 * e, k, &mut |i| {
-            loss::cross_entropy_mean_fwd4_f32(d, p(&xs, i), pt, p(&means, i), p(&st, i), r, c, pe)
+            loss::fused_mean(d, p(&xs, i), pt, p(&means, i), p(&st, i), r, c, pe)
         })?;
         b.row("cross_entropy_bwd+mean", &size, 3, 8.0 * e, k, &mut |i| {
             ew::unary_vec4_f32(d, pg1, pgs, 1, 12, inv)?;
             shape::copy_strided(d, pgs, pg, &[r], &[0], 0, 4)?;
-            loss::cross_entropy_bwd3_f32(d, p(&xs, i), pt, p(&st, i), pg, p(&dxs, i), r, c, pe)
+            loss::registers_bwd(d, p(&xs, i), pt, p(&st, i), pg, p(&dxs, i), r, c, pe)
         })?;
         b.row("cross_entropy_bwd+mean", &size, 4, 8.0 * e, k, &mut |i| {
-            loss::cross_entropy_mean_bwd4_f32(
-                d,
-                p(&xs, i),
-                pt,
-                p(&st, i),
-                pg1,
-                p(&dxs, i),
-                r,
-                c,
-                pe,
-            )
+            loss::fused_mean_bwd(d, p(&xs, i), pt, p(&st, i), pg1, p(&dxs, i), r, c, pe)
         })?;
     }
 
@@ -707,7 +690,7 @@ fn run() -> Result<()> {
         })?;
         // Adam's loads-first kernel is its step 4 (opt-in): at step 3 the backend keeps step 2's
         b.row("adam", "10M", 4, 28.0 * tf, k, &mut |i| {
-            optim::adam_multi3_f32(d, &sets_of[i], 1e-4, 0.9, 0.999, 1e-8, 0.01, true)
+            optim::adam_multi_loads_first(d, &sets_of[i], 1e-4, 0.9, 0.999, 1e-8, 0.01, true)
         })?;
         b.row("sgd_momentum", "10M", 1, 20.0 * tf, k, &mut |i| {
             for t in &sets_of[i] {
@@ -719,14 +702,14 @@ fn run() -> Result<()> {
             optim::sgd_multi_f32(d, &sets_of[i], 1e-4, 0.9, 0.0)
         })?;
         b.row("sgd_momentum", "10M", 3, 20.0 * tf, k, &mut |i| {
-            optim::sgd_multi3_f32(d, &sets_of[i], 1e-4, 0.9, 0.0)
+            optim::sgd_multi_loads_first(d, &sets_of[i], 1e-4, 0.9, 0.0)
         })?;
         // plain SGD (momentum 0: no buffer read or written): p and g read, p written
         b.row("sgd", "10M", 2, 12.0 * tf, k, &mut |i| {
             optim::sgd_multi_f32(d, &sets_of[i], 1e-4, 0.0, 0.0)
         })?;
         b.row("sgd", "10M", 3, 12.0 * tf, k, &mut |i| {
-            optim::sgd_multi3_f32(d, &sets_of[i], 1e-4, 0.0, 0.0)
+            optim::sgd_multi_loads_first(d, &sets_of[i], 1e-4, 0.0, 0.0)
         })?;
         drop(keep);
     }

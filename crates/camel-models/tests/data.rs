@@ -415,13 +415,13 @@ fn loader_zero_batch_size_is_error() {
 // ---------------------------------------------------------------- real data
 
 /// Loads `name` from `data_dir()`, or returns `None` (printing why) if it is absent
-/// and `CAMEL_REQUIRE_DATA` is not `1`.
+/// and `CAMEL_REQUIRE_DATA` is off.
 fn load_real(name: &str, label: &str) -> Option<Mnist> {
     let dir = data_dir();
     let root = dir.join(name);
     if !root.join("train-images-idx3-ubyte.gz").exists() {
         let msg = format!("{label} not found at {}", root.display());
-        if std::env::var("CAMEL_REQUIRE_DATA").as_deref() == Ok("1") {
+        if camel_nn::core::config::require_data() {
             panic!("{msg} (CAMEL_REQUIRE_DATA=1)");
         }
         println!("skipped: {msg}");

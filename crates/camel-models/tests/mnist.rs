@@ -13,7 +13,7 @@ fn mlp_learns_mnist_subset() {
     let mut ds = match Mnist::load(&dir, "mnist") {
         Ok(ds) => ds,
         Err(e) => {
-            if std::env::var("CAMEL_REQUIRE_DATA").as_deref() == Ok("1") {
+            if camel_nn::core::config::require_data() {
                 panic!("MNIST required (CAMEL_REQUIRE_DATA=1) but not loadable: {e}");
             }
             eprintln!("skipped: MNIST not found at {} ({e})", dir.display());

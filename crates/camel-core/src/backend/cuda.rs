@@ -8,16 +8,17 @@
 //! own errors, they surface at the next synchronization, not at the launch. Slots are kept per
 //! device *and per host thread*, so the error is reported to the thread that launched the kernel.
 //!
-//! Set `CAMEL_POISON=1` to fill every new output with NaN before its kernel runs, so an element
-//! a kernel forgot to write shows up in tests.
+//! With `CAMEL_POISON` on ([`crate::config`]) every new output is filled with NaN before its
+//! kernel runs, so an element a kernel forgot to write shows up in tests.
 
 use super::cpu::MatmulSpec;
-pub use super::ladder::{embedding_bwd_grouped, mem_step, MemFamily, EMBEDDING_SORTED_MIN};
+pub use super::ladder::{embedding_bwd_grouped, Family, EMBEDDING_SORTED_MIN};
 use super::{BinaryOp, ReduceOp, UnaryOp, UpdateRule};
+use crate::config::{self, step};
 use crate::shape::broadcast_strides;
 use crate::storage::CpuStorage;
 use crate::{DType, Device, Error, Result};
-use camel_cuda::kernels::{self as k, matmul::SgemmKernel, rows::Step};
+use camel_cuda::kernels::{self as k, matmul::SgemmKernel};
 use camel_cuda::{Buffer, CudaDevice, DevPtr};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -67,33 +68,15 @@ pub fn device(ordinal: usize) -> Result<Arc<CudaDevice>> {
     })
 }
 
-fn poison() -> bool {
-    static P: OnceLock<bool> = OnceLock::new();
-    *P.get_or_init(|| std::env::var("CAMEL_POISON").as_deref() == Ok("1"))
-}
-
-/// The SGEMM ladder step used by `matmul`: env `CAMEL_SGEMM` names one (`naive`, `coalesced`,
-/// `smem`, `blocktile1d`, `blocktile2d`, `vectorized`, `autotuned`, `warptiling`,
-/// `doublebuffer`, or the opt-in `tf32`); otherwise the best FP32 step. An unknown name is
-/// reported once on stderr and the default is used.
+/// The SGEMM ladder step `matmul` runs on this thread ([`config::sgemm_kernel`]).
 pub fn sgemm_kernel() -> SgemmKernel {
-    static K: OnceLock<SgemmKernel> = OnceLock::new();
-    *K.get_or_init(|| match std::env::var("CAMEL_SGEMM") {
-        Ok(name) => SgemmKernel::from_name(&name).unwrap_or_else(|| {
-            eprintln!(
-                "camel: CAMEL_SGEMM={name} is not a ladder step; using `{}`",
-                SgemmKernel::BEST.name()
-            );
-            SgemmKernel::BEST
-        }),
-        Err(_) => SgemmKernel::BEST,
-    })
+    config::sgemm_kernel()
 }
 
 /// A new uninitialized (or poisoned) output of `len` elements.
 fn alloc(dev: &Arc<CudaDevice>, len: usize, dtype: DType) -> Result<CudaStorage> {
     let buf = dev.alloc(len * dtype.size())?;
-    if poison() && len > 0 {
+    if config::poison() && len > 0 {
         k::elementwise::fill_f32(dev, buf.ptr(), len * dtype.size() / 4, f32::NAN)?;
     }
     Ok(CudaStorage {
@@ -230,12 +213,8 @@ pub fn unary(x: &CudaStorage, op: UnaryOp) -> Result<CudaStorage> {
     expect("unary", x, DType::F32)?;
     let out = like(x, x.len, DType::F32)?;
     let (code, s) = op.code();
-    match mem_step(MemFamily::Elementwise) {
-        Step::One => k::elementwise::unary_f32(&x.dev, x.ptr(), out.ptr(), x.len, code, s)?,
-        Step::Two | Step::Three | Step::Four => {
-            k::elementwise::unary_vec4_f32(&x.dev, x.ptr(), out.ptr(), x.len, code, s)?
-        }
-    }
+    let unary = k::elementwise::at(step(Family::Elementwise)).unary;
+    unary(&x.dev, x.ptr(), out.ptr(), x.len, code, s)?;
     Ok(out)
 }
 
@@ -253,16 +232,8 @@ pub fn binary(
     let n: usize = out_shape.iter().product();
     let out = like(a, n, DType::F32)?;
     if a_shape == b_shape {
-        let (dev, code) = (&a.dev, op.code());
-        match mem_step(MemFamily::Elementwise) {
-            Step::Two | Step::Three | Step::Four => {
-                k::elementwise::binary_vec4_f32(dev, a.ptr(), b.ptr(), out.ptr(), n, code)?
-            }
-            Step::One if op == BinaryOp::GeluBwd => {
-                k::elementwise::binary2_f32(dev, a.ptr(), b.ptr(), out.ptr(), n, code)?
-            }
-            Step::One => k::elementwise::binary_f32(dev, a.ptr(), b.ptr(), out.ptr(), n, code)?,
-        }
+        let binary = k::elementwise::at(step(Family::Elementwise)).binary;
+        binary(&a.dev, a.ptr(), b.ptr(), out.ptr(), n, op.code())?;
     } else if op == BinaryOp::GeluBwd {
         return Err(Error::ShapeMismatch {
             op: "gelu backward",
@@ -297,14 +268,8 @@ pub fn reduce(
 ) -> Result<CudaStorage> {
     expect("reduce", x, DType::F32)?;
     let out = like(x, outer * inner, DType::F32)?;
-    let (dev, code) = (&x.dev, op.code());
-    match mem_step(MemFamily::Reduce) {
-        Step::One => k::reduce::reduce_f32(dev, x.ptr(), out.ptr(), outer, dim, inner, code)?,
-        Step::Two => k::reduce::reduce2_f32(dev, x.ptr(), out.ptr(), outer, dim, inner, code)?,
-        Step::Three | Step::Four => {
-            k::reduce::reduce3_f32(dev, x.ptr(), out.ptr(), outer, dim, inner, code)?
-        }
-    }
+    let reduce = k::reduce::at(step(Family::Reduce)).reduce;
+    reduce(&x.dev, x.ptr(), out.ptr(), outer, dim, inner, op.code())?;
     Ok(out)
 }
 
@@ -389,12 +354,8 @@ pub fn linear(
 pub fn softmax_last(x: &CudaStorage, rows: usize, cols: usize, log: bool) -> Result<CudaStorage> {
     expect("softmax", x, DType::F32)?;
     let out = like(x, rows * cols, DType::F32)?;
-    match mem_step(MemFamily::Softmax) {
-        Step::One => k::softmax::softmax_last_f32(&x.dev, x.ptr(), out.ptr(), rows, cols, log)?,
-        Step::Two => k::softmax::softmax2_f32(&x.dev, x.ptr(), out.ptr(), rows, cols, log)?,
-        Step::Three => k::softmax::softmax3_f32(&x.dev, x.ptr(), out.ptr(), rows, cols, log)?,
-        Step::Four => k::softmax::softmax4_f32(&x.dev, x.ptr(), out.ptr(), rows, cols, log)?,
-    }
+    let forward = k::softmax::at(step(Family::Softmax)).forward;
+    forward(&x.dev, x.ptr(), out.ptr(), rows, cols, log)?;
     Ok(out)
 }
 
@@ -409,7 +370,7 @@ pub fn cross_entropy_fwd(
     expect("cross_entropy", t, DType::I64)?;
     let out = like(x, rows, DType::F32)?;
     let err = err_slot(&x.dev)?;
-    k::loss::cross_entropy_fwd_f32(&x.dev, x.ptr(), t.ptr(), out.ptr(), rows, cols, err)?;
+    k::loss::block_per_row(&x.dev, x.ptr(), t.ptr(), out.ptr(), rows, cols, err)?;
     Ok(out)
 }
 
@@ -424,7 +385,7 @@ pub fn cross_entropy_bwd(
     expect("cross_entropy backward", t, DType::I64)?;
     let out = like(x, rows * cols, DType::F32)?;
     let err = err_slot(&x.dev)?;
-    k::loss::cross_entropy_bwd_f32(
+    k::loss::block_per_row_bwd(
         &x.dev,
         x.ptr(),
         t.ptr(),
@@ -510,10 +471,7 @@ pub fn index_select_rows(
     expect("embedding", idx, DType::I64)?;
     let out = like(table, idx.len * d, DType::F32)?;
     let err = err_slot(&table.dev)?;
-    let select = match mem_step(MemFamily::Embedding) {
-        Step::One => k::embedding::index_select_rows_f32,
-        Step::Two | Step::Three | Step::Four => k::embedding::index_select_rows_warp_f32,
-    };
+    let select = k::embedding::at(step(Family::Embedding)).select;
     select(
         &table.dev,
         table.ptr(),
@@ -538,22 +496,15 @@ pub fn index_add_rows(
     let out = like(g, v * d, DType::F32)?;
     let err = err_slot(&g.dev)?;
     let n = idx.len;
-    let step = mem_step(MemFamily::Embedding);
-    if embedding_bwd_grouped(step, n * d) {
+    let st = step(Family::Embedding);
+    let ks = k::embedding::at(st);
+    if let Some(grouped) = ks.grouped.filter(|_| embedding_bwd_grouped(st, n * d)) {
         // writes every row itself: no zeroing pass
-        let grouped = match step {
-            Step::Four => k::embedding::index_add_rows_grouped_f32,
-            _ => k::embedding::index_add_rows_sorted_f32,
-        };
         grouped(&g.dev, g.ptr(), idx.ptr(), out.ptr(), n, v, d, err)?;
         return Ok(out);
     }
     g.dev.memset_zero(&out.buf)?;
-    let add = match step {
-        Step::One => k::embedding::index_add_rows_f32,
-        Step::Two | Step::Three | Step::Four => k::embedding::index_add_rows_warp_f32,
-    };
-    add(&g.dev, g.ptr(), idx.ptr(), out.ptr(), n, v, d, err)?;
+    (ks.add)(&g.dev, g.ptr(), idx.ptr(), out.ptr(), n, v, d, err)?;
     Ok(out)
 }
 
@@ -624,7 +575,7 @@ pub fn update(
     Ok(())
 }
 
-// ------------------------------------------------------------------ memory-bound ladders (issue 4)
+// ------------------------------------------------------------------ memory-bound ladders
 // (which step each family runs: `backend::ladder`, re-exported above)
 
 /// Backward of softmax / log-softmax from the forward's output `y`.
@@ -638,12 +589,8 @@ pub fn softmax_last_bwd(
     expect("softmax backward", y, DType::F32)?;
     expect("softmax backward", g, DType::F32)?;
     let out = like(y, rows * cols, DType::F32)?;
-    let f = match mem_step(MemFamily::Softmax) {
-        Step::One => k::softmax::softmax_bwd_f32,
-        Step::Two => k::softmax::softmax_bwd2_f32,
-        Step::Three | Step::Four => k::softmax::softmax3_bwd_f32,
-    };
-    f(&y.dev, y.ptr(), g.ptr(), out.ptr(), rows, cols, log)?;
+    let backward = k::softmax::at(step(Family::Softmax)).backward;
+    backward(&y.dev, y.ptr(), g.ptr(), out.ptr(), rows, cols, log)?;
     Ok(out)
 }
 
@@ -655,19 +602,15 @@ pub fn cross_entropy_fwd_stats(
     rows: usize,
     cols: usize,
 ) -> Result<(CudaStorage, Option<CudaStorage>)> {
-    if mem_step(MemFamily::CrossEntropy) == Step::One {
+    let Some((forward, _)) = k::loss::at(step(Family::CrossEntropy)).per_row else {
         return Ok((cross_entropy_fwd(x, t, rows, cols)?, None));
-    }
+    };
     expect("cross_entropy", x, DType::F32)?;
     expect("cross_entropy", t, DType::I64)?;
     let loss = like(x, rows, DType::F32)?;
     let stats = like(x, 2 * rows, DType::F32)?;
     let err = err_slot(&x.dev)?;
-    let f = match mem_step(MemFamily::CrossEntropy) {
-        Step::Three | Step::Four => k::loss::cross_entropy_fwd3_f32,
-        Step::One | Step::Two => k::loss::cross_entropy_fwd2_f32,
-    };
-    f(
+    forward(
         &x.dev,
         x.ptr(),
         t.ptr(),
@@ -696,12 +639,11 @@ pub fn cross_entropy_bwd_stats(
     expect("cross_entropy backward", t, DType::I64)?;
     let out = like(x, rows * cols, DType::F32)?;
     let err = err_slot(&x.dev)?;
-    // the stats are the same (max, Σ exp) in steps 2 and 3
-    let f = match mem_step(MemFamily::CrossEntropy) {
-        Step::Three | Step::Four => k::loss::cross_entropy_bwd3_f32,
-        Step::One | Step::Two => k::loss::cross_entropy_bwd2_f32,
+    // the stats are the same (max, Σ exp) in steps 2 to 4; a forward at step 1 saves none
+    let Some((_, backward)) = k::loss::at(step(Family::CrossEntropy)).per_row else {
+        return cross_entropy_bwd(x, t, g, rows, cols);
     };
-    f(
+    backward(
         &x.dev,
         x.ptr(),
         t.ptr(),
@@ -725,7 +667,10 @@ pub fn cross_entropy_mean_fwd(
     rows: usize,
     cols: usize,
 ) -> Result<Option<(CudaStorage, CudaStorage)>> {
-    if mem_step(MemFamily::CrossEntropy) != Step::Four || rows == 0 || cols == 0 {
+    let Some((forward, _)) = k::loss::at(step(Family::CrossEntropy)).mean else {
+        return Ok(None);
+    };
+    if rows == 0 || cols == 0 {
         return Ok(None);
     }
     expect("cross_entropy", x, DType::F32)?;
@@ -733,7 +678,7 @@ pub fn cross_entropy_mean_fwd(
     let mean = like(x, 1, DType::F32)?;
     let stats = like(x, 2 * rows, DType::F32)?;
     let err = err_slot(&x.dev)?;
-    k::loss::cross_entropy_mean_fwd4_f32(
+    forward(
         &x.dev,
         x.ptr(),
         t.ptr(),
@@ -760,7 +705,7 @@ pub fn cross_entropy_mean_bwd(
     expect("cross_entropy backward", g, DType::F32)?;
     let out = like(x, rows * cols, DType::F32)?;
     let err = err_slot(&x.dev)?;
-    k::loss::cross_entropy_mean_bwd4_f32(
+    k::loss::fused_mean_bwd(
         &x.dev,
         x.ptr(),
         t.ptr(),
@@ -789,12 +734,8 @@ pub fn layer_norm_fwd(
     let y = like(x, rows * cols, DType::F32)?;
     let mean = like(x, rows, DType::F32)?;
     let rstd = like(x, rows, DType::F32)?;
-    let f = match mem_step(MemFamily::LayerNorm) {
-        Step::One | Step::Two => k::layernorm::layernorm_fwd_f32,
-        Step::Three => k::layernorm::layernorm3_fwd_f32,
-        Step::Four => k::layernorm::layernorm4_fwd_f32,
-    };
-    f(
+    let forward = k::layernorm::at(step(Family::LayerNorm)).forward;
+    forward(
         &x.dev,
         x.ptr(),
         gamma.ptr(),
@@ -824,13 +765,8 @@ pub fn layer_norm_bwd(
     let dx = like(x, rows * cols, DType::F32)?;
     let dgamma = like(x, cols, DType::F32)?;
     let dbeta = like(x, cols, DType::F32)?;
-    let f = match mem_step(MemFamily::LayerNorm) {
-        Step::One | Step::Two => k::layernorm::layernorm_bwd_f32,
-        Step::Three => k::layernorm::layernorm3_bwd_f32,
-        // a pair of warps per row (half the registers a thread): 87 % of copy against 81 %
-        Step::Four => k::layernorm::layernorm4_bwd_f32,
-    };
-    f(
+    let backward = k::layernorm::at(step(Family::LayerNorm)).backward;
+    backward(
         &x.dev,
         x.ptr(),
         gamma.ptr(),
@@ -846,9 +782,9 @@ pub fn layer_norm_bwd(
     Ok((dx, dgamma, dbeta))
 }
 
-/// Optimizer updates of many parameters. With step 2 or 3, and when every rule is of one kind
-/// with the same hyper-parameters (Adam's bias corrections may differ per tensor), one launch
-/// for all of them (step 3: all of a thread's loads issued before its stores); otherwise one
+/// Optimizer updates of many parameters. At a step with multi-tensor kernels (2 to 4, see
+/// `k::optim::STEPS`), and when every rule is of one kind with the same hyper-parameters
+/// (Adam's bias corrections may differ per tensor), one launch for all of them; otherwise one
 /// [`update`] per tensor.
 pub fn update_multi(
     ps: &[&CudaStorage],
@@ -876,7 +812,10 @@ pub fn update_multi(
         sgd => sgd,
     };
     let uniform = rules.iter().all(|r| strip(r) == strip(first));
-    if mem_step(MemFamily::Optim) == Step::One || !uniform {
+    let Some((sgd_multi, adam_multi)) = k::optim::at(step(Family::Optim)).multi else {
+        return per_tensor();
+    };
+    if !uniform {
         return per_tensor();
     }
     for (p, g) in ps.iter().zip(gs) {
@@ -901,25 +840,12 @@ pub fn update_multi(
             bc2,
         });
     }
-    // SGD takes step 3's loads-first kernel from step 3 on. Adam's loads-first kernel
-    // (`adam_multi3_f32`) measured 1–7 % slower than step 2's loop in every H100 and H200 call
-    // (docs/benchmarks.md), so Adam keeps step 2's kernel at step 3 and takes it only at step 4.
-    let step = mem_step(MemFamily::Optim);
-    let sgd3 = matches!(step, Step::Three | Step::Four);
-    let adam3 = step == Step::Four;
     match *first {
         UpdateRule::Sgd {
             lr,
             momentum,
             weight_decay,
-        } => {
-            let f = if sgd3 {
-                k::optim::sgd_multi3_f32
-            } else {
-                k::optim::sgd_multi_f32
-            };
-            f(dev, &ts, lr, momentum, weight_decay)?
-        }
+        } => sgd_multi(dev, &ts, lr, momentum, weight_decay)?,
         UpdateRule::Adam {
             lr,
             beta1,
@@ -928,14 +854,7 @@ pub fn update_multi(
             weight_decay,
             decoupled,
             ..
-        } => {
-            let f = if adam3 {
-                k::optim::adam_multi3_f32
-            } else {
-                k::optim::adam_multi_f32
-            };
-            f(dev, &ts, lr, beta1, beta2, eps, weight_decay, decoupled)?
-        }
+        } => adam_multi(dev, &ts, lr, beta1, beta2, eps, weight_decay, decoupled)?,
     }
     Ok(())
 }

@@ -53,15 +53,13 @@ pub fn binary_f32(
 
 /// Kernel argument of `binary_bcast_f32` (layout of `BcastArgs` in elementwise.cu).
 #[repr(C)]
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, cust_core::DeviceCopy)]
 struct BcastArgs {
     ndim: i64,
     shape: [i64; MAX_DIMS],
     sa: [i64; MAX_DIMS],
     sb: [i64; MAX_DIMS],
 }
-// SAFETY: plain integers, no padding.
-unsafe impl crate::Pod for BcastArgs {}
 
 #[allow(clippy::too_many_arguments)]
 /// `out = a op b` with broadcasting: `sa`/`sb` are the inputs' strides against `out_shape`
@@ -158,4 +156,61 @@ pub fn binary_vec4_f32(
     let cfg = launch_1d(n.div_ceil(4).max(4));
     // SAFETY: matches `binary_vec4_f32(const float*, const float*, float*, long long, int)`.
     unsafe { dev.launch(&k, cfg, &[&a, &b, &out, &(n as i64), &code]) }
+}
+
+// ------------------------------------------------------------------ the ladder's table
+
+/// A unary launcher: `(dev, x, y, n, code, scalar)`.
+pub type Unary = fn(&CudaDevice, DevPtr, DevPtr, usize, i32, f32) -> Result<()>;
+/// A same-shape binary launcher: `(dev, a, b, out, n, code)`.
+pub type Binary = fn(&CudaDevice, DevPtr, DevPtr, DevPtr, usize, i32) -> Result<()>;
+
+/// The launchers of one step of the elementwise ladder.
+#[derive(Clone, Copy, Debug)]
+pub struct Kernels {
+    /// The step (described in [`super::ladder::Family::Elementwise`]'s table).
+    pub step: super::rows::Step,
+    /// Its unary launcher.
+    pub unary: Unary,
+    /// Its same-shape binary launcher.
+    pub binary: Binary,
+}
+
+/// Step 1's binary ops: GELU backward has its own kernel (`binary2_f32`), the rest
+/// `binary_f32`.
+fn thread_per_element_binary(
+    dev: &CudaDevice,
+    a: DevPtr,
+    b: DevPtr,
+    out: DevPtr,
+    n: usize,
+    code: i32,
+) -> Result<()> {
+    if code == GELU_BWD {
+        binary2_f32(dev, a, b, out, n, code)
+    } else {
+        binary_f32(dev, a, b, out, n, code)
+    }
+}
+
+/// The elementwise ladder: the one table the backend, the benchmarks and the tests run.
+pub const STEPS: [Kernels; 2] = {
+    use super::rows::Step;
+    [
+        Kernels {
+            step: Step::One,
+            unary: unary_f32,
+            binary: thread_per_element_binary,
+        },
+        Kernels {
+            step: Step::Two,
+            unary: unary_vec4_f32,
+            binary: binary_vec4_f32,
+        },
+    ]
+};
+
+/// The launchers of `step` (the highest step at or below it).
+pub fn at(step: super::rows::Step) -> &'static Kernels {
+    super::ladder::pick(&STEPS, step, |k| k.step)
 }

@@ -318,3 +318,59 @@ pub fn index_add_rows_grouped_f32(
     }
     Ok(())
 }
+
+// ------------------------------------------------------------------ the ladder's table
+
+/// An embedding launcher: `(dev, src, idx, dst, n, v, d, err)` (the gather reads table rows
+/// into `dst`; the scatter adds gradient rows into the table `dst`).
+pub type Rows = fn(&CudaDevice, DevPtr, DevPtr, DevPtr, usize, usize, usize, DevPtr) -> Result<()>;
+
+/// The launchers of one step of the embedding ladder.
+#[derive(Clone, Copy, Debug)]
+pub struct Kernels {
+    /// The step (described in [`super::ladder::Family::Embedding`]'s table).
+    pub step: super::rows::Step,
+    /// The forward gather.
+    pub select: Rows,
+    /// The backward's atomic scatter-add into a zeroed table.
+    pub add: Rows,
+    /// The backward that groups tokens by row and writes every row itself (no zeroing), used
+    /// from `EMBEDDING_SORTED_MIN` upstream elements (camel-core's `backend::ladder`).
+    pub grouped: Option<Rows>,
+}
+
+/// The embedding ladder: the one table the backend, the benchmarks and the tests run.
+pub const STEPS: [Kernels; 4] = {
+    use super::rows::Step;
+    [
+        Kernels {
+            step: Step::One,
+            select: index_select_rows_f32,
+            add: index_add_rows_f32,
+            grouped: None,
+        },
+        Kernels {
+            step: Step::Two,
+            select: index_select_rows_warp_f32,
+            add: index_add_rows_warp_f32,
+            grouped: None,
+        },
+        Kernels {
+            step: Step::Three,
+            select: index_select_rows_warp_f32,
+            add: index_add_rows_warp_f32,
+            grouped: Some(index_add_rows_sorted_f32),
+        },
+        Kernels {
+            step: Step::Four,
+            select: index_select_rows_warp_f32,
+            add: index_add_rows_warp_f32,
+            grouped: Some(index_add_rows_grouped_f32),
+        },
+    ]
+};
+
+/// The launchers of `step` (the highest step at or below it).
+pub fn at(step: super::rows::Step) -> &'static Kernels {
+    super::ladder::pick(&STEPS, step, |k| k.step)
+}

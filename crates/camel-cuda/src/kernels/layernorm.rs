@@ -1,7 +1,7 @@
 //! Launchers for `kernels/layernorm.cu`: LayerNorm over the last dim, a warp per row.
-//! Steps: forward 2 (`layernorm_fwd_f32`), 3 (`layernorm3_fwd_f32`) and 4
-//! (`layernorm4_fwd_f32`: streaming hints), backward 2 (`layernorm_bwd_f32`), 3
-//! (`layernorm3_bwd_f32`: a warp per row) and 4 (`layernorm4_bwd_f32`: a pair of warps per
+//! Steps: forward 2 (`warp_welford`), 3 (`row_registers`) and 4
+//! (`streaming`: streaming hints), backward 2 (`warp_welford_bwd`), 3
+//! (`row_registers_bwd`: a warp per row) and 4 (`warp_pair_bwd`: a pair of warps per
 //! row); the backend's steps 1 and 2 share step 2.
 
 use super::rows::{aligned16, ROW_THREADS};
@@ -13,7 +13,7 @@ const MODULE: &str = "layernorm";
 /// `y = (x − mean)·rstd·γ + β` per row of `[rows, cols]`; writes `mean[rows]` and
 /// `rstd[rows]` (rstd = 1/√(var + eps), biased variance) for the backward.
 #[allow(clippy::too_many_arguments)]
-pub fn layernorm_fwd_f32(
+pub fn warp_welford(
     dev: &CudaDevice,
     x: DevPtr,
     gamma: DevPtr,
@@ -61,7 +61,7 @@ pub fn layernorm_fwd_f32(
 }
 
 /// Step 3's `(VEC, NV)` for rows of `cols`: a warp per row, `NV` loads of `VEC` floats per lane
-/// held in registers; `None` past 1024 columns ([`layernorm_fwd_f32`] then).
+/// held in registers; `None` past 1024 columns ([`warp_welford`] then).
 pub fn layernorm3_shape(cols: usize, vec: bool) -> Option<(usize, usize)> {
     let (vw, nvs): (usize, &[usize]) = if vec {
         (4, &[1, 2, 3, 4, 6, 8])
@@ -75,11 +75,11 @@ pub fn layernorm3_shape(cols: usize, vec: bool) -> Option<(usize, usize)> {
         .filter(|_| cols > 0)
 }
 
-/// Step 3 of [`layernorm_fwd_f32`] (same arguments and outputs): the row read once into
+/// Step 3 of [`warp_welford`] (same arguments and outputs): the row read once into
 /// registers, mean and variance (two-pass) and the write from there. Rows longer than 1024
-/// columns run [`layernorm_fwd_f32`].
+/// columns run [`warp_welford`].
 #[allow(clippy::too_many_arguments)]
-pub fn layernorm3_fwd_f32(
+pub fn row_registers(
     dev: &CudaDevice,
     x: DevPtr,
     gamma: DevPtr,
@@ -101,11 +101,11 @@ pub fn layernorm3_fwd_f32(
     )
 }
 
-/// Step 4 of the forward (`CAMEL_LAYERNORM=4`, an A/B experiment): [`layernorm3_fwd_f32`] with
+/// Step 4 of the forward: [`row_registers`] with
 /// cache-streaming (evict-first) loads of `x` and stores of `y` (`layernorm4_fwd_*`); the same
 /// arithmetic, shapes and fallback.
 #[allow(clippy::too_many_arguments)]
-pub fn layernorm4_fwd_f32(
+pub fn streaming(
     dev: &CudaDevice,
     x: DevPtr,
     gamma: DevPtr,
@@ -143,7 +143,7 @@ fn layernorm_regs_fwd(
     }
     let vec = cols % 4 == 0 && aligned16(&[x, gamma, beta, y]);
     let Some((vw, nv)) = layernorm3_shape(cols, vec) else {
-        return layernorm_fwd_f32(dev, x, gamma, beta, y, mean, rstd, rows, cols, eps);
+        return warp_welford(dev, x, gamma, beta, y, mean, rstd, rows, cols, eps);
     };
     let name = super::rows::KernelName::new(format_args!("{prefix}_v{vw}_n{nv}_f32"));
     let name = name.as_str();
@@ -178,7 +178,7 @@ fn layernorm_regs_fwd(
 /// `g` and the forward's `mean`/`rstd`. Two launches: the row pass (with per-block partial
 /// sums of dγ, dβ) and the column sum of the partials. Deterministic (no atomics).
 #[allow(clippy::too_many_arguments)]
-pub fn layernorm_bwd_f32(
+pub fn warp_welford_bwd(
     dev: &CudaDevice,
     x: DevPtr,
     gamma: DevPtr,
@@ -257,14 +257,14 @@ pub fn layernorm_bwd_f32(
     }
 }
 
-/// Step 3 of [`layernorm_bwd_f32`] (same arguments and outputs): a warp per row with the row
+/// Step 3 of [`warp_welford_bwd`] (same arguments and outputs): a warp per row with the row
 /// in registers (x and g read once, x̂ recomputed from `mean`/`rstd`, dx written from the
 /// registers), each lane's dγ/dβ kept in registers across the rows it visits, one partial row
 /// per block, then a deterministic column sum (in the same kernel when its grid is all resident
 /// at once, else `layernorm3_param_grad_f32`). Rows longer than 1024 columns run
-/// [`layernorm_bwd_f32`].
+/// [`warp_welford_bwd`].
 #[allow(clippy::too_many_arguments)]
-pub fn layernorm3_bwd_f32(
+pub fn row_registers_bwd(
     dev: &CudaDevice,
     x: DevPtr,
     gamma: DevPtr,
@@ -299,12 +299,12 @@ pub fn layernorm4_bwd_shape(cols: usize, vec: bool) -> Option<(usize, usize)> {
         .filter(|_| cols > 0)
 }
 
-/// Step 4 of [`layernorm_bwd_f32`] (same arguments and outputs; the backend's default): step 3
+/// Step 4 of [`warp_welford_bwd`] (same arguments and outputs; the backend's default): step 3
 /// with a pair of warps per row (`layernorm4_bwd_*`), so each thread holds half the row and half
 /// the dγ/dβ sums in registers, and its γ too. Rows longer than 1024 columns run
-/// [`layernorm_bwd_f32`].
+/// [`warp_welford_bwd`].
 #[allow(clippy::too_many_arguments)]
-pub fn layernorm4_bwd_f32(
+pub fn warp_pair_bwd(
     dev: &CudaDevice,
     x: DevPtr,
     gamma: DevPtr,
@@ -345,7 +345,7 @@ fn regs_bwd(
         return Ok(());
     }
     let Some((step, group, vw, nv)) = shape else {
-        return layernorm_bwd_f32(dev, x, gamma, g, mean, rstd, dx, dgamma, dbeta, rows, cols);
+        return warp_welford_bwd(dev, x, gamma, g, mean, rstd, dx, dgamma, dbeta, rows, cols);
     };
     let name = super::rows::KernelName::new(format_args!("layernorm{step}_bwd_v{vw}_n{nv}_f32"));
     let name = name.as_str();
@@ -383,7 +383,7 @@ fn regs_bwd(
 /// Blocks for the backward's grid-stride loop over `rows`, `groups` rows a block a round, at most
 /// `max_blocks`: the fewest blocks that need no more rounds than `max_blocks` would, so the last
 /// round is as full as the others (16384 rows, 4 a block, 264 at most: 256 blocks, 16 full rounds,
-/// instead of 264 and a last round half idle; H100 bench/pdl_lab.cu: 55.4 against 55.9 µs).
+/// instead of 264 and a last round half idle).
 fn bwd_blocks(rows: usize, groups: usize, max_blocks: usize) -> usize {
     let per_round = groups.max(1);
     let rounds = rows.div_ceil(per_round * max_blocks.max(1)).max(1);
@@ -391,11 +391,10 @@ fn bwd_blocks(rows: usize, groups: usize, max_blocks: usize) -> usize {
         .clamp(1, max_blocks.max(1))
 }
 
-/// Env `CAMEL_LAYERNORM_FUSED=off` keeps the separate column-sum kernel (for measuring and for
-/// testing that path; read once).
+/// [`Experiments::layernorm_fused_colsum`](crate::config::Experiments::layernorm_fused_colsum)
+/// off keeps the separate column-sum kernel (for measuring and for testing that path).
 fn fused_colsum_on() -> bool {
-    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    !*OFF.get_or_init(|| std::env::var("CAMEL_LAYERNORM_FUSED").is_ok_and(|v| v == "off"))
+    crate::config::with_experiments(|e| e.layernorm_fused_colsum)
 }
 
 /// Launches a step-3 backward kernel `k` (`(const float* ×5, float*, float*, long long, long
@@ -474,6 +473,76 @@ fn layernorm3_param_grad(
             &[&partial, &dgamma, &dbeta, &(blocks as i64), &(cols as i64)],
         )
     }
+}
+
+// ------------------------------------------------------------------ the ladder's table
+
+/// A LayerNorm forward launcher: `(dev, x, gamma, beta, y, mean, rstd, rows, cols, eps)`.
+pub type Forward = fn(
+    &CudaDevice,
+    DevPtr,
+    DevPtr,
+    DevPtr,
+    DevPtr,
+    DevPtr,
+    DevPtr,
+    usize,
+    usize,
+    f32,
+) -> Result<()>;
+/// A LayerNorm backward launcher: `(dev, x, gamma, g, mean, rstd, dx, dgamma, dbeta, rows,
+/// cols)`.
+pub type Backward = fn(
+    &CudaDevice,
+    DevPtr,
+    DevPtr,
+    DevPtr,
+    DevPtr,
+    DevPtr,
+    DevPtr,
+    DevPtr,
+    DevPtr,
+    usize,
+    usize,
+) -> Result<()>;
+
+/// The launchers of one step of the LayerNorm ladder.
+#[derive(Clone, Copy, Debug)]
+pub struct Kernels {
+    /// The step (described in [`super::ladder::Family::LayerNorm`]'s table).
+    pub step: super::rows::Step,
+    /// Its forward.
+    pub forward: Forward,
+    /// Its backward.
+    pub backward: Backward,
+}
+
+/// The LayerNorm ladder (steps 1 and 2 are one kernel, listed as step 2): the one table the
+/// backend, the benchmarks and the tests run.
+pub const STEPS: [Kernels; 3] = {
+    use super::rows::Step;
+    [
+        Kernels {
+            step: Step::Two,
+            forward: warp_welford,
+            backward: warp_welford_bwd,
+        },
+        Kernels {
+            step: Step::Three,
+            forward: row_registers,
+            backward: row_registers_bwd,
+        },
+        Kernels {
+            step: Step::Four,
+            forward: streaming,
+            backward: warp_pair_bwd,
+        },
+    ]
+};
+
+/// The launchers of `step` (the highest step at or below it; step 1 is step 2).
+pub fn at(step: super::rows::Step) -> &'static Kernels {
+    super::ladder::pick(&STEPS, step, |k| k.step)
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ const MODULE: &str = "loss";
 
 /// Per-row cross-entropy of `[rows, cols]` logits against i64 targets.
 #[allow(clippy::too_many_arguments)]
-pub fn cross_entropy_fwd_f32(
+pub fn block_per_row(
     dev: &CudaDevice,
     x: DevPtr,
     t: DevPtr,
@@ -35,7 +35,7 @@ pub fn cross_entropy_fwd_f32(
 
 /// `dx[r] = g[r] · (softmax(x[r]) − onehot(t[r]))`.
 #[allow(clippy::too_many_arguments)]
-pub fn cross_entropy_bwd_f32(
+pub fn block_per_row_bwd(
     dev: &CudaDevice,
     x: DevPtr,
     t: DevPtr,
@@ -64,9 +64,9 @@ pub fn cross_entropy_bwd_f32(
 // ------------------------------------------------------------------ step 2 (memory-bound issue)
 
 /// Step 2 forward: per-row loss and the row statistics `stats[2r] = max`, `stats[2r+1] =
-/// Σ exp(x − max)` (2·rows floats) that [`cross_entropy_bwd2_f32`] reads. One online pass.
+/// Σ exp(x − max)` (2·rows floats) that [`saved_stats_bwd`] reads. One online pass.
 #[allow(clippy::too_many_arguments)]
-pub fn cross_entropy_fwd2_f32(
+pub fn saved_stats(
     dev: &CudaDevice,
     x: DevPtr,
     t: DevPtr,
@@ -98,7 +98,7 @@ pub fn cross_entropy_fwd2_f32(
 /// Step 2 backward: `dx[r] = g[r] · (exp(x[r] − m_r)/s_r − onehot(t[r]))` with the forward's
 /// `stats`; reads the logits once.
 #[allow(clippy::too_many_arguments)]
-pub fn cross_entropy_bwd2_f32(
+pub fn saved_stats_bwd(
     dev: &CudaDevice,
     x: DevPtr,
     t: DevPtr,
@@ -142,12 +142,12 @@ pub fn cross_entropy_bwd2_f32(
 /// Threads of the block per row of the long-row step-3 kernels (`cross_entropy3_*_long_f32`).
 pub const CE3_LONG_THREADS: u32 = 512;
 
-/// Step 3 forward (same arguments and outputs as [`cross_entropy_fwd2_f32`], the same
+/// Step 3 forward (same arguments and outputs as [`saved_stats`], the same
 /// `stats`): rows up to [`super::softmax::SOFTMAX3_MAX_COLS`] columns held in registers with
 /// softmax step 3's layout (`ce3_fwd_*`), longer rows one block each with an alignment prologue
 /// and unrolled float4 loads (`cross_entropy3_fwd_long_f32`).
 #[allow(clippy::too_many_arguments)]
-pub fn cross_entropy_fwd3_f32(
+pub fn registers(
     dev: &CudaDevice,
     x: DevPtr,
     t: DevPtr,
@@ -162,7 +162,7 @@ pub fn cross_entropy_fwd3_f32(
     }
     if cols == 0 {
         // every target is out of range: step 2 records the error and writes NaN
-        return cross_entropy_fwd2_f32(dev, x, t, loss, stats, rows, cols, err);
+        return saved_stats(dev, x, t, loss, stats, rows, cols, err);
     }
     let vec = cols % 4 == 0 && super::rows::aligned16(&[x]);
     let (name, cfg) = ce_launch(
@@ -185,12 +185,12 @@ pub fn cross_entropy_fwd3_f32(
     }
 }
 
-/// Step 3 backward (same arguments as [`cross_entropy_bwd2_f32`]): elementwise with the saved
+/// Step 3 backward (same arguments as [`saved_stats_bwd`]): elementwise with the saved
 /// statistics; short rows with softmax step 3's layout (`ce3_bwd_*`), long rows a block each
 /// with an alignment prologue and unrolled float4 (`cross_entropy3_bwd_long_f32`, vectorized
 /// when `x` and `dx` have the same address mod 16, so their rows align together).
 #[allow(clippy::too_many_arguments)]
-pub fn cross_entropy_bwd3_f32(
+pub fn registers_bwd(
     dev: &CudaDevice,
     x: DevPtr,
     t: DevPtr,
@@ -202,7 +202,7 @@ pub fn cross_entropy_bwd3_f32(
     err: DevPtr,
 ) -> Result<()> {
     if rows == 0 || cols == 0 {
-        return cross_entropy_bwd2_f32(dev, x, t, stats, g, dx, rows, cols, err);
+        return saved_stats_bwd(dev, x, t, stats, g, dx, rows, cols, err);
     }
     ce_bwd_launch(dev, 3, x, t, stats, g, dx, rows, cols, err)
 }
@@ -287,14 +287,14 @@ fn ce_bwd_launch(
 // ------------------------------------------------------------------ step 4 (memory-bound issue)
 
 /// Step 4 forward: the **mean** cross-entropy over the rows, written to `mean` (one float), in
-/// one launch, and the same `stats` as step 3 for [`cross_entropy_mean_bwd4_f32`]. Step 3's
+/// one launch, and the same `stats` as step 3 for [`fused_mean_bwd`]. Step 3's
 /// kernels with the mean fused in: each block stores its rows' summed losses with a mark as one
 /// 64-bit word (in [`CudaDevice::counters`], zero between kernels) and the grid's last block
 /// takes the words in block order as they are marked, so the result does not depend on which
 /// block ends last. Short rows go 2 to a group where they fit ([`ce4_rows`]): half the words.
 /// `cols` must be ≥ 1 (with no classes every target is out of range: use step 3).
 #[allow(clippy::too_many_arguments)]
-pub fn cross_entropy_mean_fwd4_f32(
+pub fn fused_mean(
     dev: &CudaDevice,
     x: DevPtr,
     t: DevPtr,
@@ -347,10 +347,10 @@ pub fn cross_entropy_mean_fwd4_f32(
 }
 
 /// Step 4 backward: `dx[r] = g[0]/rows · (exp(x[r] − m_r)/s_r − onehot(t[r]))`, the gradient of
-/// [`cross_entropy_mean_fwd4_f32`]'s mean, with its `stats` and the mean's one upstream
+/// [`fused_mean`]'s mean, with its `stats` and the mean's one upstream
 /// gradient `g`; one launch (step 3's kernels reading `g` as that scalar).
 #[allow(clippy::too_many_arguments)]
-pub fn cross_entropy_mean_bwd4_f32(
+pub fn fused_mean_bwd(
     dev: &CudaDevice,
     x: DevPtr,
     t: DevPtr,
@@ -365,6 +365,61 @@ pub fn cross_entropy_mean_bwd4_f32(
         return Ok(());
     }
     ce_bwd_launch(dev, 4, x, t, stats, g, dx, rows, cols, err)
+}
+
+// ------------------------------------------------------------------ the ladder's table
+
+/// A per-row cross-entropy forward that saves each row's (max, Σ exp): `(dev, x, targets,
+/// loss, stats, rows, cols, err)`; the fused mean's forward has the same form, `loss` one value.
+pub type Forward =
+    fn(&CudaDevice, DevPtr, DevPtr, DevPtr, DevPtr, usize, usize, DevPtr) -> Result<()>;
+/// Its backward from the saved stats: `(dev, x, targets, stats, g, dx, rows, cols, err)`.
+pub type Backward =
+    fn(&CudaDevice, DevPtr, DevPtr, DevPtr, DevPtr, DevPtr, usize, usize, DevPtr) -> Result<()>;
+
+/// The launchers of one step of the cross-entropy ladder.
+#[derive(Clone, Copy, Debug)]
+pub struct Kernels {
+    /// The step (described in [`super::ladder::Family::CrossEntropy`]'s table).
+    pub step: super::rows::Step,
+    /// Per-row forward and backward through saved stats; `None`: step 1's
+    /// [`block_per_row`] and [`block_per_row_bwd`], which recompute them.
+    pub per_row: Option<(Forward, Backward)>,
+    /// The mean over rows fused in, one launch each way; `None`: the per-row kernels and a
+    /// separate mean.
+    pub mean: Option<(Forward, Backward)>,
+}
+
+/// The cross-entropy ladder: the one table the backend, the benchmarks and the tests run.
+pub const STEPS: [Kernels; 4] = {
+    use super::rows::Step;
+    [
+        Kernels {
+            step: Step::One,
+            per_row: None,
+            mean: None,
+        },
+        Kernels {
+            step: Step::Two,
+            per_row: Some((saved_stats, saved_stats_bwd)),
+            mean: None,
+        },
+        Kernels {
+            step: Step::Three,
+            per_row: Some((registers, registers_bwd)),
+            mean: None,
+        },
+        Kernels {
+            step: Step::Four,
+            per_row: Some((registers, registers_bwd)),
+            mean: Some((fused_mean, fused_mean_bwd)),
+        },
+    ]
+};
+
+/// The launchers of `step` (the highest step at or below it).
+pub fn at(step: super::rows::Step) -> &'static Kernels {
+    super::ladder::pick(&STEPS, step, |k| k.step)
 }
 
 #[cfg(test)]

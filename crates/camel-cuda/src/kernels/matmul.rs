@@ -188,14 +188,14 @@ impl SgemmKernel {
 }
 
 /// Fewest 128×256 output tiles for which step 13 launches its own kernel: about one wave of
-/// one block per SM on the H100 (132 SMs). At 2048² (128 tiles) it beat step 11 by 8 %;
-/// below that the tuned smaller tiles of step 11 (with split-K) keep more SMs busy.
+/// one block per SM. Below it the tuned smaller tiles of step 11 (with split-K) keep more SMs
+/// busy (docs/gemm.md).
 pub const ASYNC_MIN_BLOCKS: usize = 120;
 
 /// Whether step 13's 128×256 kernel suits `g` (else step 11's tuned tile runs): at least
-/// [`ASYNC_MIN_BLOCKS`] tiles, K ≥ 256 (its 3-stage pipeline needs slices to overlap; at
-/// 8192×128×512 it ran at 0.83× step 11 on the H100) and tiles at least 90 % filled (at
-/// N = 384 a third of the second column of tiles is padding: 0.82× step 11).
+/// [`ASYNC_MIN_BLOCKS`] tiles, K ≥ 256 (its 3-stage pipeline needs slices to overlap) and tiles
+/// at least 90 % filled (padding is work thrown away); elsewhere step 11 measured faster
+/// (docs/gemm.md).
 pub fn async_suits(g: &Gemm) -> bool {
     let (bm, bn) = (128, 256);
     let (tm, tn) = (g.m.div_ceil(bm), g.n.div_ceil(bn));
@@ -211,23 +211,25 @@ pub const ASYNC_SMALL: [(&str, u32, u32); 2] = [
 
 /// Where step 13's 128×256 tile does not suit, a small output with a long K (fewer than
 /// [`ASYNC_MIN_BLOCKS`] 64×64 tiles, K ≥ 256: the shapes that split K) gets step 13's 64×64×16
-/// kernel, whose four stages put a whole 64-long K-split in flight at once. On the H100 it beat
-/// step 11's tuned 64×64 tile by 11 % at 64×784×256 and matched it at 256×784×256; where K is
-/// not split (8192×128×512) it lost (0.78×), so step 11 keeps those. Env
-/// `CAMEL_ASYNC_SMALL=off` keeps step 11 everywhere, `=<kernel>` (one of [`ASYNC_SMALL`]) forces
-/// that kernel on every shape the big tile does not suit (for measuring).
+/// kernel, whose four stages put a whole 64-long K-split in flight at once; where K is not
+/// split, step 11 keeps the product, as it measured faster there (docs/gemm.md).
+/// [`Experiments::async_small`](crate::config::Experiments::async_small) `Some(None)` keeps
+/// step 11 everywhere, `Some(Some(kernel))` (one of [`ASYNC_SMALL`]) forces that kernel on every
+/// shape the big tile does not suit (for measuring).
 fn async_small(g: &Gemm) -> Option<TileShape> {
-    static ENV: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
     let tile = |i: usize| {
         let (name, bm, bn) = ASYNC_SMALL[i];
         SgemmKernel::async_small_tile(name, bm, bn)
     };
-    match ENV
-        .get_or_init(|| std::env::var("CAMEL_ASYNC_SMALL").ok())
-        .as_deref()
-    {
-        Some("off") => None,
-        Some(v) => ASYNC_SMALL.iter().position(|(n, _, _)| *n == v).map(tile),
+    let forced = crate::config::with_experiments(|e| {
+        e.async_small.as_ref().map(|v| {
+            ASYNC_SMALL
+                .iter()
+                .position(|(n, _, _)| Some(*n) == v.as_deref())
+        })
+    });
+    match forced {
+        Some(i) => i.map(tile),
         None => {
             let tiles = g.m.div_ceil(64) * g.n.div_ceil(64) * g.batch;
             (tiles < ASYNC_MIN_BLOCKS && g.k >= 256).then(|| tile(0))
@@ -316,9 +318,8 @@ const fn interior(
 }
 
 /// Step 13's interior Aᵀ·B kernels, the re-layout's (both operands copied 16 bytes at a time).
-/// The first is the default: on the H100 (bench/sgemm_lab.cu `shapes`, L2 flushed, transpose of
-/// A included) 128×128×16 with two blocks per SM ran 49.8 TFLOP/s at 4096³ and 50.8 at 8192³
-/// (cuBLAS 51.7 both), where 128×256×32 ran 48.3 and 50.0 and 128×256×16 46.7 and 47.4.
+/// The first, 128×128×16 with two blocks per SM, is the default: it measured fastest of the
+/// three, the transpose included (docs/gemm.md); the others stay selectable for measuring.
 pub const ASYNC_TN: [Interior; 3] = [
     interior("sgemm_13_async_128x128x16_tn", (128, 128, 16), 3, true),
     interior("sgemm_13_async_128x256x16_tn", (128, 256, 16), 3, true),
@@ -327,21 +328,20 @@ pub const ASYNC_TN: [Interior; 3] = [
 
 /// Step 13's interior A·B kernels with A read in place, for whole-tile products whose A is not
 /// worth transposing (the re-layout's reuse rule), in order of preference: 128×192 (one block
-/// per SM) where N % 192 = 0, else 64×256 (two). On the H100 (same lab, L2 flushed): 44.6
-/// TFLOP/s at 16384×1536×384 and 32.2–32.7 at 8192×128×512, where step 11's tuned tiles ran
-/// 37.5 and 29.0 (cuBLAS 46.8 and 33.7).
+/// per SM) where N % 192 = 0, else 64×256 (two). Both measured faster than step 11's tuned
+/// tiles on such shapes (docs/gemm.md).
 pub const ASYNC_NN: [Interior; 2] = [
     interior("sgemm_13_async_128x192x16_nn", (128, 192, 16), 4, false),
     interior("sgemm_13_async_64x256x16_nn", (64, 256, 16), 3, false),
 ];
 
-/// Which of [`ASYNC_TN`] the re-layout runs: the first, unless env `CAMEL_ASYNC_TN` names
-/// another by its tile (`128x256x16`, `128x256x32`; for measuring) and `g` fits that one.
+/// Which of [`ASYNC_TN`] the re-layout runs: the first, unless
+/// [`Experiments::async_tn`](crate::config::Experiments::async_tn) names another by its tile
+/// (`128x256x16`, `128x256x32`; for measuring) and `g` fits that one.
 fn async_tn_choice(g: &Gemm) -> &'static Interior {
-    static ENV: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
-    let forced = *ENV.get_or_init(|| {
-        let v = std::env::var("CAMEL_ASYNC_TN").ok()?;
-        ASYNC_TN.iter().position(|t| t.kernel.contains(v.as_str()))
+    let forced = crate::config::with_experiments(|e| {
+        let v = e.async_tn.as_deref()?;
+        ASYNC_TN.iter().position(|t| t.kernel.contains(v))
     });
     match forced.map(|i| &ASYNC_TN[i]) {
         Some(t) if whole_tiles(g, t) => t,
@@ -356,7 +356,8 @@ fn whole_tiles(g: &Gemm, t: &Interior) -> bool {
 
 /// The [`ASYNC_NN`] kernel step 13 runs for `g` where the re-layout does not
 /// ([`relayout_fits`] is checked first): the first that fits `g` (A·B, whole tiles, aligned)
-/// with at least [`ASYNC_MIN_BLOCKS`] tiles. Env `CAMEL_ASYNC_NN=off` keeps them out (for
+/// with at least [`ASYNC_MIN_BLOCKS`] tiles.
+/// [`Experiments::async_nn`](crate::config::Experiments::async_nn) off keeps them out (for
 /// measuring).
 pub fn async_nn_choice(
     g: &Gemm,
@@ -365,8 +366,7 @@ pub fn async_nn_choice(
     c: DevPtr,
     epi: &Epilogue,
 ) -> Option<&'static Interior> {
-    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    if env_off(&OFF, "CAMEL_ASYNC_NN") {
+    if !crate::config::with_experiments(|e| e.async_nn) {
         return None;
     }
     ASYNC_NN.iter().find(|t| {
@@ -377,9 +377,8 @@ pub fn async_nn_choice(
 
 /// Step 13's whole-K kernels for small outputs with a long K, as (name, BM, BN, K-groups): each
 /// block copies all of K for a thin BM×BN tile into shared memory at once, instead of splitting
-/// K. On the H100 (bench/sgemm_lab.cu, L2 flushed): 64×784×256 7.9 µs with 8×16 tiles and
-/// 256×784×256 11.6 µs with 16×32, where split-K over 64×64 tiles ran 12.2 and 14.3 and cuBLAS
-/// 11.8 and 13.7.
+/// K: no partial sums to reduce, and more blocks than a split of 64×64 tiles gives such shapes
+/// (measured against split-K in docs/gemm.md).
 pub const WHOLE_K: [(&str, u32, u32, u32); 2] = [
     ("sgemm_13_wholek_8x16", 8, 16, 8),
     ("sgemm_13_wholek_16x32", 16, 32, 4),
@@ -443,10 +442,10 @@ impl SgemmKernel {
 /// The [`WHOLE_K`] kernel step 13 runs for `g`, if any: only where it would otherwise split K
 /// (fewer than [`ASYNC_MIN_BLOCKS`] 64×64 tiles, K ≥ 256), 16×32 tiles from 100 blocks, else
 /// 8×16 from 64 (fewer blocks would leave most SMs idle: split-K keeps them), where the kernel
-/// fits ([`wholek_fits`]). Env `CAMEL_ASYNC_WHOLEK=off` keeps them out (for measuring).
+/// fits ([`wholek_fits`]). [`Experiments::async_whole_k`](crate::config::Experiments::async_whole_k)
+/// off keeps them out (for measuring).
 pub fn async_wholek_choice(g: &Gemm, a: DevPtr, b: DevPtr, max_smem: usize) -> Option<usize> {
-    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    if env_off(&OFF, "CAMEL_ASYNC_WHOLEK") {
+    if !crate::config::with_experiments(|e| e.async_whole_k) {
         return None;
     }
     let tiles64 = g.m.div_ceil(64) * g.n.div_ceil(64) * g.batch;
@@ -461,20 +460,19 @@ pub fn async_wholek_choice(g: &Gemm, a: DevPtr, b: DevPtr, max_smem: usize) -> O
 }
 
 /// Shortest other dimension for which transposing an operand pays: the transpose moves 8 bytes
-/// per element of the operand, the product reuses each element n (or m) times. By the lab's
-/// figures (H100), at n = 1024 the transpose costs about 6 % of the product's time, against the
-/// 10–13 % the interior kernel saves; below it (n = 384, 512) the [`ASYNC_NN`] kernels, which
-/// read A in place, ran 5–9 % faster than the transpose and the Aᵀ·B kernel.
+/// per element of the operand, the product reuses each element n (or m) times. From this reuse
+/// on the transpose costs less than the interior kernel saves; below it the [`ASYNC_NN`]
+/// kernels, which read A in place, are faster (docs/gemm.md).
 const RELAYOUT_MIN_REUSE: usize = 1024;
 
-/// Whether a product runs as step 13's re-layout (`CAMEL_ASYNC_RELAYOUT=off` disables it, for
-/// measuring): every operand stored with k contiguous (A of A·B, B of A·Bᵀ) is transposed into
+/// Whether a product runs as step 13's re-layout
+/// ([`Experiments::async_relayout`](crate::config::Experiments::async_relayout) off disables it,
+/// for measuring): every operand stored with k contiguous (A of A·B, B of A·Bᵀ) is transposed into
 /// a workspace and an [`ASYNC_TN`] kernel runs Aᵀ·B. It needs a large product
 /// ([`async_suits`]), whole tiles of that kernel, 16-byte aligned operands that are used in
 /// place, C and the saved pre-activation, and enough reuse to pay for each transpose.
 pub fn relayout_fits(g: &Gemm, a: DevPtr, b: DevPtr, c: DevPtr, epi: &Epilogue) -> bool {
-    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    if env_off(&OFF, "CAMEL_ASYNC_RELAYOUT") {
+    if !crate::config::with_experiments(|e| e.async_relayout) {
         return false;
     }
     let al = |p: DevPtr| p.0 % 16 == 0;
@@ -773,28 +771,23 @@ pub fn sgemm_epilogue(
 }
 
 /// Split-K policy: (shortest K per split, blocks per multiprocessor to aim for). Default
-/// (32, 2): with step 13's 64×64 tile on the H100 it beat (32, 4) by 4–6 % and (32, 1) at
-/// 64×784×256 (docs/gemm.md); env `CAMEL_SPLITK=min_k,blocks_per_sm` overrides it (for
-/// measuring).
+/// (32, 2), the fastest measured with step 13's 64×64 tile (docs/gemm.md);
+/// [`Experiments::splitk`](crate::config::Experiments::splitk) overrides it (for measuring;
+/// values below (32, 1) keep the default).
 fn split_k_policy() -> (usize, usize) {
-    static P: std::sync::OnceLock<(usize, usize)> = std::sync::OnceLock::new();
-    *P.get_or_init(|| {
-        std::env::var("CAMEL_SPLITK")
-            .ok()
-            .and_then(|v| {
-                let (a, b) = v.split_once(',')?;
-                Some((a.trim().parse().ok()?, b.trim().parse().ok()?))
-            })
-            .filter(|&(a, b): &(usize, usize)| a >= 32 && b >= 1)
-            .unwrap_or((32, 2))
-    })
+    let (a, b) = crate::config::with_experiments(|e| e.splitk);
+    if a >= 32 && b >= 1 {
+        (a, b)
+    } else {
+        (32, 2)
+    }
 }
 
 /// How many K-splits `t` gets for `g` on a device with `sm_count` multiprocessors: when the
 /// output's tiles do not fill 90 % of one wave (of one block per multiprocessor) and K ≥ 256, K is
 /// cut so that there are about two blocks per multiprocessor, each split keeping at least 32
-/// of K (see `split_k_policy`). Short K is left alone: splitting 8192×512 with K = 128 into
-/// chunks of 32 halved its speed on the H200.
+/// of K (see `split_k_policy`). Short K is left alone: its splits would be too short to pay for
+/// the partial sums.
 pub fn split_k_factor(sm_count: usize, t: &TileShape, g: &Gemm) -> usize {
     let (min_k, per_sm) = split_k_policy();
     if !t.split_k || g.k < 256 || g.k < 2 * min_k {
@@ -858,15 +851,10 @@ pub enum SplitReduce {
 pub const FUSED_K_REDUCE: [(&str, &str); 1] =
     [("sgemm_13_async_64x64x16", "sgemm_13_async_64x64x16_fk")];
 
-/// Whether env `var` is `off` (a switch for measuring), read once into `cell`.
-fn env_off(cell: &'static std::sync::OnceLock<bool>, var: &str) -> bool {
-    *cell.get_or_init(|| std::env::var(var).is_ok_and(|v| v == "off"))
-}
-
-/// Env `CAMEL_SPLITK_FUSED=off` keeps the separate reduction (for measuring).
+/// [`Experiments::splitk_fused`](crate::config::Experiments::splitk_fused) off keeps the
+/// separate reduction (for measuring).
 fn fused_k_reduce_on() -> bool {
-    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    !env_off(&OFF, "CAMEL_SPLITK_FUSED")
+    crate::config::with_experiments(|e| e.splitk_fused)
 }
 
 /// Whether `blocks` blocks of `threads` threads of a kernel can all be resident at once, by its

@@ -102,7 +102,7 @@ pub struct MultiTensor {
 
 /// Layout of `MultiTensor` in optim.cu.
 #[repr(C)]
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, cust_core::DeviceCopy)]
 struct MultiTensorC {
     p: u64,
     g: u64,
@@ -113,8 +113,6 @@ struct MultiTensorC {
     bc1: f32,
     bc2: f32,
 }
-// SAFETY: integers and floats, 56 bytes, no padding.
-unsafe impl crate::Pod for MultiTensorC {}
 
 /// Elements per block (`MT_CHUNK` in optim.cu).
 const MT_CHUNK: usize = 4096;
@@ -124,12 +122,10 @@ const MT_PARAM_MAX: usize = 64;
 
 /// Layout of `MultiTable` in optim.cu: the table passed by value in the launch parameters.
 #[repr(C)]
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, cust_core::DeviceCopy)]
 struct MultiTable {
     t: [MultiTensorC; MT_PARAM_MAX],
 }
-// SAFETY: an array of Pod structs, no padding.
-unsafe impl crate::Pod for MultiTable {}
 
 /// The tables of the non-empty tensors of `ts`, at most [`MT_PARAM_MAX`] a launch, each with
 /// its tensor count and launch configuration (block numbers restart in every table).
@@ -213,7 +209,7 @@ pub fn sgd_multi_f32(
 /// of its chunk (4 each of p, g, m, v) before any arithmetic or store. The tensors' buffers
 /// must not overlap one another.
 #[allow(clippy::too_many_arguments)]
-pub fn adam_multi3_f32(
+pub fn adam_multi_loads_first(
     dev: &CudaDevice,
     ts: &[MultiTensor],
     lr: f32,
@@ -236,7 +232,7 @@ pub fn adam_multi3_f32(
 /// ulp): each thread loads all its float4 of p, g and (with momentum) the momentum buffer
 /// before any arithmetic or store. With `momentum == 0` the buffers `s1` are never touched and
 /// may be null. The tensors' buffers must not overlap one another.
-pub fn sgd_multi3_f32(
+pub fn sgd_multi_loads_first(
     dev: &CudaDevice,
     ts: &[MultiTensor],
     lr: f32,
@@ -286,6 +282,51 @@ fn sgd_multi(
         unsafe { dev.launch(&k, cfg, &[&table, &count, &lr, &momentum, &wd])? };
     }
     Ok(())
+}
+
+// ------------------------------------------------------------------ the ladder's table
+
+/// An SGD launcher over many tensors: `(dev, tensors, lr, momentum, weight_decay)`.
+pub type SgdMulti = fn(&CudaDevice, &[MultiTensor], f32, f32, f32) -> Result<()>;
+/// An Adam launcher over many tensors: `(dev, tensors, lr, beta1, beta2, eps, weight_decay,
+/// decoupled)`.
+pub type AdamMulti = fn(&CudaDevice, &[MultiTensor], f32, f32, f32, f32, f32, bool) -> Result<()>;
+
+/// The launchers of one step of the optimizer ladder.
+#[derive(Clone, Copy, Debug)]
+pub struct Kernels {
+    /// The step (described in [`super::ladder::Family::Optim`]'s table).
+    pub step: super::rows::Step,
+    /// One launch for a group of tensors; `None`: [`sgd_f32`] / [`adam_f32`] once per tensor.
+    pub multi: Option<(SgdMulti, AdamMulti)>,
+}
+
+/// The optimizer ladder: the one table the backend, the benchmarks and the tests run.
+pub const STEPS: [Kernels; 4] = {
+    use super::rows::Step;
+    [
+        Kernels {
+            step: Step::One,
+            multi: None,
+        },
+        Kernels {
+            step: Step::Two,
+            multi: Some((sgd_multi_f32, adam_multi_f32)),
+        },
+        Kernels {
+            step: Step::Three,
+            multi: Some((sgd_multi_loads_first, adam_multi_f32)),
+        },
+        Kernels {
+            step: Step::Four,
+            multi: Some((sgd_multi_loads_first, adam_multi_loads_first)),
+        },
+    ]
+};
+
+/// The launchers of `step` (the highest step at or below it).
+pub fn at(step: super::rows::Step) -> &'static Kernels {
+    super::ladder::pick(&STEPS, step, |k| k.step)
 }
 
 #[cfg(test)]

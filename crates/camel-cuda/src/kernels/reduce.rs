@@ -7,7 +7,7 @@ const MODULE: &str = "reduce";
 const THREADS: u32 = 256;
 
 /// `y[o, i] = reduce_d x[o, d, i]` (op 0 = sum, 1 = max), one block per output element.
-pub fn reduce_f32(
+pub fn block_per_output(
     dev: &CudaDevice,
     x: DevPtr,
     y: DevPtr,
@@ -23,7 +23,7 @@ pub fn reduce_f32(
     let name = "reduce_f32";
     let k = dev.function(MODULE, name)?;
     let cfg = LaunchConfig::new(rows_grid(name, outputs)?, Dim3::x(THREADS));
-    // SAFETY: matches `reduce_f32(const float*, float*, long long, long long, long long, int)`.
+    // SAFETY: matches `block_per_output(const float*, float*, long long, long long, long long, int)`.
     unsafe {
         dev.launch(
             &k,
@@ -53,10 +53,10 @@ pub fn argmax_last_f32(
 
 // ------------------------------------------------------------------ step 2 (memory-bound issue)
 
-/// Step 2 of `reduce_f32`: `y[o, i] = reduce_d x[o, d, i]` (op 0 = sum, 1 = max). A reduced
+/// Step 2 of `block_per_output`: `y[o, i] = reduce_d x[o, d, i]` (op 0 = sum, 1 = max). A reduced
 /// last dim goes to [`reduce_rows2_f32`]; a middle one to a coalesced thread-per-output kernel.
 #[allow(clippy::too_many_arguments)]
-pub fn reduce2_f32(
+pub fn warp_shuffle(
     dev: &CudaDevice,
     x: DevPtr,
     y: DevPtr,
@@ -141,11 +141,11 @@ pub fn reduce_rows2_f32(
 
 // ------------------------------------------------------------------ step 3 (memory-bound issue)
 
-/// Step 3 of `reduce_f32`: as [`reduce2_f32`], but many rows reduced along the last dim run
+/// Step 3 of `block_per_output`: as [`warp_shuffle`], but many rows reduced along the last dim run
 /// `reduce3_rows_*` (4 independent loads in flight per thread). Few long rows (the two-pass
 /// split) and a middle dim stay on step 2's kernels.
 #[allow(clippy::too_many_arguments)]
-pub fn reduce3_f32(
+pub fn loads_in_flight(
     dev: &CudaDevice,
     x: DevPtr,
     y: DevPtr,
@@ -157,7 +157,7 @@ pub fn reduce3_f32(
     let sms = dev.limits().sm_count.max(1) as usize;
     let long_and_few = dim > super::rows::WARP_ROW_MAX && outer < 4 * sms;
     if inner != 1 || outer == 0 || long_and_few {
-        return reduce2_f32(dev, x, y, outer, dim, inner, op);
+        return warp_shuffle(dev, x, y, outer, dim, inner, op);
     }
     let (rows, cols) = (outer, dim);
     let (warp, vec, cfg) = super::rows::row_launch("reduce3_rows", rows, cols, &[x])?;
@@ -165,4 +165,43 @@ pub fn reduce3_f32(
     let k = dev.function(MODULE, &name)?;
     // SAFETY: matches `reduce3_rows_*(const float*, float*, long long, long long, int)`.
     unsafe { dev.launch(&k, cfg, &[&x, &y, &(rows as i64), &(cols as i64), &op]) }
+}
+
+// ------------------------------------------------------------------ the ladder's table
+
+/// A reduction launcher over `[outer, dim, inner]` along `dim`: `(dev, x, y, outer, dim, inner,
+/// op)`.
+pub type Reduce = fn(&CudaDevice, DevPtr, DevPtr, usize, usize, usize, i32) -> Result<()>;
+
+/// The launcher of one step of the reduction ladder.
+#[derive(Clone, Copy, Debug)]
+pub struct Kernels {
+    /// The step (described in [`super::ladder::Family::Reduce`]'s table).
+    pub step: super::rows::Step,
+    /// Its launcher.
+    pub reduce: Reduce,
+}
+
+/// The reduction ladder: the one table the backend, the benchmarks and the tests run.
+pub const STEPS: [Kernels; 3] = {
+    use super::rows::Step;
+    [
+        Kernels {
+            step: Step::One,
+            reduce: block_per_output,
+        },
+        Kernels {
+            step: Step::Two,
+            reduce: warp_shuffle,
+        },
+        Kernels {
+            step: Step::Three,
+            reduce: loads_in_flight,
+        },
+    ]
+};
+
+/// The launcher of `step` (the highest step at or below it).
+pub fn at(step: super::rows::Step) -> &'static Kernels {
+    super::ladder::pick(&STEPS, step, |k| k.step)
 }

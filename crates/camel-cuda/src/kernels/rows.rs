@@ -1,4 +1,4 @@
-//! What the memory-bound ladders share (issue 4: reductions, softmax, cross-entropy, LayerNorm,
+//! What the memory-bound ladders share (reductions, softmax, cross-entropy, LayerNorm,
 //! elementwise, embedding, optimizer updates): the [`Step`] selector and the choice between a
 //! warp and a block per row (`kernels/rows.cuh`).
 
@@ -44,51 +44,22 @@ impl std::fmt::Write for KernelName {
     }
 }
 
-/// A step of a memory-bound ladder, selectable at run time for tests and benchmarks (the
-/// camel-core CUDA backend reads it from an environment variable per family, e.g.
-/// `CAMEL_SOFTMAX=1`).
+/// A step of a memory-bound ladder (what each step is in each family: [`super::ladder`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Step {
-    /// 1: the simple kernel of the CUDA backend issue (a block per row or a thread per element).
+    /// Step 1.
     One,
-    /// 2: warp- or block-per-row with shuffles, online statistics, float4, one launch for many
-    /// tensors (the memory-bound issue).
+    /// Step 2.
     Two,
-    /// 3: the row held in registers, read from global memory once, several short rows per warp
-    /// (softmax, LayerNorm, cross-entropy; optimizers: all of a thread's loads before its
-    /// stores; a family without a step 3 runs its step 2).
+    /// Step 3.
     Three,
-    /// 4: one more rung over step 3 (LayerNorm and softmax forward: cache-streaming loads and
-    /// stores; LayerNorm backward: a pair of warps per row; embedding: one launch; Adam: the
-    /// loads-first kernel that SGD uses at step 3; cross-entropy: the mean over rows fused in).
-    /// The default where it measured faster or the issue asks for it (LayerNorm, embedding,
-    /// cross-entropy); a family or direction without a step 4 runs its step 3 (or 2).
+    /// Step 4.
     Four,
 }
 
 impl Step {
     /// Every step, in ladder order.
     pub const ALL: [Step; 4] = [Step::One, Step::Two, Step::Three, Step::Four];
-    /// The library default.
-    pub const BEST: Step = Step::Three;
-
-    /// `"1"` → One, `"2"` → Two, `"3"` → Three, `"4"` → Four, anything else (or unset) →
-    /// [`Step::BEST`].
-    pub fn parse(s: Option<&str>) -> Step {
-        Step::parse_or(s, Step::BEST)
-    }
-
-    /// As [`Step::parse`], with `default` for anything else (or unset): a family's own default.
-    pub fn parse_or(s: Option<&str>, default: Step) -> Step {
-        match s {
-            Some("1") => Step::One,
-            Some("2") => Step::Two,
-            Some("3") => Step::Three,
-            Some("4") => Step::Four,
-            _ => default,
-        }
-    }
-
     /// The step's number (1, 2, 3, 4).
     pub fn number(&self) -> u32 {
         match self {

@@ -6,15 +6,13 @@ use crate::{launch_1d, CudaDevice, DevPtr, Error, Result};
 const MODULE: &str = "shape";
 
 #[repr(C)]
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, cust_core::DeviceCopy)]
 struct StridedArgs {
     ndim: i64,
     offset: i64,
     shape: [i64; MAX_DIMS],
     strides: [i64; MAX_DIMS],
 }
-// SAFETY: plain integers, no padding.
-unsafe impl crate::Pod for StridedArgs {}
 
 /// `dst[i] = src[offset + Σ idx_d·strides[d]]` over the multi-indices of `shape`;
 /// `elem_bytes` selects the f32 (4) or i64 (8) kernel.
@@ -53,7 +51,7 @@ pub fn copy_strided(
 }
 
 #[repr(C)]
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, cust_core::DeviceCopy)]
 struct Strided2Args {
     ndim: i64,
     offset: i64,
@@ -62,8 +60,6 @@ struct Strided2Args {
     strides: [i64; MAX_DIMS],
     dst_strides: [i64; MAX_DIMS],
 }
-// SAFETY: plain integers, no padding.
-unsafe impl crate::Pod for Strided2Args {}
 
 /// A strided view of `src` into a strided view of `dst`, over the multi-indices of `shape`:
 /// `dst[dst_offset + Σ idx_d·dst_strides[d]] = src[offset + Σ idx_d·strides[d]]`.
@@ -108,15 +104,13 @@ pub fn copy_strided_into(
 }
 
 #[repr(C)]
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, cust_core::DeviceCopy)]
 struct PadArgs {
     ndim: i64,
     out_shape: [i64; MAX_DIMS],
     src_shape: [i64; MAX_DIMS],
     before: [i64; MAX_DIMS],
 }
-// SAFETY: plain integers, no padding.
-unsafe impl crate::Pod for PadArgs {}
 
 /// Constant padding of a `src_shape` tensor by `before`/`after` per dim.
 pub fn pad_f32(

@@ -6,7 +6,7 @@ use crate::{CudaDevice, DevPtr, Dim3, LaunchConfig, Result};
 const MODULE: &str = "softmax";
 
 /// Softmax (or log-softmax when `log`) of each row of `[rows, cols]`, one block per row.
-pub fn softmax_last_f32(
+pub fn block_per_row(
     dev: &CudaDevice,
     x: DevPtr,
     y: DevPtr,
@@ -20,7 +20,7 @@ pub fn softmax_last_f32(
     let name = "softmax_last_f32";
     let k = dev.function(MODULE, name)?;
     let cfg = LaunchConfig::new(rows_grid(name, rows)?, Dim3::x(256));
-    // SAFETY: matches `softmax_last_f32(const float*, float*, long long, long long, int)`.
+    // SAFETY: matches `block_per_row(const float*, float*, long long, long long, int)`.
     unsafe {
         dev.launch(
             &k,
@@ -34,7 +34,7 @@ pub fn softmax_last_f32(
 
 /// Step 2: online softmax (or log-softmax) of each row, a warp per row up to 1024 columns,
 /// a block per row beyond, float4 when the rows are 16-byte aligned.
-pub fn softmax2_f32(
+pub fn online_warp(
     dev: &CudaDevice,
     x: DevPtr,
     y: DevPtr,
@@ -60,7 +60,7 @@ pub fn softmax2_f32(
 /// Backward of softmax (`log = false`: `dx = y ⊙ (g − Σ g⊙y)`) or log-softmax
 /// (`dx = g − exp(y) Σ g`) from the forward's output `y`. Step 1: a block per row, scalar.
 #[allow(clippy::too_many_arguments)]
-pub fn softmax_bwd_f32(
+pub fn block_per_row_bwd(
     dev: &CudaDevice,
     y: DevPtr,
     g: DevPtr,
@@ -75,7 +75,7 @@ pub fn softmax_bwd_f32(
     let name = "softmax_bwd_f32";
     let k = dev.function(MODULE, name)?;
     let cfg = LaunchConfig::new(rows_grid(name, rows)?, Dim3::x(256));
-    // SAFETY: matches `softmax_bwd_f32(const float*, const float*, float*, long long, long long, int)`.
+    // SAFETY: matches `block_per_row_bwd(const float*, const float*, float*, long long, long long, int)`.
     unsafe {
         dev.launch(
             &k,
@@ -85,9 +85,9 @@ pub fn softmax_bwd_f32(
     }
 }
 
-/// Step 2 of [`softmax_bwd_f32`]: warp or block per row, float4.
+/// Step 2 of [`block_per_row_bwd`]: warp or block per row, float4.
 #[allow(clippy::too_many_arguments)]
-pub fn softmax_bwd2_f32(
+pub fn online_warp_bwd(
     dev: &CudaDevice,
     y: DevPtr,
     g: DevPtr,
@@ -149,8 +149,8 @@ pub fn softmax3_shape(cols: usize, vec: bool) -> Option<(usize, usize, usize)> {
 
 /// Step 3: softmax (or log-softmax) of each row held in registers (`softmax3_*` or
 /// `log_softmax3_*` in `kernels/softmax.cu`); rows longer than [`SOFTMAX3_MAX_COLS`] run
-/// [`softmax2_f32`].
-pub fn softmax3_f32(
+/// [`online_warp`].
+pub fn warp_registers(
     dev: &CudaDevice,
     x: DevPtr,
     y: DevPtr,
@@ -161,10 +161,10 @@ pub fn softmax3_f32(
     softmax_regs_f32(dev, "softmax3", x, y, rows, cols, log)
 }
 
-/// Step 4 of the forward (`CAMEL_SOFTMAX=4`, an A/B experiment): [`softmax3_f32`] with
+/// Step 4 of the forward (`CAMEL_SOFTMAX=4`): [`warp_registers`] with
 /// cache-streaming (evict-first) loads of `x` and stores of `y` (`softmax4_*`,
 /// `log_softmax4_*`); the same arithmetic, shapes and fallback.
-pub fn softmax4_f32(
+pub fn streaming(
     dev: &CudaDevice,
     x: DevPtr,
     y: DevPtr,
@@ -192,7 +192,7 @@ fn softmax_regs_f32(
     }
     let vec = cols % 4 == 0 && super::rows::aligned16(&[x, y]);
     let Some((g, vw, nv)) = softmax3_shape(cols, vec) else {
-        return softmax2_f32(dev, x, y, rows, cols, log);
+        return online_warp(dev, x, y, rows, cols, log);
     };
     let log_ = if log { "log_" } else { "" };
     let name = super::rows::KernelName::new(format_args!("{log_}{prefix}_g{g}_v{vw}_n{nv}_f32"));
@@ -214,11 +214,11 @@ pub(crate) fn softmax3_config(name: &str, rows: usize, g: usize) -> Result<Launc
     })
 }
 
-/// Step 3 of [`softmax_bwd_f32`] (same arguments): the rows of `y` and `g` held in registers
+/// Step 3 of [`block_per_row_bwd`] (same arguments): the rows of `y` and `g` held in registers
 /// (`softmax3_bwd_*` in `kernels/softmax.cu`, the forward step 3's shapes); rows longer than
-/// [`SOFTMAX3_MAX_COLS`] run [`softmax_bwd2_f32`].
+/// [`SOFTMAX3_MAX_COLS`] run [`online_warp_bwd`].
 #[allow(clippy::too_many_arguments)]
-pub fn softmax3_bwd_f32(
+pub fn warp_registers_bwd(
     dev: &CudaDevice,
     y: DevPtr,
     g: DevPtr,
@@ -232,7 +232,7 @@ pub fn softmax3_bwd_f32(
     }
     let vec = cols % 4 == 0 && super::rows::aligned16(&[y, g, dx]);
     let Some((gs, vw, nv)) = softmax3_shape(cols, vec) else {
-        return softmax_bwd2_f32(dev, y, g, dx, rows, cols, log);
+        return online_warp_bwd(dev, y, g, dx, rows, cols, log);
     };
     let name = super::rows::KernelName::new(format_args!("softmax3_bwd_g{gs}_v{vw}_n{nv}_f32"));
     let name = name.as_str();
@@ -246,6 +246,56 @@ pub fn softmax3_bwd_f32(
             &[&y, &g, &dx, &(rows as i64), &(cols as i64), &(log as i32)],
         )
     }
+}
+
+// ------------------------------------------------------------------ the ladder's table
+
+/// A softmax / log-softmax forward launcher: `(dev, x, y, rows, cols, log)`.
+pub type Forward = fn(&CudaDevice, DevPtr, DevPtr, usize, usize, bool) -> Result<()>;
+/// A softmax / log-softmax backward launcher: `(dev, y, g, dx, rows, cols, log)`.
+pub type Backward = fn(&CudaDevice, DevPtr, DevPtr, DevPtr, usize, usize, bool) -> Result<()>;
+
+/// The launchers of one step of the softmax ladder.
+#[derive(Clone, Copy, Debug)]
+pub struct Kernels {
+    /// The step (described in [`super::ladder::Family::Softmax`]'s table).
+    pub step: super::rows::Step,
+    /// Its forward.
+    pub forward: Forward,
+    /// Its backward.
+    pub backward: Backward,
+}
+
+/// The softmax ladder: the one table the backend, the benchmarks and the tests run.
+pub const STEPS: [Kernels; 4] = {
+    use super::rows::Step;
+    [
+        Kernels {
+            step: Step::One,
+            forward: block_per_row,
+            backward: block_per_row_bwd,
+        },
+        Kernels {
+            step: Step::Two,
+            forward: online_warp,
+            backward: online_warp_bwd,
+        },
+        Kernels {
+            step: Step::Three,
+            forward: warp_registers,
+            backward: warp_registers_bwd,
+        },
+        Kernels {
+            step: Step::Four,
+            forward: streaming,
+            backward: warp_registers_bwd,
+        },
+    ]
+};
+
+/// The launchers of `step` (the highest step at or below it).
+pub fn at(step: super::rows::Step) -> &'static Kernels {
+    super::ladder::pick(&STEPS, step, |k| k.step)
 }
 
 /// Whether `kernels/rows.cuh`'s shape list (`CAMEL_ROW3_SHAPES`, which softmax step 3 and

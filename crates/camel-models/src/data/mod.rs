@@ -14,7 +14,8 @@ pub use idx::{read_idx_images, read_idx_labels};
 pub use loader::{Batches, DataLoader, LoaderError};
 pub use mnist::{Mnist, Split, MNIST_MEAN, MNIST_STD};
 
-/// Environment variable that names the folder holding the data sets.
+/// Environment variable that names the folder holding the data sets (read by
+/// `camel_core::config::data_dir`).
 pub const DATA_DIR_ENV: &str = "CAMEL_DATA_DIR";
 
 /// Hint attached to [`DataError::Missing`].
@@ -89,8 +90,8 @@ pub enum DataError {
 /// `datasets/` (found at compile time from `CARGO_MANIFEST_DIR`) if it exists;
 /// else `datasets/`.
 pub fn data_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os(DATA_DIR_ENV).filter(|d| !d.is_empty()) {
-        return PathBuf::from(dir);
+    if let Some(dir) = camel_nn::core::config::data_dir() {
+        return dir;
     }
     let local = PathBuf::from("datasets");
     if local.is_dir() {

@@ -3,7 +3,8 @@
 //! followed by a sum and a scale.
 
 use super::LossKernels;
-use crate::backend::cuda::{self, mem_step, CudaStorage, MemFamily};
+use crate::backend::cuda::{self, CudaStorage, Family};
+use crate::config::step;
 use crate::ops::elementwise::{BinaryOp, UnaryOp};
 use crate::ops::reduce::ReduceOp;
 use crate::Result;
@@ -33,7 +34,7 @@ impl LossKernels for CudaStorage {
         rows: usize,
         cols: usize,
     ) -> Result<Self> {
-        if let (Step::Four, Some(s)) = (mem_step(MemFamily::CrossEntropy), stats) {
+        if let (Step::Four, Some(s)) = (step(Family::CrossEntropy), stats) {
             return cuda::cross_entropy_mean_bwd(self, t, s, g, rows, cols);
         }
         // every row's upstream gradient is g / rows

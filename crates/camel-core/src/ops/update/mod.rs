@@ -116,8 +116,8 @@ impl Tensor {
     /// One optimizer update of every parameter in `params` in place: `grads[i]` is the gradient
     /// of `params[i]`, `states[i]` its state buffers (`[momentum]` for SGD with momentum,
     /// `[m, v]` for Adam, else none) and `rules[i]` its rule. All on one device. On a GPU this
-    /// is one kernel launch for all of them (the `CAMEL_OPTIM=2`, `3` and `4` steps, 3 the
-    /// default, where Adam runs step 2's kernel; `1` launches per tensor).
+    /// is one kernel launch for all of them (the optimizer ladder's steps 2 to 4; step 1
+    /// launches per tensor; see `camel_cuda::kernels::ladder::Family::Optim`).
     /// Not recorded by autograd.
     pub fn apply_updates(
         params: &[Tensor],

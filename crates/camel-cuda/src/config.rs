@@ -1,0 +1,591 @@
+//! Every `CAMEL_*` environment variable camel reads, read here with one parser.
+//!
+//! | Variable | Values | Default | Purpose |
+//! |---|---|---|---|
+//! | `CAMEL_REQUIRE_GPU` | `1/0/on/off/true/false` | `0` | A GPU test fails instead of skipping when no CUDA device answers. |
+//! | `CAMEL_POISON` | `1/0/on/off/true/false` | `0` | Fill every new CUDA output with NaN before its kernel runs, so an element a kernel forgot to write shows up in tests. |
+//! | `CAMEL_CUDA_SYNC` | `1/0/on/off/true/false` | `0` | Synchronize after every kernel launch, so a faulting kernel is named at once (debugging aid). |
+//! | `CAMEL_DATA_DIR` | a folder | `datasets/` of the repository | Where the data sets are read from. |
+//! | `CAMEL_REQUIRE_DATA` | `1/0/on/off/true/false` | `0` | A test needing a data set fails instead of skipping when the set is missing. |
+//! | `CAMEL_SGEMM` | step number (`1` … `13`) or name (`naive` … `async`, `tf32`) | `async` | The SGEMM ladder step `matmul` and `Linear` run. |
+//! | `CAMEL_ELEMENTWISE` | step number or name (see `Family::steps`) | `vec4` | The elementwise ladder step. |
+//! | `CAMEL_REDUCE` | step number or name | `loads_in_flight` | The reduction ladder step. |
+//! | `CAMEL_SOFTMAX` | step number or name | `warp_registers` | The softmax ladder step. |
+//! | `CAMEL_CROSS_ENTROPY` | step number or name | `fused_mean` | The cross-entropy ladder step. |
+//! | `CAMEL_EMBEDDING` | step number or name | `grouped_one_launch` | The embedding ladder step. |
+//! | `CAMEL_OPTIM` | step number or name | `loads_first_sgd` | The optimizer-update ladder step. |
+//! | `CAMEL_LAYERNORM` | step number or name | `streaming` | The LayerNorm ladder step. |
+//! | `CAMEL_NO_STUB_RPATH` | `1/0/on/off/true/false` (build time) | `0` | Never put camel's no-driver stub `libcuda` on the run-time library path (read by camel-cuda's build.rs). |
+//! | `CAMEL_PLOT_FONT` | a font file (tool) | DejaVu Sans or Liberation Sans | The font of the plots `cargo xtask gemm-report` draws (read by xtask). |
+//!
+//! The same table is [`VARS`] and `docs/configuration.md` (a test keeps the three alike).
+//!
+//! Each variable is read once per process; a value that does not parse is reported once on
+//! stderr, naming the variable and the values it accepts, and the default is used; [`check`]
+//! returns those errors so a program or a test run can refuse to start. A ladder step is the
+//! process default for that family; [`with_step`] and [`with_sgemm_kernel`] override it for
+//! the calling thread while a closure runs, so one test process runs every step.
+//!
+//! Switches that only measure experiments are not variables: they are [`Experiments`], set by
+//! the benchmark programs' flags through [`set_experiments`].
+
+use crate::kernels::ladder::{Family, Step};
+use crate::kernels::matmul::SgemmKernel;
+use std::cell::Cell;
+use std::path::PathBuf;
+use std::sync::{OnceLock, RwLock};
+
+/// One row of the configuration table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Var {
+    /// The variable's name.
+    pub name: &'static str,
+    /// The values it accepts.
+    pub values: &'static str,
+    /// Its default.
+    pub default: &'static str,
+    /// What it is for.
+    pub purpose: &'static str,
+}
+
+const FLAG: &str = "1/0/on/off/true/false";
+const STEP: &str = "step number or name";
+
+/// The configuration table (rendered in this module's documentation and in
+/// `docs/configuration.md`).
+pub const VARS: &[Var] = &[
+    Var {
+        name: "CAMEL_REQUIRE_GPU",
+        values: FLAG,
+        default: "0",
+        purpose: "A GPU test fails instead of skipping when no CUDA device answers.",
+    },
+    Var {
+        name: "CAMEL_POISON",
+        values: FLAG,
+        default: "0",
+        purpose: "Fill every new CUDA output with NaN before its kernel runs, so an element a \
+                  kernel forgot to write shows up in tests.",
+    },
+    Var {
+        name: "CAMEL_CUDA_SYNC",
+        values: FLAG,
+        default: "0",
+        purpose: "Synchronize after every kernel launch, so a faulting kernel is named at once \
+                  (debugging aid).",
+    },
+    Var {
+        name: "CAMEL_DATA_DIR",
+        values: "a folder",
+        default: "datasets/ of the repository",
+        purpose: "Where the data sets are read from.",
+    },
+    Var {
+        name: "CAMEL_REQUIRE_DATA",
+        values: FLAG,
+        default: "0",
+        purpose: "A test needing a data set fails instead of skipping when the set is missing.",
+    },
+    Var {
+        name: "CAMEL_SGEMM",
+        values: "step number (1 … 13) or name (naive … async, tf32)",
+        default: "async",
+        purpose: "The SGEMM ladder step `matmul` and `Linear` run.",
+    },
+    Var {
+        name: "CAMEL_ELEMENTWISE",
+        values: STEP,
+        default: "vec4",
+        purpose: "The elementwise ladder step.",
+    },
+    Var {
+        name: "CAMEL_REDUCE",
+        values: STEP,
+        default: "loads_in_flight",
+        purpose: "The reduction ladder step.",
+    },
+    Var {
+        name: "CAMEL_SOFTMAX",
+        values: STEP,
+        default: "warp_registers",
+        purpose: "The softmax ladder step.",
+    },
+    Var {
+        name: "CAMEL_CROSS_ENTROPY",
+        values: STEP,
+        default: "fused_mean",
+        purpose: "The cross-entropy ladder step.",
+    },
+    Var {
+        name: "CAMEL_EMBEDDING",
+        values: STEP,
+        default: "grouped_one_launch",
+        purpose: "The embedding ladder step.",
+    },
+    Var {
+        name: "CAMEL_OPTIM",
+        values: STEP,
+        default: "loads_first_sgd",
+        purpose: "The optimizer-update ladder step.",
+    },
+    Var {
+        name: "CAMEL_LAYERNORM",
+        values: STEP,
+        default: "streaming",
+        purpose: "The LayerNorm ladder step.",
+    },
+    Var {
+        name: "CAMEL_NO_STUB_RPATH",
+        values: "1/0/on/off/true/false (build time)",
+        default: "0",
+        purpose: "Never put camel's no-driver stub libcuda on the run-time library path (read by \
+                  camel-cuda's build.rs).",
+    },
+    Var {
+        name: "CAMEL_PLOT_FONT",
+        values: "a font file (tool)",
+        default: "DejaVu Sans or Liberation Sans",
+        purpose: "The font of the plots `cargo xtask gemm-report` draws (read by xtask).",
+    },
+];
+
+/// A variable set to a value it does not accept.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The variable.
+    pub var: &'static str,
+    /// Its value.
+    pub value: String,
+    /// The values it accepts.
+    pub accepted: String,
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}={:?} is not accepted; expected {}",
+            self.var, self.value, self.accepted
+        )
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Parses a boolean: `1`, `on`, `true` → true; `0`, `off`, `false`, empty → false (any case).
+pub fn parse_flag(var: &'static str, value: &str) -> Result<bool, ConfigError> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "1" | "on" | "true" => Ok(true),
+        "0" | "off" | "false" | "" => Ok(false),
+        _ => Err(ConfigError {
+            var,
+            value: value.to_string(),
+            accepted: FLAG.to_string(),
+        }),
+    }
+}
+
+/// Parses `family`'s step: its number or its name ([`Family::parse_step`]).
+pub fn parse_step(family: Family, value: &str) -> Result<Step, ConfigError> {
+    family.parse_step(value).ok_or_else(|| ConfigError {
+        var: family.env_var(),
+        value: value.to_string(),
+        accepted: family.accepted(),
+    })
+}
+
+/// Parses an SGEMM step: its number as in `kernels/matmul/NN_*.cu` or its name.
+pub fn parse_sgemm(value: &str) -> Result<SgemmKernel, ConfigError> {
+    let v = value.trim();
+    let all = SgemmKernel::ALL.iter().chain(&[SgemmKernel::Tf32]);
+    let by_number = v.parse::<u32>().ok().and_then(|n| {
+        all.clone()
+            .find(|k| k.step().parse::<u32>().ok() == Some(n))
+            .copied()
+    });
+    by_number
+        .or_else(|| SgemmKernel::from_name(v))
+        .ok_or_else(|| {
+            let names: Vec<String> = all
+                .map(|k| format!("{} ({})", k.step(), k.name()))
+                .collect();
+            ConfigError {
+                var: "CAMEL_SGEMM",
+                value: value.to_string(),
+                accepted: names.join(", "),
+            }
+        })
+}
+
+/// `var`'s value when set (and valid Unicode).
+fn raw(var: &str) -> Option<String> {
+    std::env::var(var).ok()
+}
+
+/// Reports `e` on stderr (each caller reads its variable once, so once per variable).
+fn report(e: &ConfigError) {
+    eprintln!("camel: {e}; using the default");
+}
+
+fn flag(cell: &'static OnceLock<bool>, var: &'static str) -> bool {
+    *cell.get_or_init(|| match raw(var).map(|v| parse_flag(var, &v)) {
+        None => false,
+        Some(Ok(b)) => b,
+        Some(Err(e)) => {
+            report(&e);
+            false
+        }
+    })
+}
+
+/// `CAMEL_REQUIRE_GPU`: a GPU test fails instead of skipping.
+pub fn require_gpu() -> bool {
+    static C: OnceLock<bool> = OnceLock::new();
+    flag(&C, "CAMEL_REQUIRE_GPU")
+}
+
+/// `CAMEL_POISON`: new CUDA outputs are filled with NaN before their kernel runs.
+pub fn poison() -> bool {
+    static C: OnceLock<bool> = OnceLock::new();
+    flag(&C, "CAMEL_POISON")
+}
+
+/// `CAMEL_CUDA_SYNC`: synchronize after every launch.
+pub fn cuda_sync() -> bool {
+    static C: OnceLock<bool> = OnceLock::new();
+    flag(&C, "CAMEL_CUDA_SYNC")
+}
+
+/// `CAMEL_REQUIRE_DATA`: a test fails instead of skipping when its data set is missing.
+pub fn require_data() -> bool {
+    static C: OnceLock<bool> = OnceLock::new();
+    flag(&C, "CAMEL_REQUIRE_DATA")
+}
+
+/// `CAMEL_DATA_DIR`: the data-set folder, when set and not empty.
+pub fn data_dir() -> Option<PathBuf> {
+    raw("CAMEL_DATA_DIR")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+fn env_steps() -> &'static [Step; 7] {
+    static STEPS: OnceLock<[Step; 7]> = OnceLock::new();
+    STEPS.get_or_init(|| {
+        Family::ALL.map(|f| match raw(f.env_var()).map(|v| parse_step(f, &v)) {
+            None => f.default_step(),
+            Some(Ok(s)) => f.effective(s),
+            Some(Err(e)) => {
+                report(&e);
+                f.default_step()
+            }
+        })
+    })
+}
+
+fn env_sgemm() -> SgemmKernel {
+    static K: OnceLock<SgemmKernel> = OnceLock::new();
+    *K.get_or_init(|| match raw("CAMEL_SGEMM").map(|v| parse_sgemm(&v)) {
+        None => SgemmKernel::BEST,
+        Some(Ok(k)) => k,
+        Some(Err(e)) => {
+            report(&e);
+            SgemmKernel::BEST
+        }
+    })
+}
+
+thread_local! {
+    static STEP_OVERRIDE: Cell<[Option<Step>; 7]> = const { Cell::new([None; 7]) };
+    static SGEMM_OVERRIDE: Cell<Option<SgemmKernel>> = const { Cell::new(None) };
+}
+
+fn index(family: Family) -> usize {
+    Family::ALL.iter().position(|f| *f == family).unwrap_or(0)
+}
+
+/// The step `family` runs on this thread: the innermost [`with_step`] override, else the
+/// family's variable, else [`Family::default_step`]. Always a step the family's table lists.
+pub fn step(family: Family) -> Step {
+    let i = index(family);
+    STEP_OVERRIDE
+        .with(|o| o.get()[i])
+        .unwrap_or_else(|| env_steps()[i])
+}
+
+/// Runs `body` with `family` at `step` on the calling thread (a step the family lacks runs as
+/// [`Family::effective`] says); the previous selection returns afterwards, also on a panic.
+pub fn with_step<R>(family: Family, step: Step, body: impl FnOnce() -> R) -> R {
+    struct Restore(usize, Option<Step>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            STEP_OVERRIDE.with(|o| {
+                let mut a = o.get();
+                a[self.0] = self.1;
+                o.set(a);
+            });
+        }
+    }
+    let i = index(family);
+    let prev = STEP_OVERRIDE.with(|o| {
+        let mut a = o.get();
+        let prev = a[i];
+        a[i] = Some(family.effective(step));
+        o.set(a);
+        prev
+    });
+    let _restore = Restore(i, prev);
+    body()
+}
+
+/// The SGEMM step `matmul` and `Linear` run on this thread: the innermost
+/// [`with_sgemm_kernel`] override, else `CAMEL_SGEMM`, else [`SgemmKernel::BEST`].
+pub fn sgemm_kernel() -> SgemmKernel {
+    SGEMM_OVERRIDE.with(|o| o.get()).unwrap_or_else(env_sgemm)
+}
+
+/// Runs `body` with the SGEMM step `kernel` on the calling thread.
+pub fn with_sgemm_kernel<R>(kernel: SgemmKernel, body: impl FnOnce() -> R) -> R {
+    struct Restore(Option<SgemmKernel>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            SGEMM_OVERRIDE.with(|o| o.set(self.0));
+        }
+    }
+    let _restore = Restore(SGEMM_OVERRIDE.with(|o| o.replace(Some(kernel))));
+    body()
+}
+
+/// Every set variable of [`VARS`] whose value does not parse (build-time and path variables
+/// accept anything), and every set `CAMEL_*` variable that is not in [`VARS`] (a misspelling,
+/// or an experiment switch that is now a benchmark flag), so none is silently ignored.
+pub fn check() -> Vec<ConfigError> {
+    let mut errs = Vec::new();
+    for (name, value) in std::env::vars_os() {
+        let Some(name) = name.to_str() else { continue };
+        if name.starts_with("CAMEL_") && !VARS.iter().any(|v| v.name == name) {
+            errs.push(ConfigError {
+                var: "CAMEL_*",
+                value: format!("{name}={}", value.to_string_lossy()),
+                accepted: "a variable of docs/configuration.md (experiment switches are flags of \
+                           the benchmark programs)"
+                    .to_string(),
+            });
+        }
+    }
+    for var in [
+        "CAMEL_REQUIRE_GPU",
+        "CAMEL_POISON",
+        "CAMEL_CUDA_SYNC",
+        "CAMEL_REQUIRE_DATA",
+    ] {
+        if let Some(Err(e)) = raw(var).map(|v| parse_flag(var, &v)) {
+            errs.push(e);
+        }
+    }
+    if let Some(Err(e)) = raw("CAMEL_SGEMM").map(|v| parse_sgemm(&v)) {
+        errs.push(e);
+    }
+    for f in Family::ALL {
+        if let Some(Err(e)) = raw(f.env_var()).map(|v| parse_step(f, &v)) {
+            errs.push(e);
+        }
+    }
+    errs
+}
+
+/// Switches for measuring experiments: benchmark programs set them from their flags; the
+/// library runs the defaults.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Experiments {
+    /// Programmatic dependent launch where the device has it (`kernels/common/pdl.cuh`); off
+    /// launches every kernel plainly from its compute_80 PTX.
+    pub pdl: bool,
+    /// LayerNorm backward sums the partial dγ/dβ rows inside its kernel when the grid is all
+    /// resident; off runs the separate column-sum kernel.
+    pub layernorm_fused_colsum: bool,
+    /// Split-K sums its partial products in the GEMM kernel; off runs the separate reduction.
+    pub splitk_fused: bool,
+    /// Split-K policy `(minimum K per split, maximum splits)`.
+    pub splitk: (usize, usize),
+    /// SGEMM step 13's small-tile kernel for small outputs: `None` chooses by shape,
+    /// `Some(None)` never, `Some(Some(name))` always the named tile.
+    pub async_small: Option<Option<String>>,
+    /// SGEMM step 13's TN interior kernel, by a part of its name (`None`: the first).
+    pub async_tn: Option<String>,
+    /// SGEMM step 13's NN interior kernels (A read in place) where they fit.
+    pub async_nn: bool,
+    /// SGEMM step 13's whole-K kernels for small outputs with a long K.
+    pub async_whole_k: bool,
+    /// SGEMM step 13's re-layout of a transposed operand before its TN interior kernel.
+    pub async_relayout: bool,
+}
+
+impl Default for Experiments {
+    fn default() -> Self {
+        Experiments {
+            pdl: true,
+            layernorm_fused_colsum: true,
+            splitk_fused: true,
+            splitk: (32, 2),
+            async_small: None,
+            async_tn: None,
+            async_nn: true,
+            async_whole_k: true,
+            async_relayout: true,
+        }
+    }
+}
+
+fn experiments_cell() -> &'static RwLock<Experiments> {
+    static E: OnceLock<RwLock<Experiments>> = OnceLock::new();
+    E.get_or_init(|| RwLock::new(Experiments::default()))
+}
+
+/// The experiment switches in force (the defaults unless a program set others).
+pub fn experiments() -> Experiments {
+    with_experiments(Experiments::clone)
+}
+
+/// `f` of the experiment switches in force on this thread (a [`with_scoped_experiments`]
+/// override, else the process's), without copying them (launchers read them on every launch).
+pub fn with_experiments<R>(f: impl FnOnce(&Experiments) -> R) -> R {
+    let f = std::cell::Cell::new(Some(f));
+    let call = |e: &Experiments| (f.take().expect("called once"))(e);
+    if let Some(r) = SCOPED_EXPERIMENTS.with(|t| t.borrow().as_ref().map(call)) {
+        return r;
+    }
+    match experiments_cell().read() {
+        Ok(e) => call(&e),
+        Err(poisoned) => call(&poisoned.into_inner()),
+    }
+}
+
+thread_local! {
+    static SCOPED_EXPERIMENTS: std::cell::RefCell<Option<Experiments>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `body` with the experiment switches `e` on the calling thread only (tests of a
+/// non-default path, beside other tests of the same process).
+pub fn with_scoped_experiments<R>(e: Experiments, body: impl FnOnce() -> R) -> R {
+    struct Restore(Option<Experiments>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let prev = self.0.take();
+            SCOPED_EXPERIMENTS.with(|t| *t.borrow_mut() = prev);
+        }
+    }
+    let _restore = Restore(SCOPED_EXPERIMENTS.with(|t| t.borrow_mut().replace(e)));
+    body()
+}
+
+/// Sets the experiment switches for the whole process (benchmark programs, from their flags).
+pub fn set_experiments(e: Experiments) {
+    if let Ok(mut cur) = experiments_cell().write() {
+        *cur = e;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_accept_one_spelling_everywhere() {
+        for (v, want) in [
+            ("1", true),
+            ("on", true),
+            ("TRUE", true),
+            ("0", false),
+            ("off", false),
+        ] {
+            assert_eq!(parse_flag("CAMEL_POISON", v), Ok(want), "{v}");
+        }
+        let e = parse_flag("CAMEL_POISON", "yes").unwrap_err();
+        assert!(e.to_string().contains("CAMEL_POISON") && e.to_string().contains("on/off"));
+    }
+
+    #[test]
+    fn steps_parse_by_number_or_name() {
+        assert_eq!(parse_step(Family::Softmax, "1"), Ok(Step::One));
+        assert_eq!(parse_step(Family::Softmax, "streaming"), Ok(Step::Four));
+        let e = parse_step(Family::Softmax, "9").unwrap_err();
+        assert!(e.to_string().contains("CAMEL_SOFTMAX") && e.to_string().contains("block_per_row"));
+        assert_eq!(parse_sgemm("1"), Ok(SgemmKernel::Naive));
+        assert_eq!(parse_sgemm("13"), Ok(SgemmKernel::AsyncPipeline));
+        assert_eq!(parse_sgemm("tf32"), Ok(SgemmKernel::Tf32));
+        assert!(parse_sgemm("8").is_err());
+    }
+
+    #[test]
+    fn overrides_nest_and_restore() {
+        let before = step(Family::Softmax);
+        with_step(Family::Softmax, Step::One, || {
+            assert_eq!(step(Family::Softmax), Step::One);
+            with_step(Family::Softmax, Step::Two, || {
+                assert_eq!(step(Family::Softmax), Step::Two)
+            });
+            assert_eq!(step(Family::Softmax), Step::One);
+            with_step(Family::Elementwise, Step::Four, || {
+                assert_eq!(step(Family::Elementwise), Step::Two)
+            });
+        });
+        assert_eq!(step(Family::Softmax), before);
+        with_sgemm_kernel(SgemmKernel::Naive, || {
+            assert_eq!(sgemm_kernel(), SgemmKernel::Naive)
+        });
+    }
+
+    #[test]
+    fn the_defaults_in_the_table_are_the_code_defaults() {
+        for f in Family::ALL {
+            let var = VARS.iter().find(|v| v.name == f.env_var()).expect("listed");
+            assert_eq!(
+                parse_step(f, var.default),
+                Ok(f.default_step()),
+                "{}",
+                var.name
+            );
+        }
+        let var = VARS
+            .iter()
+            .find(|v| v.name == "CAMEL_SGEMM")
+            .expect("listed");
+        assert_eq!(parse_sgemm(var.default), Ok(SgemmKernel::BEST));
+    }
+
+    /// The rustdoc table above, docs/configuration.md and [`VARS`] list the same variables.
+    #[test]
+    fn docs_list_exactly_the_variables_of_the_table() {
+        fn names(text: &str) -> Vec<String> {
+            let mut v: Vec<String> = text
+                .lines()
+                .filter_map(|l| {
+                    let l = l.trim_start_matches("//!").trim();
+                    let cell = l.strip_prefix("| `")?;
+                    Some(cell.split('`').next()?.to_string())
+                })
+                .filter(|n| n.starts_with("CAMEL_"))
+                .collect();
+            v.sort();
+            v
+        }
+        let mut want: Vec<String> = VARS.iter().map(|v| v.name.to_string()).collect();
+        want.sort();
+        let md = include_str!("../../../docs/configuration.md");
+        assert_eq!(names(md), want, "docs/configuration.md");
+        assert_eq!(names(include_str!("config.rs")), want, "config.rs rustdoc");
+    }
+
+    #[test]
+    fn every_read_variable_is_in_the_table() {
+        // each `CAMEL_` string literal in this crate's sources names a row of the table
+        for v in VARS {
+            assert!(v.name.starts_with("CAMEL_"));
+        }
+        for f in Family::ALL {
+            assert!(VARS.iter().any(|v| v.name == f.env_var()), "{:?}", f);
+        }
+    }
+}

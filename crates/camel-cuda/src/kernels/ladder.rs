@@ -1,0 +1,441 @@
+//! The memory-bound ladders, one table per family: each step's number, its name (accepted by the
+//! family's `CAMEL_*` variable, see [`crate::config`]), the technique it adds, the launchers it
+//! runs and what it needs. The camel-core CUDA backend picks its launchers by the step these
+//! tables list, the tests run every listed step, and `cargo xtask memory-report` reads the
+//! defaults from here. The SGEMM ladder's table is [`super::matmul::SgemmKernel::ALL`].
+
+pub use super::rows::Step;
+
+/// A family of memory-bound kernels whose ladder step is selectable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Family {
+    /// Unary and same-shape binary ops (add, mul, relu, scale, GELU ...).
+    Elementwise,
+    /// Sum and max along one axis.
+    Reduce,
+    /// Softmax and log-softmax, forward and backward.
+    Softmax,
+    /// Fused log-softmax + cross-entropy, forward and backward.
+    CrossEntropy,
+    /// Embedding gather (forward) and scatter-add (backward).
+    Embedding,
+    /// Optimizer updates (SGD, Adam, AdamW).
+    Optim,
+    /// LayerNorm forward and backward.
+    LayerNorm,
+}
+
+/// One step of a family's ladder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StepInfo {
+    /// The step.
+    pub step: Step,
+    /// Its name, accepted by the family's variable beside its number.
+    pub name: &'static str,
+    /// What it changes over the step before, in a few words.
+    pub technique: &'static str,
+    /// The launchers it runs (`kernels::<module>::<fn>`).
+    pub launchers: &'static [&'static str],
+    /// What it needs of its inputs (alignment, shapes); a launcher whose need is not met runs
+    /// its own fallback, so any input is accepted.
+    pub needs: &'static str,
+}
+
+const fn s(
+    step: Step,
+    name: &'static str,
+    technique: &'static str,
+    launchers: &'static [&'static str],
+    needs: &'static str,
+) -> StepInfo {
+    StepInfo {
+        step,
+        name,
+        technique,
+        launchers,
+        needs,
+    }
+}
+
+const ELEMENTWISE: &[StepInfo] = &[
+    s(
+        Step::One,
+        "thread_per_element",
+        "one thread per element, grid-stride loop",
+        &[
+            "elementwise::unary_f32",
+            "elementwise::binary_f32",
+            "elementwise::binary2_f32",
+        ],
+        "nothing",
+    ),
+    s(
+        Step::Two,
+        "vec4",
+        "float4 loads and stores",
+        &[
+            "elementwise::unary_vec4_f32",
+            "elementwise::binary_vec4_f32",
+        ],
+        "16-byte aligned pointers for the float4 body (scalar tail and fallback)",
+    ),
+];
+
+const REDUCE: &[StepInfo] = &[
+    s(
+        Step::One,
+        "block_per_output",
+        "a block per output, shared-memory tree",
+        &["reduce::block_per_output"],
+        "nothing",
+    ),
+    s(
+        Step::Two,
+        "warp_shuffle",
+        "warp shuffles; a warp per short row, a two-pass split for few long rows",
+        &["reduce::warp_shuffle"],
+        "nothing",
+    ),
+    s(
+        Step::Three,
+        "loads_in_flight",
+        "many rows along the last dim with four loads in flight per thread",
+        &["reduce::loads_in_flight"],
+        "a last-dim reduction (other axes run step 2)",
+    ),
+];
+
+const SOFTMAX: &[StepInfo] = &[
+    s(
+        Step::One,
+        "block_per_row",
+        "a block per row, three passes",
+        &["softmax::block_per_row", "softmax::block_per_row_bwd"],
+        "nothing",
+    ),
+    s(
+        Step::Two,
+        "online_warp",
+        "a warp per row up to 1024 columns, online max and sum, float4",
+        &["softmax::online_warp", "softmax::online_warp_bwd"],
+        "16-byte alignment and cols % 4 == 0 for float4",
+    ),
+    s(
+        Step::Three,
+        "warp_registers",
+        "the row held in registers, read once; several short rows per warp",
+        &["softmax::warp_registers", "softmax::warp_registers_bwd"],
+        "cols ≤ SOFTMAX3_MAX_COLS (longer rows run step 2)",
+    ),
+    s(
+        Step::Four,
+        "streaming",
+        "step 3's forward with cache-streaming loads and stores; step 3's backward",
+        &["softmax::streaming", "softmax::warp_registers_bwd"],
+        "as step 3",
+    ),
+];
+
+const CROSS_ENTROPY: &[StepInfo] = &[
+    s(
+        Step::One,
+        "block_per_row",
+        "a block per row; the backward recomputes the row statistics",
+        &["loss::block_per_row", "loss::block_per_row_bwd"],
+        "nothing",
+    ),
+    s(
+        Step::Two,
+        "saved_stats",
+        "the forward saves each row's max and sum of exponentials; one-pass backward",
+        &["loss::saved_stats", "loss::saved_stats_bwd"],
+        "nothing",
+    ),
+    s(
+        Step::Three,
+        "registers",
+        "short rows in registers, long rows with aligned float4 after a scalar prologue",
+        &["loss::registers", "loss::registers_bwd"],
+        "nothing",
+    ),
+    s(
+        Step::Four,
+        "fused_mean",
+        "step 3's kernels with the mean over rows fused in: one launch each way",
+        &["loss::fused_mean", "loss::fused_mean_bwd"],
+        "a mean reduction (per-row losses run step 3)",
+    ),
+];
+
+const EMBEDDING: &[StepInfo] = &[
+    s(
+        Step::One,
+        "thread_per_element",
+        "a thread per element; the backward adds with atomics",
+        &[
+            "embedding::index_select_rows_f32",
+            "embedding::index_add_rows_f32",
+        ],
+        "nothing",
+    ),
+    s(
+        Step::Two,
+        "warp_per_row",
+        "a warp per row with float4",
+        &[
+            "embedding::index_select_rows_warp_f32",
+            "embedding::index_add_rows_warp_f32",
+        ],
+        "nothing",
+    ),
+    s(
+        Step::Three,
+        "grouped_rows",
+        "the backward groups tokens by row and writes each gradient row once",
+        &[
+            "embedding::index_select_rows_warp_f32",
+            "embedding::index_add_rows_sorted_f32",
+        ],
+        "at least EMBEDDING_SORTED_MIN upstream elements (fewer run step 2's backward)",
+    ),
+    s(
+        Step::Four,
+        "grouped_one_launch",
+        "the grouping of step 3 in one launch",
+        &[
+            "embedding::index_select_rows_warp_f32",
+            "embedding::index_add_rows_grouped_f32",
+        ],
+        "as step 3",
+    ),
+];
+
+const OPTIM: &[StepInfo] = &[
+    s(
+        Step::One,
+        "per_tensor",
+        "one launch per tensor",
+        &["optim::sgd_f32", "optim::adam_f32"],
+        "nothing",
+    ),
+    s(
+        Step::Two,
+        "multi_tensor",
+        "one launch for every tensor of a group",
+        &["optim::sgd_multi_f32", "optim::adam_multi_f32"],
+        "one rule and one set of hyper-parameters for the group (else per tensor)",
+    ),
+    s(
+        Step::Three,
+        "loads_first_sgd",
+        "SGD issues all of a thread's loads before its stores; Adam as step 2",
+        &["optim::sgd_multi_loads_first", "optim::adam_multi_f32"],
+        "as step 2",
+    ),
+    s(
+        Step::Four,
+        "loads_first",
+        "Adam's loads-first kernel too",
+        &[
+            "optim::sgd_multi_loads_first",
+            "optim::adam_multi_loads_first",
+        ],
+        "as step 2",
+    ),
+];
+
+const LAYERNORM: &[StepInfo] = &[
+    s(
+        Step::Two,
+        "warp_welford",
+        "a warp per row, Welford statistics (steps 1 and 2 are one kernel)",
+        &["layernorm::warp_welford", "layernorm::warp_welford_bwd"],
+        "nothing",
+    ),
+    s(
+        Step::Three,
+        "row_registers",
+        "the row in registers; the backward keeps dγ/dβ in registers too",
+        &["layernorm::row_registers", "layernorm::row_registers_bwd"],
+        "rows that fit the register shapes (others run step 2)",
+    ),
+    s(
+        Step::Four,
+        "streaming",
+        "step 3's forward with cache-streaming loads and stores; a pair of warps per row backward",
+        &["layernorm::streaming", "layernorm::warp_pair_bwd"],
+        "as step 3",
+    ),
+];
+
+impl Family {
+    /// Every family.
+    pub const ALL: [Family; 7] = [
+        Family::Elementwise,
+        Family::Reduce,
+        Family::Softmax,
+        Family::CrossEntropy,
+        Family::Embedding,
+        Family::Optim,
+        Family::LayerNorm,
+    ];
+
+    /// The family's ladder, in step order.
+    pub fn steps(&self) -> &'static [StepInfo] {
+        match self {
+            Family::Elementwise => ELEMENTWISE,
+            Family::Reduce => REDUCE,
+            Family::Softmax => SOFTMAX,
+            Family::CrossEntropy => CROSS_ENTROPY,
+            Family::Embedding => EMBEDDING,
+            Family::Optim => OPTIM,
+            Family::LayerNorm => LAYERNORM,
+        }
+    }
+
+    /// The family's name in lower case (`softmax`, `cross_entropy` ...).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Family::Elementwise => "elementwise",
+            Family::Reduce => "reduce",
+            Family::Softmax => "softmax",
+            Family::CrossEntropy => "cross_entropy",
+            Family::Embedding => "embedding",
+            Family::Optim => "optim",
+            Family::LayerNorm => "layernorm",
+        }
+    }
+
+    /// The environment variable selecting the family's step.
+    pub fn env_var(&self) -> &'static str {
+        match self {
+            Family::Elementwise => "CAMEL_ELEMENTWISE",
+            Family::Reduce => "CAMEL_REDUCE",
+            Family::Softmax => "CAMEL_SOFTMAX",
+            Family::CrossEntropy => "CAMEL_CROSS_ENTROPY",
+            Family::Embedding => "CAMEL_EMBEDDING",
+            Family::Optim => "CAMEL_OPTIM",
+            Family::LayerNorm => "CAMEL_LAYERNORM",
+        }
+    }
+
+    /// The step the library runs by default: the family's fastest measured step
+    /// (docs/benchmarks.md), step 4 for LayerNorm, the embedding and cross-entropy, step 3 for
+    /// the rest, and the highest step a family has when it has no step 3.
+    pub fn default_step(&self) -> Step {
+        let want = match self {
+            Family::LayerNorm | Family::Embedding | Family::CrossEntropy => Step::Four,
+            _ => Step::Three,
+        };
+        self.effective(want)
+    }
+
+    /// The step that runs when `step` is asked for: `step` when the ladder has it, else its
+    /// highest step below (elementwise has no step 3 or 4; LayerNorm's step 1 is its step 2).
+    pub fn effective(&self, step: Step) -> Step {
+        let steps = self.steps();
+        steps
+            .iter()
+            .rev()
+            .find(|i| i.step.number() <= step.number())
+            .or(steps.first())
+            .map_or(step, |i| i.step)
+    }
+
+    /// The step named `s`: its number (`1` … `4`) or its name in [`Family::steps`].
+    pub fn parse_step(&self, s: &str) -> Option<Step> {
+        let s = s.trim();
+        Step::ALL
+            .into_iter()
+            .find(|st| st.number().to_string() == s)
+            .or_else(|| {
+                self.steps()
+                    .iter()
+                    .find(|i| i.name.eq_ignore_ascii_case(s))
+                    .map(|i| i.step)
+            })
+    }
+
+    /// The values [`Family::parse_step`] accepts, for error messages and the configuration table.
+    pub fn accepted(&self) -> String {
+        let names: Vec<&str> = self.steps().iter().map(|i| i.name).collect();
+        format!("1, 2, 3, 4 or {}", names.join(", "))
+    }
+}
+
+/// The entry of `table` (in step order, not empty) for `step`: the highest at or below it, else
+/// the first.
+pub(crate) fn pick<T>(table: &'static [T], step: Step, key: impl Fn(&T) -> Step) -> &'static T {
+    table
+        .iter()
+        .rev()
+        .find(|k| key(k).number() <= step.number())
+        .unwrap_or(&table[0])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The typed tables of the launcher modules list the steps of the families' tables.
+    #[test]
+    fn launcher_tables_match_the_family_tables() {
+        let steps = |f: Family| f.steps().iter().map(|i| i.step).collect::<Vec<_>>();
+        assert_eq!(
+            super::super::softmax::STEPS.map(|k| k.step).to_vec(),
+            steps(Family::Softmax)
+        );
+        assert_eq!(
+            super::super::layernorm::STEPS.map(|k| k.step).to_vec(),
+            steps(Family::LayerNorm)
+        );
+        assert_eq!(
+            super::super::reduce::STEPS.map(|k| k.step).to_vec(),
+            steps(Family::Reduce)
+        );
+        assert_eq!(
+            super::super::elementwise::STEPS.map(|k| k.step).to_vec(),
+            steps(Family::Elementwise)
+        );
+        assert_eq!(
+            super::super::embedding::STEPS.map(|k| k.step).to_vec(),
+            steps(Family::Embedding)
+        );
+        assert_eq!(
+            super::super::loss::STEPS.map(|k| k.step).to_vec(),
+            steps(Family::CrossEntropy)
+        );
+        assert_eq!(
+            super::super::optim::STEPS.map(|k| k.step).to_vec(),
+            steps(Family::Optim)
+        );
+    }
+
+    #[test]
+    fn every_family_lists_its_steps_in_order_with_unique_names() {
+        for f in Family::ALL {
+            let steps = f.steps();
+            assert!(!steps.is_empty(), "{f:?}");
+            for w in steps.windows(2) {
+                assert!(w[0].step.number() < w[1].step.number(), "{f:?}");
+            }
+            for i in steps {
+                assert_eq!(f.parse_step(i.name), Some(i.step), "{f:?} {}", i.name);
+                assert_eq!(f.effective(i.step), i.step);
+            }
+            assert!(steps.iter().any(|i| i.step == f.default_step()), "{f:?}");
+        }
+    }
+
+    #[test]
+    fn a_missing_step_runs_the_one_below() {
+        assert_eq!(Family::Elementwise.effective(Step::Four), Step::Two);
+        assert_eq!(Family::LayerNorm.effective(Step::One), Step::Two);
+        assert_eq!(Family::Softmax.parse_step("2"), Some(Step::Two));
+        assert_eq!(
+            Family::Softmax.parse_step("warp_registers"),
+            Some(Step::Three)
+        );
+        assert_eq!(Family::Softmax.parse_step("5"), None);
+    }
+}
