@@ -57,6 +57,3 @@ impl CpuStorage {
         }
     }
 }
-
-/// The geometry of a matrix product (camel-cuda's `Gemm`, under its former name).
-pub type MatmulSpec = crate::ops::matmul::Gemm;

@@ -3,12 +3,12 @@
 //! followed by a sum and a scale.
 
 use super::LossKernels;
-use crate::backend::cuda::{self, CudaStorage, Family};
+use crate::backend::cuda::{err_slot, expect, like, CudaStorage, Family};
 use crate::config::step;
-use crate::ops::elementwise::{BinaryOp, UnaryOp};
-use crate::ops::reduce::ReduceOp;
-use crate::Result;
-use camel_cuda::kernels::rows::Step;
+use crate::ops::elementwise::{BinaryOp, ElementwiseKernels, UnaryOp};
+use crate::ops::reduce::{ReduceKernels, ReduceOp};
+use crate::{DType, Result};
+use camel_cuda::kernels::{self as k, ladder::Step};
 
 impl LossKernels for CudaStorage {
     fn cross_entropy_mean(
@@ -17,12 +17,12 @@ impl LossKernels for CudaStorage {
         rows: usize,
         cols: usize,
     ) -> Result<(Self, Option<Self>)> {
-        if let Some((mean, stats)) = cuda::cross_entropy_mean_fwd(self, t, rows, cols)? {
+        if let Some((mean, stats)) = cross_entropy_mean_fwd(self, t, rows, cols)? {
             return Ok((mean, Some(stats)));
         }
-        let (loss, stats) = cuda::cross_entropy_fwd_stats(self, t, rows, cols)?;
-        let sum = cuda::reduce(&loss, 1, rows, 1, ReduceOp::Sum)?;
-        let mean = cuda::unary(&sum, UnaryOp::MulScalar(1.0 / rows as f32))?;
+        let (loss, stats) = cross_entropy_fwd_stats(self, t, rows, cols)?;
+        let sum = ReduceKernels::reduce(&loss, 1, rows, 1, ReduceOp::Sum)?;
+        let mean = ElementwiseKernels::unary(&sum, UnaryOp::MulScalar(1.0 / rows as f32))?;
         Ok((mean, stats))
     }
 
@@ -35,11 +35,175 @@ impl LossKernels for CudaStorage {
         cols: usize,
     ) -> Result<Self> {
         if let (Step::Four, Some(s)) = (step(Family::CrossEntropy), stats) {
-            return cuda::cross_entropy_mean_bwd(self, t, s, g, rows, cols);
+            return cross_entropy_mean_bwd(self, t, s, g, rows, cols);
         }
         // every row's upstream gradient is g / rows
-        let scale = cuda::full(self.ordinal(), rows, 1.0 / rows as f32)?;
-        let g_row = cuda::binary(&scale, g, &[rows], &[1], &[rows], BinaryOp::Mul)?;
-        cuda::cross_entropy_bwd_stats(self, t, stats, &g_row, rows, cols)
+        let scale = crate::backend::cuda::full(self.ordinal(), rows, 1.0 / rows as f32)?;
+        let g_row = scale.binary(g, &[rows], &[1], &[rows], BinaryOp::Mul)?;
+        cross_entropy_bwd_stats(self, t, stats, &g_row, rows, cols)
     }
+}
+
+/// Per-row cross-entropy.
+fn cross_entropy_fwd(
+    x: &CudaStorage,
+    t: &CudaStorage,
+    rows: usize,
+    cols: usize,
+) -> Result<CudaStorage> {
+    expect("cross_entropy", x, DType::F32)?;
+    expect("cross_entropy", t, DType::I64)?;
+    let out = like(x, rows, DType::F32)?;
+    let err = err_slot(&x.dev)?;
+    k::loss::block_per_row(&x.dev, x.ptr(), t.ptr(), out.ptr(), rows, cols, err)?;
+    Ok(out)
+}
+
+/// Gradient of the per-row cross-entropy.
+fn cross_entropy_bwd(
+    x: &CudaStorage,
+    t: &CudaStorage,
+    g: &CudaStorage,
+    rows: usize,
+    cols: usize,
+) -> Result<CudaStorage> {
+    expect("cross_entropy backward", t, DType::I64)?;
+    let out = like(x, rows * cols, DType::F32)?;
+    let err = err_slot(&x.dev)?;
+    k::loss::block_per_row_bwd(
+        &x.dev,
+        x.ptr(),
+        t.ptr(),
+        g.ptr(),
+        out.ptr(),
+        rows,
+        cols,
+        err,
+    )?;
+    Ok(out)
+}
+
+/// Per-row cross-entropy and, with steps 2 and 3, the row statistics (max, Σ exp) for the
+/// backward.
+fn cross_entropy_fwd_stats(
+    x: &CudaStorage,
+    t: &CudaStorage,
+    rows: usize,
+    cols: usize,
+) -> Result<(CudaStorage, Option<CudaStorage>)> {
+    let Some((forward, _)) = k::loss::at(step(Family::CrossEntropy)).per_row else {
+        return Ok((cross_entropy_fwd(x, t, rows, cols)?, None));
+    };
+    expect("cross_entropy", x, DType::F32)?;
+    expect("cross_entropy", t, DType::I64)?;
+    let loss = like(x, rows, DType::F32)?;
+    let stats = like(x, 2 * rows, DType::F32)?;
+    let err = err_slot(&x.dev)?;
+    forward(
+        &x.dev,
+        x.ptr(),
+        t.ptr(),
+        loss.ptr(),
+        stats.ptr(),
+        rows,
+        cols,
+        err,
+    )?;
+    Ok((loss, Some(stats)))
+}
+
+/// Gradient of the per-row cross-entropy; one pass over the logits when the forward saved
+/// `stats`, else step 1 (which recomputes them).
+fn cross_entropy_bwd_stats(
+    x: &CudaStorage,
+    t: &CudaStorage,
+    stats: Option<&CudaStorage>,
+    g: &CudaStorage,
+    rows: usize,
+    cols: usize,
+) -> Result<CudaStorage> {
+    let Some(stats) = stats else {
+        return cross_entropy_bwd(x, t, g, rows, cols);
+    };
+    expect("cross_entropy backward", t, DType::I64)?;
+    let out = like(x, rows * cols, DType::F32)?;
+    let err = err_slot(&x.dev)?;
+    // the stats are the same (max, Σ exp) in steps 2 to 4; a forward at step 1 saves none
+    let Some((_, backward)) = k::loss::at(step(Family::CrossEntropy)).per_row else {
+        return cross_entropy_bwd(x, t, g, rows, cols);
+    };
+    backward(
+        &x.dev,
+        x.ptr(),
+        t.ptr(),
+        stats.ptr(),
+        g.ptr(),
+        out.ptr(),
+        rows,
+        cols,
+        err,
+    )?;
+    Ok(out)
+}
+
+/// The mean cross-entropy over the rows in one kernel (step 4 of the family): `Some((mean,
+/// stats))`, the mean a one-element buffer; `None` at steps 1–3, whose per-row kernels the op
+/// follows with a mean, and when there are no classes (every target is then out of range, which
+/// the per-row path reports).
+fn cross_entropy_mean_fwd(
+    x: &CudaStorage,
+    t: &CudaStorage,
+    rows: usize,
+    cols: usize,
+) -> Result<Option<(CudaStorage, CudaStorage)>> {
+    let Some((forward, _)) = k::loss::at(step(Family::CrossEntropy)).mean else {
+        return Ok(None);
+    };
+    if rows == 0 || cols == 0 {
+        return Ok(None);
+    }
+    expect("cross_entropy", x, DType::F32)?;
+    expect("cross_entropy", t, DType::I64)?;
+    let mean = like(x, 1, DType::F32)?;
+    let stats = like(x, 2 * rows, DType::F32)?;
+    let err = err_slot(&x.dev)?;
+    forward(
+        &x.dev,
+        x.ptr(),
+        t.ptr(),
+        mean.ptr(),
+        stats.ptr(),
+        rows,
+        cols,
+        err,
+    )?;
+    Ok(Some((mean, stats)))
+}
+
+/// Gradient of [`cross_entropy_mean_fwd`]'s mean with respect to the logits, from its `stats`
+/// and the one upstream gradient `g`; one kernel.
+fn cross_entropy_mean_bwd(
+    x: &CudaStorage,
+    t: &CudaStorage,
+    stats: &CudaStorage,
+    g: &CudaStorage,
+    rows: usize,
+    cols: usize,
+) -> Result<CudaStorage> {
+    expect("cross_entropy backward", t, DType::I64)?;
+    expect("cross_entropy backward", g, DType::F32)?;
+    let out = like(x, rows * cols, DType::F32)?;
+    let err = err_slot(&x.dev)?;
+    k::loss::fused_mean_bwd(
+        &x.dev,
+        x.ptr(),
+        t.ptr(),
+        stats.ptr(),
+        g.ptr(),
+        out.ptr(),
+        rows,
+        cols,
+        err,
+    )?;
+    Ok(out)
 }

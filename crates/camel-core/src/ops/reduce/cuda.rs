@@ -1,15 +1,40 @@
 //! The reductions on the GPU: the reduce ladder (`kernels/reduce`).
 
 use super::{ReduceKernels, ReduceOp};
-use crate::backend::cuda::{self, CudaStorage};
-use crate::Result;
+use crate::backend::cuda::{expect, like, CudaStorage, Family};
+use crate::config::step;
+use crate::{DType, Result};
+use camel_cuda::kernels as k;
 
 impl ReduceKernels for CudaStorage {
     fn reduce(&self, outer: usize, dim: usize, inner: usize, op: ReduceOp) -> Result<Self> {
-        cuda::reduce(self, outer, dim, inner, op)
+        reduce(self, outer, dim, inner, op)
     }
 
     fn argmax_last(&self, rows: usize, cols: usize) -> Result<Self> {
-        cuda::argmax_last(self, rows, cols)
+        argmax_last(self, rows, cols)
     }
+}
+
+/// Reduce `[outer, dim, inner]` along the middle axis.
+fn reduce(
+    x: &CudaStorage,
+    outer: usize,
+    dim: usize,
+    inner: usize,
+    op: ReduceOp,
+) -> Result<CudaStorage> {
+    expect("reduce", x, DType::F32)?;
+    let out = like(x, outer * inner, DType::F32)?;
+    let reduce = k::reduce::at(step(Family::Reduce)).reduce;
+    reduce(&x.dev, x.ptr(), out.ptr(), outer, dim, inner, op.code())?;
+    Ok(out)
+}
+
+/// Row-wise argmax → i64.
+fn argmax_last(x: &CudaStorage, rows: usize, cols: usize) -> Result<CudaStorage> {
+    expect("argmax", x, DType::F32)?;
+    let out = like(x, rows, DType::I64)?;
+    k::reduce::argmax_last_f32(&x.dev, x.ptr(), out.ptr(), rows, cols)?;
+    Ok(out)
 }

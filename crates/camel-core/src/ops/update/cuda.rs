@@ -2,8 +2,11 @@
 //! many tensors.
 
 use super::{UpdateKernels, UpdateRule};
-use crate::backend::cuda::{self, CudaStorage};
-use crate::Result;
+use crate::backend::cuda::{expect, CudaStorage, Family};
+use crate::config::step;
+use crate::{DType, Result};
+use camel_cuda::kernels as k;
+use camel_cuda::DevPtr;
 
 impl UpdateKernels for CudaStorage {
     fn update_multi(
@@ -17,6 +20,143 @@ impl UpdateKernels for CudaStorage {
             .iter()
             .map(|st| st.iter().map(|s| &**s).collect())
             .collect();
-        cuda::update_multi(&pc, gs, &sc, rules)
+        update_multi(&pc, gs, &sc, rules)
     }
+}
+
+/// One optimizer update in place.
+fn update(
+    p: &CudaStorage,
+    g: &CudaStorage,
+    state: &[&CudaStorage],
+    rule: &UpdateRule,
+) -> Result<()> {
+    expect("optimizer step", p, DType::F32)?;
+    expect("optimizer step", g, DType::F32)?;
+    match *rule {
+        UpdateRule::Sgd {
+            lr,
+            momentum,
+            weight_decay,
+        } => {
+            let buf = if momentum != 0.0 {
+                state[0].ptr()
+            } else {
+                DevPtr(0)
+            };
+            k::optim::sgd_f32(
+                &p.dev,
+                p.ptr(),
+                g.ptr(),
+                buf,
+                p.len,
+                lr,
+                momentum,
+                weight_decay,
+            )
+        }
+        UpdateRule::Adam {
+            lr,
+            beta1,
+            beta2,
+            eps,
+            weight_decay,
+            decoupled,
+            bc1,
+            bc2,
+        } => k::optim::adam_f32(
+            &p.dev,
+            p.ptr(),
+            g.ptr(),
+            state[0].ptr(),
+            state[1].ptr(),
+            p.len,
+            lr,
+            beta1,
+            beta2,
+            eps,
+            weight_decay,
+            decoupled,
+            bc1,
+            bc2,
+        ),
+    }?;
+    Ok(())
+}
+
+/// Optimizer updates of many parameters. At a step with multi-tensor kernels (2 to 4, see
+/// `k::optim::STEPS`), and when every rule is of one kind with the same hyper-parameters
+/// (Adam's bias corrections may differ per tensor), one launch for all of them; otherwise one
+/// [`update`] per tensor.
+fn update_multi(
+    ps: &[&CudaStorage],
+    gs: &[&CudaStorage],
+    states: &[Vec<&CudaStorage>],
+    rules: &[UpdateRule],
+) -> Result<()> {
+    let per_tensor = || -> Result<()> {
+        for i in 0..ps.len() {
+            update(ps[i], gs[i], &states[i], &rules[i])?;
+        }
+        Ok(())
+    };
+    let Some(first) = rules.first() else {
+        return Ok(());
+    };
+    let strip = |r: &UpdateRule| match *r {
+        UpdateRule::Adam { .. } => {
+            let mut r = *r;
+            if let UpdateRule::Adam { bc1, bc2, .. } = &mut r {
+                (*bc1, *bc2) = (1.0, 1.0);
+            }
+            r
+        }
+        sgd => sgd,
+    };
+    let uniform = rules.iter().all(|r| strip(r) == strip(first));
+    let Some((sgd_multi, adam_multi)) = k::optim::at(step(Family::Optim)).multi else {
+        return per_tensor();
+    };
+    if !uniform {
+        return per_tensor();
+    }
+    for (p, g) in ps.iter().zip(gs) {
+        expect("optimizer step", p, DType::F32)?;
+        expect("optimizer step", g, DType::F32)?;
+    }
+    let dev = &ps[0].dev;
+    let mut ts = Vec::with_capacity(ps.len());
+    for i in 0..ps.len() {
+        let (bc1, bc2) = match rules[i] {
+            UpdateRule::Adam { bc1, bc2, .. } => (bc1, bc2),
+            UpdateRule::Sgd { .. } => (1.0, 1.0),
+        };
+        let st = &states[i];
+        ts.push(k::optim::MultiTensor {
+            p: ps[i].ptr(),
+            g: gs[i].ptr(),
+            s1: st.first().map_or(DevPtr(0), |s| s.ptr()),
+            s2: st.get(1).map_or(DevPtr(0), |s| s.ptr()),
+            n: ps[i].len,
+            bc1,
+            bc2,
+        });
+    }
+    match *first {
+        UpdateRule::Sgd {
+            lr,
+            momentum,
+            weight_decay,
+        } => sgd_multi(dev, &ts, lr, momentum, weight_decay)?,
+        UpdateRule::Adam {
+            lr,
+            beta1,
+            beta2,
+            eps,
+            weight_decay,
+            decoupled,
+            ..
+        } => adam_multi(dev, &ts, lr, beta1, beta2, eps, weight_decay, decoupled)?,
+    }
+    Ok(())
 }
