@@ -3,6 +3,7 @@
 use super::{Gemm, MatmulKernels};
 use crate::backend::cpu::CpuStorage;
 use crate::backend::Activation;
+use crate::ops::elementwise::UnaryOp;
 use crate::Result;
 use ndarray::linalg::general_mat_mul;
 use ndarray::{ArrayView2, ArrayViewMut2, ShapeBuilder};
@@ -85,7 +86,16 @@ pub fn linear(
     }
     match act {
         Activation::Identity => (z, None),
-        Activation::Relu => (z.into_iter().map(|v| act.apply(v)).collect(), None),
-        Activation::Gelu => (z.iter().map(|&v| act.apply(v)).collect(), Some(z)),
+        Activation::Relu => (z.into_iter().map(|v| apply(act, v)).collect(), None),
+        Activation::Gelu => (z.iter().map(|&v| apply(act, v)).collect(), Some(z)),
+    }
+}
+
+/// The CPU reference of an activation fused into `linear`.
+fn apply(act: Activation, x: f32) -> f32 {
+    match act {
+        Activation::Identity => x,
+        Activation::Relu => UnaryOp::Relu.apply(x),
+        Activation::Gelu => UnaryOp::Gelu.apply(x),
     }
 }

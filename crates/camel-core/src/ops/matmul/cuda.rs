@@ -31,7 +31,7 @@ fn matmul(a: &CudaStorage, b: &CudaStorage, s: &Gemm) -> Result<CudaStorage> {
         k::elementwise::fill_f32(&a.dev, out.ptr(), out.len, 0.0)?;
         return Ok(out);
     }
-    let g = k::matmul::Gemm {
+    let g = Gemm {
         batch: s.batch,
         m: s.m,
         n: s.n,
@@ -59,22 +59,20 @@ fn linear(
     w: &CudaStorage,
     bias: Option<&CudaStorage>,
     (rows, inp, out): (usize, usize, usize),
-    act: crate::backend::Activation,
+    act: Activation,
 ) -> Result<(CudaStorage, Option<CudaStorage>)> {
-    use crate::backend::Activation as A;
-    use k::matmul::Activation as KA;
     expect("linear", x, DType::F32)?;
     expect("linear", w, DType::F32)?;
     if let Some(b) = bias {
         expect("linear", b, DType::F32)?;
     }
     let y = like(x, rows * out, DType::F32)?;
-    let z = if act == A::Gelu {
+    let z = if act == Activation::Gelu {
         Some(like(x, rows * out, DType::F32)?)
     } else {
         None
     };
-    let g = k::matmul::Gemm {
+    let g = Gemm {
         batch: 1,
         m: rows,
         n: out,
@@ -86,11 +84,7 @@ fn linear(
     };
     let epi = k::matmul::Epilogue {
         bias: bias.map(|b| b.ptr()),
-        act: match act {
-            A::Identity => KA::Identity,
-            A::Relu => KA::Relu,
-            A::Gelu => KA::Gelu,
-        },
+        act,
         pre_act: z.as_ref().map(|z| z.ptr()),
     };
     // k = 0 needs no special case: the kernels' K loop is empty and the epilogue still runs
