@@ -19,7 +19,7 @@
 // access shape with the arithmetic taken out, other group widths, more rows a group, exps started
 // from each thread's own max, and the backward with its outputs computed before its stores.
 //
-// Build and run on the GPU host (sm_90):  OUT=dir bash bench/tma_lab.sh
+// Build and run on the GPU host (sm_90):  OUT=dir bash dev/labs/tma_lab.sh
 //
 // What it showed (H100, 2026-11-22, copy 2 GiB 3026 GB/s; µs a launch, % of copy; raw output
 // docs/data/tma_lab_h100.txt):
@@ -306,7 +306,7 @@ __global__ void __launch_bounds__(256) k_shape_copy(const float* __restrict__ x,
     }
 }
 
-// The float4 copy of bench/pdl_lab.cu (a float4 a thread), with the same entry.
+// The float4 copy of dev/labs/pdl_lab.cu (a float4 a thread), with the same entry.
 __global__ void __launch_bounds__(256) k_copy4(const float4* __restrict__ x, float4* __restrict__ y, long long n4) {
     const long long i0 = (long long)blockIdx.x * 256;
     if (threadIdx.x == 0) camel::l2_prefetch(x + i0, (i0 + 256 <= n4 ? 256 : n4 - i0) * 16);
@@ -467,7 +467,7 @@ int main() {
     for (int log_out : {0, 1}) {
         const char* fam = log_out ? "log-softmax" : "softmax";
         const double bytes = 2.0 * N * 4;
-        // (NV 8 and one kernel for both when this lab ran; NV 5, a kernel each since bench/exp_lab.cu)
+        // (NV 8 and one kernel for both when this lab ran; NV 5, a kernel each since dev/labs/exp_lab.cu)
         auto lib = log_out ? log_softmax3_g16_v1_n5_f32 : softmax3_g16_v1_n5_f32;
         go(0, lib, R / 16, a, ref, R, C);
         CK(cudaStreamSynchronize(S));

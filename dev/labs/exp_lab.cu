@@ -1,6 +1,6 @@
 // Short-row exp lab: softmax step 3's forward at 65536×65 moved its bytes at 82–85 % of copy
 // while the same loads and stores with its two group reductions and nothing else reach 90 %
-// (bench/tma_lab.cu). What of the arithmetic between them cost the time?
+// (dev/labs/tma_lab.cu). What of the arithmetic between them cost the time?
 //
 // The library's row code before this lab (k_fwd<8, −1, 1, false> here) gave each lane NV = 8
 // slots of a 65-float row (5 of them real) and took the exp of a slot only where its column is
@@ -20,7 +20,7 @@
 // Timing: bench_memory's "streamed" method (lab_common.cuh), inputs rotated over 256 MiB; each
 // variant runs twice, so the noise shows; every line is compared with the "before" kernel.
 //
-// Build and run on the GPU host (sm_90):  OUT=dir bash bench/exp_lab.sh
+// Build and run on the GPU host (sm_90):  OUT=dir bash dev/labs/exp_lab.sh
 //
 // What it showed (H100, 2026-11-22, copy 2 GiB 3025 GB/s; µs a launch; raw output
 // docs/data/exp_lab_h100.txt):

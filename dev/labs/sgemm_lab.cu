@@ -2,7 +2,7 @@
 // in one program (llm.c dev/cuda style: kernels, validation, benchmark in one file). Not part of
 // the library; the winner moves into kernels/matmul/ as a step of its own.
 //
-// Build and run on the GPU host:  nvcc -O3 -arch=sm_90 -o lab bench/sgemm_lab.cu && ./lab
+// Build and run on the GPU host:  nvcc -O3 -arch=sm_90 -o lab dev/labs/sgemm_lab.cu && ./lab
 // Layout: C = A·B, all row-major, M, N multiples of the block tile and K of BK (the lab's
 // kernels have no bounds checks; the library step does).
 #include <cstdio>
@@ -369,7 +369,7 @@ void launch_ref(int ta, int tb, const float* A, const float* B, float* C, int n)
                                                       0, nullptr, 0);
 }
 
-// ---- The model shapes (`./lab shapes`, `shapes-flush`; bench/sgemm_shapes.sh runs both beside
+// ---- The model shapes (`./lab shapes`, `shapes-flush`; dev/labs/sgemm_shapes.sh runs both beside
 // cuBLAS): M×K×N products where camel trailed cuBLAS, A·B row-major. Step 13's interior template
 // at other tiles, K-slices and blocks per SM, A read with k contiguous (IL 0: 4-byte transposing
 // copies) or transposed first (IL 1). `tn_only` times the Aᵀ·B kernel on a pre-transposed A.

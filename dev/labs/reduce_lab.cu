@@ -3,7 +3,7 @@
 // kernels, validation against the library kernel, benchmark in one file). Not part of the
 // library; a winner moves into kernels/reduce.cu as a step of its own.
 //
-// Build and run on the GPU host:  OUT=dir bash bench/reduce_lab.sh
+// Build and run on the GPU host:  OUT=dir bash dev/labs/reduce_lab.sh
 //
 // Timing is bench_memory's "streamed" method (lab_common.cuh's blocker, a batch of launches
 // between two events, median of 20 batches). The input is 1 GiB, 20× the L2, so no rotation.

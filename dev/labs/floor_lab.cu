@@ -1,6 +1,6 @@
 // Floor lab: the least time a kernel that reads cross-entropy 16384×65's logits (4.26 MB) can
 // take, launched back to back with PDL as bench_memory times it. Issue 4's bar, 90 % of the
-// 2 GiB copy, is 1.56 µs a launch at that size (copy 3026 GB/s). bench/pipe_lab.cu measured the floor only in
+// 2 GiB copy, is 1.56 µs a launch at that size (copy 3026 GB/s). dev/labs/pipe_lab.cu measured the floor only in
 // the library's row layout (blocks of 256 threads, 16 lanes a row, 64 / 256 / 1024 blocks, at
 // most two rows of a group in flight): 2.61 µs at best (55 %), 3.47 to read and write the
 // logits. This lab widens that search before the floor is quoted as a fact:
@@ -15,7 +15,7 @@
 //     and the read with the bytes written back (the backward's traffic: read and write).
 // Not part of the library: it says how far a cross-entropy kernel of that size could go.
 //
-// Build and run on the GPU host (sm_90):  OUT=dir bash bench/floor_lab.sh
+// Build and run on the GPU host (sm_90):  OUT=dir bash dev/labs/floor_lab.sh
 //
 // Timing: bench_memory's "streamed" method (lab_common.cuh), 200 launches a batch, the logits
 // rotated over 32 sets (136 MB, past L2). Last, cross-entropy 16384×65 step 4 itself (the

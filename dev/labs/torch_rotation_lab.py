@@ -5,7 +5,7 @@ H100's 50 MB L2, while bench_memory rotates its outputs with its inputs. This la
 ops both ways (inputs rotated in both; the output fresh from the allocator, or rotated through
 as many preallocated buffers with out=), by memory_torch.py's streamed method.
 
-Run on the GPU host: python3 bench/torch_rotation_lab.py
+Run on the GPU host: python3 dev/labs/torch_rotation_lab.py
 
 What it showed (H100, 2026-11-22, µs; two calls, the second's figures first):
   65536×65    softmax          16.04 from the allocator, 16.60 rotated out=  (15.84 / 16.38)

@@ -3,7 +3,7 @@
 // columns 16 lanes a row, 5 floats a lane, 2 rows a group; ce3_prefetch, PDL wait, trigger; at
 // 4096×50257 a block of 512 a row). Not part of the library; the winner is in kernels/loss.cu.
 //
-// Build and run on the GPU host:  OUT=dir bash bench/mean_lab.sh  (16384, 65536 and 4096 rows
+// Build and run on the GPU host:  OUT=dir bash dev/labs/mean_lab.sh  (16384, 65536 and 4096 rows
 // of 65, then 4096×50257)
 //
 // Timing: bench_memory's "streamed" method (lab_common.cuh), launched with PDL on a

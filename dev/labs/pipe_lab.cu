@@ -1,6 +1,6 @@
 // Short-row pipelining lab: softmax step 3's forward at 65536×65 moves its bytes at 88–90 % of
-// copy (bench/exp_lab.cu); the same loads and stores with nothing computed reach 90.4 %
-// (bench/tma_lab.cu). A group of 16 lanes loads its row (5 floats a lane), waits for it, computes
+// copy (dev/labs/exp_lab.cu); the same loads and stores with nothing computed reach 90.4 %
+// (dev/labs/tma_lab.cu). A group of 16 lanes loads its row (5 floats a lane), waits for it, computes
 // (two group reductions, five exps, a reciprocal or a log), stores, and its block exits: while it
 // computes, it has nothing in flight. Can a group keep its next row's loads in flight while it
 // computes this one (software pipelining), and do fewer, longer-lived blocks or other block sizes
@@ -20,7 +20,7 @@
 // variant runs twice, so the noise shows; each is compared with the library's kernel (the
 // "bytes only" kernels store the input, so their diff is not 0).
 //
-// Build and run on the GPU host (sm_90):  OUT=dir bash bench/pipe_lab.sh
+// Build and run on the GPU host (sm_90):  OUT=dir bash dev/labs/pipe_lab.sh
 //
 // What it showed (H100, 2026-11-22, copy 2 GiB 3025 GB/s; µs a launch; raw output
 // docs/data/pipe_lab_h100.txt):

@@ -20,7 +20,7 @@
 // LayerNorm backward with grids of 264 (2 an SM), 260, 256 and 248 blocks.
 // Timing: bench_memory's "streamed" method (lab_common.cuh) on a created stream.
 //
-// Build and run on the GPU host (sm_90: griddepcontrol is Hopper PTX):  OUT=dir bash bench/pdl_lab.sh
+// Build and run on the GPU host (sm_90: griddepcontrol is Hopper PTX):  OUT=dir bash dev/labs/pdl_lab.sh
 //
 // What it showed (H100, 2026-11-22; µs a launch; copy 2 GiB 3047 GB/s), modes 0 / 1 / 2:
 // - float4 copy kernel, 2 × 50 MB: 36.46 / 34.90 / 34.82 (90.6 → 94.7 % of copy);

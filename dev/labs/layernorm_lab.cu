@@ -3,7 +3,7 @@
 // validation against the library kernel, benchmark in one file). Not part of the library; a
 // winner moves into kernels/layernorm.cu as a step of its own.
 //
-// Build and run on the GPU host:  bash bench/layernorm_lab.sh   (nvcc -O3 -arch=sm_90 …)
+// Build and run on the GPU host:  bash dev/labs/layernorm_lab.sh   (nvcc -O3 -arch=sm_90 …)
 //
 // Timing is bench_memory's "streamed" method: a blocker kernel (a spin, here) keeps the GPU busy
 // while the host queues a batch of LAB_PER launches (default 20) between two events; median over

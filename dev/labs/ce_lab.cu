@@ -4,7 +4,7 @@
 // grid-wide handshake (some of them give no usable mean: they only measure). Not part of the
 // library; a winner moves into kernels/loss.cu.
 //
-// Build and run on the GPU host:  OUT=dir bash bench/ce_lab.sh
+// Build and run on the GPU host:  OUT=dir bash dev/labs/ce_lab.sh
 //
 // Timing: bench_memory's "streamed" method (lab_common.cuh), the logits rotated over 256 MiB.
 //
@@ -16,7 +16,7 @@
 //              partials from L2, sums, stores the mean; 2 rows a 16-lane group at 65 columns
 //              (ce4_rows). The figures below, "step4" among them, are this form's.
 //   step4      the library's step 4 now: CeMean, each block's sum as a marked word, the grid's
-//              last block takes them (kernels/loss.cu ce_mean_epilogue; bench/mean_lab.cu)
+//              last block takes them (kernels/loss.cu ce_mean_epilogue; dev/labs/mean_lab.cu)
 //   R1 acqrel  the counter with one row a group (step 4 before ce4_rows)
 //   R1 fences  the textbook ordering: __threadfence, a relaxed atomicAdd, __threadfence in the
 //              last block (step 4 before the acq_rel atomic)

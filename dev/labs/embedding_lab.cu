@@ -3,9 +3,9 @@
 // dev/cuda style: kernels, validation against the library, benchmark in one file). Not part of
 // the library; a winner moves into kernels/embedding.cu as a step of its own.
 //
-// Build and run on the GPU host:  OUT=dir bash bench/embedding_lab.sh
+// Build and run on the GPU host:  OUT=dir bash dev/labs/embedding_lab.sh
 //
-// Timing is bench_memory's "streamed" method (as bench/layernorm_lab.cu): a spinning blocker keeps
+// Timing is bench_memory's "streamed" method (as dev/labs/layernorm_lab.cu): a spinning blocker keeps
 // the GPU busy while the host queues LAB_PER launches of the whole pipeline between two events;
 // median over 20 batches. The upstream gradient (1.07 GB) and the output (154 MB) exceed the L2,
 // so one buffer set is enough.
