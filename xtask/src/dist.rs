@@ -2,14 +2,20 @@
 //! tests and programs: the release test binaries and the `camel` program built with
 //! `--features cuda`, stripped, plus `run-gpu-tests.sh`, in `dist/gpu/` (well under 64 MiB).
 //! Also the GEMM benchmark: camel-cuda's `gemm_bench` (and `gemm_tune`, when that example
-//! exists) in `bin/`, `bench/*.py` in `bench/`, and `bench-gemm.sh`, which runs `gemm_bench` and
-//! `bench/gemm_torch.py` and leaves their CSVs for `cargo xtask gemm-report`.
+//! exists) in `bin/`, the PyTorch comparison scripts in `bench/torch/`, and `bench-gemm.sh`,
+//! which runs `gemm_bench` and `bench/torch/gemm_torch.py` and leaves their CSVs for
+//! `cargo xtask gemm-report`. And the labs: `dev/labs/` with the kernel sources they include
+//! (`kernels/**/*.cu`, `*.cuh`), so `OUT=dir bash dev/labs/X_lab.sh` runs from `dist/gpu/` on a
+//! GPU host with nvcc as it does from the repository root.
+//! Executables are found through cargo's JSON messages, so `CARGO_TARGET_DIR` is honoured.
 //! The PTX is embedded in the binaries. Built with `CAMEL_NO_STUB_RPATH=1`, so nothing in them
 //! points at the no-driver stub: the GPU host's real driver is what loads.
 
+use crate::cargo_json;
 use std::fs;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 const OUT: &str = "dist/gpu";
 /// camel-cuda examples copied into `bin/` when cargo builds them (`gemm_bench` is required).
@@ -17,7 +23,7 @@ const CUDA_EXAMPLES: &[&str] = &["gemm_bench", "gemm_tune"];
 
 const BENCH_GEMM_SCRIPT: &str = r#"#!/usr/bin/env bash
 # GEMM benchmark: camel's SGEMM ladder (bin/gemm_bench) and cuBLAS through PyTorch
-# (bench/gemm_torch.py, needs python3 with torch) at the same shapes. Both print a table; the
+# (bench/torch/gemm_torch.py, needs python3 with torch) at the same shapes. Both print a table; the
 # CSVs go to $OUT (default: the current folder) as gemm_camel.csv and gemm_torch.csv, for
 # `cargo xtask gemm-report <that folder>` on the build machine.
 # Usage: OUT=DIR bench-gemm.sh [extra gemm_bench args, e.g. --all]   (env PYTHON, default python3)
@@ -30,8 +36,8 @@ rc=0
 echo "== camel SGEMM ladder: bin/gemm_bench"
 "$here/bin/gemm_bench" --shapes all --out "$OUT/gemm_camel.csv" "$@" || rc=$?
 echo
-echo "== cuBLAS (PyTorch): bench/gemm_torch.py"
-"${PYTHON:-python3}" "$here/bench/gemm_torch.py" --out "$OUT/gemm_torch.csv" || rc=$?
+echo "== cuBLAS (PyTorch): bench/torch/gemm_torch.py"
+"${PYTHON:-python3}" "$here/bench/torch/gemm_torch.py" --out "$OUT/gemm_torch.csv" || rc=$?
 echo
 for f in gemm_camel.csv gemm_torch.csv; do
   if [ -s "$OUT/$f" ]; then echo "bench-gemm: wrote $OUT/$f"; else echo "bench-gemm: no $OUT/$f"; rc=1; fi
@@ -110,33 +116,40 @@ echo "sanitizer: $clean clean, $dirty with errors"
 [ $dirty -eq 0 ]
 "#;
 
-/// Build, strip and copy; returns an error message on failure.
+/// The release programs of camel-models copied into `bin/`: (target kind, name).
+const MODEL_PROGRAMS: &[(&str, &str)] = &[
+    ("bin", "camel"),
+    ("example", "xor"),
+    ("example", "block"),
+    ("example", "bench_memory"),
+];
+
+/// Builds with cargo (paths from its JSON messages, so `CARGO_TARGET_DIR` is honoured), strips
+/// and copies into `dist/gpu/`; returns an error message on failure.
 pub fn dist(args: &[String]) -> Result<(), String> {
     if !args.is_empty() {
         return Err(format!("dist takes no arguments, got {args:?}"));
     }
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let tests_json = Command::new(&cargo)
-        .args([
+    let root = crate::repo_root();
+    let no_stub = [("CAMEL_NO_STUB_RPATH", "1")];
+    let built = cargo_json::build_executables(
+        &root,
+        &[
             "test",
             "--workspace",
             "--release",
             "--features",
             "camel-models/cuda",
             "--no-run",
-            "--message-format=json",
-        ])
-        .env("CAMEL_NO_STUB_RPATH", "1")
-        .output()
-        .map_err(|e| format!("running cargo: {e}"))?;
-    if !tests_json.status.success() {
-        return Err(format!(
-            "cargo test --no-run failed:\n{}",
-            String::from_utf8_lossy(&tests_json.stderr)
-        ));
-    }
-    let status = Command::new(&cargo)
-        .args([
+        ],
+        &no_stub,
+        "cargo test --no-run",
+    )?;
+    // libtest harnesses of unit and integration tests (cargo test also builds the examples)
+    let tests: Vec<_> = built.into_iter().filter(|e| e.test).collect();
+    let programs = cargo_json::build_executables(
+        &root,
+        &[
             "build",
             "--release",
             "--features",
@@ -145,92 +158,67 @@ pub fn dist(args: &[String]) -> Result<(), String> {
             "camel-models",
             "--bins",
             "--examples",
-        ])
-        .env("CAMEL_NO_STUB_RPATH", "1")
-        .status()
-        .map_err(|e| format!("running cargo: {e}"))?;
-    if !status.success() {
-        return Err("cargo build of the camel program failed".into());
+        ],
+        &no_stub,
+        "cargo build of the camel program",
+    )?;
+    let examples = build_cuda_examples(&root)?;
+
+    let out = root.join(OUT);
+    let _ = fs::remove_dir_all(&out);
+    for d in ["tests", "bin", "bench/torch"] {
+        fs::create_dir_all(out.join(d)).map_err(|e| e.to_string())?;
     }
-    let examples = build_cuda_examples(&cargo)?;
-    let _ = fs::remove_dir_all(OUT);
-    for d in ["tests", "bin", "bench"] {
-        fs::create_dir_all(Path::new(OUT).join(d)).map_err(|e| e.to_string())?;
-    }
-    // Every test executable cargo reported (libtest harness binaries of unit and integration tests).
-    let stdout = String::from_utf8_lossy(&tests_json.stdout);
-    let mut n = 0;
-    for line in stdout.lines() {
-        // test harnesses only: they live in target/release/deps (the bins and examples that
-        // cargo test also builds sit in target/release and target/release/examples)
-        if !line.contains("/deps/") {
-            continue;
-        }
-        let Some(pos) = line.find("\"executable\":\"") else {
-            continue;
-        };
-        let rest = &line[pos + 14..];
-        let Some(end) = rest.find('"') else { continue };
-        let exe = Path::new(&rest[..end]);
-        let name = exe.file_name().unwrap().to_string_lossy();
-        // keep crate_name-hash unique but readable
-        copy_strip(exe, &Path::new(OUT).join("tests").join(&*name))?;
-        n += 1;
-    }
-    for prog in [
-        "camel",
-        "examples/xor",
-        "examples/block",
-        "examples/bench_memory",
-    ] {
-        let src = Path::new("target/release").join(prog);
-        let dst = Path::new(OUT)
-            .join("bin")
-            .join(Path::new(prog).file_name().unwrap());
-        copy_strip(&src, &dst)?;
-    }
-    for exe in &examples {
+    for exe in &tests {
+        // crate_name-hash: unique but readable
         copy_strip(
-            exe,
-            &Path::new(OUT).join("bin").join(exe.file_name().unwrap()),
+            &exe.path,
+            &out.join("tests").join(exe.path.file_name().unwrap()),
         )?;
     }
-    let scripts = copy_bench_scripts()?;
-    let bench = Path::new(OUT).join("bench-gemm.sh");
-    fs::write(&bench, BENCH_GEMM_SCRIPT).map_err(|e| e.to_string())?;
-    Command::new("chmod")
-        .arg("+x")
-        .arg(&bench)
-        .status()
-        .map_err(|e| e.to_string())?;
-    let script = Path::new(OUT).join("run-gpu-tests.sh");
-    fs::write(&script, RUN_SCRIPT).map_err(|e| e.to_string())?;
-    Command::new("chmod")
-        .arg("+x")
-        .arg(&script)
-        .status()
-        .map_err(|e| e.to_string())?;
-    let san = Path::new(OUT).join("sanitize-gpu-tests.sh");
-    fs::write(&san, SANITIZE_SCRIPT).map_err(|e| e.to_string())?;
-    Command::new("chmod")
-        .arg("+x")
-        .arg(&san)
-        .status()
-        .map_err(|e| e.to_string())?;
-    let size: u64 = walk_size(Path::new(OUT));
+    for (kind, name) in MODEL_PROGRAMS {
+        let exe = programs
+            .iter()
+            .find(|e| e.is(kind) && e.name == *name)
+            .ok_or_else(|| format!("cargo built no {kind} `{name}` in camel-models"))?;
+        copy_strip(
+            &exe.path,
+            &out.join("bin").join(exe.path.file_name().unwrap()),
+        )?;
+    }
+    for exe in &examples {
+        copy_strip(exe, &out.join("bin").join(exe.file_name().unwrap()))?;
+    }
+    let torch = copy_files(&root.join("bench/torch"), &out.join("bench/torch"), &|p| {
+        has_ext(p, &["py"])
+    })?;
+    // The labs build from the repository root (`OUT=dir bash dev/labs/X_lab.sh`, nvcc -I
+    // kernels), so their folder and the kernel sources they include go in as they are.
+    let labs = copy_files(&root.join("dev/labs"), &out.join("dev/labs"), &|_| true)?;
+    copy_files(&root.join("kernels"), &out.join("kernels"), &|p| {
+        has_ext(p, &["cu", "cuh"])
+    })?;
+    for (name, text) in [
+        ("bench-gemm.sh", BENCH_GEMM_SCRIPT),
+        ("run-gpu-tests.sh", RUN_SCRIPT),
+        ("sanitize-gpu-tests.sh", SANITIZE_SCRIPT),
+    ] {
+        write_executable(&out.join(name), text)?;
+    }
+    let size: u64 = walk_size(&out);
     let names: Vec<_> = examples
         .iter()
         .map(|e| e.file_name().unwrap().to_string_lossy())
         .collect();
     println!(
-        "dist: {n} test binaries + camel, xor, block, bench_memory + {} + {scripts} bench script(s) in {OUT} ({:.1} MiB)",
+        "dist: {} test binaries + camel, xor, block, bench_memory + {} + {torch} PyTorch script(s) \
+         + {labs} lab file(s) in {OUT} ({:.1} MiB)",
+        tests.len(),
         names.join(" + "),
         size as f64 / (1 << 20) as f64
     );
-    // the GPU host's carry limit is 64 MiB for the bundle. Every test binary embeds the same
-    // gzip'd PTX (about 4.5 MB of it is softmax and cross-entropy), so xz packs this folder
-    // well only with a dictionary that spans it: `tar cf - dist/gpu | xz --lzma2=preset=6,
-    // dict=256MiB` took 210 MiB to 21 MB; the default (8 MiB) only to 110 MB, gzip to 0.8
+    // The bundle reaches the GPU host xz-compressed with a dictionary that spans the folder
+    // (every test binary embeds the same gzip'd PTX, which only such a dictionary finds twice).
     if size > 256 << 20 {
         return Err(format!(
             "{OUT} is {size} bytes, over the 256 MiB budget (the bundle's xz dictionary)"
@@ -240,10 +228,11 @@ pub fn dist(args: &[String]) -> Result<(), String> {
 }
 
 /// Builds camel-cuda's examples with `--features cuda` and returns the executables of those
-/// named in [`CUDA_EXAMPLES`] (cargo's JSON messages name them, wherever the target folder is).
-fn build_cuda_examples(cargo: &str) -> Result<Vec<PathBuf>, String> {
-    let out = Command::new(cargo)
-        .args([
+/// named in [`CUDA_EXAMPLES`].
+fn build_cuda_examples(root: &Path) -> Result<Vec<PathBuf>, String> {
+    let built = cargo_json::build_executables(
+        root,
+        &[
             "build",
             "--release",
             "-p",
@@ -251,35 +240,15 @@ fn build_cuda_examples(cargo: &str) -> Result<Vec<PathBuf>, String> {
             "--features",
             "cuda",
             "--examples",
-            "--message-format=json",
-        ])
-        .env("CAMEL_NO_STUB_RPATH", "1")
-        .stderr(Stdio::inherit())
-        .output()
-        .map_err(|e| format!("running cargo: {e}"))?;
-    if !out.status.success() {
-        return Err("cargo build of the camel-cuda examples failed".into());
-    }
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let mut found = Vec::new();
-    for line in stdout.lines() {
-        if !line.contains("\"reason\":\"compiler-artifact\"") || !line.contains("\"example\"") {
-            continue;
-        }
-        let Some(pos) = line.find("\"executable\":\"") else {
-            continue;
-        };
-        let rest = &line[pos + 14..];
-        let Some(end) = rest.find('"') else { continue };
-        let exe = PathBuf::from(&rest[..end]);
-        let wanted = exe
-            .file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| CUDA_EXAMPLES.contains(&n));
-        if wanted && !found.contains(&exe) {
-            found.push(exe);
-        }
-    }
+        ],
+        &[("CAMEL_NO_STUB_RPATH", "1")],
+        "cargo build of the camel-cuda examples",
+    )?;
+    let mut found: Vec<PathBuf> = built
+        .into_iter()
+        .filter(|e| e.is("example") && CUDA_EXAMPLES.contains(&e.name.as_str()))
+        .map(|e| e.path)
+        .collect();
     if !found.iter().any(|e| e.ends_with("gemm_bench")) {
         return Err(
             "cargo built no gemm_bench example (crates/camel-cuda/examples/gemm_bench.rs)".into(),
@@ -289,19 +258,36 @@ fn build_cuda_examples(cargo: &str) -> Result<Vec<PathBuf>, String> {
     Ok(found)
 }
 
-/// Copies `bench/*.py` into `dist/gpu/bench/`; returns how many.
-fn copy_bench_scripts() -> Result<usize, String> {
+fn has_ext(p: &Path, exts: &[&str]) -> bool {
+    p.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| exts.contains(&e))
+}
+
+/// Copies the files under `src` that `keep` accepts into `dst`, keeping their relative paths;
+/// returns how many.
+fn copy_files(src: &Path, dst: &Path, keep: &dyn Fn(&Path) -> bool) -> Result<usize, String> {
+    let rd = fs::read_dir(src).map_err(|e| format!("reading {}: {e}", src.display()))?;
     let mut n = 0;
-    let rd = fs::read_dir("bench").map_err(|e| format!("reading bench/: {e}"))?;
     for entry in rd.flatten() {
         let p = entry.path();
-        if p.extension().is_some_and(|e| e == "py") && p.is_file() {
-            let dst = Path::new(OUT).join("bench").join(p.file_name().unwrap());
-            fs::copy(&p, &dst).map_err(|e| format!("copy {}: {e}", p.display()))?;
+        let to = dst.join(entry.file_name());
+        if p.is_dir() {
+            n += copy_files(&p, &to, keep)?;
+        } else if p.is_file() && keep(&p) {
+            fs::create_dir_all(dst).map_err(|e| format!("creating {}: {e}", dst.display()))?;
+            fs::copy(&p, &to).map_err(|e| format!("copy {}: {e}", p.display()))?;
             n += 1;
         }
     }
     Ok(n)
+}
+
+fn write_executable(path: &Path, text: &str) -> Result<(), String> {
+    fs::write(path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    let mut perm = fs::metadata(path).map_err(|e| e.to_string())?.permissions();
+    perm.set_mode(0o755);
+    fs::set_permissions(path, perm).map_err(|e| format!("chmod {}: {e}", path.display()))
 }
 
 fn copy_strip(src: &Path, dst: &Path) -> Result<(), String> {
@@ -324,13 +310,10 @@ fn walk_size(p: &Path) -> u64 {
     fs::read_dir(p)
         .map(|rd| {
             rd.flatten()
-                .map(|e| {
-                    let m = e.metadata().unwrap();
-                    if m.is_dir() {
-                        walk_size(&e.path())
-                    } else {
-                        m.len()
-                    }
+                .map(|e| match e.metadata() {
+                    Ok(m) if m.is_dir() => walk_size(&e.path()),
+                    Ok(m) => m.len(),
+                    Err(_) => 0,
                 })
                 .sum()
         })

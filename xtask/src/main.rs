@@ -9,17 +9,22 @@
 //!
 //! - `dist`: build the release GPU test binaries and programs with `--features cuda`, strip
 //!   them and write them with `run-gpu-tests.sh` into `dist/gpu/` for a GPU host without Rust.
+//! - `labs [--link]`: compile every `dev/labs/*_lab.cu` for sm_90 into `<target>/labs/`.
 //! - `gemm-report DIR`: turn a GPU run's GEMM benchmark CSVs into `docs/gemm-results.md` and
 //!   `docs/gemm.png`.
 //! - `memory-report FILE`: turn a GPU run's `bench_memory` table into `docs/memory-results.md`
 //!   and `docs/memory.png`.
 //!
-//! Standard library only, except `plotters` for the reports' PNGs and camel-core (built without
-//! `cuda`) for `memory-report`'s default steps.
+//! Besides the standard library: `serde_json` for cargo's JSON (`cargo metadata`, build
+//! messages), `plotters` for the reports' PNGs and camel-core (built without `cuda`) for
+//! `memory-report`'s default steps. The target directory always comes from cargo, so
+//! `CARGO_TARGET_DIR` is honoured.
 
+mod cargo_json;
 mod dist;
 mod gemm_report;
 mod gemm_search;
+mod labs;
 mod memory_report;
 
 use std::collections::BTreeSet;
@@ -62,6 +67,7 @@ fn main() -> ExitCode {
         Some("dist") => dist::dist(&args[1..]),
         Some("gemm-report") => gemm_report::gemm_report(&args[1..]),
         Some("gemm-search") => gemm_search::gemm_search(&args[1..]),
+        Some("labs") => labs::labs(&args[1..]),
         Some("memory-report") => memory_report::memory_report(&args[1..]),
         Some("help" | "-h" | "--help") | None => {
             print_help();
@@ -98,8 +104,15 @@ commands:
   gemm-search [--max N] [--jobs N]
       Compile every valid tile configuration of the SGEMM templates (steps 7–11) to sm_90
       cubins in dist/gemm-search/ for the autotuner (`gemm_tune`, run on the GPU host).
+  dist
+      Build the release GPU test binaries and programs (--features cuda), strip them and write
+      them, with run-gpu-tests.sh, bench-gemm.sh, bench/torch/*.py and the labs (dev/labs/ and
+      the kernel sources they include), into dist/gpu/ for a GPU host without Rust.
+  labs [--link] [--arch sm_XY] [--jobs N]
+      Compile every dev/labs/*_lab.cu with nvcc (default sm_90, -I kernels) into <target>/labs/:
+      object files, or with --link executables (needs the CUDA runtime library).
   gemm-report DIR [--docs DOCS]
-      Read DIR/gemm_camel.csv (gemm_bench) and DIR/gemm_torch.csv (bench/gemm_torch.py) and
+      Read DIR/gemm_camel.csv (gemm_bench) and DIR/gemm_torch.csv (bench/torch/gemm_torch.py) and
       write docs/gemm-results.md and docs/gemm.png.
   memory-report FILE [--docs DOCS] [--check]
       Read FILE (bench_memory --torch's printed table) and write docs/memory-results.md and
@@ -594,46 +607,8 @@ fn cuda_stub(args: &[String]) -> Result<bool, String> {
 
 /// Finds cust_raw's source folder through `cargo metadata` (downloads it if needed).
 fn cust_raw_dir(root: &Path) -> Result<PathBuf, String> {
-    let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let out = Command::new(cargo)
-        .args([
-            "metadata",
-            "--format-version",
-            "1",
-            "--features",
-            "camel-cuda/cuda",
-            "--manifest-path",
-        ])
-        .arg(root.join("Cargo.toml"))
-        .output()
-        .map_err(|e| format!("running cargo metadata: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "cargo metadata failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    let json = String::from_utf8_lossy(&out.stdout);
-    // A package object reads {"name":..,"version":.., .., "manifest_path":..} (a dependency
-    // entry has "source" after its name); no JSON parser needed for this.
-    let start = json
-        .find("\"name\":\"cust_raw\",\"version\":")
-        .ok_or("cust_raw is not in the dependency graph")?;
-    let key = "\"manifest_path\":\"";
-    let at = json[start..]
-        .find(key)
-        .ok_or("no manifest_path for cust_raw")?
-        + start
-        + key.len();
-    let end = json[at..]
-        .find('"')
-        .ok_or("malformed cargo metadata output")?
-        + at;
-    let manifest = PathBuf::from(&json[at..end]);
-    manifest
-        .parent()
-        .map(Path::to_path_buf)
-        .ok_or_else(|| "bad cust_raw manifest path".to_string())
+    let meta = cargo_json::metadata(root, &["--features", "camel-cuda/cuda"])?;
+    cargo_json::package_dir(&meta, "cust_raw")
 }
 
 /// Adds every driver function `fn cuXxx(` declared in `text` (bindgen writes `pub fn cuInit(`).

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # GPU host: build and run the SGEMM lab, cuBLAS FP32 beside it, and ncu on both (4096³).
-# Usage (repository root): OUT=dir bash bench/sgemm_lab.sh
+# Usage (repository root): OUT=dir bash dev/labs/sgemm_lab.sh
 set -u
 OUT=${OUT:-lab-out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv | tee "$OUT/gpu.txt"
-nvcc -O3 -arch=sm_90 -Xptxas -v -o /tmp/lab bench/sgemm_lab.cu > "$OUT/ptxas.txt" 2>&1 || { cat "$OUT/ptxas.txt"; exit 1; }
+nvcc -O3 -arch=sm_90 -Xptxas -v -I kernels -o /tmp/lab dev/labs/sgemm_lab.cu > "$OUT/ptxas.txt" 2>&1 || { cat "$OUT/ptxas.txt"; exit 1; }
 /tmp/lab | tee "$OUT/lab.txt"
 # the same kernels JIT-compiled by the driver from compute_80 PTX, as the library loads them
-if [ "${PTX80:-1}" = 1 ]; then nvcc -O3 -gencode arch=compute_80,code=compute_80 -o /tmp/lab_ptx bench/sgemm_lab.cu && /tmp/lab_ptx | sed "s/^/ptx80 /" | tee "$OUT/lab_ptx.txt"; fi
+if [ "${PTX80:-1}" = 1 ]; then nvcc -O3 -gencode arch=compute_80,code=compute_80 -I kernels -o /tmp/lab_ptx dev/labs/sgemm_lab.cu && /tmp/lab_ptx | sed "s/^/ptx80 /" | tee "$OUT/lab_ptx.txt"; fi
 python3 - <<'PY' | tee "$OUT/cublas.txt"
 import torch
 torch.backends.cuda.matmul.allow_tf32 = False

@@ -1,57 +1,26 @@
-// Mean lab: how cross-entropy step 4's forward hands the blocks' sums of the losses to the one
-// block that writes the mean, with the library's row code and entry (kernels/loss.cu: at 65
-// columns 16 lanes a row, 5 floats a lane, 2 rows a group; ce3_prefetch, PDL wait, trigger; at
-// 4096×50257 a block of 512 a row). Not part of the library; the winner is in kernels/loss.cu.
+// Mean lab: how should cross-entropy step 4's forward hand the blocks' sums of the losses to the
+// one block that writes the mean? The library's row code and entry (kernels/loss.cu) with each
+// handshake as a `Put`, at 16384, 65536 and 4096 rows of 65 and at 4096×50257. Not part of the
+// library.
 //
-// Build and run on the GPU host:  OUT=dir bash bench/mean_lab.sh  (16384, 65536 and 4096 rows
-// of 65, then 4096×50257)
-//
-// Timing: bench_memory's "streamed" method (lab_common.cuh), launched with PDL on a
-// non-blocking stream, the logits rotated over 16 sets at 65 columns (more than L2 holds).
-//
-// Candidates (each one a `Put` for the library's ce3_fwd_row or ce_fwd_long):
-//   rows           step 3's store of a loss a row (no mean: the floor the mean is added to)
-//   partial        each block's sum stored, nothing after it (no mean: the block sums' cost)
-//   float atom     each block's sum atomicAdd-ed into one float (no fixed order, so not the same
-//                  bits every run: measures only)
-//   counter        step 4's first form: the block's sum to partial[b], one atom.acq_rel.gpu on a
-//                  counter; the last block to arrive reads the partials from L2, adds them in
-//                  block order and stores the mean
-//   words          the library now (ce_mean_epilogue): no counter; each block stores its sum and
-//                  a mark as one 64-bit word (st.relaxed.gpu: sum and mark arrive together, no
-//                  fence orders them); the grid's last block takes the words in block order, one
-//                  by one as each is marked, adds them as the counter's last block does (the
-//                  same bits), stores the mean and zeroes the words for the next kernel
+// Versions:
+//   rows           step 3's loss a row, no mean (the floor the mean is added to)
+//   partial        each block's sum stored, nothing after it (the block sums' cost)
+//   float atom     each block's sum atomicAdd-ed into one float (order not fixed: measures only)
+//   counter        step 4's first form: partial[b], one atom.acq_rel.gpu on a counter, the last
+//                  block adds the partials in block order
+//   words          the library's ce_mean_epilogue: each block stores its sum and a mark as one
+//                  64-bit word; the grid's last block takes the words one by one as each is marked
 //   word a warp    a word a warp (8 a block): no barrier for a block's sum
-//   K at once      a thread polls K of its words together (all K loads in flight)
-//   1 then 4, <= 2 else 8, naps: the first word alone then the rest 4 together; one by one up
-//                  to 2 words a thread, else 8 together; __nanosleep(64) between polls
+//   K at once      a thread polls K of its words together (K = 2, 4, 8)
+//   1 then 4, <= 2 else 8, naps   other polling orders; __nanosleep(64) between polls
 //   R1             one row a group (twice the blocks)
 //
-// What it showed (H100, 2026-11-22, µs a launch, the last of three calls; the others within
-// 0.1 µs at 16384 rows except the library's words, 4.20–4.33; raw output
-// docs/data/mean_lab_h100.txt). Every mean the library's bits where the blocks are the same,
-// the words zero and the counter 0 after the runs.
+// Timing: lab_common.cuh's streamed method with PDL on a non-blocking stream, the logits
+// rotated over 16 sets at 65 columns. What it found and where it went: dev/labs/README.md; raw
+// output docs/data/mean_lab_h100.txt.
 //
-//   rows of 65            16384    65536    4096  | 4096×50257
-//   rows (step 3)          3.28     9.07    1.97  |  276.1–276.8
-//   partial                3.50     9.29    2.22  |
-//   counter (first form)   5.03    12.46    3.37  |  279.5–280.2
-//   words (the library)    4.33    11.36    2.94  |  281.5–281.8
-//   word a warp            7.25    24.10    3.56  |
-//   2 at once              4.41    10.48    3.10  |  299.0–299.1
-//   4 at once              4.60    10.85    3.29  |
-//   8 at once              5.26    11.40    3.12  |  286.4–286.9
-//   <= 2 else 8            5.17    11.26    2.85  |  286.8–287.2
-//   64 ns naps             4.51    11.12    3.28  |
-//   words R1               4.56    14.31    2.53  |
-//
-// So the words take 0.7–1.1 µs off the counter's handshake at 65 columns, and cost 1.6–2 µs
-// (0.6 %) on a block a row at 4096×50257, where the last block's 8 words a thread come one
-// round trip each. Polling more words at once is faster in some places (65536×65) and slower in
-// others, by more (4096×50257: polling competes with the last blocks' loads); one by one is the
-// library's. One row a group (twice the blocks) wins only on the small grid (4096×65: 2.53
-// against 2.94); ce4_rows keeps 2.
+// Build and run on the GPU host:  OUT=dir bash dev/labs/mean_lab.sh
 #include <cmath>
 #include <string>
 #include <vector>

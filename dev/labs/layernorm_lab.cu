@@ -1,40 +1,27 @@
-// LayerNorm lab: candidate forward and backward kernels for 16384×768 (the memory-bound issue's
-// size), timed beside the library's step 3 in one program (llm.c dev/cuda style: kernels,
-// validation against the library kernel, benchmark in one file). Not part of the library; a
-// winner moves into kernels/layernorm.cu as a step of its own.
+// LayerNorm lab: which forward and backward kernels for 16384×768 move their bytes closest to a
+// copy? Candidates beside the library's steps (kernels/layernorm.cu) in one program, as llm.c
+// keeps dev/cuda: kernels, validation against the library, timing. Not part of the library.
 //
-// Build and run on the GPU host:  bash bench/layernorm_lab.sh   (nvcc -O3 -arch=sm_90 …)
+// Versions, forward:
+//   step 3 / 4   the library's (step 4: streaming hints)
+//   fR           a warp loads R rows before reducing any (R = 2, 4)
+//   persistent   a persistent grid, the next row prefetched in registers (with and without hints)
+//   const cols   the row width a compile-time constant, blocks of 256 or 128 threads
+// Versions, backward (column sums of dγ, dβ included):
+//   step 3       the library's: per-warp dγ/dβ slices, a separate column-sum kernel
+//   hints        step 3 with streaming hints
+//   B2 / B5      the column sum fused in the kernel: a warp a column / a block per 8 columns
+//   smem         dγ/dβ accumulated in shared memory
+//   dx only      no dγ/dβ at all (the bound for a kernel moving these bytes)
+//   bP / B4      a pair of warps a row at 2, 3, 4 blocks an SM; B4 keeps γ in registers across
+//                rows (the library's step 4)
 //
-// Timing is bench_memory's "streamed" method: a blocker kernel (a spin, here) keeps the GPU busy
-// while the host queues a batch of LAB_PER launches (default 20) between two events; median over
-// 20 batches;
-// LAB_SETS buffer sets rotated (default 2: 302 MB for the backward) so every launch reads DRAM;
-// a same-size cudaMemcpy timed the same way. bench_memory (a 1.5 GiB read as its blocker, 3
-// sets, a warm-up inside each batch) is the reference: where the two disagree, it decides. They
-// differ by ~0.5 µs on the LayerNorm forward (lab 36.8–37.0 µs for step 4, bench_memory
-// 37.3–37.6); the batch length is not why (LAB_PER 10, 20, 40: 36.8–37.0 each).
+// Timing: lab_common.cuh's streamed method, LAB_PER launches a batch (default 20), LAB_SETS
+// buffer sets rotated (default 2), a same-size cudaMemcpy timed the same way; where it and
+// bench_memory disagree, bench_memory decides. What it found and where it went:
+// dev/labs/README.md.
 //
-// What it showed (H100, 2026-11-22; µs, column sum included in the backward):
-// - forward: library step 3 38.1–38.4, step 4 (streaming hints) 36.8–37.1 (90–91 % of copy);
-//   two or four rows a warp in flight 41.9–44.1 (spills); a persistent grid with the next row
-//   prefetched in registers 37.5–37.7 (with hints 37.8–38.0); the row width a compile-time
-//   constant 37.4–37.6, with hints 36.5–36.6, and blocks of 128 threads 36.4. That last form
-//   (no column tests where the row fills the lanes, blocks of 128) went into the library and
-//   bench_memory read 37.4–37.6 µs for step 4 before and after, three calls each: not kept.
-// - backward: the library's step 3 with the block's warps added in turns 64.1, from per-warp
-//   slices 62.6–63.6 (kept); + streaming hints 60.8–61.7 with 2 sets but 60.9 against 61.2 with
-//   3 and slower in bench_memory (dropped); column sum fused in the kernel, a warp per column
-//   (B2, V2f) 63.3–66.0 (slower), a block per 8 columns with coalesced reads (B5, V2g)
-//   60.4–61.4 against 61.7–63.6 for the separate kernel (kept: ln3_fused_colsum);
-//   dγ/dβ in shared memory 70.1–97.9 (dropped); dx only, no dγ/dβ at all, 55.7–55.9 (90 % of
-//   copy: the bound for a kernel moving these bytes).
-// - backward, second round (H100, 2026-11-22): a PAIR of warps per row (bP: half the registers
-//   a thread for the row and the dγ/dβ sums; the pair's two sums met behind a named barrier):
-//   with 2 blocks an SM (94 registers) 57.6–57.9 µs (87 % of copy) against step 3's 61.3–62.2,
-//   3 an SM (80 registers, 8 bytes spilled) 60.1–60.3, 4 (100 bytes spilled) 75.5. It went into
-//   the library as step 4 (B4 below: γ held in registers across rows, 57.5 µs; with γ re-read
-//   per row 59.2), with a lockstep __syncthreads in place of the named barrier (see
-//   kernels/layernorm.cu, step 4 of the backward, for why).
+// Build and run on the GPU host:  OUT=dir bash dev/labs/layernorm_lab.sh
 #include <algorithm>
 #include <cmath>
 #include <cstdio>

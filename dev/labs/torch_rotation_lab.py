@@ -1,24 +1,16 @@
-"""Does PyTorch's figure at small sizes owe something to L2? memory_torch.py (like any plain
-PyTorch call) lets each call allocate its output, and the caching allocator hands back the block
-the previous call freed: the output is written to the same 17 MB every time, which stays in the
-H100's 50 MB L2, while bench_memory rotates its outputs with its inputs. This lab times the same
-ops both ways (inputs rotated in both; the output fresh from the allocator, or rotated through
-as many preallocated buffers with out=), by memory_torch.py's streamed method.
+"""PyTorch rotation lab: does PyTorch's figure at small sizes owe something to L2?
+bench/torch/memory_torch.py, like any plain PyTorch call, lets each call allocate its output,
+and the caching allocator hands back the block the previous call freed, so the output is
+written to the same memory every time; bench_memory rotates its outputs with its inputs.
 
-Run on the GPU host: python3 bench/torch_rotation_lab.py
+Versions (softmax, log-softmax and their backwards at 65536×65 and 16384×1024; inputs rotated
+in both; memory_torch.py's streamed timing):
+  allocator   the output fresh from the caching allocator (memory_torch.py's way)
+  rotated     the output rotated through as many preallocated buffers, with out=
 
-What it showed (H100, 2026-11-22, µs; two calls, the second's figures first):
-  65536×65    softmax          16.04 from the allocator, 16.60 rotated out=  (15.84 / 16.38)
-              log_softmax      14.56, 15.36                                  (14.41 / 15.20)
-              softmax_bwd      37.21, 36.94
-              log_softmax_bwd  19.97, 20.48
-  16384×1024  every op within 0.3 % either way (134–201 MB a call: more than L2 holds).
-At 65536×65 the allocator's reused output is worth 0.5–0.8 µs (4–5 %) to PyTorch's forwards and
-0.5 µs to its log-softmax backward. camel's step 3 (bench_memory, outputs rotated;
-docs/data/bench_memory_h100_lnbwd4.txt) ran both forwards in 15.1 µs and the log-softmax
-backward in 20.9. Against PyTorch with its outputs rotated too: log-softmax 1.01–1.02× forward
-and 0.98× backward, softmax 1.08–1.10× forward, where memory_torch.py's figures gave log-softmax
-0.96× both ways.
+What it found: dev/labs/README.md.
+
+Run on the GPU host: python3 dev/labs/torch_rotation_lab.py
 """
 import math
 import torch

@@ -1,43 +1,25 @@
-// Short-row staging lab: can a softmax over short rows (65536×65, the shape issue 4 still misses
-// at 81–87 % of copy) move its bytes as a copy does, if each block stages a contiguous chunk of
-// rows in shared memory instead of loading its rows element by element into registers?
+// Short-row staging lab: can a softmax over short rows (65536×65) move its bytes as a copy does
+// if each block stages a contiguous chunk of rows in shared memory instead of loading its rows
+// element by element into registers? And if not, what holds softmax step 3 there? Not part of
+// the library.
 //
-// Softmax step 3 gives a row of 65 floats (260 bytes, not 16-byte aligned) to 16 lanes, which
-// load it with 5 scalar loads each: about 20 bytes in flight a thread, ~33 KiB an SM. A block of
-// RB rows (RB a multiple of 4) is one contiguous, 16-byte aligned chunk of RB·cols floats; here
-// it is brought into shared memory either
-//   TMA:    by one thread with one bulk copy (cp.async.bulk …mbarrier::complete_tx, Hopper),
-//           written back with one bulk store (cp.async.bulk.global.shared::cta), or
-//   float4: by the block's 256 threads with float4 loads, written back with float4 stores,
-// and each row is reduced and rewritten in shared memory by a group of G lanes. Both enter as the
-// library's step 3 does on Hopper (kernels/pdl.cuh "mode 5"): L2 prefetch of the chunk, PDL wait,
-// trigger. A bulk copy kernel (TMA load, TMA store, nothing computed) of the same bytes shows the
-// ceiling. Timing: bench_memory's "streamed" method (lab_common.cuh), inputs rotated over
-// 256 MiB, against the library's step 3 kernels launched the way camel_cuda launches them.
+// Versions (entered as the library's step 3 on Hopper: L2 prefetch, PDL wait, trigger; compared
+// with the library's step 3 kernels):
+//   TMA          one bulk copy a block into shared memory (cp.async.bulk, mbarrier), a group of G
+//                lanes a row there, one bulk store back; 32 / 64 / 128 rows a block
+//   float4       the same staging through the block's float4 loads and stores
+//   bulk copy    TMA load and store of the same bytes, nothing computed (the ceiling)
+//   step 3 shape step 3's access pattern with 0 / 1 / 2 group reductions and no arithmetic
+//   G 8 / G 32   other group widths; two and four rows a group
+//   own max      exps from each thread's own max, merged once
+//   exact slots  the padding's exps skipped, only the log Σ or 1 / Σ the output uses computed
+//   bwd          the backward with every output computed before its stores, against each store
+//                computing its own inside an `if`
 //
-// Then, since staging lost: what does hold step 3 at 65536×65? The lab also times step 3's own
-// access shape with the arithmetic taken out, other group widths, more rows a group, exps started
-// from each thread's own max, and the backward with its outputs computed before its stores.
+// Timing: lab_common.cuh's streamed method, inputs rotated over 256 MiB. What it found and where
+// it went: dev/labs/README.md; raw output docs/data/tma_lab_h100.txt.
 //
-// Build and run on the GPU host (sm_90):  OUT=dir bash bench/tma_lab.sh
-//
-// What it showed (H100, 2026-11-22, copy 2 GiB 3026 GB/s; µs a launch, % of copy; raw output
-// docs/data/tma_lab_h100.txt):
-// - Staging is slower at every size. Forward, TMA, rows a block 32 / 64 / 128: 14.9 / 16.4 /
-//   20.8 (76 / 69 / 54 %); float4: 16.3 / 18.0 / 24.3; backward TMA 19.3 (87 %) against step 3's
-//   17.8. Even the bulk copy of the forward's bytes, with nothing computed: 13.3 / 14.2 / 22.5
-//   (84 / 79 / 50 %). A block that loads, then computes, then stores holds its slot through all
-//   three; small blocks of one float4 (or five floats) a thread overlap them better.
-// - Step 3's shape, nothing computed, with 0 / 1 / 2 group reductions: 12.55 / 12.43 / 12.46
-//   (90 %), as the float4 copy (12.42). The step 3 forward: 13.78 (82 %). So the forward's loss is
-//   its arithmetic between the loads and the stores, not the 65-float rows.
-// - Group widths: G 8 14.9, G 32 16.2 (G 16 is the launcher's). Two and four rows a group: 13.9,
-//   14.8. Exps from each thread's own max, merged once: 13.3. Skipping the exps of the padding
-//   (5 a lane, not 8) and computing only the log Σ or the 1 / Σ the output uses: 13.05 (86 %),
-//   log-softmax 13.3 (85 %), the same bits: that went into softmax3_row (kernels/softmax.cu).
-// - Backward, outputs before stores (now the library's) against the output computed inside each
-//   store's `if` (before): log-softmax 19.2 → 17.9 (88 → 94.5 %), softmax 17.9 → 17.8; the same
-//   bits. The "before" kernel's SASS branches around every element's exp and store.
+// Build and run on the GPU host (sm_90):  OUT=dir bash dev/labs/tma_lab.sh
 #include <cstdio>
 #include <cstring>
 #include <vector>
@@ -306,7 +288,7 @@ __global__ void __launch_bounds__(256) k_shape_copy(const float* __restrict__ x,
     }
 }
 
-// The float4 copy of bench/pdl_lab.cu (a float4 a thread), with the same entry.
+// The float4 copy of dev/labs/pdl_lab.cu (a float4 a thread), with the same entry.
 __global__ void __launch_bounds__(256) k_copy4(const float4* __restrict__ x, float4* __restrict__ y, long long n4) {
     const long long i0 = (long long)blockIdx.x * 256;
     if (threadIdx.x == 0) camel::l2_prefetch(x + i0, (i0 + 256 <= n4 ? 256 : n4 - i0) * 16);
@@ -467,7 +449,7 @@ int main() {
     for (int log_out : {0, 1}) {
         const char* fam = log_out ? "log-softmax" : "softmax";
         const double bytes = 2.0 * N * 4;
-        // (NV 8 and one kernel for both when this lab ran; NV 5, a kernel each since bench/exp_lab.cu)
+        // (NV 8 and one kernel for both when this lab ran; NV 5, a kernel each since dev/labs/exp_lab.cu)
         auto lib = log_out ? log_softmax3_g16_v1_n5_f32 : softmax3_g16_v1_n5_f32;
         go(0, lib, R / 16, a, ref, R, C);
         CK(cudaStreamSynchronize(S));

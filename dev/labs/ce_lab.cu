@@ -1,46 +1,24 @@
-// Cross-entropy lab: what the mean over rows costs when step 4 fuses it into the forward kernel
-// (kernels/loss.cu, CeMean: each block's sum, then the last block to arrive adds them), against
-// step 3's kernel that stores a loss per row, and against epilogues that skip parts of the
-// grid-wide handshake (some of them give no usable mean: they only measure). Not part of the
-// library; a winner moves into kernels/loss.cu.
+// Cross-entropy lab: what does the forward kernel pay for the mean over rows when it fuses it
+// (each block's sum, then the grid's last block adds them), and which handshake between the
+// blocks costs least? Kernels, validation against the library's kernels/loss.cu and the timing
+// in one program, as llm.c keeps dev/cuda. Not part of the library.
 //
-// Build and run on the GPU host:  OUT=dir bash bench/ce_lab.sh
+// Versions (the library's forward row code, ce3_fwd_row, each with another epilogue):
+//   step3        CeRowLoss: a loss a row, no mean (the op adds a sum and a scale kernel)
+//   step4 ctr    block sum to a partial, one atom.acq_rel.gpu on a counter, the last block sums
+//   step4        the library's CeMean: a marked word a block, the grid's last block takes them
+//   R1 acqrel    the counter, one row a group
+//   R1 fences    __threadfence, a relaxed atomicAdd, __threadfence in the last block
+//   R1 nofence   partial store and atomicAdd without fences (wrong ordering: measures the fences)
+//   R1 partial   block sum and partial store only (no mean: measures the counter's share)
+//   R4 acqrel    the counter, four rows a group
+//   step3 R2/R4  the per-row kernel with two / four rows a group
+//   handshake    every block puts 16 losses of 1.0, 64 … 4096 blocks (the handshake alone)
 //
-// Timing: bench_memory's "streamed" method (lab_common.cuh), the logits rotated over 256 MiB.
+// Timing: lab_common.cuh's streamed method, the logits rotated over 256 MiB. What it found and
+// where it went: dev/labs/README.md.
 //
-// Candidates (the library's forward row code, kernels/loss.cu ce3_fwd_row, with another
-// epilogue or rows a group):
-//   step3      CeRowLoss: out[r] per row (no mean; the op adds a sum and a scale kernel)
-//   step4 ctr  step 4's first form (LabPut<0>, the library's until the marked words): block sum,
-//              partial store, one atom.acq_rel.gpu on the counter; the last block reads the
-//              partials from L2, sums, stores the mean; 2 rows a 16-lane group at 65 columns
-//              (ce4_rows). The figures below, "step4" among them, are this form's.
-//   step4      the library's step 4 now: CeMean, each block's sum as a marked word, the grid's
-//              last block takes them (kernels/loss.cu ce_mean_epilogue; bench/mean_lab.cu)
-//   R1 acqrel  the counter with one row a group (step 4 before ce4_rows)
-//   R1 fences  the textbook ordering: __threadfence, a relaxed atomicAdd, __threadfence in the
-//              last block (step 4 before the acq_rel atomic)
-//   R1 nofence partial store and atomicAdd without fences (wrong ordering: measures the fences)
-//   R1 partial block sum and partial store only (no mean: measures the counter and last block)
-//   R4 acqrel  4 rows a group; step3 R2 / R4: the per-row kernel with 2 / 4 rows a group
-// and, last, the handshake alone (every block puts 16 losses of 1.0) for 64 … 4096 blocks.
-//
-// What it showed (H100, 2026-11-22, µs; every mean within 2e-8 of step 3's losses summed in
-// double on the host, the counter 0 after all runs). 16384×65, over five calls:
-//   step3 5.09–5.25; one row a group: acq_rel 7.56–7.81, fences 7.88–8.02, no fences 6.87–7.36,
-//   partial 5.51–5.72; rows a group: acq_rel R2 7.12, R4 7.13; step3 R2 5.41, R4 5.74.
-//   4096×50257: step3 277.6–278.0, acq_rel 281.3–281.8, fences 281.8–281.9, partial 279.0–279.4.
-//   The handshake alone, µs for 64 / 256 / 1024 / 4096 blocks: empty kernel 1.96 / 2.10 / 2.50 /
-//   4.33, block sums 2.32 / 2.37 / 2.95 / 4.75, acq_rel 3.40 / 3.60 / 4.90 / 11.63, fences
-//   3.83 / 4.03 / 5.23 / 12.10.
-// So the fused mean costs about 2.5 µs at 65 columns with one row a group (1024 blocks in one
-// wave): 0.4–0.5 for the block sums and their stores, 1.4 for the counter and the last block's
-// pass over the partials, and the ordering, where one acq_rel atomic costs 0.2–0.4 µs less than
-// the textbook fences. The counter's cost grows with the blocks arriving at it (same-address
-// atomics queue: about 1.6 ns a block past 1024), so step 4 gives a group 2 rows at 65 columns:
-// 512 blocks, the row work 0.3 µs slower, the whole forward 0.45 µs faster (4 rows: no more).
-// Even the first form of step 4 was the faster loss: the op at step 3 adds three launches to its
-// 5.1 µs kernel (12.5–13.0 µs in all, bench_memory "cross_entropy+mean").
+// Build and run on the GPU host:  OUT=dir bash dev/labs/ce_lab.sh
 #include <cmath>
 #include <vector>
 

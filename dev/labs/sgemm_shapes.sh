@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # GPU host: the SGEMM lab's model shapes (`lab shapes`) and cuBLAS FP32 (PyTorch, TF32 off) at
 # the same shapes, timed the same way: batches of launches with the L2 warm, then single launches
-# after a 256 MiB memset that flushes the L2 (as gemm_bench and bench/gemm_torch.py time them).
-# Usage (repository root): OUT=dir [LAB_SHAPES=nn|small] [FLUSH_ONLY=1] bash bench/sgemm_shapes.sh
+# after a 256 MiB memset that flushes the L2 (as gemm_bench and bench/torch/gemm_torch.py time them).
+# Usage (repository root): OUT=dir [LAB_SHAPES=nn|small] [FLUSH_ONLY=1] bash dev/labs/sgemm_shapes.sh
 set -u
 OUT=${OUT:-lab-out}; mkdir -p "$OUT"
-nvcc -O3 -arch=sm_90 -Xptxas -v -o /tmp/lab bench/sgemm_lab.cu > "$OUT/ptxas.txt" 2>&1 || { cat "$OUT/ptxas.txt"; exit 1; }
+nvcc -O3 -arch=sm_90 -Xptxas -v -I kernels -o /tmp/lab dev/labs/sgemm_lab.cu > "$OUT/ptxas.txt" 2>&1 || { cat "$OUT/ptxas.txt"; exit 1; }
 [ "${FLUSH_ONLY:-0}" = 1 ] || /tmp/lab shapes | tee "$OUT/shapes.txt"
 /tmp/lab shapes-flush | tee "$OUT/shapes_flush.txt"
 python3 - <<'PY' | tee "$OUT/shapes_cublas.txt"

@@ -1,4 +1,4 @@
-// lab_common.cuh — what the labs in bench/ share: the CUDA error check, the blocker kernel that
+// lab_common.cuh — what the labs in dev/labs/ share: the CUDA error check, the blocker kernel that
 // keeps the GPU busy while the host queues a timed batch, a pair of events, and the streamed
 // timing loop itself (bench_memory's "streamed" method).
 #pragma once

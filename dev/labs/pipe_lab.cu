@@ -1,46 +1,22 @@
-// Short-row pipelining lab: softmax step 3's forward at 65536×65 moves its bytes at 88–90 % of
-// copy (bench/exp_lab.cu); the same loads and stores with nothing computed reach 90.4 %
-// (bench/tma_lab.cu). A group of 16 lanes loads its row (5 floats a lane), waits for it, computes
-// (two group reductions, five exps, a reciprocal or a log), stores, and its block exits: while it
-// computes, it has nothing in flight. Can a group keep its next row's loads in flight while it
-// computes this one (software pipelining), and do fewer, longer-lived blocks or other block sizes
-// help?
+// Short-row pipelining lab: can a group of 16 lanes keep its next row's loads in flight while it
+// computes this one (softmax at 65536×65), and do fewer, longer-lived blocks or other block sizes
+// help? Also: how the time a launch depends on the launches in a timed batch, and the floor of a
+// small op. Not part of the library.
 //
-// Variants, all with the library's row arithmetic (the same bits as softmax3_g16_v1_n5_f32 /
-// log_softmax3_…), its entry (thread 0 asks L2 for the block's rows before the PDL wait, then
-// the trigger) and G = 16 lanes a row, NV = 5 floats a lane:
-//   K rows a group:   a block owns K · PB consecutive rows, PB rows (16 · PB threads) at a time;
-//   pipelined:        row k + 1's loads are issued before row k's arithmetic and stores;
-//   in turn:          row k + 1's loads after row k's stores (the same kernel, no overlap);
-//   bytes only:       the same loads and stores, nothing computed (the floor of this pattern).
-//   rcp_sum:          1 / Σ by camel::rcp_sum (rows.cuh), not 1.0f / s.
-// Then: how the time a launch depends on the launches a timed batch, and the floor of a small op
-// (an empty kernel; cross-entropy 16384×65's bytes with nothing computed).
-// Timing: bench_memory's "streamed" method (lab_common.cuh), inputs rotated over 256 MiB; every
-// variant runs twice, so the noise shows; each is compared with the library's kernel (the
-// "bytes only" kernels store the input, so their diff is not 0).
+// Versions (the library's row arithmetic and entry, G = 16 lanes a row, NV = 5 floats a lane;
+// each runs twice and is compared with the library's kernel):
+//   K rows a group   a block owns K · PB consecutive rows, PB rows at a time
+//   pipelined        row k + 1's loads issued before row k's arithmetic and stores
+//   in turn          row k + 1's loads after row k's stores (the same kernel, no overlap)
+//   bytes only       the same loads and stores, nothing computed (the pattern's floor)
+//   rcp_sum          1 / Σ by camel::rcp_sum (rows.cuh), not 1.0f / s
+//   batch            10 … 200 launches between the timing events
+//   small op         an empty kernel; cross-entropy 16384×65's bytes with nothing computed
 //
-// Build and run on the GPU host (sm_90):  OUT=dir bash bench/pipe_lab.sh
+// Timing: lab_common.cuh's streamed method, inputs rotated over 256 MiB. What it found and where
+// it went: dev/labs/README.md; raw output docs/data/pipe_lab_h100.txt.
 //
-// What it showed (H100, 2026-11-22, copy 2 GiB 3025 GB/s; µs a launch; raw output
-// docs/data/pipe_lab_h100.txt):
-// - Nothing here beats one row a group in blocks of 16 rows. Two rows a group, pipelined:
-//   softmax 12.60–12.62 against 12.69–12.75 for one row with the same arithmetic, but log-softmax
-//   13.08–13.09 against 12.53–12.59. Four or eight rows a group (1024 or 512 blocks): 15.5–18.6,
-//   and 15.3–15.5 (73 %) even with nothing computed. Our reading, not established: a grid of
-//   about one wave leaves the GPU emptying before the next launch's blocks can start, where 3.9
-//   waves of short-lived blocks hand over SM by SM. Blocks of 8 rows: as 16; of 32 rows: 0.2
-//   slower.
-// - rcp_sum: the same bits as 1.0f / s for every float in [1, 2^24]; softmax 12.69–12.75 →
-//   12.60–12.64 (it is in the library now).
-// - The batch: 10 / 20 / 50 / 100 / 200 launches between the events: softmax 12.78 / 12.62 /
-//   12.53 / 12.48 / 12.48, log-softmax 12.75 / 12.52 / 12.44 / 12.40 / 12.39. Each batch pays
-//   about 3 µs once (the GPU filling after the first event and draining before the last);
-//   bench_memory's batches of 10 charged 0.3 µs of it to every launch of these ops. With 100 or
-//   more a batch: softmax 90.2–90.3 % of copy, log-softmax 90.8–90.9 %, nothing computed 91.3–91.6 %.
-// - Small ops, 200 a batch: an empty kernel costs 0.71 / 1.89 / 5.58 µs with 64 / 1024 / 4096
-//   blocks. Reading cross-entropy 16384×65's 4.3 MB and writing a float a row takes 2.61 µs at
-//   best (55 % of copy; 256 or 64 blocks: 2.72, 5.05): no kernel of that size reaches 90 %.
+// Build and run on the GPU host (sm_90):  OUT=dir bash dev/labs/pipe_lab.sh
 #include <cstdio>
 #include <cuda_runtime.h>
 

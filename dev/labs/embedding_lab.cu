@@ -1,49 +1,22 @@
-// Embedding-backward lab: candidate pipelines for 349525 tokens × 768 into GPT-2's 50257 rows
-// (the memory-bound issue's size), timed beside the library's step 3 in one program (llm.c
-// dev/cuda style: kernels, validation against the library, benchmark in one file). Not part of
-// the library; a winner moves into kernels/embedding.cu as a step of its own.
+// Embedding-backward lab: which pipeline scatters 349525 tokens × 768 into GPT-2's 50257 rows
+// fastest, against the library's step 3 (kernels/embedding.cu) in one program, as llm.c keeps
+// dev/cuda: kernels, validation against the library, timing. Not part of the library.
 //
-// Build and run on the GPU host:  OUT=dir bash bench/embedding_lab.sh
+// Versions (uniform, skewed, sparse and sorted indices):
+//   step 3   the library's step 3: count, scan, fill, zero, a gather that adds chunk-crossing
+//            groups with atomics
+//   P        preprocessing: count returns each token's rank in its row, one scan launch, the
+//            long groups' rows zeroed in the scan
+//   G        gather, group-aligned: a warp owns the groups that start in its chunk and stores
+//            each row plainly; only groups longer than LONG tokens are added atomically
+//   S4       the library's step 4: the preprocessing in one launch of resident blocks with
+//            counters left zero, one int2 entry a grouped token, gather G on those entries
+//   knobs    NW float4 a lane, U loads in flight, __ldcs loads, LONG 64 / 128 / 256
 //
-// Timing is bench_memory's "streamed" method (as bench/layernorm_lab.cu): a spinning blocker keeps
-// the GPU busy while the host queues LAB_PER launches of the whole pipeline between two events;
-// median over 20 batches. The upstream gradient (1.07 GB) and the output (154 MB) exceed the L2,
-// so one buffer set is enough.
+// Timing: lab_common.cuh's streamed method (the 1.07 GB gradient and 154 MB output exceed the
+// L2, so one buffer set). What it found and where it went: dev/labs/README.md.
 //
-// Step 3 (the library) moves 1.23 GB in ~514 µs (80 % of copy): count 9.5, scan 4.9 + 7.0,
-// fill 19.7, zero 11.3 and gather 458.5 µs by ncu. Its gather zeroes and then adds with atomics
-// every row whose group crosses a 32-token chunk (~11 k of 50 k rows: ~34 MB of zeros, then a
-// read-modify-write of them in L2, on top of the 1.23 GB). What the candidates change:
-//   P  preprocessing: count returns each token's rank in its row (atomicAdd's old value), so the
-//      fill needs no atomics; one scan launch (each tile publishes its total and adds those of
-//      the tiles before it: all tiles are resident, tickets hand them out in order); the rows
-//      no warp writes whole (long groups) are zeroed in the scan.
-//   G  gather "group-aligned": a warp owns the groups that *start* in its chunk and follows the
-//      last one past the chunk's end, so it stores each row with a plain store; only groups
-//      longer than LONG tokens are split over chunks and added atomically (into rows zeroed by
-//      the scan). Empty rows are zeroed by extra warps of the gather's own grid.
-//   F  the preprocessing in one launch of resident blocks, phases between grid barriers (its
-//      lab copy is gone: F2 below, the library's step 4, is the same launch with the changes
-//      named there).
-//   F2 F with its counters in buffers left zero (no memset) and one int2 entry (token, row with
-//      a long-group bit) a grouped token, so the gather reads no start[] to choose store or
-//      atomic. G2: G on those entries (NW float4 a lane). F2 + G2 (aggregated count, NW = 1) won
-//      and is now the library's step 4, which the lab runs as S4 (its F2/G2 copies are gone).
-//
-// What it showed (H100, 2026-11-22, µs, streamed; copy 3017 GB/s; 1231 MB to move):
-// - uniform indices: step 3 514.5 (79 % of copy; its gather alone 458.5, preprocessing 36.5,
-//   zero pass 10.2). G's gather alone 423–425 (96 %): the zeroing and atomics of chunk-crossing
-//   groups cost 35 µs. With the indices sorted it reads 414 (98.5 %): random order costs 10.
-//   P 31.3 (count+rank 9, fill 15: scattered 4-byte stores), F 30.9–32.0 (fusing saves little),
-//   F2 25.5 (aggregated 26.6). Whole pipelines: PG 458.0, FG 456.5, F2G2 NW=1 450.4 (90.6 %),
-//   aggregated 451.2 (90.4 %); NW=2 452.8–454.5; U=8 loads in flight or __ldcs loads: no gain
-//   (ldcs 13 µs slower); LONG 64/128/256: the same.
-// - skewed (30 % of tokens on one row): step 3 743–749, F2G2 620, aggregated 547 (the count's
-//   atomics on one address cost 70 µs without the warp aggregation).
-// - sparse (21845 tokens: 72 % of rows empty): step 3 103.5, F2G2 100–104 (the zeroing of empty
-//   rows dominates either way).
-// F2G2 aggregated, NW=1 went into the library as step 4 (bench_memory: 450.1–450.5 µs, 91 %);
-// here as S4: 449.8 µs uniform (90.8 %), 541.7 skewed, 101.3 sparse, 427.8 sorted.
+// Build and run on the GPU host:  OUT=dir bash dev/labs/embedding_lab.sh
 #include <algorithm>
 #include <cmath>
 #include <cstdio>

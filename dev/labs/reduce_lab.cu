@@ -1,26 +1,19 @@
-// Reduction lab: candidate kernels for the last-dim sum/max over many long rows (the memory-bound
-// issue's 65536×4096), timed beside the library's step 3 in one program (llm.c dev/cuda style:
-// kernels, validation against the library kernel, benchmark in one file). Not part of the
-// library; a winner moves into kernels/reduce.cu as a step of its own.
+// Reduction lab: why does the library's step 3 of the last-dim sum/max over 65536×4096
+// (kernels/reduce.cu) trail PyTorch's reduction, and does a kernel with more bytes in flight a
+// thread or fewer block barriers a row close the gap? Candidates beside step 3 in one program,
+// as llm.c keeps dev/cuda. Not part of the library.
 //
-// Build and run on the GPU host:  OUT=dir bash bench/reduce_lab.sh
+// Versions:
+//   step 3       the library's: a block of 256 threads a row, 4 float4 a thread, shared memory
+//   warp a row   a warp a row with 8, 16, 32 float4 in flight
+//   persistent   persistent warps
+//   block N      blocks of 64 / 128 / 256 threads a row
+//   LAB_FILL=const, LAB_BLOCK=mem   constant input; a blocker that reads instead of spinning
 //
-// Timing is bench_memory's "streamed" method (lab_common.cuh's blocker, a batch of launches
-// between two events, median of 20 batches). The input is 1 GiB, 20× the L2, so no rotation.
+// Timing: lab_common.cuh's streamed method (the input is 1 GiB, past the L2, so no rotation).
+// What it found and where it went: dev/labs/README.md.
 //
-// Why: step 3 gives each 4096-column row a block of 256 threads that loads its 4 float4 a thread,
-// reduces through shared memory and exits; it reached 95 % of copy where PyTorch's reduction
-// reached 102 % (0.93× PyTorch, bench_memory on the H100). The candidates keep more bytes in
-// flight per thread and fewer block barriers per row.
-//
-// What it showed (H100, 2026-11-22, µs for 65536×4096, copy 3015 GB/s): the library's step 3
-// ran at 338.4 µs here (105 % of copy), where bench_memory timed the same kernel at 375.0. The
-// candidates: a warp a row with 8, 16, 32 float4 in flight 345.6, 342.7, 339.1; persistent
-// warps 347.4–347.9; blocks of 64 / 128 / 256 a row 340.4 / 340.0 / 338.4. Neither the input
-// (random or constant) nor the blocker (a spin or reads, LAB_FILL=const, LAB_BLOCK=mem) moved
-// any figure. The gap was the launcher's grid, not the kernel: rows_grid spread rows over
-// x ≤ 65535 and y, so 65536 rows became 65535 × 2 blocks, 65534 of them exiting at once. With a
-// 1-D grid bench_memory reads 338.6 µs (105 %, 1.04× PyTorch): no new kernel was needed.
+// Build and run on the GPU host:  OUT=dir bash dev/labs/reduce_lab.sh
 #include <algorithm>
 #include <cmath>
 #include <cstdio>

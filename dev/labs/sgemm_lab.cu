@@ -1,10 +1,26 @@
-// SGEMM lab: candidate FP32 kernels for the top of the ladder, timed beside the library's step 11
-// in one program (llm.c dev/cuda style: kernels, validation, benchmark in one file). Not part of
-// the library; the winner moves into kernels/matmul/ as a step of its own.
+// SGEMM lab: which FP32 kernels could top the ladder, against the library's steps 11 and 13
+// (kernels/matmul/) and cuBLAS (sgemm_lab.sh runs it beside this)? Kernels, validation and
+// timing in one program, as llm.c keeps dev/cuda. Not part of the library.
 //
-// Build and run on the GPU host:  nvcc -O3 -arch=sm_90 -o lab bench/sgemm_lab.cu && ./lab
+// Versions:
+//   lab_sgemm      256 threads as 16×16, 4×4 sub-tiles, shared memory and register fragments
+//                  double-buffered, one barrier a slice
+//   lab_async      the same layout fed by an ST-stage cp.async pipeline (cuBLAS's sm80 ffma
+//                  shape); layouts A·B, A·Bᵀ, Aᵀ·B; serpentine order
+//   x13            step 13's interior template at other K-slices, stages, layouts, B padding,
+//                  static or dynamic shared memory
+//   xtn            the Aᵀ·B kernel after a transpose of A
+//   xs             (`shapes`, `shapes-flush`) step 13's template at other tiles and blocks an SM
+//                  at the model shapes, A read in place or transposed first
+//   lab_wholek     (LAB_SHAPES=small) small outputs with a long K: a block loads all of K for a
+//                  thin tile, KG thread groups each multiply a K-range
 // Layout: C = A·B, all row-major, M, N multiples of the block tile and K of BK (the lab's
-// kernels have no bounds checks; the library step does).
+// kernels have no bounds checks; the library's steps do).
+//
+// What it found and where it went: dev/labs/README.md.
+//
+// Build and run on the GPU host:  OUT=dir bash dev/labs/sgemm_lab.sh   (model shapes:
+// dev/labs/sgemm_shapes.sh)
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -149,7 +165,7 @@ __device__ __forceinline__ void cp_async_wait() {
 
 // The same thread layout, but global → shared through an ST-stage cp.async pipeline (no staging
 // registers; A is transposed on the way in by 4-byte copies, B copied 16 bytes at a time), the
-// shape of cuBLAS's sm80_xmma ffma kernel (256×128×8, 3 stages) that ncu showed on the H100.
+// shape of cuBLAS's sm80_xmma ffma kernel (256×128×8, 3 stages) that ncu shows cuBLAS running for FP32.
 template <int BM, int BN, int BK, int ST, int MINB, int LAY = 0, bool SERP = false>
 __global__ void __launch_bounds__(256, MINB)
     lab_async(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, int M,
@@ -280,15 +296,6 @@ void launch_lib_kernel(GemmKernel k, int smem, const float* A, const float* B, f
 }
 // Variants of step 13's interior kernels (library template, lab-only combinations): K-slice
 // BK, stages ST, layout IL, B's row padding PADB, dynamic or static shared memory.
-// Measured on the H100 at 4096³ / 8192³ (TFLOP/s; cuBLAS A·B 50.9 / 51.2 in the same call):
-//   Aᵀ·B  BK 16 dynamic, unpadded B   47.5 / 47.7   (the library's sgemm_13_async_128x256x16_tn)
-//   Aᵀ·B  BK 8 static, unpadded B     46.0 / 46.4
-//   A·B   transpose A + the above     46.7 / 47.3   (the library's A·B path)
-//   A·B   interior, BK 16 dynamic     44.4 / 44.7;  BK 8 static 42.3–43.1 (padding, epilogue
-//         code and static/dynamic memory moved it by ±1 %)
-//   A·B   A through registers (16-byte loads, transposed stores) 44.4 (BK 8), 41.2 (BK 16)
-//   A·Bᵀ  interior 38.2; B (or A and B) through registers 32.0 (35.0); 4 stages 38.5
-// The 4-byte transposing copies of a k-contiguous operand are what separate A·B from Aᵀ·B.
 template <int BK, int ST, int IL, int PADB, bool DYN>
 __global__ void __launch_bounds__(256, 1) x13(GEMM_ARGS) {
     constexpr int F = async_smem_floats<128, 256, BK, ST, PADB>();
@@ -369,21 +376,10 @@ void launch_ref(int ta, int tb, const float* A, const float* B, float* C, int n)
                                                       0, nullptr, 0);
 }
 
-// ---- The model shapes (`./lab shapes`, `shapes-flush`; bench/sgemm_shapes.sh runs both beside
+// ---- The model shapes (`./lab shapes`, `shapes-flush`; dev/labs/sgemm_shapes.sh runs both beside
 // cuBLAS): M×K×N products where camel trailed cuBLAS, A·B row-major. Step 13's interior template
 // at other tiles, K-slices and blocks per SM, A read with k contiguous (IL 0: 4-byte transposing
 // copies) or transposed first (IL 1). `tn_only` times the Aᵀ·B kernel on a pre-transposed A.
-// Measured on the H100, L2 flushed (TFLOP/s; cuBLAS FP32 A·B in the same call):
-//   transposeA + 128×128×16 s3, 2 blocks/SM   2048³ 47.1 (50.2), 4096³ 49.8 (51.7), 8192³ 50.8
-//     (51.7), 16384×384×1536 46.5 (45.1); the library's 128×256×32 then: 43.6, 48.3, 50.0, 44.4.
-//     → the re-layout's kernel (sgemm_13_async_128x128x16_tn). s4 level, s2 −6–8 %, BK 8 −9 %.
-//   tn_only 128×128×16: 51.2 at 4096³, 36.9 at 8192×128×512 (33.7), 49.3 at 16384×1536×384 (46.9)
-//   A in place (IL 0): 128×192×16 s4 44.6 at 16384×1536×384 (46.8), 43.2 at 8192×768×768 (45.0);
-//     64×256×16 s3 2 blocks 32.2–32.7 at 8192×128×512 (33.7), 38.7 at 4096×2048×512 (44.7)
-//     → sgemm_13_async_128x192x16_nn, sgemm_13_async_64x256x16_nn. Lost: 128×128 (30.5, 41.7),
-//     64×192, 64×128 (3 blocks), and transposing A first at N < 1024 (34.8 µs against 33.3 at
-//     8192×128×512). 2048×4096×768 (64 tiles, one wave short): every variant 0.75× (split-K
-//     territory).
 template <int BM, int BN, int BK, int ST, int IL, int MINB>
 __global__ void __launch_bounds__(256, MINB) xs(GEMM_ARGS) {
     extern __shared__ __align__(16) float dyn_smem[];
@@ -406,12 +402,6 @@ void launch_s11_128x128x16(const float* A, const float* B, float* C, int M, int 
 // here instead each block loads all of K for a thin BM×BN tile at once (every copy in flight
 // together: one memory latency, not one per pipeline stage), KG groups of threads each multiply
 // a K-range, and the groups' sums are added in shared memory. No split workspace, no counters.
-// Measured (H100, L2 flushed, µs; cuBLAS 11.8 / 13.7, an empty kernel 3.5): 64×784×256 8×16
-// KG 8 7.9, 8×32 8.3, 16×16 KG 8 8.7 (512 threads, a lab copy since removed), 4×16 8.8, 16×16
-// KG 4 9.0; 256×784×256 16×32 KG 4 11.6,
-// 32×32 13.6, 8×32 13.6 → the library's sgemm_13_wholek_8x16 and _16x32 (LAB_SHAPES=small).
-// (Measured with the lab's first copy of the kernel, B row-major only; the lab now instantiates
-// the library's template, which adds B stored n × k and the epilogue.)
 // The library's template (kernels/matmul/13_async_pipeline.cu) at other tiles.
 template <int BM, int BN, int TM, int TN, int KG>
 __global__ void __launch_bounds__(256) lab_wholek(GEMM_ARGS) {

@@ -1,44 +1,22 @@
-// Floor lab: the least time a kernel that reads cross-entropy 16384×65's logits (4.26 MB) can
-// take, launched back to back with PDL as bench_memory times it. Issue 4's bar, 90 % of the
-// 2 GiB copy, is 1.56 µs a launch at that size (copy 3026 GB/s). bench/pipe_lab.cu measured the floor only in
-// the library's row layout (blocks of 256 threads, 16 lanes a row, 64 / 256 / 1024 blocks, at
-// most two rows of a group in flight): 2.61 µs at best (55 %), 3.47 to read and write the
-// logits. This lab widens that search before the floor is quoted as a fact:
-//   - flat float4 loads, every load of a thread issued before any is used (the most bytes in
-//     flight a thread can have), over 128 … 1024 threads a block and 1 … 16 float4 a thread
-//     (2080 … 17 blocks);
-//   - five entries: a plain launch (no PDL); PDL wait only (the library's default); wait, then
-//     trigger; thread 0 asks L2 for the block's bytes, wait, trigger (pdl.cuh's early entry);
-//     the prefetch, then the trigger before the wait (two kernels deep, which the library avoids);
-//   - for each: an empty kernel (the entry alone), the read with a float a block out, the read
-//     with one float atomicAdd a block into one address (what a fused mean must at least pay),
-//     and the read with the bytes written back (the backward's traffic: read and write).
-// Not part of the library: it says how far a cross-entropy kernel of that size could go.
+// Floor lab: what is the least time a kernel that reads cross-entropy 16384×65's logits can
+// take, launched back to back with PDL as bench_memory times it, and so how close to a copy can
+// a kernel of that size get? Not part of the library.
 //
-// Build and run on the GPU host (sm_90):  OUT=dir bash bench/floor_lab.sh
+// Versions (each entry × each body, over 128 … 1024 threads a block and 1 … 16 float4 a thread):
+//   entries   plain launch (no PDL); PDL wait only; wait, then trigger; thread 0 prefetches the
+//             block's bytes to L2, wait, trigger (pdl.cuh's early entry); prefetch, trigger, wait
+//   empty     the entry alone
+//   read      flat float4 loads, all issued before any is used, a float a block out
+//   atomic    the read with one float atomicAdd a block into one address (a fused mean's least)
+//   rw        the read with the bytes written back (the backward's traffic)
+//   step 4    cross-entropy step 4 at 16384×65 (the library's row code) with each entry,
+//             checked against the library's kernels bit for bit
 //
-// Timing: bench_memory's "streamed" method (lab_common.cuh), 200 launches a batch, the logits
-// rotated over 32 sets (136 MB, past L2). Last, cross-entropy 16384×65 step 4 itself (the
-// library's row code) with each entry, checked against the library's kernels: the same mean bit
-// for bit, the same gradient.
+// Timing: lab_common.cuh's streamed method, 200 launches a batch, the logits rotated over 32
+// sets. What it found and where it went: dev/labs/README.md; raw output
+// docs/data/floor_lab_h100.txt.
 //
-// What it showed (H100, 2026-11-22, copy 2 GiB 3026 GB/s; raw output docs/data/floor_lab_h100.txt;
-// four more calls agree within 0.15 µs). Fastest of the 19–20 shapes, µs a launch (% of copy):
-//   entry                      read, a float a block   read + atomic   read and write
-//   plain launch               4.28 (32.9)             4.27            5.69 (49.4)
-//   PDL wait                   2.84 (49.5)             2.88            4.28 (65.8)
-//   wait, trigger              2.93 (48.1)             2.92            4.26 (66.0)
-//   prefetch, wait, trigger    2.49 (56.5)             2.55            3.28 (85.8)
-//   prefetch, trigger, wait    2.54 (55.4)             2.53            3.39 (82.9)
-// So no kernel that reads those 4.26 MB got past 57 % of copy (90 % is 1.56 µs), and none that
-// reads and writes them past 86 %: the floor pipe_lab found (55 % and 81 %, in the row layout)
-// stands, widened. An empty kernel costs 0.69–0.70 µs at best (≤ 130 blocks), 1.3–1.9 at 1040.
-// Cross-entropy step 4 at 16384×65, forward / backward: PDL wait (the library's old entry)
-// 5.36–5.41 / 4.62 µs; wait, trigger 5.60 / 4.57; prefetch, wait, trigger (the library's
-// ce3_prefetch, kernels/loss.cu, its entry now) 5.01 / 3.81 (28.0 / 73.9 % of copy), as the
-// library's kernels in the same call; prefetch, trigger, wait 5.39–5.41 / 4.30; plain 6.88 /
-// 6.00. In the calls before, the lab's own copy of the prefetch (the same ranges) ran 4.90–4.95 /
-// 3.75–3.77 against the library's 5.01–5.03 / 3.81–3.82; the cause is not established.
+// Build and run on the GPU host (sm_90):  OUT=dir bash dev/labs/floor_lab.sh
 #include <cstdio>
 #include <cuda_runtime.h>
 

@@ -4,7 +4,7 @@ timed the same way: inputs uniform in [-1, 1], one untimed call, warm-up, then u
 within --budget-ms, each between two CUDA events with the L2 cache flushed (256 MiB memset)
 before it, enqueued back to back; the median is reported.
 
-usage: python3 bench/gemm_torch.py [--shapes square|model|all] [--reps N] [--budget-ms MS]
+usage: python3 bench/torch/gemm_torch.py [--shapes square|model|all] [--reps N] [--budget-ms MS]
                                    [--no-flush] [--out FILE]
 CSV columns: impl,step,m,k,n,ms,gflops (step "ref"), after a "# device: <GPU name>" line;
 `cargo xtask gemm-report DIR` reads it as DIR/gemm_torch.csv."""

@@ -1,39 +1,23 @@
-// Short-row exp lab: softmax step 3's forward at 65536×65 moved its bytes at 82–85 % of copy
-// while the same loads and stores with its two group reductions and nothing else reach 90 %
-// (bench/tma_lab.cu). What of the arithmetic between them cost the time?
+// Short-row exp lab: softmax step 3's forward at 65536×65 moves its bytes slower than the same
+// loads and stores with only its two group reductions (dev/labs/tma_lab.cu): which part of the
+// arithmetic between them costs the time? Not part of the library.
 //
-// The library's row code before this lab (k_fwd<8, −1, 1, false> here) gave each lane NV = 8
-// slots of a 65-float row (5 of them real) and took the exp of a slot only where its column is
-// in the row. That test differs between lanes (slot 4 is real on lane 0 only), so in the SASS
-// each exp sat in a branch of its own (BSSY, BRA, 8 dependent instructions, BSYNC): the five
-// exps of a lane ran one after another. The variants keep the library's entry (L2 prefetch, PDL
-// wait, trigger), its loads and stores, and differ in the exp loop or the kernel around it:
-//   uniform:     a slot's exps skipped only when the whole slot is past the row (i·G ≥ cols,
-//                the same on every lane); the padding of slot 4 takes exp(−inf) = 0;
-//   NV 5:        exactly ceil(65 / 16) slots, every exp unconditional, no test at all;
-//   +const:      softmax / log-softmax a compile-time choice, not the kernel argument;
-//   one body / two bodies: a kernel with one of them, or both behind the argument;
-//   ex2:         exp(x − max) as ex2.approx(log2 e · (x − max)), two instructions not eight
-//                (not the same bits: the lab prints how far from the library);
-//   own max:     exps from the lane's own max, started while the group's max is in the
-//                shuffles, the lane's sum rescaled once (two more roundings).
-// Timing: bench_memory's "streamed" method (lab_common.cuh), inputs rotated over 256 MiB; each
-// variant runs twice, so the noise shows; every line is compared with the "before" kernel.
+// Versions (each keeps the library's entry, loads and stores; only the exp loop or the kernel
+// around it changes; each runs twice and is compared with "before"):
+//   before      the library's row code as it was: NV = 8 slots a lane, each exp behind a test
+//               of its own column
+//   uniform     a slot's exps skipped only when the whole slot is past the row
+//   NV 5        exactly ceil(65 / 16) slots a lane, every exp unconditional
+//   +const      softmax or log-softmax a compile-time choice, not a kernel argument
+//   one / two bodies   a kernel with one of softmax and log-softmax, or both behind the argument
+//   ex2         exp(x − max) as ex2.approx(log2 e · (x − max)) (not the same bits)
+//   own max     exps from the lane's own max while the group's max is in the shuffles, the
+//               lane's sum rescaled once
 //
-// Build and run on the GPU host (sm_90):  OUT=dir bash bench/exp_lab.sh
+// Timing: lab_common.cuh's streamed method, inputs rotated over 256 MiB. What it found and where
+// it went: dev/labs/README.md; raw output docs/data/exp_lab_h100.txt.
 //
-// What it showed (H100, 2026-11-22, copy 2 GiB 3025 GB/s; µs a launch; raw output
-// docs/data/exp_lab_h100.txt):
-// - Before 13.5 (softmax) / 13.8 (log-softmax). Uniform skip 13.2 / 13.5. NV 5 with the choice
-//   an argument 12.7 / 13.1; +const 12.65 / 12.57 (89 / 89.6 %). The same bits throughout.
-// - Both bodies behind the argument cost 0.3–0.4 µs whichever row code (the lab's or the
-//   library's): 13.1 against 12.65 softmax, 12.85 against 12.55 log-softmax (24 registers
-//   against 20–23; the cause is not established). This is also the unexplained 0.3 µs of the
-//   stop before (a lab kernel with one body against the library's with two).
-// - So the library now has exact NV (kernels/rows.cuh) and a kernel each (softmax3_* and
-//   log_softmax3_*): 12.64–12.70 / 12.53–12.57, 88.7–89.9 % of copy.
-// - ex2: softmax 12.48 (90.2 %, 1.5e-8 from exact), log-softmax 12.52–12.55 (no gain). Own max:
-//   12.67 / 12.72, no gain. Neither is worth its roundings.
+// Build and run on the GPU host (sm_90):  OUT=dir bash dev/labs/exp_lab.sh
 #include <cstdio>
 #include <type_traits>
 #include <cuda_runtime.h>

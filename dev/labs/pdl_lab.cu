@@ -1,49 +1,25 @@
 // Programmatic dependent launch (PDL) lab: does letting a kernel's launch overlap the tail of
-// the kernel before it (Hopper: cudaLaunchAttributeProgrammaticStreamSerialization, with
-// griddepcontrol.wait in the kernel) close the gap between back-to-back memory-bound kernels?
-// The library's kernels (LayerNorm forward step 4, softmax step 3 at 65536×65, cross-entropy
-// step 4 at 16384×65) and a float4 copy, each wrapped in a kernel that first runs
-//   mode 0: nothing (a plain launch, the library today),
-//   mode 1: griddepcontrol.wait (launched with the PDL attribute; the kernel may be scheduled
-//           once every block of the one before has exited, and waits for its memory),
-//   mode 2: griddepcontrol.launch_dependents, then griddepcontrol.wait (the next kernel may be
-//           scheduled as soon as every block of this one has started);
-//   mode 3: the trigger, thread 0 asks L2 for the block's input rows (cp.async.bulk.prefetch.L2),
-//           then the wait;
-//   mode 4: the prefetch, then the wait (no trigger);
-//   mode 5: the prefetch, the wait, then the trigger (one kernel deep: a kernel's successor is
-//           scheduled only once the kernel itself runs);
-//   mode 6: the wait, then the trigger (no prefetch).
-// The wait comes before any load, so every mode is as safe as a plain launch in stream order
-// (the prefetch loads nothing into the SM; L2, where every SM's stores land, stays current).
-// LAB_PART=3: only modes 1 and 5 on the softmax family at 65536×65 (backward too) and the
-// LayerNorm backward with grids of 264 (2 an SM), 260, 256 and 248 blocks.
-// Timing: bench_memory's "streamed" method (lab_common.cuh) on a created stream.
+// the kernel before it (cudaLaunchAttributeProgrammaticStreamSerialization, griddepcontrol.wait
+// in the kernel) close the gap between back-to-back memory-bound kernels, and which entry does
+// it best? The library's kernels (LayerNorm step 4, softmax step 3 at 65536×65, cross-entropy
+// step 4 at 16384×65) and a float4 copy, each wrapped in a kernel that first runs a mode:
 //
-// Build and run on the GPU host (sm_90: griddepcontrol is Hopper PTX):  OUT=dir bash bench/pdl_lab.sh
+// Versions:
+//   mode 0   nothing (a plain launch)
+//   mode 1   griddepcontrol.wait (launched with the PDL attribute)
+//   mode 2   griddepcontrol.launch_dependents, then the wait
+//   mode 3   the trigger, thread 0's L2 prefetch of the block's rows, then the wait
+//   mode 4   the prefetch, then the wait (no trigger)
+//   mode 5   the prefetch, the wait, then the trigger (one kernel deep)
+//   mode 6   the wait, then the trigger (no prefetch)
+//   LAB_PART=3   modes 1 and 5 on the softmax family (backward too) and the LayerNorm backward
+//                with grids of 264, 260, 256 and 248 blocks
+// The wait comes before any load, so every mode is as safe as a plain launch in stream order.
 //
-// What it showed (H100, 2026-11-22; µs a launch; copy 2 GiB 3047 GB/s), modes 0 / 1 / 2:
-// - float4 copy kernel, 2 × 50 MB: 36.46 / 34.90 / 34.82 (90.6 → 94.7 % of copy);
-//   2 × 17 MB: 14.35 / 13.00 / 12.93 (77.9 → 86.0 %);
-// - LayerNorm forward 16384×768, step 4: 36.65 / 35.67 / 35.40 (90.3 → 92.8 / 93.5 %);
-// - LayerNorm backward 16384×768, step 4 (a later call, copy 3026 GB/s): 57.60 / 56.05 / 56.30
-//   (86.7 → 89.1 / 88.7 %): the early trigger does not help the all-resident grid either;
-// - softmax 65536×65, step 3: 14.95 / 13.62 / 13.95 (74.8 → 82.1 / 80.2 %);
-// - cross-entropy 16384×65, step 4 (mean fused): 7.03 / 5.61 / 6.48.
-// Mode 1 (the wait only) went into the library (kernels/pdl.cuh): mode 2 gained 0.2–0.3 µs on
-// the LayerNorm forward, lost 0.25 µs on its backward and 0.3–0.9 µs on the short kernels, whose early-launched successors sit on
-// the SMs while the last blocks (and cross-entropy's last-block sum) still run.
-// Modes 3–6 (a later call, copy 3019 GB/s; docs/data/pdl_lab_h100_prefetch.txt), µs, modes 1 / 3 / 4
-// / 5 / 6: copy kernel 2 × 17 MB 13.02 / 12.28 / 13.06 / 12.40 / 13.03 (86 → 91.5 % with the
-// prefetch and a trigger); LayerNorm forward 35.85 / 37.28 / 37.34 / 37.23 / 35.72 (its 24 KiB a
-// block prefetched only costs); LayerNorm backward 56.17 / 55.80 / 56.33 / 55.80 / 56.42; softmax 65536×65
-// 13.60 / 13.96 / 13.40 / 13.28 / 14.09; cross-entropy 16384×65 5.63 / 6.37 / 5.61 / 6.32 / 6.50.
-// Part 3 (copy 3026 GB/s), mode 1 → 5: softmax backward 65536×65 18.74 → 17.53 (90.1 → 96.4 %),
-// log-softmax backward 19.25 → 18.23 (87.8 → 92.7 %), forwards 13.63 → 13.32, 13.69 → 13.38;
-// LayerNorm backward with 256 blocks 55.40 → 55.06 (90.2 → 90.7 %), with 264 55.94 → 55.65:
-// 16384 rows / (256 blocks · 4 pairs) is 16 full rounds, 264 blocks leave the 16th half idle.
-// Mode 5 went into the library for softmax step 3's backward, its forward on short rows and the
-// LayerNorm backward step 4 (kernels/pdl.cuh), with the LayerNorm backward's grid rule.
+// Timing: lab_common.cuh's streamed method on a created stream. What it found and where it
+// went: dev/labs/README.md; raw output docs/data/pdl_lab_h100_prefetch.txt.
+//
+// Build and run on the GPU host (sm_90: griddepcontrol is Hopper PTX):  OUT=dir bash dev/labs/pdl_lab.sh
 #include <cstdio>
 #include <cstring>
 #include <vector>

@@ -1,0 +1,131 @@
+//! `cargo xtask labs [--link] [--arch sm_XY] [--jobs N]`: compile every `dev/labs/*_lab.cu`
+//! with nvcc for sm_90 (`-I kernels`, as the labs' scripts build them), into `<target>/labs/`.
+//!
+//! Without `--link` each lab becomes an object file: the check that the labs still build
+//! against the library's kernels, which needs nvcc but no CUDA runtime library (CI). With
+//! `--link` each becomes an executable `<target>/labs/<name>`, for a host with the CUDA toolkit
+//! and a GPU; the labs' own `dev/labs/*_lab.sh` scripts build and run them there as well.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// The labs' folder, relative to the repository root.
+const LABS_DIR: &str = "dev/labs";
+/// The architecture the labs are written for (griddepcontrol, bulk copies: Hopper PTX).
+const DEFAULT_ARCH: &str = "sm_90";
+
+/// Compiles the labs; returns an error naming every lab that failed.
+pub fn labs(args: &[String]) -> Result<(), String> {
+    let mut link = false;
+    let mut arch = DEFAULT_ARCH.to_string();
+    let mut jobs = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--link" => link = true,
+            "--arch" => {
+                arch = it
+                    .next()
+                    .filter(|v| v.starts_with("sm_"))
+                    .ok_or("--arch needs a real architecture, e.g. sm_90")?
+                    .clone()
+            }
+            "--jobs" | "-j" => {
+                jobs = it
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .filter(|&n: &usize| n > 0)
+                    .ok_or("--jobs needs a positive number")?
+            }
+            other => return Err(format!("labs: unknown argument `{other}`")),
+        }
+    }
+    let root = crate::repo_root();
+    let labs = lab_sources(&root.join(LABS_DIR))?;
+    if labs.is_empty() {
+        return Err(format!("labs: no {LABS_DIR}/*_lab.cu found"));
+    }
+    let nvcc = crate::find_nvcc(&root)?;
+    let out = crate::cargo_json::target_dir(&root)?.join("labs");
+    fs::create_dir_all(&out).map_err(|e| format!("creating {}: {e}", out.display()))?;
+
+    let next = AtomicUsize::new(0);
+    let failures = Mutex::new(Vec::<String>::new());
+    std::thread::scope(|s| {
+        for _ in 0..jobs.min(labs.len()) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(src) = labs.get(i) else { break };
+                let stem = src.file_stem().unwrap().to_string_lossy();
+                let dst = if link {
+                    out.join(&*stem)
+                } else {
+                    out.join(format!("{stem}.o"))
+                };
+                let mut cmd = Command::new(&nvcc);
+                cmd.current_dir(&root).args([
+                    "-O3",
+                    "-std=c++17",
+                    &format!("-arch={arch}"),
+                    "-I",
+                    "kernels",
+                ]);
+                if !link {
+                    cmd.arg("-c");
+                }
+                cmd.arg("-o").arg(&dst).arg(src);
+                let rel = src.strip_prefix(&root).unwrap_or(src).display().to_string();
+                match cmd.output() {
+                    Ok(o) if o.status.success() => {
+                        println!("  nvcc {rel} -> {}", dst.display())
+                    }
+                    Ok(o) => failures.lock().unwrap().push(format!(
+                        "--- {rel} ({}):\n{}{}",
+                        o.status,
+                        String::from_utf8_lossy(&o.stdout),
+                        String::from_utf8_lossy(&o.stderr)
+                    )),
+                    Err(e) => failures
+                        .lock()
+                        .unwrap()
+                        .push(format!("--- {rel}: running {}: {e}", nvcc.display())),
+                }
+            });
+        }
+    });
+    let failures = failures.into_inner().unwrap();
+    if !failures.is_empty() {
+        return Err(format!(
+            "{} of {} labs failed to compile:\n{}",
+            failures.len(),
+            labs.len(),
+            failures.join("\n")
+        ));
+    }
+    println!(
+        "labs: {} compiled for {arch} ({}) -> {}",
+        labs.len(),
+        if link { "executables" } else { "objects" },
+        out.display()
+    );
+    Ok(())
+}
+
+/// `dir/*_lab.cu`, sorted.
+fn lab_sources(dir: &Path) -> Result<Vec<PathBuf>, String> {
+    let rd = fs::read_dir(dir).map_err(|e| format!("reading {}: {e}", dir.display()))?;
+    let mut labs: Vec<PathBuf> = rd
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.ends_with("_lab.cu"))
+        })
+        .collect();
+    labs.sort();
+    Ok(labs)
+}
