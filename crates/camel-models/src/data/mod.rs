@@ -1,8 +1,9 @@
 //! Data sets and batching: IDX (MNIST-style) readers, [`Mnist`] loading and a
 //! seeded [`DataLoader`] that yields index batches.
 //!
-//! Data files are not part of the repository. They live under
-//! `<CAMEL_DATA_DIR>/<name>/<file>`; see `datasets/README.md` at the workspace root.
+//! Data files live under `<data dir>/<name>/<file>` (see [`data_dir`]): MNIST and Tiny
+//! Shakespeare are committed in the repository's `datasets/`, larger sets are fetched by
+//! `camel data fetch`; see `datasets/README.md` at the workspace root.
 
 mod idx;
 mod loader;
@@ -18,8 +19,8 @@ pub use mnist::{Mnist, Split, MNIST_MEAN, MNIST_STD};
 pub const DATA_DIR_ENV: &str = "CAMEL_DATA_DIR";
 
 /// Hint attached to [`DataError::Missing`].
-pub(crate) const MISSING_HINT: &str = "set CAMEL_DATA_DIR to the folder that holds the data sets \
-     (layout <CAMEL_DATA_DIR>/<name>/<file>); see datasets/README.md";
+pub(crate) const MISSING_HINT: &str = "fetch it with `camel data fetch NAME`, or set CAMEL_DATA_DIR \
+     to the folder that holds the data sets (layout <CAMEL_DATA_DIR>/<name>/<file>); see datasets/README.md";
 
 /// Errors from reading data files. Every variant names the file it is about.
 #[derive(Debug, thiserror::Error)]
@@ -84,17 +85,18 @@ pub enum DataError {
 
 /// Folder that holds the data sets.
 ///
-/// Order: the `CAMEL_DATA_DIR` environment variable (if set and non-empty);
-/// else `datasets/` in the current directory if it exists; else the workspace's
-/// `datasets/` (found at compile time from `CARGO_MANIFEST_DIR`) if it exists;
-/// else `datasets/`.
+/// Order: the `CAMEL_DATA_DIR` environment variable (if set and non-empty); else the first
+/// `datasets/` folder found walking up from the current directory, so any working directory
+/// inside the checkout finds the committed sets; else the workspace's `datasets/` (found at
+/// compile time from `CARGO_MANIFEST_DIR`) if it exists; else `datasets/`.
 pub fn data_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os(DATA_DIR_ENV).filter(|d| !d.is_empty()) {
-        return PathBuf::from(dir);
+    if let Some(dir) = data_dir_override() {
+        return dir;
     }
-    let local = PathBuf::from("datasets");
-    if local.is_dir() {
-        return local;
+    if let Ok(cwd) = std::env::current_dir() {
+        if let Some(found) = find_datasets_upwards(&cwd) {
+            return found;
+        }
     }
     if let Some(root) = Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2) {
         let ws = root.join("datasets");
@@ -102,5 +104,22 @@ pub fn data_dir() -> PathBuf {
             return ws;
         }
     }
-    local
+    PathBuf::from("datasets")
+}
+
+/// The data folder named by the environment (`CAMEL_DATA_DIR`, if set and non-empty).
+///
+/// This is the only place that reads the variable.
+pub fn data_dir_override() -> Option<PathBuf> {
+    std::env::var_os(DATA_DIR_ENV)
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+}
+
+/// The first `<ancestor>/datasets` folder of `start` (itself included), walking up.
+pub fn find_datasets_upwards(start: &Path) -> Option<PathBuf> {
+    start
+        .ancestors()
+        .map(|a| a.join("datasets"))
+        .find(|d| d.is_dir())
 }
