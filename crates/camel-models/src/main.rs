@@ -2,16 +2,24 @@
 //!
 //! ```text
 //! camel train mlp --data mnist --epochs 5 --batch-size 64 --lr 1e-3 --seed 0 [--device cuda]
+//! camel eval --checkpoint runs/mlp-…
 //! ```
+//!
+//! Every argument is checked before any data is read; `--quiet` and `--json` work on every
+//! subcommand; a closed pipe on stdout ends the program quietly.
 
 use camel_models::data::{data_dir, DataLoader, Mnist};
+use camel_models::run::{self, Metrics, RunDir};
 use camel_models::train::{evaluate, train_epoch};
 use camel_models::Mlp;
-use camel_nn::{Device, Module};
+use camel_nn::{load_safetensors, Device, Module, Tensor};
 use camel_optim::{Adam, Optimizer, Sgd};
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use std::path::PathBuf;
+use serde_json::json;
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -21,20 +29,36 @@ use std::process::ExitCode;
     about = "Train small models with camel's own kernels"
 )]
 struct Cli {
+    /// Print results only: no progress bars, no informational lines.
+    #[arg(long, global = true)]
+    quiet: bool,
+    /// Print machine-readable output: one JSON object per line on stdout.
+    #[arg(long, global = true)]
+    json: bool,
     #[command(subcommand)]
     cmd: Cmd,
 }
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Train a model.
+    /// Train a model; the run leaves a folder (see --out).
     Train {
         #[command(subcommand)]
         model: Model,
     },
+    /// Re-evaluate a saved classifier on its test set.
+    Eval {
+        /// Run folder written by `camel train` (holding config.json and model.safetensors).
+        #[arg(long)]
+        checkpoint: PathBuf,
+        /// cpu, cuda or cuda:N.
+        #[arg(long, default_value = "cpu")]
+        device: Device,
+    },
 }
 
-#[derive(Clone, Copy, ValueEnum)]
+#[derive(Clone, Copy, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 enum Opt {
     Adam,
     Adamw,
@@ -44,101 +68,345 @@ enum Opt {
 #[derive(Subcommand)]
 enum Model {
     /// A multi-layer perceptron on MNIST-style images (784-256-256-10 by default).
-    Mlp {
-        /// Data set: mnist or fashion-mnist.
-        #[arg(long, default_value = "mnist")]
-        data: String,
-        /// Folder holding the data sets (default: $CAMEL_DATA_DIR, else datasets/).
-        #[arg(long)]
-        data_dir: Option<PathBuf>,
-        #[arg(long, default_value_t = 5)]
-        epochs: usize,
-        #[arg(long, default_value_t = 64)]
-        batch_size: usize,
-        #[arg(long, default_value_t = 1e-3)]
-        lr: f32,
-        #[arg(long, default_value_t = 0)]
-        seed: u64,
-        /// cpu, cuda or cuda:N.
-        #[arg(long, default_value = "cpu")]
-        device: Device,
-        /// Hidden layer widths, comma-separated.
-        #[arg(long, value_delimiter = ',', default_value = "256,256")]
-        hidden: Vec<usize>,
-        #[arg(long, value_enum, default_value_t = Opt::Adam)]
-        optimizer: Opt,
-        /// Train on the first N training images only.
-        #[arg(long)]
-        subset: Option<usize>,
-        /// Hide the progress bar.
-        #[arg(long)]
-        quiet: bool,
-    },
+    Mlp(MlpArgs),
+}
+
+/// Arguments of `camel train mlp`, as parsed. Numbers are parsed wide and signed so that a bad
+/// value reaches [`MlpArgs::validate`] and gets a message saying what is expected.
+#[derive(Args)]
+struct MlpArgs {
+    /// Data set: mnist or fashion-mnist.
+    #[arg(long, default_value = "mnist")]
+    data: String,
+    /// Folder holding the data sets (default: $CAMEL_DATA_DIR, else the checkout's datasets/).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Number of passes over the training set (≥ 1).
+    #[arg(long, default_value_t = 5, allow_negative_numbers = true)]
+    epochs: i64,
+    /// Images per optimizer step (≥ 1).
+    #[arg(long, default_value_t = 64, allow_negative_numbers = true)]
+    batch_size: i64,
+    /// Learning rate (finite, > 0).
+    #[arg(long, default_value_t = 1e-3, allow_negative_numbers = true)]
+    lr: f64,
+    /// Adam's β₁ and β₂, each in [0, 1).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "0.9,0.999",
+        allow_negative_numbers = true
+    )]
+    betas: Vec<f64>,
+    /// Weight decay (finite, ≥ 0; default 0.01 for adamw, else 0).
+    #[arg(long, allow_negative_numbers = true)]
+    weight_decay: Option<f64>,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// cpu, cuda or cuda:N.
+    #[arg(long, default_value = "cpu")]
+    device: Device,
+    /// Hidden layer widths, comma-separated (each ≥ 1).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "256,256",
+        allow_negative_numbers = true
+    )]
+    hidden: Vec<i64>,
+    #[arg(long, value_enum, default_value_t = Opt::Adam)]
+    optimizer: Opt,
+    /// Train on the first N training images only (≥ 1).
+    #[arg(long, allow_negative_numbers = true)]
+    subset: Option<i64>,
+    /// Run folder to write (default: runs/mlp-<UTC time>).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+/// A validated `camel train mlp` configuration; written to the run folder's config.json.
+#[derive(serde::Serialize)]
+struct MlpConfig {
+    model: &'static str,
+    data: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    data_dir: Option<PathBuf>,
+    epochs: usize,
+    batch_size: usize,
+    lr: f32,
+    betas: [f32; 2],
+    weight_decay: f32,
+    seed: u64,
+    device: String,
+    hidden: Vec<usize>,
+    optimizer: Opt,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    subset: Option<usize>,
+}
+
+/// Why the program stopped early.
+enum CliError {
+    /// A bad argument, found before any work.
+    Usage(String),
+    /// A failure while working.
+    Run(camel_models::Error),
+    /// stdout was closed by the reader (`camel … | head -1`).
+    BrokenPipe,
+}
+
+impl From<camel_models::Error> for CliError {
+    fn from(e: camel_models::Error) -> Self {
+        CliError::Run(e)
+    }
+}
+
+impl From<camel_nn::Error> for CliError {
+    fn from(e: camel_nn::Error) -> Self {
+        CliError::Run(e.into())
+    }
+}
+
+type CliResult<T> = std::result::Result<T, CliError>;
+
+/// `n` as a count that must be at least 1.
+fn at_least_one(flag: &str, n: i64) -> CliResult<usize> {
+    if n >= 1 {
+        Ok(n as usize)
+    } else {
+        Err(CliError::Usage(format!(
+            "{flag} must be at least 1, got {n}"
+        )))
+    }
+}
+
+/// `x` as a finite positive f32.
+fn positive(flag: &str, x: f64) -> CliResult<f32> {
+    if x.is_finite() && x > 0.0 && (x as f32) > 0.0 && (x as f32).is_finite() {
+        Ok(x as f32)
+    } else {
+        Err(CliError::Usage(format!(
+            "{flag} must be finite and greater than 0, got {x}"
+        )))
+    }
+}
+
+/// Checks that `device` answers (a one-element allocation), so a missing GPU is reported
+/// before the data is read.
+fn check_device(device: Device) -> CliResult<()> {
+    Tensor::zeros(&[1], device)
+        .map(|_| ())
+        .map_err(|e| CliError::Usage(format!("--device {device}: {e}")))
+}
+
+impl MlpArgs {
+    fn validate(&self) -> CliResult<MlpConfig> {
+        if !Mnist::NAMES.contains(&self.data.as_str()) {
+            return Err(CliError::Usage(format!(
+                "--data must be one of {}, got {:?}",
+                Mnist::NAMES.join(", "),
+                self.data
+            )));
+        }
+        let epochs = at_least_one("--epochs", self.epochs)?;
+        let batch_size = at_least_one("--batch-size", self.batch_size)?;
+        let lr = positive("--lr", self.lr)?;
+        let [b1, b2] = self.betas[..] else {
+            return Err(CliError::Usage(format!(
+                "--betas takes two numbers (β₁,β₂), got {}",
+                self.betas.len()
+            )));
+        };
+        for (name, b) in [("β₁", b1), ("β₂", b2)] {
+            if !(0.0..1.0).contains(&b) {
+                return Err(CliError::Usage(format!(
+                    "--betas: {name} must be in [0, 1), got {b}"
+                )));
+            }
+        }
+        let weight_decay = match (self.weight_decay, self.optimizer) {
+            (Some(w), _) if !(w.is_finite() && w >= 0.0) => {
+                return Err(CliError::Usage(format!(
+                    "--weight-decay must be finite and at least 0, got {w}"
+                )))
+            }
+            (Some(w), _) => w as f32,
+            (None, Opt::Adamw) => 0.01,
+            (None, _) => 0.0,
+        };
+        let hidden = self
+            .hidden
+            .iter()
+            .map(|&h| at_least_one("--hidden (each width)", h))
+            .collect::<CliResult<Vec<_>>>()?;
+        let subset = self
+            .subset
+            .map(|n| at_least_one("--subset", n))
+            .transpose()?;
+        check_device(self.device)?;
+        Ok(MlpConfig {
+            model: "mlp",
+            data: self.data.clone(),
+            data_dir: self.data_dir.clone(),
+            epochs,
+            batch_size,
+            lr,
+            betas: [b1 as f32, b2 as f32],
+            weight_decay,
+            seed: self.seed,
+            device: self.device.to_string(),
+            hidden,
+            optimizer: self.optimizer,
+            subset,
+        })
+    }
+}
+
+/// Where results go: text or JSON lines on stdout, informational lines hidden by `--quiet`.
+struct Out {
+    quiet: bool,
+    json: bool,
+}
+
+impl Out {
+    fn line(&self, text: &str) -> CliResult<()> {
+        let mut so = std::io::stdout().lock();
+        writeln!(so, "{text}")
+            .and_then(|_| so.flush())
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::BrokenPipe => CliError::BrokenPipe,
+                _ => CliError::Run(camel_models::Error::Io {
+                    path: PathBuf::from("<stdout>"),
+                    source: e,
+                }),
+            })
+    }
+
+    /// A result line: always printed.
+    fn result(&self, text: &str, value: serde_json::Value) -> CliResult<()> {
+        if self.json {
+            self.line(&value.to_string())
+        } else {
+            self.line(text)
+        }
+    }
+
+    /// An informational line: hidden by `--quiet`.
+    fn info(&self, text: &str, value: serde_json::Value) -> CliResult<()> {
+        if self.quiet {
+            Ok(())
+        } else {
+            self.result(text, value)
+        }
+    }
+
+    fn progress(&self, len: u64, prefix: String) -> ProgressBar {
+        if self.quiet || self.json {
+            return ProgressBar::hidden();
+        }
+        let bar = ProgressBar::new(len);
+        if let Ok(style) =
+            ProgressStyle::with_template("epoch {prefix} [{bar:30}] {pos}/{len} {msg} ({elapsed})")
+        {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        bar.set_prefix(prefix);
+        bar
+    }
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
+    let out = Out {
+        quiet: cli.quiet,
+        json: cli.json,
+    };
+    let result = match cli.cmd {
+        Cmd::Train {
+            model: Model::Mlp(args),
+        } => train_mlp(&out, &args),
+        Cmd::Eval { checkpoint, device } => eval(&out, &checkpoint, device),
+    };
+    let (msg, code) = match result {
+        Ok(()) | Err(CliError::BrokenPipe) => return ExitCode::SUCCESS,
+        Err(CliError::Usage(m)) => (m, 2),
+        Err(CliError::Run(e)) => (e.to_string(), 1),
+    };
+    if out.json {
+        eprintln!("{}", json!({ "event": "error", "message": msg }));
+    } else {
+        eprintln!("error: {msg}");
     }
+    ExitCode::from(code)
 }
 
-fn run(cli: Cli) -> camel_models::Result<()> {
-    let Cmd::Train { model } = cli.cmd;
-    let Model::Mlp {
-        data,
-        data_dir: dir,
-        epochs,
-        batch_size,
-        lr,
-        seed,
-        device,
-        hidden,
-        optimizer,
-        subset,
-        quiet,
-    } = model;
-    let dir = dir.unwrap_or_else(data_dir);
+fn train_mlp(out: &Out, args: &MlpArgs) -> CliResult<()> {
+    let cfg = args.validate()?;
+    let device = args.device;
+    let dir = cfg.data_dir.clone().unwrap_or_else(data_dir);
+    let run_path = args
+        .out
+        .clone()
+        .unwrap_or_else(|| run::default_run_dir("mlp"));
+    let config = serde_json::to_value(&cfg).map_err(|e| CliError::Usage(e.to_string()))?;
+    RunDir::check_new(&run_path).map_err(|e| CliError::Usage(e.to_string()))?;
     let t0 = std::time::Instant::now();
-    let mut ds = Mnist::load(&dir, &data)?;
-    if let Some(n) = subset {
+    let mut ds = Mnist::load(&dir, &cfg.data).map_err(camel_models::Error::from)?;
+    if let Some(n) = cfg.subset {
         ds.train = ds.train.subset(n);
     }
     let d_in = ds.train.rows * ds.train.cols;
     let mut sizes = vec![d_in];
-    sizes.extend(&hidden);
+    sizes.extend(&cfg.hidden);
     sizes.push(10);
-    let model = Mlp::new(&sizes, seed, device)?;
-    println!(
-        "camel: MLP {:?} ({} parameters) on {data} ({} train / {} test, loaded in {:.1}s), device {device}, batch {batch_size}, lr {lr}",
-        sizes,
-        model.num_parameters(),
-        ds.train.n,
-        ds.test.n,
-        t0.elapsed().as_secs_f64()
-    );
-    let mut opt: Box<dyn Optimizer> = match optimizer {
-        Opt::Adam => Box::new(Adam::new(model.parameters(), lr)),
-        Opt::Adamw => Box::new(Adam::adamw(model.parameters(), lr, 0.01)),
-        Opt::Sgd => Box::new(Sgd::new(model.parameters(), lr).momentum(0.9)),
+    let model = Mlp::new(&sizes, cfg.seed, device)?;
+    let argv: Vec<String> = std::env::args().collect();
+    let mut record = RunDir::create(&run_path, &argv, &config)?;
+    out.info(
+        &format!(
+            "camel: MLP {:?} ({} parameters) on {} ({} train / {} test, loaded in {:.1}s), device {device}, batch {}, lr {}, run folder {}",
+            sizes,
+            model.num_parameters(),
+            cfg.data,
+            ds.train.n,
+            ds.test.n,
+            t0.elapsed().as_secs_f64(),
+            cfg.batch_size,
+            cfg.lr,
+            run_path.display()
+        ),
+        json!({"event": "start", "model": "mlp", "sizes": sizes, "parameters": model.num_parameters(),
+               "train": ds.train.n, "test": ds.test.n, "run": run_path, "config": config}),
+    )?;
+    let params = model.parameters();
+    let [b1, b2] = cfg.betas;
+    let mut opt: Box<dyn Optimizer> = match cfg.optimizer {
+        Opt::Adam => Box::new(
+            Adam::new(params, cfg.lr)
+                .betas(b1, b2)
+                .weight_decay(cfg.weight_decay),
+        ),
+        Opt::Adamw => Box::new(Adam::adamw(params, cfg.lr, cfg.weight_decay).betas(b1, b2)),
+        Opt::Sgd => Box::new(
+            Sgd::new(params, cfg.lr)
+                .momentum(0.9)
+                .weight_decay(cfg.weight_decay),
+        ),
     };
-    let loader = DataLoader::new(ds.train.n, batch_size)?.shuffle(Some(seed));
+    let loader = DataLoader::new(ds.train.n, cfg.batch_size)
+        .map_err(camel_models::Error::from)?
+        .shuffle(Some(cfg.seed));
+    let epochs = cfg.epochs;
+    let mut step = 0usize;
+    let mut best = f32::NEG_INFINITY;
+    let meta = HashMap::from([
+        ("model".to_string(), "mlp".to_string()),
+        (
+            "sizes".to_string(),
+            serde_json::to_string(&sizes).unwrap_or_default(),
+        ),
+    ]);
     for epoch in 1..=epochs {
-        let bar = if quiet {
-            ProgressBar::hidden()
-        } else {
-            ProgressBar::new(loader.num_batches() as u64)
-        };
-        bar.set_style(
-            ProgressStyle::with_template("epoch {prefix} [{bar:30}] {pos}/{len} {msg} ({elapsed})")
-                .expect("progress template")
-                .progress_chars("=> "),
-        );
-        bar.set_prefix(format!("{epoch}/{epochs}"));
+        let bar = out.progress(loader.num_batches() as u64, format!("{epoch}/{epochs}"));
         let (train_loss, steps, secs) = train_epoch(
             &model,
             opt.as_mut(),
@@ -153,12 +421,91 @@ fn run(cli: Cli) -> camel_models::Result<()> {
             },
         )?;
         bar.finish_and_clear();
+        step += steps;
         let (test_loss, test_acc) = evaluate(&model, &ds.test, 1000, device)?;
-        println!(
-            "epoch {epoch}/{epochs}: train loss {train_loss:.4}  test loss {test_loss:.4}  test acc {:.2}%  time {secs:.2}s ({:.3} ms/step)",
-            test_acc * 100.0,
-            secs * 1e3 / steps.max(1) as f64
-        );
+        let m = Metrics {
+            step,
+            epoch,
+            train_loss,
+            test_loss,
+            test_acc: Some(test_acc),
+            seconds: t0.elapsed().as_secs_f64(),
+        };
+        if test_acc > best {
+            best = test_acc;
+            record.save_checkpoint(&model, meta.clone())?;
+        }
+        record.log(m.clone())?;
+        out.result(
+            &format!(
+                "epoch {epoch}/{epochs}: train loss {train_loss:.4}  test loss {test_loss:.4}  test acc {:.2}%  time {secs:.2}s ({:.3} ms/step)",
+                test_acc * 100.0,
+                secs * 1e3 / steps.max(1) as f64
+            ),
+            json!({"event": "epoch", "step": step, "epoch": epoch, "epochs": epochs, "train_loss": train_loss,
+                   "test_loss": test_loss, "test_acc": test_acc, "seconds": secs,
+                   "ms_per_step": secs * 1e3 / steps.max(1) as f64}),
+        )?;
     }
-    Ok(())
+    out.info(
+        &format!(
+            "best test acc {:.2}%; run folder {} ({}, {}, {}, {})",
+            best * 100.0,
+            run_path.display(),
+            run::CHECKPOINT,
+            run::METRICS,
+            run::PLOT,
+            run::CONFIG
+        ),
+        json!({"event": "done", "best_test_acc": best, "run": run_path}),
+    )
+}
+
+/// Rebuilds the model a run folder describes, loads its checkpoint and evaluates it on the test
+/// split of its data set.
+fn eval(out: &Out, dir: &Path, device: Device) -> CliResult<()> {
+    check_device(device)?;
+    let bad = |what: &str| {
+        CliError::Run(camel_models::Error::Invalid(format!(
+            "{}: {what}",
+            dir.join(run::CONFIG).display()
+        )))
+    };
+    let config = run::read_config(dir)?;
+    if config["model"] != "mlp" {
+        return Err(bad(
+            "model is not a classifier camel eval knows (expected \"mlp\")",
+        ));
+    }
+    let data = config["data"]
+        .as_str()
+        .ok_or_else(|| bad("no \"data\" entry"))?
+        .to_string();
+    let hidden: Vec<usize> = serde_json::from_value(config["hidden"].clone())
+        .map_err(|_| bad("\"hidden\" is not a list of widths"))?;
+    let data_root = config["data_dir"]
+        .as_str()
+        .map(PathBuf::from)
+        .unwrap_or_else(data_dir);
+    let ds = Mnist::load(&data_root, &data).map_err(camel_models::Error::from)?;
+    let mut sizes = vec![ds.test.rows * ds.test.cols];
+    sizes.extend(hidden);
+    sizes.push(10);
+    let model = Mlp::new(&sizes, 0, device)?;
+    let (state, _) =
+        load_safetensors(&dir.join(run::CHECKPOINT), device).map_err(camel_models::Error::from)?;
+    model
+        .load_state_dict(&state)
+        .map_err(camel_models::Error::from)?;
+    let (test_loss, test_acc) = evaluate(&model, &ds.test, 1000, device)?;
+    out.result(
+        &format!(
+            "eval {}: {data} test loss {test_loss:.4}  test acc {:.2}%  ({} images)",
+            dir.display(),
+            test_acc * 100.0,
+            ds.test.n
+        ),
+        json!({"event": "eval", "checkpoint": dir, "data": data, "test_loss": test_loss,
+               "test_acc": test_acc, "n": ds.test.n}),
+    )
 }

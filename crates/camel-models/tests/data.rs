@@ -6,7 +6,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use camel_models::data::{
-    data_dir, find_datasets_upwards, read_idx_images, read_idx_labels, DataError, DataLoader, LoaderError, Mnist,
+    data_dir, find_datasets_upwards, read_idx_images, read_idx_labels, DataError, DataLoader,
+    LoaderError, Mnist,
 };
 use flate2::write::GzEncoder;
 use flate2::Compression;
