@@ -5,6 +5,7 @@ pub mod block;
 pub mod data;
 pub mod mlp;
 pub mod plot;
+pub mod regression;
 pub mod run;
 pub mod train;
 pub mod xor;

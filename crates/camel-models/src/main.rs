@@ -9,6 +9,7 @@
 //! subcommand; a closed pipe on stdout ends the program quietly.
 
 use camel_models::data::{data_dir, DataLoader, Mnist};
+use camel_models::regression::{Regression, RegressionConfig};
 use camel_models::run::{self, Metrics, RunDir};
 use camel_models::train::{evaluate, train_epoch};
 use camel_models::Mlp;
@@ -69,6 +70,85 @@ enum Opt {
 enum Model {
     /// A multi-layer perceptron on MNIST-style images (784-256-256-10 by default).
     Mlp(MlpArgs),
+    /// A linear model (or an MLP with --hidden) fitted with MSE to one column of a TSV/CSV table.
+    Regression(RegressionArgs),
+}
+
+/// Arguments of `camel train regression`, as parsed (checked by [`RegressionArgs::validate`]).
+#[derive(Args)]
+struct RegressionArgs {
+    /// TSV or CSV file with a header row (e.g. datasets/sales-example.tsv).
+    #[arg(long)]
+    data: PathBuf,
+    /// Column to predict.
+    #[arg(long)]
+    target: String,
+    /// Feature columns, comma-separated (default: every other column).
+    #[arg(long, value_delimiter = ',')]
+    features: Option<Vec<String>>,
+    /// Hidden layer widths, comma-separated; none for a linear model.
+    #[arg(long, value_delimiter = ',', allow_negative_numbers = true)]
+    hidden: Vec<i64>,
+    /// Number of passes over the training rows (≥ 1).
+    #[arg(long, default_value_t = 150, allow_negative_numbers = true)]
+    epochs: i64,
+    /// Rows per optimizer step (≥ 1).
+    #[arg(long, default_value_t = 32, allow_negative_numbers = true)]
+    batch_size: i64,
+    /// Adam's learning rate (finite, > 0).
+    #[arg(long, default_value_t = 1e-2, allow_negative_numbers = true)]
+    lr: f64,
+    /// Seed of the split, the initialization and the batch order.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Share of rows held out for testing, in (0, 1).
+    #[arg(long, default_value_t = 0.2, allow_negative_numbers = true)]
+    test_fraction: f64,
+    /// cpu, cuda or cuda:N.
+    #[arg(long, default_value = "cpu")]
+    device: Device,
+    /// Run folder to write (default: runs/regression-<UTC time>).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+impl RegressionArgs {
+    fn validate(&self) -> CliResult<RegressionConfig> {
+        let epochs = at_least_one("--epochs", self.epochs)?;
+        let batch_size = at_least_one("--batch-size", self.batch_size)?;
+        let lr = positive("--lr", self.lr)?;
+        let hidden = self
+            .hidden
+            .iter()
+            .map(|&h| at_least_one("--hidden (each width)", h))
+            .collect::<CliResult<Vec<_>>>()?;
+        if !(self.test_fraction > 0.0 && self.test_fraction < 1.0) {
+            return Err(CliError::Usage(format!(
+                "--test-fraction must be in (0, 1), got {}",
+                self.test_fraction
+            )));
+        }
+        if let Some(f) = &self.features {
+            if f.iter().any(|c| c.is_empty()) || f.contains(&self.target) {
+                return Err(CliError::Usage(format!(
+                    "--features must name columns other than the target {:?}, got {f:?}",
+                    self.target
+                )));
+            }
+        }
+        check_device(self.device)?;
+        Ok(RegressionConfig {
+            data: self.data.clone(),
+            target: self.target.clone(),
+            features: self.features.clone(),
+            hidden,
+            epochs,
+            batch_size,
+            lr,
+            seed: self.seed,
+            test_fraction: self.test_fraction,
+        })
+    }
 }
 
 /// Arguments of `camel train mlp`, as parsed. Numbers are parsed wide and signed so that a bad
@@ -324,6 +404,9 @@ fn main() -> ExitCode {
         Cmd::Train {
             model: Model::Mlp(args),
         } => train_mlp(&out, &args),
+        Cmd::Train {
+            model: Model::Regression(args),
+        } => train_regression(&out, &args),
         Cmd::Eval { checkpoint, device } => eval(&out, &checkpoint, device),
     };
     let (msg, code) = match result {
@@ -507,5 +590,90 @@ fn eval(out: &Out, dir: &Path, device: Device) -> CliResult<()> {
         ),
         json!({"event": "eval", "checkpoint": dir, "data": data, "test_loss": test_loss,
                "test_acc": test_acc, "n": ds.test.n}),
+    )
+}
+
+/// Name of the scaling file a regression run writes beside its checkpoint.
+const SCALING: &str = "standardize.json";
+
+fn train_regression(out: &Out, args: &RegressionArgs) -> CliResult<()> {
+    let cfg = args.validate()?;
+    let run_path = args
+        .out
+        .clone()
+        .unwrap_or_else(|| run::default_run_dir("regression"));
+    RunDir::check_new(&run_path).map_err(|e| CliError::Usage(e.to_string()))?;
+    let mut config = serde_json::to_value(&cfg).map_err(|e| CliError::Usage(e.to_string()))?;
+    config["model"] = json!("regression");
+    config["device"] = json!(args.device.to_string());
+    let argv: Vec<String> = std::env::args().collect();
+    let mut record: Option<RunDir> = None;
+    let mut best = f32::INFINITY;
+    let every = (cfg.epochs / 10).max(1);
+    let mut out_err: Option<CliError> = None;
+    let fitted = Regression::fit(&cfg, args.device, |m, reg| {
+        let rec = match &mut record {
+            Some(r) => r,
+            None => {
+                // created once the table has loaded, so a bad file leaves no folder behind
+                let r = RunDir::create(&run_path, &argv, &config)?;
+                let scaling = json!({"features": reg.x_scale, "target": reg.y_scale});
+                let path = run_path.join(SCALING);
+                std::fs::write(&path, format!("{scaling:#}\n"))
+                    .map_err(|source| camel_models::Error::Io { path, source })?;
+                record.insert(r)
+            }
+        };
+        if m.test_loss < best {
+            best = m.test_loss;
+            rec.save_checkpoint(
+                &reg.model,
+                HashMap::from([("model".to_string(), "regression".to_string())]),
+            )?;
+        }
+        rec.log(m.clone())?;
+        if m.epoch % every == 0 || m.epoch == cfg.epochs {
+            let shown = out.info(
+                &format!(
+                    "epoch {}/{}: train loss {:.4}  test loss {:.4} (MSE of the standardized target)",
+                    m.epoch, cfg.epochs, m.train_loss, m.test_loss
+                ),
+                json!({"event": "epoch", "step": m.step, "epoch": m.epoch, "epochs": cfg.epochs,
+                       "train_loss": m.train_loss, "test_loss": m.test_loss, "seconds": m.seconds}),
+            );
+            if let Err(e) = shown {
+                // stop training; the CLI error (a closed pipe, say) is returned after `fit`
+                out_err = Some(e);
+                return Err(camel_models::Error::Invalid("output failed".into()));
+            }
+        }
+        Ok(())
+    });
+    let (reg, score) = match (fitted, out_err) {
+        (_, Some(e)) => return Err(e),
+        (r, None) => r?,
+    };
+    let coef = reg.linear_coefficients()?;
+    let formula = coef.as_ref().map(|(b, c)| {
+        let terms: String = c
+            .iter()
+            .zip(&reg.x_scale.names)
+            .map(|(c, n)| format!(" {} {:.4}·{n}", if *c < 0.0 { '-' } else { '+' }, c.abs()))
+            .collect();
+        format!("{} ≈ {b:.4}{terms}", cfg.target)
+    });
+    out.result(
+        &format!(
+            "held-out: RMSE {:.4}  R² {:.4}  ({} test rows, {} train rows){}",
+            score.rmse,
+            score.r2,
+            score.n_test,
+            score.n_train,
+            formula.as_ref().map(|f| format!("\n{f}")).unwrap_or_default()
+        ),
+        json!({"event": "done", "rmse": score.rmse, "r2": score.r2, "n_test": score.n_test,
+               "n_train": score.n_train, "run": run_path,
+               "intercept": coef.as_ref().map(|c| c.0), "coefficients": coef.as_ref().map(|c| c.1.clone()),
+               "features": reg.x_scale.names}),
     )
 }

@@ -271,3 +271,100 @@ fn quiet_prints_results_only() {
     assert!(lines[0].starts_with("epoch 1/1:") && lines[0].contains("test acc"));
     assert!(Path::new(&run).join("metrics.jsonl").is_file());
 }
+
+fn sales_example() -> String {
+    concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../datasets/sales-example.tsv"
+    )
+    .to_string()
+}
+
+#[test]
+fn regression_prints_rmse_r2_and_leaves_a_run_folder() {
+    let tmp = TempDir::new("regression");
+    let run = tmp.0.join("run");
+    let out = camel(&[
+        "--json",
+        "train",
+        "regression",
+        "--data",
+        &sales_example(),
+        "--target",
+        "sales",
+        "--features",
+        "tv,radio,price",
+        "--out",
+        run.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let done: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(done["event"], "done");
+    assert!(done["r2"].as_f64().unwrap() > 0.97, "{done}");
+    assert!(done["rmse"].as_f64().unwrap() < 0.75, "{done}");
+    assert_eq!(
+        done["features"],
+        serde_json::json!(["tv", "radio", "price"])
+    );
+    assert_eq!(done["coefficients"].as_array().unwrap().len(), 3);
+    for f in [
+        "command.txt",
+        "config.json",
+        "metrics.jsonl",
+        "model.safetensors",
+        "plot.png",
+        "standardize.json",
+    ] {
+        assert!(run.join(f).is_file(), "{f} missing");
+    }
+    let scaling: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("standardize.json")).unwrap())
+            .unwrap();
+    assert_eq!(scaling["target"]["names"], serde_json::json!(["sales"]));
+    assert_eq!(camel_models::run::read_metrics(&run).unwrap().len(), 150);
+}
+
+#[test]
+fn regression_input_errors_name_row_and_column() {
+    let tmp = TempDir::new("regression-bad");
+    let bad = tmp.0.join("bad.tsv");
+    std::fs::write(&bad, "x\ty\n1\t2\n2\tn/a\n").unwrap();
+    let run = tmp.0.join("run");
+    let args = |data: &str, target: &str| {
+        camel(&[
+            "train",
+            "regression",
+            "--data",
+            data,
+            "--target",
+            target,
+            "--out",
+            run.to_str().unwrap(),
+        ])
+    };
+    let out = args(bad.to_str().unwrap(), "y");
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("line 3, column \"y\": not a number: \"n/a\""),
+        "{err}"
+    );
+    let out = args(&sales_example(), "revenue");
+    let err = text(&out.stderr);
+    assert!(err.contains("no column \"revenue\""), "{err}");
+    assert!(err.contains("\"tv\", \"radio\""), "{err}");
+    assert!(!run.exists(), "a failed run leaves no folder");
+    let out = camel(&[
+        "train",
+        "regression",
+        "--data",
+        &sales_example(),
+        "--target",
+        "sales",
+        "--test-fraction",
+        "1.5",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("--test-fraction must be in (0, 1), got 1.5"));
+}

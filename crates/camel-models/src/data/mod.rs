@@ -8,12 +8,17 @@
 mod idx;
 mod loader;
 mod mnist;
+mod table;
 
 use std::path::{Path, PathBuf};
 
 pub use idx::{read_idx_images, read_idx_labels};
 pub use loader::{Batches, DataLoader, LoaderError};
 pub use mnist::{Mnist, Split, MNIST_MEAN, MNIST_STD};
+pub use table::{
+    sales_example_tsv, train_test_split, SalesFormula, Standardizer, Table, SALES_COLUMNS,
+    SALES_FORMULA,
+};
 
 /// Environment variable that names the folder holding the data sets.
 pub const DATA_DIR_ENV: &str = "CAMEL_DATA_DIR";
@@ -72,6 +77,28 @@ pub enum DataError {
         path: PathBuf,
         /// What was wrong.
         detail: String,
+    },
+    /// A table cell is not a finite number, or is missing.
+    #[error("{}: line {line}, column {column:?}: {}", .path.display(), match .value { Some(v) => format!("not a number: {v:?}"), None => "missing value".to_string() })]
+    BadCell {
+        /// File being read.
+        path: PathBuf,
+        /// 1-based line of the file (the header is line 1).
+        line: usize,
+        /// Column name from the header.
+        column: String,
+        /// The cell's text; `None` when the cell is empty or absent.
+        value: Option<String>,
+    },
+    /// A named column is not in the table's header.
+    #[error("{}: no column {column:?}; the header has {available:?}", .path.display())]
+    MissingColumn {
+        /// File being read.
+        path: PathBuf,
+        /// Column asked for.
+        column: String,
+        /// Columns the header names.
+        available: Vec<String>,
     },
     /// The data set or file is absent.
     #[error("{}: not found; {hint}", .path.display())]
