@@ -79,7 +79,8 @@ impl Regression {
             )));
         }
         let table = Table::load(&cfg.data)?;
-        let (names, x, y) = table.select(cfg.features.as_deref(), &cfg.target, &cfg.data)?;
+        let crate::data::Selection { names, x, y } =
+            table.select(cfg.features.as_deref(), &cfg.target, &cfg.data)?;
         let d = names.len();
         if table.rows < 2 {
             return Err(Error::Invalid(format!(

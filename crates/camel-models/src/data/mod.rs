@@ -16,8 +16,8 @@ pub use idx::{read_idx_images, read_idx_labels};
 pub use loader::{Batches, DataLoader, LoaderError};
 pub use mnist::{Mnist, Split, MNIST_MEAN, MNIST_STD};
 pub use table::{
-    sales_example_tsv, train_test_split, SalesFormula, Standardizer, Table, SALES_COLUMNS,
-    SALES_FORMULA,
+    sales_example_tsv, train_test_split, SalesFormula, Selection, Standardizer, Table,
+    SALES_COLUMNS, SALES_FORMULA,
 };
 
 /// Environment variable that names the folder holding the data sets.

@@ -121,14 +121,13 @@ impl Table {
             })
     }
 
-    /// Features `x` (`rows × features.len()`, row-major) and target `y`; `features` defaults
-    /// to every column but the target.
+    /// Features and target of every row; `features` defaults to every column but the target.
     pub fn select(
         &self,
         features: Option<&[String]>,
         target: &str,
         path: &Path,
-    ) -> Result<(Vec<String>, Vec<f32>, Vec<f32>), DataError> {
+    ) -> Result<Selection, DataError> {
         let t = self.column_index(target, path)?;
         let names: Vec<String> = match features {
             Some(f) => f.to_vec(),
@@ -157,8 +156,19 @@ impl Table {
             x.extend(idx.iter().map(|&j| row[j]));
             y.push(row[t]);
         }
-        Ok((names, x, y))
+        Ok(Selection { names, x, y })
     }
+}
+
+/// Feature and target columns taken from a [`Table`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Selection {
+    /// Feature column names, in order.
+    pub names: Vec<String>,
+    /// Features, `rows × names.len()`, row-major.
+    pub x: Vec<f32>,
+    /// Target, one per row.
+    pub y: Vec<f32>,
 }
 
 /// Per-column mean and standard deviation, fitted on training rows and saved beside the model
