@@ -24,6 +24,9 @@ pub enum Error {
     /// From the batch loader.
     #[error(transparent)]
     Loader(#[from] data::LoaderError),
+    /// From fetching or verifying a data set.
+    #[error(transparent)]
+    Fetch(#[from] data::fetch::FetchError),
     /// From saving or loading a state dict.
     #[error(transparent)]
     State(#[from] camel_nn::StateError),

@@ -47,6 +47,11 @@ enum Cmd {
         #[command(subcommand)]
         model: Model,
     },
+    /// List, fetch or verify the data sets.
+    Data {
+        #[command(subcommand)]
+        cmd: DataCmd,
+    },
     /// Re-evaluate a saved classifier on its test set.
     Eval {
         /// Run folder written by `camel train` (holding config.json and model.safetensors).
@@ -55,6 +60,35 @@ enum Cmd {
         /// cpu, cuda or cuda:N.
         #[arg(long, default_value = "cpu")]
         device: Device,
+    },
+}
+
+#[derive(Subcommand)]
+enum DataCmd {
+    /// List the known data sets, where each lives and whether it is present.
+    List {
+        /// Folder holding the data sets (default: $CAMEL_DATA_DIR, else the checkout's datasets/).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+    },
+    /// Download a data set; each file is kept only once its SHA-256 matches.
+    Fetch {
+        /// Data set name (see `camel data list`).
+        name: String,
+        /// Folder holding the data sets (default: $CAMEL_DATA_DIR, else the checkout's datasets/).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        /// Download from this base URL only (file URL = base + file name), not the set's list.
+        #[arg(long)]
+        from: Option<String>,
+    },
+    /// Re-check the SHA-256 of the files on disk (every present set, or NAME).
+    Verify {
+        /// Data set name; default: every set that is present.
+        name: Option<String>,
+        /// Folder holding the data sets (default: $CAMEL_DATA_DIR, else the checkout's datasets/).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
     },
 }
 
@@ -408,6 +442,7 @@ fn main() -> ExitCode {
             model: Model::Regression(args),
         } => train_regression(&out, &args),
         Cmd::Eval { checkpoint, device } => eval(&out, &checkpoint, device),
+        Cmd::Data { cmd } => data_cmd(&out, cmd),
     };
     let (msg, code) = match result {
         Ok(()) | Err(CliError::BrokenPipe) => return ExitCode::SUCCESS,
@@ -676,4 +711,172 @@ fn train_regression(out: &Out, args: &RegressionArgs) -> CliResult<()> {
                "intercept": coef.as_ref().map(|c| c.0), "coefficients": coef.as_ref().map(|c| c.1.clone()),
                "features": reg.x_scale.names}),
     )
+}
+
+fn data_cmd(out: &Out, cmd: DataCmd) -> CliResult<()> {
+    use camel_models::data::fetch::{self, FileStatus, KNOWN_SETS};
+    let err = |e: fetch::FetchError| CliError::Run(e.into());
+    match cmd {
+        DataCmd::List { data_dir: dir } => {
+            let dir = dir.unwrap_or_else(data_dir);
+            for set in &KNOWN_SETS {
+                let folder = dir.join(set.name);
+                let present = set
+                    .files
+                    .iter()
+                    .filter(|f| folder.join(f.name).is_file())
+                    .count();
+                let state = if set.files.is_empty() {
+                    if folder.is_dir() {
+                        "folder present"
+                    } else {
+                        "absent"
+                    }
+                    .to_string()
+                } else if present == set.files.len() {
+                    "present".to_string()
+                } else if present == 0 {
+                    "absent".to_string()
+                } else {
+                    format!("partial ({present}/{} files)", set.files.len())
+                };
+                let how = if set.committed {
+                    "in git"
+                } else if set.files.is_empty() {
+                    "download by hand"
+                } else {
+                    "camel data fetch"
+                };
+                let mb = set.files.iter().map(|f| f.bytes).sum::<u64>() as f64 / 1e6;
+                out.result(
+                    &format!(
+                        "{:<16} {:<22} {:<17} {:>7} {}  ({})",
+                        set.name,
+                        state,
+                        how,
+                        if set.files.is_empty() { "-".to_string() } else { format!("{mb:.1} MB") },
+                        folder.display(),
+                        set.about
+                    ),
+                    json!({"name": set.name, "present": present == set.files.len() && !set.files.is_empty(),
+                           "state": state, "committed": set.committed, "path": folder,
+                           "urls": set.urls, "bytes": set.files.iter().map(|f| f.bytes).sum::<u64>(),
+                           "about": set.about}),
+                )?;
+            }
+            Ok(())
+        }
+        DataCmd::Fetch {
+            name,
+            data_dir: dir,
+            from,
+        } => {
+            let set = fetch::known_set(&name).map_err(err)?;
+            if set.files.is_empty() {
+                return Err(err(fetch::FetchError::NotFetchable {
+                    name,
+                    note: set.note.to_string(),
+                }));
+            }
+            let folder = dir.unwrap_or_else(data_dir).join(set.name);
+            let bases: Vec<String> = match from {
+                Some(u) => vec![u],
+                None => set.urls.iter().map(|u| u.to_string()).collect(),
+            };
+            for f in set.files {
+                let bar = if out.quiet || out.json {
+                    ProgressBar::hidden()
+                } else {
+                    ProgressBar::new(f.bytes)
+                };
+                if let Ok(style) = ProgressStyle::with_template(
+                    "{prefix} [{bar:30}] {bytes}/{total_bytes} ({bytes_per_sec})",
+                ) {
+                    bar.set_style(style.progress_chars("=> "));
+                }
+                bar.set_prefix(f.name);
+                let got = fetch::fetch_file(&bases, f, &folder, |done, total| {
+                    if let Some(t) = total {
+                        bar.set_length(t);
+                    }
+                    bar.set_position(done);
+                });
+                bar.finish_and_clear();
+                let (text, from) = match got.map_err(err)? {
+                    fetch::Fetched::AlreadyPresent => {
+                        ("already present, checksum OK".to_string(), None)
+                    }
+                    fetch::Fetched::Downloaded(url) => {
+                        (format!("downloaded from {url}, checksum OK"), Some(url))
+                    }
+                };
+                out.info(
+                    &format!("{}: {text}", folder.join(f.name).display()),
+                    json!({"event": "file", "set": set.name, "file": f.name, "path": folder.join(f.name),
+                           "url": from, "sha256": f.sha256}),
+                )?;
+            }
+            out.result(
+                &format!(
+                    "{}: {} files in {}, checksums OK",
+                    set.name,
+                    set.files.len(),
+                    folder.display()
+                ),
+                json!({"event": "done", "set": set.name, "path": folder}),
+            )
+        }
+        DataCmd::Verify {
+            name,
+            data_dir: dir,
+        } => {
+            let dir = dir.unwrap_or_else(data_dir);
+            let sets: Vec<&fetch::KnownSet> = match &name {
+                Some(n) => vec![fetch::known_set(n).map_err(err)?],
+                None => KNOWN_SETS
+                    .iter()
+                    .filter(|s| dir.join(s.name).is_dir())
+                    .collect(),
+            };
+            let mut bad = 0usize;
+            let mut checked = 0usize;
+            for set in sets {
+                for f in set.files {
+                    let path = dir.join(set.name).join(f.name);
+                    let status = fetch::verify_file(&path, f.sha256).map_err(err)?;
+                    let word = match &status {
+                        FileStatus::Ok => "OK",
+                        FileStatus::Missing => "MISSING",
+                        FileStatus::Mismatch(_) => "MISMATCH",
+                    };
+                    if status != FileStatus::Ok {
+                        bad += 1;
+                    }
+                    checked += 1;
+                    let found = match &status {
+                        FileStatus::Mismatch(h) => Some(h.clone()),
+                        _ => None,
+                    };
+                    out.result(
+                        &format!(
+                            "{word:<8} {}{}",
+                            path.display(),
+                            found
+                                .as_ref()
+                                .map(|h| format!(" (sha256 {h}, expected {})", f.sha256))
+                                .unwrap_or_default()
+                        ),
+                        json!({"set": set.name, "file": f.name, "path": path, "status": word,
+                               "expected": f.sha256, "found": found}),
+                    )?;
+                }
+            }
+            if bad > 0 {
+                return Err(CliError::Run(camel_models::Error::Invalid(format!(
+                    "{bad} of {checked} files failed verification"
+                ))));
+            }
+            Ok(())
+        }
+    }
 }

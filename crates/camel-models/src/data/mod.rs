@@ -5,6 +5,7 @@
 //! Shakespeare are committed in the repository's `datasets/`, larger sets are fetched by
 //! `camel data fetch`; see `datasets/README.md` at the workspace root.
 
+pub mod fetch;
 mod idx;
 mod loader;
 mod mnist;
