@@ -4,6 +4,9 @@
 pub mod block;
 pub mod data;
 pub mod mlp;
+pub mod plot;
+pub mod regression;
+pub mod run;
 pub mod train;
 pub mod xor;
 
@@ -21,6 +24,23 @@ pub enum Error {
     /// From the batch loader.
     #[error(transparent)]
     Loader(#[from] data::LoaderError),
+    /// From fetching or verifying a data set.
+    #[error(transparent)]
+    Fetch(#[from] data::fetch::FetchError),
+    /// From saving or loading a state dict.
+    #[error(transparent)]
+    State(#[from] camel_nn::StateError),
+    /// A file of a run folder could not be read or written.
+    #[error("{}: {source}", .path.display())]
+    Io {
+        /// File involved.
+        path: std::path::PathBuf,
+        /// Underlying error.
+        source: std::io::Error,
+    },
+    /// An invalid setting or input, with what was expected.
+    #[error("{0}")]
+    Invalid(String),
 }
 
 /// Result alias of camel-models.

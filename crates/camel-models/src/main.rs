@@ -2,16 +2,25 @@
 //!
 //! ```text
 //! camel train mlp --data mnist --epochs 5 --batch-size 64 --lr 1e-3 --seed 0 [--device cuda]
+//! camel eval --checkpoint runs/mlp-…
 //! ```
+//!
+//! Every argument is checked before any data is read; `--quiet` and `--json` work on every
+//! subcommand; a closed pipe on stdout ends the program quietly.
 
 use camel_models::data::{data_dir, DataLoader, Mnist};
+use camel_models::regression::{Regression, RegressionConfig};
+use camel_models::run::{self, Metrics, RunDir};
 use camel_models::train::{evaluate, train_epoch};
 use camel_models::Mlp;
-use camel_nn::{Device, Module};
+use camel_nn::{load_safetensors, Device, Module, Tensor};
 use camel_optim::{Adam, Optimizer, Sgd};
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use std::path::PathBuf;
+use serde_json::json;
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -21,20 +30,70 @@ use std::process::ExitCode;
     about = "Train small models with camel's own kernels"
 )]
 struct Cli {
+    /// Print results only: no progress bars, no informational lines.
+    #[arg(long, global = true)]
+    quiet: bool,
+    /// Print machine-readable output: one JSON object per line on stdout.
+    #[arg(long, global = true)]
+    json: bool,
     #[command(subcommand)]
     cmd: Cmd,
 }
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Train a model.
+    /// Train a model; the run leaves a folder (see --out).
     Train {
         #[command(subcommand)]
         model: Model,
     },
+    /// List, fetch or verify the data sets.
+    Data {
+        #[command(subcommand)]
+        cmd: DataCmd,
+    },
+    /// Re-evaluate a saved classifier on its test set.
+    Eval {
+        /// Run folder written by `camel train` (holding config.json and model.safetensors).
+        #[arg(long)]
+        checkpoint: PathBuf,
+        /// cpu, cuda or cuda:N.
+        #[arg(long, default_value = "cpu")]
+        device: Device,
+    },
 }
 
-#[derive(Clone, Copy, ValueEnum)]
+#[derive(Subcommand)]
+enum DataCmd {
+    /// List the known data sets, where each lives and whether it is present.
+    List {
+        /// Folder holding the data sets (default: $CAMEL_DATA_DIR, else the checkout's datasets/).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+    },
+    /// Download a data set; each file is kept only once its SHA-256 matches.
+    Fetch {
+        /// Data set name (see `camel data list`).
+        name: String,
+        /// Folder holding the data sets (default: $CAMEL_DATA_DIR, else the checkout's datasets/).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        /// Download from this base URL only (file URL = base + file name), not the set's list.
+        #[arg(long)]
+        from: Option<String>,
+    },
+    /// Re-check the SHA-256 of the files on disk (every present set, or NAME).
+    Verify {
+        /// Data set name; default: every set that is present.
+        name: Option<String>,
+        /// Folder holding the data sets (default: $CAMEL_DATA_DIR, else the checkout's datasets/).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 enum Opt {
     Adam,
     Adamw,
@@ -44,101 +103,428 @@ enum Opt {
 #[derive(Subcommand)]
 enum Model {
     /// A multi-layer perceptron on MNIST-style images (784-256-256-10 by default).
-    Mlp {
-        /// Data set: mnist or fashion-mnist.
-        #[arg(long, default_value = "mnist")]
-        data: String,
-        /// Folder holding the data sets (default: $CAMEL_DATA_DIR, else datasets/).
-        #[arg(long)]
-        data_dir: Option<PathBuf>,
-        #[arg(long, default_value_t = 5)]
-        epochs: usize,
-        #[arg(long, default_value_t = 64)]
-        batch_size: usize,
-        #[arg(long, default_value_t = 1e-3)]
-        lr: f32,
-        #[arg(long, default_value_t = 0)]
-        seed: u64,
-        /// cpu, cuda or cuda:N.
-        #[arg(long, default_value = "cpu")]
-        device: Device,
-        /// Hidden layer widths, comma-separated.
-        #[arg(long, value_delimiter = ',', default_value = "256,256")]
-        hidden: Vec<usize>,
-        #[arg(long, value_enum, default_value_t = Opt::Adam)]
-        optimizer: Opt,
-        /// Train on the first N training images only.
-        #[arg(long)]
-        subset: Option<usize>,
-        /// Hide the progress bar.
-        #[arg(long)]
-        quiet: bool,
-    },
+    Mlp(MlpArgs),
+    /// A linear model (or an MLP with --hidden) fitted with MSE to one column of a TSV/CSV table.
+    Regression(RegressionArgs),
+}
+
+/// Arguments of `camel train regression`, as parsed (checked by [`RegressionArgs::validate`]).
+#[derive(Args)]
+struct RegressionArgs {
+    /// TSV or CSV file with a header row (e.g. datasets/sales-example.tsv).
+    #[arg(long)]
+    data: PathBuf,
+    /// Column to predict.
+    #[arg(long)]
+    target: String,
+    /// Feature columns, comma-separated (default: every other column).
+    #[arg(long, value_delimiter = ',')]
+    features: Option<Vec<String>>,
+    /// Hidden layer widths, comma-separated; none for a linear model.
+    #[arg(long, value_delimiter = ',', allow_negative_numbers = true)]
+    hidden: Vec<i64>,
+    /// Number of passes over the training rows (≥ 1).
+    #[arg(long, default_value_t = 150, allow_negative_numbers = true)]
+    epochs: i64,
+    /// Rows per optimizer step (≥ 1).
+    #[arg(long, default_value_t = 32, allow_negative_numbers = true)]
+    batch_size: i64,
+    /// Adam's learning rate (finite, > 0).
+    #[arg(long, default_value_t = 1e-2, allow_negative_numbers = true)]
+    lr: f64,
+    /// Seed of the split, the initialization and the batch order.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Share of rows held out for testing, in (0, 1).
+    #[arg(long, default_value_t = 0.2, allow_negative_numbers = true)]
+    test_fraction: f64,
+    /// cpu, cuda or cuda:N.
+    #[arg(long, default_value = "cpu")]
+    device: Device,
+    /// Run folder to write (default: runs/regression-<UTC time>).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+impl RegressionArgs {
+    fn validate(&self) -> CliResult<RegressionConfig> {
+        let epochs = at_least_one("--epochs", self.epochs)?;
+        let batch_size = at_least_one("--batch-size", self.batch_size)?;
+        let lr = positive("--lr", self.lr)?;
+        let hidden = self
+            .hidden
+            .iter()
+            .map(|&h| at_least_one("--hidden (each width)", h))
+            .collect::<CliResult<Vec<_>>>()?;
+        if !(self.test_fraction > 0.0 && self.test_fraction < 1.0) {
+            return Err(CliError::Usage(format!(
+                "--test-fraction must be in (0, 1), got {}",
+                self.test_fraction
+            )));
+        }
+        if let Some(f) = &self.features {
+            if f.iter().any(|c| c.is_empty()) || f.contains(&self.target) {
+                return Err(CliError::Usage(format!(
+                    "--features must name columns other than the target {:?}, got {f:?}",
+                    self.target
+                )));
+            }
+        }
+        check_device(self.device)?;
+        Ok(RegressionConfig {
+            data: self.data.clone(),
+            target: self.target.clone(),
+            features: self.features.clone(),
+            hidden,
+            epochs,
+            batch_size,
+            lr,
+            seed: self.seed,
+            test_fraction: self.test_fraction,
+        })
+    }
+}
+
+/// Arguments of `camel train mlp`, as parsed. Numbers are parsed wide and signed so that a bad
+/// value reaches [`MlpArgs::validate`] and gets a message saying what is expected.
+#[derive(Args)]
+struct MlpArgs {
+    /// Data set: mnist or fashion-mnist.
+    #[arg(long, default_value = "mnist")]
+    data: String,
+    /// Folder holding the data sets (default: $CAMEL_DATA_DIR, else the checkout's datasets/).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Number of passes over the training set (≥ 1).
+    #[arg(long, default_value_t = 5, allow_negative_numbers = true)]
+    epochs: i64,
+    /// Images per optimizer step (≥ 1).
+    #[arg(long, default_value_t = 64, allow_negative_numbers = true)]
+    batch_size: i64,
+    /// Learning rate (finite, > 0).
+    #[arg(long, default_value_t = 1e-3, allow_negative_numbers = true)]
+    lr: f64,
+    /// Adam's β₁ and β₂, each in [0, 1).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "0.9,0.999",
+        allow_negative_numbers = true
+    )]
+    betas: Vec<f64>,
+    /// Weight decay (finite, ≥ 0; default 0.01 for adamw, else 0).
+    #[arg(long, allow_negative_numbers = true)]
+    weight_decay: Option<f64>,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// cpu, cuda or cuda:N.
+    #[arg(long, default_value = "cpu")]
+    device: Device,
+    /// Hidden layer widths, comma-separated (each ≥ 1).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "256,256",
+        allow_negative_numbers = true
+    )]
+    hidden: Vec<i64>,
+    #[arg(long, value_enum, default_value_t = Opt::Adam)]
+    optimizer: Opt,
+    /// Train on the first N training images only (≥ 1).
+    #[arg(long, allow_negative_numbers = true)]
+    subset: Option<i64>,
+    /// Run folder to write (default: runs/mlp-<UTC time>).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+/// A validated `camel train mlp` configuration; written to the run folder's config.json.
+#[derive(serde::Serialize)]
+struct MlpConfig {
+    model: &'static str,
+    data: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    data_dir: Option<PathBuf>,
+    epochs: usize,
+    batch_size: usize,
+    lr: f32,
+    betas: [f32; 2],
+    weight_decay: f32,
+    seed: u64,
+    device: String,
+    hidden: Vec<usize>,
+    optimizer: Opt,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    subset: Option<usize>,
+}
+
+/// Why the program stopped early.
+enum CliError {
+    /// A bad argument, found before any work.
+    Usage(String),
+    /// A failure while working.
+    Run(camel_models::Error),
+    /// stdout was closed by the reader (`camel … | head -1`).
+    BrokenPipe,
+}
+
+impl From<camel_models::Error> for CliError {
+    fn from(e: camel_models::Error) -> Self {
+        CliError::Run(e)
+    }
+}
+
+impl From<camel_nn::Error> for CliError {
+    fn from(e: camel_nn::Error) -> Self {
+        CliError::Run(e.into())
+    }
+}
+
+type CliResult<T> = std::result::Result<T, CliError>;
+
+/// `n` as a count that must be at least 1.
+fn at_least_one(flag: &str, n: i64) -> CliResult<usize> {
+    if n >= 1 {
+        Ok(n as usize)
+    } else {
+        Err(CliError::Usage(format!(
+            "{flag} must be at least 1, got {n}"
+        )))
+    }
+}
+
+/// `x` as a finite positive f32.
+fn positive(flag: &str, x: f64) -> CliResult<f32> {
+    if x.is_finite() && x > 0.0 && (x as f32) > 0.0 && (x as f32).is_finite() {
+        Ok(x as f32)
+    } else {
+        Err(CliError::Usage(format!(
+            "{flag} must be finite and greater than 0, got {x}"
+        )))
+    }
+}
+
+/// Checks that `device` answers (a one-element allocation), so a missing GPU is reported
+/// before the data is read.
+fn check_device(device: Device) -> CliResult<()> {
+    Tensor::zeros(&[1], device)
+        .map(|_| ())
+        .map_err(|e| CliError::Usage(format!("--device {device}: {e}")))
+}
+
+impl MlpArgs {
+    fn validate(&self) -> CliResult<MlpConfig> {
+        if !Mnist::NAMES.contains(&self.data.as_str()) {
+            return Err(CliError::Usage(format!(
+                "--data must be one of {}, got {:?}",
+                Mnist::NAMES.join(", "),
+                self.data
+            )));
+        }
+        let epochs = at_least_one("--epochs", self.epochs)?;
+        let batch_size = at_least_one("--batch-size", self.batch_size)?;
+        let lr = positive("--lr", self.lr)?;
+        let [b1, b2] = self.betas[..] else {
+            return Err(CliError::Usage(format!(
+                "--betas takes two numbers (β₁,β₂), got {}",
+                self.betas.len()
+            )));
+        };
+        for (name, b) in [("β₁", b1), ("β₂", b2)] {
+            if !(0.0..1.0).contains(&b) {
+                return Err(CliError::Usage(format!(
+                    "--betas: {name} must be in [0, 1), got {b}"
+                )));
+            }
+        }
+        let weight_decay = match (self.weight_decay, self.optimizer) {
+            (Some(w), _) if !(w.is_finite() && w >= 0.0) => {
+                return Err(CliError::Usage(format!(
+                    "--weight-decay must be finite and at least 0, got {w}"
+                )))
+            }
+            (Some(w), _) => w as f32,
+            (None, Opt::Adamw) => 0.01,
+            (None, _) => 0.0,
+        };
+        let hidden = self
+            .hidden
+            .iter()
+            .map(|&h| at_least_one("--hidden (each width)", h))
+            .collect::<CliResult<Vec<_>>>()?;
+        let subset = self
+            .subset
+            .map(|n| at_least_one("--subset", n))
+            .transpose()?;
+        check_device(self.device)?;
+        Ok(MlpConfig {
+            model: "mlp",
+            data: self.data.clone(),
+            data_dir: self.data_dir.clone(),
+            epochs,
+            batch_size,
+            lr,
+            betas: [b1 as f32, b2 as f32],
+            weight_decay,
+            seed: self.seed,
+            device: self.device.to_string(),
+            hidden,
+            optimizer: self.optimizer,
+            subset,
+        })
+    }
+}
+
+/// Where results go: text or JSON lines on stdout, informational lines hidden by `--quiet`.
+struct Out {
+    quiet: bool,
+    json: bool,
+}
+
+impl Out {
+    fn line(&self, text: &str) -> CliResult<()> {
+        let mut so = std::io::stdout().lock();
+        writeln!(so, "{text}")
+            .and_then(|_| so.flush())
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::BrokenPipe => CliError::BrokenPipe,
+                _ => CliError::Run(camel_models::Error::Io {
+                    path: PathBuf::from("<stdout>"),
+                    source: e,
+                }),
+            })
+    }
+
+    /// A result line: always printed.
+    fn result(&self, text: &str, value: serde_json::Value) -> CliResult<()> {
+        if self.json {
+            self.line(&value.to_string())
+        } else {
+            self.line(text)
+        }
+    }
+
+    /// An informational line: hidden by `--quiet`.
+    fn info(&self, text: &str, value: serde_json::Value) -> CliResult<()> {
+        if self.quiet {
+            Ok(())
+        } else {
+            self.result(text, value)
+        }
+    }
+
+    fn progress(&self, len: u64, prefix: String) -> ProgressBar {
+        if self.quiet || self.json {
+            return ProgressBar::hidden();
+        }
+        let bar = ProgressBar::new(len);
+        if let Ok(style) =
+            ProgressStyle::with_template("epoch {prefix} [{bar:30}] {pos}/{len} {msg} ({elapsed})")
+        {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        bar.set_prefix(prefix);
+        bar
+    }
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
+    let out = Out {
+        quiet: cli.quiet,
+        json: cli.json,
+    };
+    let result = match cli.cmd {
+        Cmd::Train {
+            model: Model::Mlp(args),
+        } => train_mlp(&out, &args),
+        Cmd::Train {
+            model: Model::Regression(args),
+        } => train_regression(&out, &args),
+        Cmd::Eval { checkpoint, device } => eval(&out, &checkpoint, device),
+        Cmd::Data { cmd } => data_cmd(&out, cmd),
+    };
+    let (msg, code) = match result {
+        Ok(()) | Err(CliError::BrokenPipe) => return ExitCode::SUCCESS,
+        Err(CliError::Usage(m)) => (m, 2),
+        Err(CliError::Run(e)) => (e.to_string(), 1),
+    };
+    if out.json {
+        eprintln!("{}", json!({ "event": "error", "message": msg }));
+    } else {
+        eprintln!("error: {msg}");
     }
+    ExitCode::from(code)
 }
 
-fn run(cli: Cli) -> camel_models::Result<()> {
-    let Cmd::Train { model } = cli.cmd;
-    let Model::Mlp {
-        data,
-        data_dir: dir,
-        epochs,
-        batch_size,
-        lr,
-        seed,
-        device,
-        hidden,
-        optimizer,
-        subset,
-        quiet,
-    } = model;
-    let dir = dir.unwrap_or_else(data_dir);
+fn train_mlp(out: &Out, args: &MlpArgs) -> CliResult<()> {
+    let cfg = args.validate()?;
+    let device = args.device;
+    let dir = cfg.data_dir.clone().unwrap_or_else(data_dir);
+    let run_path = args
+        .out
+        .clone()
+        .unwrap_or_else(|| run::default_run_dir("mlp"));
+    let config = serde_json::to_value(&cfg).map_err(|e| CliError::Usage(e.to_string()))?;
+    RunDir::check_new(&run_path).map_err(|e| CliError::Usage(e.to_string()))?;
     let t0 = std::time::Instant::now();
-    let mut ds = Mnist::load(&dir, &data)?;
-    if let Some(n) = subset {
+    let mut ds = Mnist::load(&dir, &cfg.data).map_err(camel_models::Error::from)?;
+    if let Some(n) = cfg.subset {
         ds.train = ds.train.subset(n);
     }
     let d_in = ds.train.rows * ds.train.cols;
     let mut sizes = vec![d_in];
-    sizes.extend(&hidden);
+    sizes.extend(&cfg.hidden);
     sizes.push(10);
-    let model = Mlp::new(&sizes, seed, device)?;
-    println!(
-        "camel: MLP {:?} ({} parameters) on {data} ({} train / {} test, loaded in {:.1}s), device {device}, batch {batch_size}, lr {lr}",
-        sizes,
-        model.num_parameters(),
-        ds.train.n,
-        ds.test.n,
-        t0.elapsed().as_secs_f64()
-    );
-    let mut opt: Box<dyn Optimizer> = match optimizer {
-        Opt::Adam => Box::new(Adam::new(model.parameters(), lr)),
-        Opt::Adamw => Box::new(Adam::adamw(model.parameters(), lr, 0.01)),
-        Opt::Sgd => Box::new(Sgd::new(model.parameters(), lr).momentum(0.9)),
+    let model = Mlp::new(&sizes, cfg.seed, device)?;
+    let argv: Vec<String> = std::env::args().collect();
+    let mut record = RunDir::create(&run_path, &argv, &config)?;
+    out.info(
+        &format!(
+            "camel: MLP {:?} ({} parameters) on {} ({} train / {} test, loaded in {:.1}s), device {device}, batch {}, lr {}, run folder {}",
+            sizes,
+            model.num_parameters(),
+            cfg.data,
+            ds.train.n,
+            ds.test.n,
+            t0.elapsed().as_secs_f64(),
+            cfg.batch_size,
+            cfg.lr,
+            run_path.display()
+        ),
+        json!({"event": "start", "model": "mlp", "sizes": sizes, "parameters": model.num_parameters(),
+               "train": ds.train.n, "test": ds.test.n, "run": run_path, "config": config}),
+    )?;
+    let params = model.parameters();
+    let [b1, b2] = cfg.betas;
+    let mut opt: Box<dyn Optimizer> = match cfg.optimizer {
+        Opt::Adam => Box::new(
+            Adam::new(params, cfg.lr)
+                .betas(b1, b2)
+                .weight_decay(cfg.weight_decay),
+        ),
+        Opt::Adamw => Box::new(Adam::adamw(params, cfg.lr, cfg.weight_decay).betas(b1, b2)),
+        Opt::Sgd => Box::new(
+            Sgd::new(params, cfg.lr)
+                .momentum(0.9)
+                .weight_decay(cfg.weight_decay),
+        ),
     };
-    let loader = DataLoader::new(ds.train.n, batch_size)?.shuffle(Some(seed));
+    let loader = DataLoader::new(ds.train.n, cfg.batch_size)
+        .map_err(camel_models::Error::from)?
+        .shuffle(Some(cfg.seed));
+    let epochs = cfg.epochs;
+    let mut step = 0usize;
+    let mut best = f32::NEG_INFINITY;
+    let meta = HashMap::from([
+        ("model".to_string(), "mlp".to_string()),
+        (
+            "sizes".to_string(),
+            serde_json::to_string(&sizes).unwrap_or_default(),
+        ),
+    ]);
     for epoch in 1..=epochs {
-        let bar = if quiet {
-            ProgressBar::hidden()
-        } else {
-            ProgressBar::new(loader.num_batches() as u64)
-        };
-        bar.set_style(
-            ProgressStyle::with_template("epoch {prefix} [{bar:30}] {pos}/{len} {msg} ({elapsed})")
-                .expect("progress template")
-                .progress_chars("=> "),
-        );
-        bar.set_prefix(format!("{epoch}/{epochs}"));
+        let bar = out.progress(loader.num_batches() as u64, format!("{epoch}/{epochs}"));
         let (train_loss, steps, secs) = train_epoch(
             &model,
             opt.as_mut(),
@@ -153,12 +539,344 @@ fn run(cli: Cli) -> camel_models::Result<()> {
             },
         )?;
         bar.finish_and_clear();
+        step += steps;
         let (test_loss, test_acc) = evaluate(&model, &ds.test, 1000, device)?;
-        println!(
-            "epoch {epoch}/{epochs}: train loss {train_loss:.4}  test loss {test_loss:.4}  test acc {:.2}%  time {secs:.2}s ({:.3} ms/step)",
-            test_acc * 100.0,
-            secs * 1e3 / steps.max(1) as f64
-        );
+        let m = Metrics {
+            step,
+            epoch,
+            train_loss,
+            test_loss,
+            test_acc: Some(test_acc),
+            seconds: t0.elapsed().as_secs_f64(),
+        };
+        if test_acc > best {
+            best = test_acc;
+            record.save_checkpoint(&model, meta.clone())?;
+        }
+        record.log(m.clone())?;
+        out.result(
+            &format!(
+                "epoch {epoch}/{epochs}: train loss {train_loss:.4}  test loss {test_loss:.4}  test acc {:.2}%  time {secs:.2}s ({:.3} ms/step)",
+                test_acc * 100.0,
+                secs * 1e3 / steps.max(1) as f64
+            ),
+            json!({"event": "epoch", "step": step, "epoch": epoch, "epochs": epochs, "train_loss": train_loss,
+                   "test_loss": test_loss, "test_acc": test_acc, "seconds": secs,
+                   "ms_per_step": secs * 1e3 / steps.max(1) as f64}),
+        )?;
     }
-    Ok(())
+    out.info(
+        &format!(
+            "best test acc {:.2}%; run folder {} ({}, {}, {}, {})",
+            best * 100.0,
+            run_path.display(),
+            run::CHECKPOINT,
+            run::METRICS,
+            run::PLOT,
+            run::CONFIG
+        ),
+        json!({"event": "done", "best_test_acc": best, "run": run_path}),
+    )
+}
+
+/// Rebuilds the model a run folder describes, loads its checkpoint and evaluates it on the test
+/// split of its data set.
+fn eval(out: &Out, dir: &Path, device: Device) -> CliResult<()> {
+    check_device(device)?;
+    let bad = |what: &str| {
+        CliError::Run(camel_models::Error::Invalid(format!(
+            "{}: {what}",
+            dir.join(run::CONFIG).display()
+        )))
+    };
+    let config = run::read_config(dir)?;
+    if config["model"] != "mlp" {
+        return Err(bad(
+            "model is not a classifier camel eval knows (expected \"mlp\")",
+        ));
+    }
+    let data = config["data"]
+        .as_str()
+        .ok_or_else(|| bad("no \"data\" entry"))?
+        .to_string();
+    let hidden: Vec<usize> = serde_json::from_value(config["hidden"].clone())
+        .map_err(|_| bad("\"hidden\" is not a list of widths"))?;
+    let data_root = config["data_dir"]
+        .as_str()
+        .map(PathBuf::from)
+        .unwrap_or_else(data_dir);
+    let ds = Mnist::load(&data_root, &data).map_err(camel_models::Error::from)?;
+    let mut sizes = vec![ds.test.rows * ds.test.cols];
+    sizes.extend(hidden);
+    sizes.push(10);
+    let model = Mlp::new(&sizes, 0, device)?;
+    let (state, _) =
+        load_safetensors(&dir.join(run::CHECKPOINT), device).map_err(camel_models::Error::from)?;
+    model
+        .load_state_dict(&state)
+        .map_err(camel_models::Error::from)?;
+    let (test_loss, test_acc) = evaluate(&model, &ds.test, 1000, device)?;
+    out.result(
+        &format!(
+            "eval {}: {data} test loss {test_loss:.4}  test acc {:.2}%  ({} images)",
+            dir.display(),
+            test_acc * 100.0,
+            ds.test.n
+        ),
+        json!({"event": "eval", "checkpoint": dir, "data": data, "test_loss": test_loss,
+               "test_acc": test_acc, "n": ds.test.n}),
+    )
+}
+
+/// Name of the scaling file a regression run writes beside its checkpoint.
+const SCALING: &str = "standardize.json";
+
+fn train_regression(out: &Out, args: &RegressionArgs) -> CliResult<()> {
+    let cfg = args.validate()?;
+    let run_path = args
+        .out
+        .clone()
+        .unwrap_or_else(|| run::default_run_dir("regression"));
+    RunDir::check_new(&run_path).map_err(|e| CliError::Usage(e.to_string()))?;
+    let mut config = serde_json::to_value(&cfg).map_err(|e| CliError::Usage(e.to_string()))?;
+    config["model"] = json!("regression");
+    config["device"] = json!(args.device.to_string());
+    let argv: Vec<String> = std::env::args().collect();
+    let mut record: Option<RunDir> = None;
+    let mut best = f32::INFINITY;
+    let every = (cfg.epochs / 10).max(1);
+    let mut out_err: Option<CliError> = None;
+    let fitted = Regression::fit(&cfg, args.device, |m, reg| {
+        let rec = match &mut record {
+            Some(r) => r,
+            None => {
+                // created once the table has loaded, so a bad file leaves no folder behind
+                let r = RunDir::create(&run_path, &argv, &config)?;
+                let scaling = json!({"features": reg.x_scale, "target": reg.y_scale});
+                let path = run_path.join(SCALING);
+                std::fs::write(&path, format!("{scaling:#}\n"))
+                    .map_err(|source| camel_models::Error::Io { path, source })?;
+                record.insert(r)
+            }
+        };
+        if m.test_loss < best {
+            best = m.test_loss;
+            rec.save_checkpoint(
+                &reg.model,
+                HashMap::from([("model".to_string(), "regression".to_string())]),
+            )?;
+        }
+        rec.log(m.clone())?;
+        if m.epoch % every == 0 || m.epoch == cfg.epochs {
+            let shown = out.info(
+                &format!(
+                    "epoch {}/{}: train loss {:.4}  test loss {:.4} (MSE of the standardized target)",
+                    m.epoch, cfg.epochs, m.train_loss, m.test_loss
+                ),
+                json!({"event": "epoch", "step": m.step, "epoch": m.epoch, "epochs": cfg.epochs,
+                       "train_loss": m.train_loss, "test_loss": m.test_loss, "seconds": m.seconds}),
+            );
+            if let Err(e) = shown {
+                // stop training; the CLI error (a closed pipe, say) is returned after `fit`
+                out_err = Some(e);
+                return Err(camel_models::Error::Invalid("output failed".into()));
+            }
+        }
+        Ok(())
+    });
+    let (reg, score) = match (fitted, out_err) {
+        (_, Some(e)) => return Err(e),
+        (r, None) => r?,
+    };
+    let coef = reg.linear_coefficients()?;
+    let formula = coef.as_ref().map(|(b, c)| {
+        let terms: String = c
+            .iter()
+            .zip(&reg.x_scale.names)
+            .map(|(c, n)| format!(" {} {:.4}·{n}", if *c < 0.0 { '-' } else { '+' }, c.abs()))
+            .collect();
+        format!("{} ≈ {b:.4}{terms}", cfg.target)
+    });
+    out.result(
+        &format!(
+            "held-out: RMSE {:.4}  R² {:.4}  ({} test rows, {} train rows){}",
+            score.rmse,
+            score.r2,
+            score.n_test,
+            score.n_train,
+            formula.as_ref().map(|f| format!("\n{f}")).unwrap_or_default()
+        ),
+        json!({"event": "done", "rmse": score.rmse, "r2": score.r2, "n_test": score.n_test,
+               "n_train": score.n_train, "run": run_path,
+               "intercept": coef.as_ref().map(|c| c.0), "coefficients": coef.as_ref().map(|c| c.1.clone()),
+               "features": reg.x_scale.names}),
+    )
+}
+
+fn data_cmd(out: &Out, cmd: DataCmd) -> CliResult<()> {
+    use camel_models::data::fetch::{self, FileStatus, KNOWN_SETS};
+    let err = |e: fetch::FetchError| CliError::Run(e.into());
+    match cmd {
+        DataCmd::List { data_dir: dir } => {
+            let dir = dir.unwrap_or_else(data_dir);
+            for set in &KNOWN_SETS {
+                let folder = dir.join(set.name);
+                let present = set
+                    .files
+                    .iter()
+                    .filter(|f| folder.join(f.name).is_file())
+                    .count();
+                let state = if set.files.is_empty() {
+                    if folder.is_dir() {
+                        "folder present"
+                    } else {
+                        "absent"
+                    }
+                    .to_string()
+                } else if present == set.files.len() {
+                    "present".to_string()
+                } else if present == 0 {
+                    "absent".to_string()
+                } else {
+                    format!("partial ({present}/{} files)", set.files.len())
+                };
+                let how = if set.committed {
+                    "in git"
+                } else if set.files.is_empty() {
+                    "download by hand"
+                } else {
+                    "camel data fetch"
+                };
+                let mb = set.files.iter().map(|f| f.bytes).sum::<u64>() as f64 / 1e6;
+                out.result(
+                    &format!(
+                        "{:<16} {:<22} {:<17} {:>7} {}  ({})",
+                        set.name,
+                        state,
+                        how,
+                        if set.files.is_empty() { "-".to_string() } else { format!("{mb:.1} MB") },
+                        folder.display(),
+                        set.about
+                    ),
+                    json!({"name": set.name, "present": present == set.files.len() && !set.files.is_empty(),
+                           "state": state, "committed": set.committed, "path": folder,
+                           "urls": set.urls, "bytes": set.files.iter().map(|f| f.bytes).sum::<u64>(),
+                           "about": set.about}),
+                )?;
+            }
+            Ok(())
+        }
+        DataCmd::Fetch {
+            name,
+            data_dir: dir,
+            from,
+        } => {
+            let set = fetch::known_set(&name).map_err(err)?;
+            if set.files.is_empty() {
+                return Err(err(fetch::FetchError::NotFetchable {
+                    name,
+                    note: set.note.to_string(),
+                }));
+            }
+            let folder = dir.unwrap_or_else(data_dir).join(set.name);
+            let bases: Vec<String> = match from {
+                Some(u) => vec![u],
+                None => set.urls.iter().map(|u| u.to_string()).collect(),
+            };
+            for f in set.files {
+                let bar = if out.quiet || out.json {
+                    ProgressBar::hidden()
+                } else {
+                    ProgressBar::new(f.bytes)
+                };
+                if let Ok(style) = ProgressStyle::with_template(
+                    "{prefix} [{bar:30}] {bytes}/{total_bytes} ({bytes_per_sec})",
+                ) {
+                    bar.set_style(style.progress_chars("=> "));
+                }
+                bar.set_prefix(f.name);
+                let got = fetch::fetch_file(&bases, f, &folder, |done, total| {
+                    if let Some(t) = total {
+                        bar.set_length(t);
+                    }
+                    bar.set_position(done);
+                });
+                bar.finish_and_clear();
+                let (text, from) = match got.map_err(err)? {
+                    fetch::Fetched::AlreadyPresent => {
+                        ("already present, checksum OK".to_string(), None)
+                    }
+                    fetch::Fetched::Downloaded(url) => {
+                        (format!("downloaded from {url}, checksum OK"), Some(url))
+                    }
+                };
+                out.info(
+                    &format!("{}: {text}", folder.join(f.name).display()),
+                    json!({"event": "file", "set": set.name, "file": f.name, "path": folder.join(f.name),
+                           "url": from, "sha256": f.sha256}),
+                )?;
+            }
+            out.result(
+                &format!(
+                    "{}: {} files in {}, checksums OK",
+                    set.name,
+                    set.files.len(),
+                    folder.display()
+                ),
+                json!({"event": "done", "set": set.name, "path": folder}),
+            )
+        }
+        DataCmd::Verify {
+            name,
+            data_dir: dir,
+        } => {
+            let dir = dir.unwrap_or_else(data_dir);
+            let sets: Vec<&fetch::KnownSet> = match &name {
+                Some(n) => vec![fetch::known_set(n).map_err(err)?],
+                None => KNOWN_SETS
+                    .iter()
+                    .filter(|s| dir.join(s.name).is_dir())
+                    .collect(),
+            };
+            let mut bad = 0usize;
+            let mut checked = 0usize;
+            for set in sets {
+                for f in set.files {
+                    let path = dir.join(set.name).join(f.name);
+                    let status = fetch::verify_file(&path, f.sha256).map_err(err)?;
+                    let word = match &status {
+                        FileStatus::Ok => "OK",
+                        FileStatus::Missing => "MISSING",
+                        FileStatus::Mismatch(_) => "MISMATCH",
+                    };
+                    if status != FileStatus::Ok {
+                        bad += 1;
+                    }
+                    checked += 1;
+                    let found = match &status {
+                        FileStatus::Mismatch(h) => Some(h.clone()),
+                        _ => None,
+                    };
+                    out.result(
+                        &format!(
+                            "{word:<8} {}{}",
+                            path.display(),
+                            found
+                                .as_ref()
+                                .map(|h| format!(" (sha256 {h}, expected {})", f.sha256))
+                                .unwrap_or_default()
+                        ),
+                        json!({"set": set.name, "file": f.name, "path": path, "status": word,
+                               "expected": f.sha256, "found": found}),
+                    )?;
+                }
+            }
+            if bad > 0 {
+                return Err(CliError::Run(camel_models::Error::Invalid(format!(
+                    "{bad} of {checked} files failed verification"
+                ))));
+            }
+            Ok(())
+        }
+    }
 }

@@ -6,7 +6,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use camel_models::data::{
-    data_dir, read_idx_images, read_idx_labels, DataError, DataLoader, LoaderError, Mnist,
+    data_dir, find_datasets_upwards, read_idx_images, read_idx_labels, DataError, DataLoader,
+    LoaderError, Mnist,
 };
 use flate2::write::GzEncoder;
 use flate2::Compression;
@@ -410,6 +411,43 @@ fn loader_zero_batch_size_is_error() {
         DataLoader::new(0, 0).unwrap_err(),
         LoaderError::ZeroBatchSize
     );
+}
+
+// ---------------------------------------------------------------- data dir
+
+#[test]
+fn datasets_folder_is_found_walking_up() {
+    let tmp = TempDir::new("upwards");
+    let deep = tmp.0.join("a/b/c");
+    std::fs::create_dir_all(&deep).unwrap();
+    // nothing inside tmp yet: whatever is found lies above it
+    assert_eq!(find_datasets_upwards(&deep), find_datasets_upwards(&tmp.0));
+    std::fs::create_dir_all(tmp.0.join("datasets")).unwrap();
+    assert_eq!(find_datasets_upwards(&deep), Some(tmp.0.join("datasets")));
+    // a nearer datasets/ wins
+    std::fs::create_dir_all(tmp.0.join("a/datasets")).unwrap();
+    assert_eq!(find_datasets_upwards(&deep), Some(tmp.0.join("a/datasets")));
+}
+
+#[test]
+fn committed_sets_are_in_the_checkout() {
+    // MNIST and Tiny Shakespeare are tracked in git, so a fresh clone has them; any folder of
+    // the checkout finds them by walking up.
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let ds = find_datasets_upwards(&crate_dir.join("src")).expect("datasets/ above the crate");
+    for f in [
+        "mnist/train-images-idx3-ubyte.gz",
+        "mnist/train-labels-idx1-ubyte.gz",
+        "mnist/t10k-images-idx3-ubyte.gz",
+        "mnist/t10k-labels-idx1-ubyte.gz",
+        "tinyshakespeare/input.txt",
+        "SHA256SUMS",
+        "README.md",
+    ] {
+        assert!(ds.join(f).is_file(), "{} missing", ds.join(f).display());
+    }
+    let mnist = Mnist::load(&ds, "mnist").unwrap();
+    assert_eq!((mnist.train.n, mnist.test.n), (60_000, 10_000));
 }
 
 // ---------------------------------------------------------------- real data

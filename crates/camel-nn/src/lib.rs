@@ -26,6 +26,7 @@ mod module;
 mod norm;
 mod parameter;
 mod sequential;
+pub mod state;
 
 pub use activation::{ReLU, Sigmoid, Tanh, GELU};
 pub use embedding::Embedding;
@@ -34,6 +35,7 @@ pub use module::Module;
 pub use norm::LayerNorm;
 pub use parameter::Parameter;
 pub use sequential::Sequential;
+pub use state::{load_safetensors, save_safetensors, StateDict, StateError};
 
 pub use camel_core::{
     self as core, cuda_available, gradcheck, no_grad, no_grad_guard, testing, Activation, DType,

@@ -1,3 +1,4 @@
+use crate::state::{StateDict, StateError};
 use crate::Parameter;
 use camel_core::{Device, Result, Tensor};
 
@@ -38,6 +39,22 @@ pub trait Module: Send + Sync {
     /// Clear every parameter's gradient.
     fn zero_grad(&self) {
         self.parameters().iter().for_each(|p| p.zero_grad());
+    }
+
+    /// Every parameter by its dotted name (`layers.0.weight`), detached: the checkpoint of the
+    /// module. The tensors stay on their device and share storage with the parameters.
+    fn state_dict(&self) -> StateDict {
+        self.named_parameters()
+            .into_iter()
+            .map(|(n, p)| (n, p.tensor().detach()))
+            .collect()
+    }
+
+    /// Copies `state` into the parameters (each on its own device). Missing, unexpected and
+    /// wrongly shaped entries are errors naming the entries, and nothing changes unless every
+    /// entry fits.
+    fn load_state_dict(&self, state: &StateDict) -> std::result::Result<(), StateError> {
+        crate::state::apply(self.named_parameters(), state)
     }
 
     /// Total number of trainable scalars.

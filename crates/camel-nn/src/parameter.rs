@@ -51,6 +51,24 @@ impl Parameter {
         Ok(())
     }
 
+    /// Replace the value with a copy of `t` on the parameter's device (its gradient is
+    /// dropped); `t` must have the parameter's shape.
+    pub fn set(&self, t: &Tensor) -> Result<()> {
+        let mut slot = self.inner.write().expect("parameter lock");
+        if t.shape() != slot.shape() {
+            return Err(camel_core::Error::ShapeMismatch {
+                op: "Parameter::set",
+                lhs: slot.shape().to_vec(),
+                rhs: t.shape().to_vec(),
+                expected: "the new value must have the parameter's shape".into(),
+            });
+        }
+        let device = slot.device();
+        let copy = Tensor::from_vec(t.to_vec()?, t.shape(), device)?;
+        *slot = copy.requires_grad_(true)?;
+        Ok(())
+    }
+
     /// Number of elements.
     pub fn numel(&self) -> usize {
         self.tensor().numel()

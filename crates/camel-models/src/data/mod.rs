@@ -1,26 +1,33 @@
 //! Data sets and batching: IDX (MNIST-style) readers, [`Mnist`] loading and a
 //! seeded [`DataLoader`] that yields index batches.
 //!
-//! Data files are not part of the repository. They live under
-//! `<CAMEL_DATA_DIR>/<name>/<file>`; see `datasets/README.md` at the workspace root.
+//! Data files live under `<data dir>/<name>/<file>` (see [`data_dir`]): MNIST and Tiny
+//! Shakespeare are committed in the repository's `datasets/`, larger sets are fetched by
+//! `camel data fetch`; see `datasets/README.md` at the workspace root.
 
+pub mod fetch;
 mod idx;
 mod loader;
 mod mnist;
+mod table;
 
 use std::path::{Path, PathBuf};
 
 pub use idx::{read_idx_images, read_idx_labels};
 pub use loader::{Batches, DataLoader, LoaderError};
 pub use mnist::{Mnist, Split, MNIST_MEAN, MNIST_STD};
+pub use table::{
+    sales_example_tsv, train_test_split, SalesFormula, Selection, Standardizer, Table,
+    SALES_COLUMNS, SALES_FORMULA,
+};
 
 /// Environment variable that names the folder holding the data sets (read by
 /// `camel_core::config::data_dir`).
 pub const DATA_DIR_ENV: &str = "CAMEL_DATA_DIR";
 
 /// Hint attached to [`DataError::Missing`].
-pub(crate) const MISSING_HINT: &str = "set CAMEL_DATA_DIR to the folder that holds the data sets \
-     (layout <CAMEL_DATA_DIR>/<name>/<file>); see datasets/README.md";
+pub(crate) const MISSING_HINT: &str = "fetch it with `camel data fetch NAME`, or set CAMEL_DATA_DIR \
+     to the folder that holds the data sets (layout <CAMEL_DATA_DIR>/<name>/<file>); see datasets/README.md";
 
 /// Errors from reading data files. Every variant names the file it is about.
 #[derive(Debug, thiserror::Error)]
@@ -73,6 +80,28 @@ pub enum DataError {
         /// What was wrong.
         detail: String,
     },
+    /// A table cell is not a finite number, or is missing.
+    #[error("{}: line {line}, column {column:?}: {}", .path.display(), match .value { Some(v) => format!("not a number: {v:?}"), None => "missing value".to_string() })]
+    BadCell {
+        /// File being read.
+        path: PathBuf,
+        /// 1-based line of the file (the header is line 1).
+        line: usize,
+        /// Column name from the header.
+        column: String,
+        /// The cell's text; `None` when the cell is empty or absent.
+        value: Option<String>,
+    },
+    /// A named column is not in the table's header.
+    #[error("{}: no column {column:?}; the header has {available:?}", .path.display())]
+    MissingColumn {
+        /// File being read.
+        path: PathBuf,
+        /// Column asked for.
+        column: String,
+        /// Columns the header names.
+        available: Vec<String>,
+    },
     /// The data set or file is absent.
     #[error("{}: not found; {hint}", .path.display())]
     Missing {
@@ -85,17 +114,18 @@ pub enum DataError {
 
 /// Folder that holds the data sets.
 ///
-/// Order: the `CAMEL_DATA_DIR` environment variable (if set and non-empty);
-/// else `datasets/` in the current directory if it exists; else the workspace's
-/// `datasets/` (found at compile time from `CARGO_MANIFEST_DIR`) if it exists;
-/// else `datasets/`.
+/// Order: the `CAMEL_DATA_DIR` environment variable (if set and non-empty); else the first
+/// `datasets/` folder found walking up from the current directory, so any working directory
+/// inside the checkout finds the committed sets; else the workspace's `datasets/` (found at
+/// compile time from `CARGO_MANIFEST_DIR`) if it exists; else `datasets/`.
 pub fn data_dir() -> PathBuf {
-    if let Some(dir) = camel_nn::core::config::data_dir() {
+    if let Some(dir) = data_dir_override() {
         return dir;
     }
-    let local = PathBuf::from("datasets");
-    if local.is_dir() {
-        return local;
+    if let Ok(cwd) = std::env::current_dir() {
+        if let Some(found) = find_datasets_upwards(&cwd) {
+            return found;
+        }
     }
     if let Some(root) = Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2) {
         let ws = root.join("datasets");
@@ -103,5 +133,19 @@ pub fn data_dir() -> PathBuf {
             return ws;
         }
     }
-    local
+    PathBuf::from("datasets")
+}
+
+/// The data folder named by the environment (`CAMEL_DATA_DIR`, read by the configuration
+/// module, `camel_core::config`), if set.
+pub fn data_dir_override() -> Option<PathBuf> {
+    camel_nn::core::config::data_dir()
+}
+
+/// The first `<ancestor>/datasets` folder of `start` (itself included), walking up.
+pub fn find_datasets_upwards(start: &Path) -> Option<PathBuf> {
+    start
+        .ancestors()
+        .map(|a| a.join("datasets"))
+        .find(|d| d.is_dir())
 }

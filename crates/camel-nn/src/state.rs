@@ -1,0 +1,189 @@
+//! State dicts: a module's parameters by dotted name (`layers.0.weight`), saved to and loaded
+//! from safetensors files.
+//!
+//! [`Module::state_dict`](crate::Module::state_dict) collects the tensors,
+//! [`Module::load_state_dict`](crate::Module::load_state_dict) checks every name and shape
+//! before it changes anything, and [`save_safetensors`] / [`load_safetensors`] move a state
+//! dict through a file that PyTorch's `safetensors` package reads too.
+
+use camel_core::{DType, Device, Tensor};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+/// Tensors by dotted parameter name, sorted by name.
+pub type StateDict = BTreeMap<String, Tensor>;
+
+/// Errors of loading, saving or applying a state dict. Each names the entry or file involved.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// The module has parameters the state dict lacks.
+    #[error("load_state_dict: missing entries {0:?}")]
+    Missing(Vec<String>),
+    /// The state dict has entries the module does not.
+    #[error("load_state_dict: unexpected entries {0:?}")]
+    Unexpected(Vec<String>),
+    /// An entry's shape differs from the parameter's.
+    #[error("load_state_dict: entry {name:?} has shape {found:?}, the parameter has {expected:?}")]
+    Shape {
+        /// Entry name.
+        name: String,
+        /// The parameter's shape.
+        expected: Vec<usize>,
+        /// The entry's shape.
+        found: Vec<usize>,
+    },
+    /// An entry's element type is not one camel stores in checkpoints (f32).
+    #[error("{op}: entry {name:?} has dtype {found}, expected F32")]
+    DType {
+        /// Operation.
+        op: &'static str,
+        /// Entry name.
+        name: String,
+        /// The dtype found.
+        found: String,
+    },
+    /// The file could not be read or written.
+    #[error("{}: I/O error: {source}", .path.display())]
+    Io {
+        /// File involved.
+        path: PathBuf,
+        /// Underlying error.
+        source: std::io::Error,
+    },
+    /// The file is not a valid safetensors file.
+    #[error("{}: not a valid safetensors file: {detail}", .path.display())]
+    Format {
+        /// File involved.
+        path: PathBuf,
+        /// What was wrong.
+        detail: String,
+    },
+    /// A tensor operation failed (device move, copy to the host).
+    #[error(transparent)]
+    Tensor(#[from] camel_core::Error),
+}
+
+/// Checks `state` against the module's named parameters (`params`), then copies each entry into
+/// its parameter on the parameter's device. Nothing changes unless every check passes.
+pub(crate) fn apply(
+    params: Vec<(String, crate::Parameter)>,
+    state: &StateDict,
+) -> Result<(), StateError> {
+    let missing: Vec<String> = params
+        .iter()
+        .filter(|(n, _)| !state.contains_key(n))
+        .map(|(n, _)| n.clone())
+        .collect();
+    if !missing.is_empty() {
+        return Err(StateError::Missing(missing));
+    }
+    let known: std::collections::HashSet<&str> = params.iter().map(|(n, _)| n.as_str()).collect();
+    let unexpected: Vec<String> = state
+        .keys()
+        .filter(|k| !known.contains(k.as_str()))
+        .cloned()
+        .collect();
+    if !unexpected.is_empty() {
+        return Err(StateError::Unexpected(unexpected));
+    }
+    for (name, p) in &params {
+        let t = &state[name];
+        let have = p.tensor();
+        if t.shape() != have.shape() {
+            return Err(StateError::Shape {
+                name: name.clone(),
+                expected: have.shape().to_vec(),
+                found: t.shape().to_vec(),
+            });
+        }
+        if t.dtype() != DType::F32 {
+            return Err(StateError::DType {
+                op: "load_state_dict",
+                name: name.clone(),
+                found: format!("{:?}", t.dtype()),
+            });
+        }
+    }
+    for (name, p) in &params {
+        p.set(&state[name])?;
+    }
+    Ok(())
+}
+
+/// Writes `state` to `path` as a safetensors file (f32, little-endian), with `metadata` in its
+/// header. The file is written beside `path` and renamed into place, so a reader never sees
+/// half a checkpoint.
+pub fn save_safetensors(
+    state: &StateDict,
+    metadata: Option<HashMap<String, String>>,
+    path: &Path,
+) -> Result<(), StateError> {
+    let mut bufs: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::with_capacity(state.len());
+    for (name, t) in state {
+        if t.dtype() != DType::F32 {
+            return Err(StateError::DType {
+                op: "save_safetensors",
+                name: name.clone(),
+                found: format!("{:?}", t.dtype()),
+            });
+        }
+        let bytes: Vec<u8> = t.to_vec()?.iter().flat_map(|v| v.to_le_bytes()).collect();
+        bufs.push((name.clone(), t.shape().to_vec(), bytes));
+    }
+    let format = |detail: String| StateError::Format {
+        path: path.to_path_buf(),
+        detail,
+    };
+    let mut views = Vec::with_capacity(bufs.len());
+    for (name, shape, bytes) in &bufs {
+        let v = safetensors::tensor::TensorView::new(safetensors::Dtype::F32, shape.clone(), bytes)
+            .map_err(|e| format(format!("{name}: {e}")))?;
+        views.push((name.clone(), v));
+    }
+    let bytes =
+        safetensors::tensor::serialize(views, &metadata).map_err(|e| format(e.to_string()))?;
+    let tmp = path.with_extension("safetensors.tmp");
+    let io = |source| StateError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    std::fs::write(&tmp, bytes).map_err(io)?;
+    std::fs::rename(&tmp, path).map_err(io)
+}
+
+/// Reads a safetensors file into a state dict of f32 tensors on `device`, with the header's
+/// metadata.
+pub fn load_safetensors(
+    path: &Path,
+    device: Device,
+) -> Result<(StateDict, HashMap<String, String>), StateError> {
+    let bytes = std::fs::read(path).map_err(|source| StateError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let format = |detail: String| StateError::Format {
+        path: path.to_path_buf(),
+        detail,
+    };
+    let (_, meta) =
+        safetensors::SafeTensors::read_metadata(&bytes).map_err(|e| format(e.to_string()))?;
+    let st = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| format(e.to_string()))?;
+    let mut state = StateDict::new();
+    for (name, view) in st.tensors() {
+        if view.dtype() != safetensors::Dtype::F32 {
+            return Err(StateError::DType {
+                op: "load_safetensors",
+                name,
+                found: format!("{:?}", view.dtype()),
+            });
+        }
+        let data: Vec<f32> = view
+            .data()
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        let t = Tensor::from_vec(data, view.shape(), device)?;
+        state.insert(name, t);
+    }
+    Ok((state, meta.metadata().clone().unwrap_or_default()))
+}

@@ -1,0 +1,93 @@
+//! State dicts: names, round trips through safetensors, and the errors for missing,
+//! unexpected and wrongly shaped entries.
+
+use camel_nn::{
+    load_safetensors, save_safetensors, Device, Linear, Module, ReLU, Sequential, StateError,
+    Tensor,
+};
+use std::collections::HashMap;
+
+fn net(seed: u64) -> Sequential {
+    Sequential::new()
+        .add(Linear::new(4, 8, seed).unwrap())
+        .add(ReLU)
+        .add(Linear::new(8, 3, seed + 1).unwrap())
+}
+
+fn tmp(name: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("camel-state-{}-{name}", std::process::id()))
+}
+
+#[test]
+fn names_are_dotted_paths() {
+    let names: Vec<String> = net(0).state_dict().into_keys().collect();
+    assert_eq!(names, ["0.bias", "0.weight", "2.bias", "2.weight"]);
+}
+
+#[test]
+fn safetensors_round_trip_restores_outputs() {
+    let a = net(0);
+    let b = net(10);
+    let x = Tensor::randn(&[5, 4], 3, Device::Cpu).unwrap();
+    let ya = a.forward(&x).unwrap().to_vec().unwrap();
+    assert_ne!(ya, b.forward(&x).unwrap().to_vec().unwrap());
+    let path = tmp("roundtrip.safetensors");
+    let meta = HashMap::from([("model".to_string(), "test".to_string())]);
+    save_safetensors(&a.state_dict(), Some(meta), &path).unwrap();
+    let (state, meta) = load_safetensors(&path, Device::Cpu).unwrap();
+    assert_eq!(meta["model"], "test");
+    b.load_state_dict(&state).unwrap();
+    assert_eq!(ya, b.forward(&x).unwrap().to_vec().unwrap());
+    let _ = std::fs::remove_file(path);
+}
+
+#[test]
+fn bad_entries_are_named_and_change_nothing() {
+    let m = net(0);
+    let before = m.state_dict()["0.weight"].to_vec().unwrap();
+    let other = net(5).state_dict();
+
+    let mut missing = other.clone();
+    missing.remove("2.bias");
+    let e = m.load_state_dict(&missing).unwrap_err();
+    assert!(
+        matches!(&e, StateError::Missing(v) if v == &["2.bias"]),
+        "{e}"
+    );
+    assert!(e.to_string().contains("2.bias"), "{e}");
+
+    let mut extra = other.clone();
+    extra.insert("3.weight".into(), Tensor::zeros(&[1], Device::Cpu).unwrap());
+    let e = m.load_state_dict(&extra).unwrap_err();
+    assert!(
+        matches!(&e, StateError::Unexpected(v) if v == &["3.weight"]),
+        "{e}"
+    );
+
+    let mut shaped = other.clone();
+    shaped.insert(
+        "2.weight".into(),
+        Tensor::zeros(&[8, 3], Device::Cpu).unwrap(),
+    );
+    let e = m.load_state_dict(&shaped).unwrap_err();
+    assert!(
+        matches!(&e, StateError::Shape { name, .. } if name == "2.weight"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("[8, 3]"), "{e}");
+
+    // none of the failed loads changed a parameter
+    assert_eq!(m.state_dict()["0.weight"].to_vec().unwrap(), before);
+}
+
+#[test]
+fn bad_files_are_errors_naming_the_file() {
+    let path = tmp("garbage.safetensors");
+    std::fs::write(&path, b"not a safetensors file").unwrap();
+    let e = load_safetensors(&path, Device::Cpu).unwrap_err();
+    assert!(matches!(e, StateError::Format { .. }), "{e}");
+    assert!(e.to_string().contains("garbage.safetensors"), "{e}");
+    let _ = std::fs::remove_file(&path);
+    let e = load_safetensors(&path, Device::Cpu).unwrap_err();
+    assert!(matches!(e, StateError::Io { .. }), "{e}");
+}
