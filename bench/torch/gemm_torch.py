@@ -1,4 +1,4 @@
-"""cuBLAS reference for camel's SGEMM ladder (examples/gemm_bench.rs): PyTorch `A @ B` at the
+"""cuBLAS reference for camel's SGEMM ladder (bench/src/bin/gemm_bench.rs): PyTorch `A @ B` at the
 same shapes, FP32 (allow_tf32 off: impl cublas_fp32) and TF32 (allow_tf32 on: impl cublas_tf32),
 timed the same way: inputs uniform in [-1, 1], one untimed call, warm-up, then up to --reps runs
 within --budget-ms, each between two CUDA events with the L2 cache flushed (256 MiB memset)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch timings of the ops in crates/camel-models/examples/bench_memory.rs, same sizes, same
+"""PyTorch timings of the ops in bench/src/bin/bench_memory.rs, same sizes, same
 timing. Prints "<op> <size>\t<streamed ms>\t<one-launch ms>" lines, which
 `bench_memory --torch FILE` reads to report the ratio to PyTorch measured on the same GPU.
 

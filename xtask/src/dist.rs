@@ -1,8 +1,8 @@
 //! `cargo xtask dist`: package everything a GPU host without Rust needs to run camel's GPU
 //! tests and programs: the release test binaries and the `camel` program built with
 //! `--features cuda`, stripped, plus `run-gpu-tests.sh`, in `dist/gpu/` (well under 64 MiB).
-//! Also the GEMM benchmark: camel-cuda's `gemm_bench` (and `gemm_tune`, when that example
-//! exists) in `bin/`, the PyTorch comparison scripts in `bench/torch/`, and `bench-gemm.sh`,
+//! Also the benchmark programs of `bench/` (camel-bench: `gemm_bench`, `gemm_tune`,
+//! `bench_memory`) in `bin/`, the PyTorch comparison scripts in `bench/torch/`, and `bench-gemm.sh`,
 //! which runs `gemm_bench` and `bench/torch/gemm_torch.py` and leaves their CSVs for
 //! `cargo xtask gemm-report`. And the labs: `dev/labs/` with the kernel sources they include
 //! (`kernels/**/*.cu`, `*.cuh`), so `OUT=dir bash dev/labs/X_lab.sh` runs from `dist/gpu/` on a
@@ -18,8 +18,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const OUT: &str = "dist/gpu";
-/// camel-cuda examples copied into `bin/` when cargo builds them (`gemm_bench` is required).
-const CUDA_EXAMPLES: &[&str] = &["gemm_bench", "gemm_tune"];
+/// The benchmark programs of camel-bench (`bench/`) copied into `bin/`.
+const BENCH_PROGRAMS: &[&str] = &["gemm_bench", "gemm_tune", "bench_memory"];
 
 const BENCH_GEMM_SCRIPT: &str = r#"#!/usr/bin/env bash
 # GEMM benchmark: camel's SGEMM ladder (bin/gemm_bench) and cuBLAS through PyTorch
@@ -117,12 +117,8 @@ echo "sanitizer: $clean clean, $dirty with errors"
 "#;
 
 /// The release programs of camel-models copied into `bin/`: (target kind, name).
-const MODEL_PROGRAMS: &[(&str, &str)] = &[
-    ("bin", "camel"),
-    ("example", "xor"),
-    ("example", "block"),
-    ("example", "bench_memory"),
-];
+const MODEL_PROGRAMS: &[(&str, &str)] =
+    &[("bin", "camel"), ("example", "xor"), ("example", "block")];
 
 /// Builds with cargo (paths from its JSON messages, so `CARGO_TARGET_DIR` is honoured), strips
 /// and copies into `dist/gpu/`; returns an error message on failure.
@@ -162,7 +158,7 @@ pub fn dist(args: &[String]) -> Result<(), String> {
         &no_stub,
         "cargo build of the camel program",
     )?;
-    let examples = build_cuda_examples(&root)?;
+    let bench = build_bench_programs(&root)?;
 
     let out = root.join(OUT);
     let _ = fs::remove_dir_all(&out);
@@ -186,7 +182,7 @@ pub fn dist(args: &[String]) -> Result<(), String> {
             &out.join("bin").join(exe.path.file_name().unwrap()),
         )?;
     }
-    for exe in &examples {
+    for exe in &bench {
         copy_strip(exe, &out.join("bin").join(exe.file_name().unwrap()))?;
     }
     let torch = copy_files(&root.join("bench/torch"), &out.join("bench/torch"), &|p| {
@@ -206,12 +202,12 @@ pub fn dist(args: &[String]) -> Result<(), String> {
         write_executable(&out.join(name), text)?;
     }
     let size: u64 = walk_size(&out);
-    let names: Vec<_> = examples
+    let names: Vec<_> = bench
         .iter()
         .map(|e| e.file_name().unwrap().to_string_lossy())
         .collect();
     println!(
-        "dist: {} test binaries + camel, xor, block, bench_memory + {} + {torch} PyTorch script(s) \
+        "dist: {} test binaries + camel, xor, block + {} + {torch} PyTorch script(s) \
          + {labs} lab file(s) in {OUT} ({:.1} MiB)",
         tests.len(),
         names.join(" + "),
@@ -227,34 +223,31 @@ pub fn dist(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-/// Builds camel-cuda's examples with `--features cuda` and returns the executables of those
-/// named in [`CUDA_EXAMPLES`].
-fn build_cuda_examples(root: &Path) -> Result<Vec<PathBuf>, String> {
+/// Builds camel-bench's programs with the CUDA backend and returns the executables named in
+/// [`BENCH_PROGRAMS`] (all of them, or an error).
+fn build_bench_programs(root: &Path) -> Result<Vec<PathBuf>, String> {
     let built = cargo_json::build_executables(
         root,
         &[
             "build",
             "--release",
             "-p",
-            "camel-cuda",
+            "camel-bench",
             "--features",
             "cuda",
-            "--examples",
+            "--bins",
         ],
         &[("CAMEL_NO_STUB_RPATH", "1")],
-        "cargo build of the camel-cuda examples",
+        "cargo build of the benchmark programs",
     )?;
-    let mut found: Vec<PathBuf> = built
-        .into_iter()
-        .filter(|e| e.is("example") && CUDA_EXAMPLES.contains(&e.name.as_str()))
-        .map(|e| e.path)
-        .collect();
-    if !found.iter().any(|e| e.ends_with("gemm_bench")) {
-        return Err(
-            "cargo built no gemm_bench example (crates/camel-cuda/examples/gemm_bench.rs)".into(),
-        );
+    let mut found = Vec::new();
+    for name in BENCH_PROGRAMS {
+        let exe = built
+            .iter()
+            .find(|e| e.is("bin") && e.name == *name)
+            .ok_or_else(|| format!("cargo built no `{name}` in camel-bench (bench/src/bin/)"))?;
+        found.push(exe.path.clone());
     }
-    found.sort();
     Ok(found)
 }
 

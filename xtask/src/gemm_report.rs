@@ -1,6 +1,6 @@
 //! `cargo xtask gemm-report DIR [--docs DOCS]`: turn the GEMM benchmark CSVs of one GPU run
-//! (`DIR/gemm_camel.csv` from camel-cuda's `gemm_bench` example, `DIR/gemm_torch.csv` from
-//! `bench/gemm_torch.py`; columns `impl,step,m,k,n,ms,gflops`, an optional `# device: NAME`
+//! (`DIR/gemm_camel.csv` from camel-bench's `gemm_bench`, `DIR/gemm_torch.csv` from
+//! `bench/torch/gemm_torch.py`; columns `impl,step,m,k,n,ms,gflops`, an optional `# device: NAME`
 //! first line) into `docs/gemm-results.md` (a table: one row per shape, one column per ladder
 //! step and per cuBLAS mode, GFLOP/s with the ratio to cuBLAS) and `docs/gemm.png` (GFLOP/s
 //! against the square size, log-log).
@@ -318,13 +318,13 @@ fn markdown(d: &Data, dir: &str) -> String {
     let _ = writeln!(
         s,
         "```sh\n\
-         cargo xtask dist                      # build machine: dist/gpu/ with bin/gemm_bench, bench/gemm_torch.py\n\
+         cargo xtask dist                      # build machine: dist/gpu/ with bin/gemm_bench, bench/torch/gemm_torch.py\n\
          OUT={dir} dist/gpu/bench-gemm.sh    # on the GPU host (python3 with PyTorch for the cuBLAS side)\n\
          cargo xtask gemm-report {dir}         # writes docs/{MD} and docs/{PNG}\n\
          ```\n\n\
          `bench-gemm.sh` runs `bin/gemm_bench --shapes all --out $OUT/{CAMEL_CSV}` and \
-         `python3 bench/gemm_torch.py --out $OUT/{TORCH_CSV}`; from a checkout with a GPU, the first is \
-         `cargo run --release -p camel-cuda --features cuda --example gemm_bench -- --shapes all --out {dir}/{CAMEL_CSV}`."
+         `python3 bench/torch/gemm_torch.py --out $OUT/{TORCH_CSV}`; from a checkout with a GPU, the first is \
+         `cargo run --release -p camel-bench --features cuda --bin gemm_bench -- --shapes all --out {dir}/{CAMEL_CSV}`."
     );
     s
 }

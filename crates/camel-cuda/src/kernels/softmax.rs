@@ -177,7 +177,7 @@ pub fn streaming(
 
 /// The forward kernels that hold a row in registers: `{prefix}_g{G}_v{VEC}_n{NV}_f32`, with
 /// `log_` in front for log-softmax (a kernel of its own: one body each measured faster than both
-/// behind an argument, `bench/exp_lab.cu`).
+/// behind an argument, `dev/labs/exp_lab.cu`).
 fn softmax_regs_f32(
     dev: &CudaDevice,
     prefix: &str,

@@ -3,7 +3,7 @@
 //! read once, outputs written once), the ratio to the device's copy bandwidth measured in the
 //! same run (`cuMemcpyDtoD` of 2^28 floats), the ratio to a copy of the *same number of bytes*
 //! (a `cuMemcpyDtoD` of half the op's bytes: read + write), and the ratio to PyTorch when a file
-//! of PyTorch timings (`bench/memory_torch.py`, timed the same way) is given.
+//! of PyTorch timings (`bench/torch/memory_torch.py`, timed the same way) is given.
 //!
 //! Two timings per row:
 //! - **streamed** (the figure every ratio uses): launches back to back, as a training step issues
@@ -11,7 +11,7 @@
 //!   as many launches as fill [`BATCH_SPAN_MS`] (at least [`BATCH_MIN`], at most [`BATCH_MAX`]):
 //!   each batch pays once for the GPU filling up after its first event and draining before its
 //!   last, about 3 µs on the H100, which launches back to back do not pay each time
-//!   (`bench/pipe_lab.cu`). Batches of 10 charged 0.3 µs of it to each launch of a 12 µs op.
+//!   (`dev/labs/pipe_lab.cu`). Batches of 10 charged 0.3 µs of it to each launch of a 12 µs op.
 //!   Before each batch a blocker (a read-only sum over 1.5 GiB, about 1 ms) keeps the GPU busy
 //!   while the host queues the batch, so no launch waits for the host; then a few unmeasured
 //!   launches of the op bring L2 to its steady state (dirty with the op's own outputs, as

@@ -1,6 +1,6 @@
 //! Times every step of the SGEMM ladder (and the opt-in TF32 step) at square sizes and at the
 //! GEMM shapes of the models, and writes `impl,step,m,k,n,ms,gflops` CSV for
-//! `cargo xtask gemm-report` (the cuBLAS side comes from `bench/gemm_torch.py`).
+//! `cargo xtask gemm-report` (the cuBLAS side comes from `bench/torch/gemm_torch.py`).
 //!
 //! Method: C(m×n) = A(m×k)·B(k×n), row-major, inputs uniform in [−1, 1]. Per (kernel, shape):
 //! one untimed launch (loads the module), `--warmup` launches timed together to estimate the
@@ -10,8 +10,8 @@
 //! f64 CPU reference; a kernel that computes wrong results is reported and left out of the CSV.
 //!
 //! ```text
-//! cargo build --release -p camel-cuda --features cuda --example gemm_bench
-//! target/release/examples/gemm_bench --shapes all --out gemm_camel.csv
+//! cargo build --release -p camel-bench --features cuda --bin gemm_bench
+//! target/release/gemm_bench --shapes all --out gemm_camel.csv
 //! ```
 //!
 //! The CSV's first line is a `# device: <GPU name>` comment (read by `gemm-report`).
