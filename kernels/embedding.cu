@@ -1,9 +1,9 @@
 // Embedding, step 1. Forward gathers rows of the [V, D] table; backward scatter-adds gradient
 // rows with atomicAdd, so repeated indices accumulate correctly. A bad index is never
 // dereferenced: it records a deferred index error and the output row becomes NaN.
-#include "common.cuh"
-#include "index_error.cuh"
-#include "rows.cuh"  // grid_barrier
+#include "common/common.cuh"
+#include "common/index_error.cuh"
+#include "common/rows.cuh"  // grid_barrier
 
 extern "C" __global__ void index_select_rows_f32(const float* __restrict__ table, const long long* __restrict__ idx,
                                                  float* __restrict__ out, long long n, long long V, long long D,
@@ -41,7 +41,7 @@ extern "C" __global__ void index_add_rows_f32(const float* __restrict__ g, const
 // Step 2 (memory-bound issue): a warp per index. The index is read once per warp instead of
 // once per element, no 64-bit division per element (step 1 split the flat index k into
 // (k / D, k % D)), and rows move as float4 when D % 4 == 0. Backward keeps atomicAdd, so
-// repeated indices still accumulate, one coalesced row at a time. Figures: docs/benchmarks.md.
+// repeated indices still accumulate, one coalesced row at a time. Figures: docs/kernels/embedding.md.
 
 template <bool VEC>
 __device__ __forceinline__ void gather_row(const float* __restrict__ table, const long long* __restrict__ idx,
@@ -324,7 +324,7 @@ extern "C" __global__ void embedding_bwd_gather_vec_f32(const float* __restrict_
 
 // ---------------------------------------------------------------------------------------------
 // Step 4 (memory-bound issue): step 3 without its zero pass and atomics on ordinary rows, and its
-// preprocessing in one launch. Measured in bench/embedding_lab.cu (H100, 349525 tokens × 768 into
+// preprocessing in one launch. Measured in dev/labs/embedding_lab.cu (H100, 349525 tokens × 768 into
 // 50257 rows, streamed): step 3 514 µs (79 % of copy), of which its gather 458.5: the rows whose
 // group crosses a 32-token chunk (~11 k of 50 k) were zeroed (34 MB) and then read-modified-
 // written by atomics. Here

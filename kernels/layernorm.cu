@@ -12,7 +12,7 @@
 // Each warp walks rows (grid-stride) and accumulates dγ, dβ for the columns its lanes own in
 // its own slice of shared memory (no atomics: deterministic); the block then sums its warps
 // into one partial row per block, and a second small kernel sums the partials per column.
-#include "rows.cuh"
+#include "common/rows.cuh"
 
 template <bool VEC>
 __device__ __forceinline__ void ln_fwd_row(const float* __restrict__ x, const float* __restrict__ gamma,
@@ -255,7 +255,7 @@ __device__ __forceinline__ void ln3_fwd_row(const float* __restrict__ x, const f
 // hints on the row's load and store (ld.global.cs / st.global.cs: evict first; x is read once
 // and y written once, γ and β stay cached). Same arithmetic and shapes as step 3 (the same
 // results bit for bit). Measured (H100, 16384×768, streamed): 89–90 % of copy against step 3's
-// 87 % over three calls (bench_memory; lab bench/layernorm_lab.cu: 37.0 against 38.3 µs).
+// 87 % over three calls (bench_memory; lab dev/labs/layernorm_lab.cu: 37.0 against 38.3 µs).
 
 // Kernel names: layernorm3_fwd_v{VEC}_n{NV}_f32 and, step 4, layernorm4_fwd_v{VEC}_n{NV}_f32 (the
 // launchers build the same names).
@@ -393,7 +393,7 @@ __device__ __forceinline__ void ln3_bwd_row(float (&xv)[NV * VEC], float (&gv)[N
 // The first form added the warps in turns into one shared row (W barriers, a warp at a time):
 // the same sums bit for bit, but the block's tail was W times longer. Measured (H100, 16384×768,
 // streamed, column sum included): bench_memory 63.7 → 61.7–62.4 µs (79 → 80–81 % of copy);
-// lab bench/layernorm_lab.cu 64.4 → 62.9.
+// lab dev/labs/layernorm_lab.cu 64.4 → 62.9.
 // Step 4 (G = 64): a slice per pair of warps, each warp storing its own columns of it.
 template <int VEC, int NV, int G = 32>
 __device__ __forceinline__ void ln3_bwd_block_partial(const float (&ag)[NV * VEC], const float (&ab)[NV * VEC],
@@ -433,7 +433,7 @@ __device__ __forceinline__ void ln3_bwd_block_partial(const float (&ag)[NV * VEC
 // run (deterministic). Blocks of 256 threads. `counters` (2 ints) are zero at launch and left
 // zero: the last block past the wait resets them.
 // Why: the separate kernel costs its launch and ramp (~3 µs of ~62). Measured (H100, lab
-// bench/layernorm_lab.cu, 16384×768, streamed): 61.7–63.2 → 60.4–61.1 µs. A first fused form
+// dev/labs/layernorm_lab.cu, 16384×768, streamed): 61.7–63.2 → 60.4–61.1 µs. A first fused form
 // with a warp per entry and its lanes over the partial rows (each 4-byte read a 32-byte sector of
 // its own, 8× the L2 traffic) was slower than the separate kernel: 63.3–66.0 µs.
 __device__ __forceinline__ void ln3_fused_colsum(const float* __restrict__ partial, float* __restrict__ dgamma,
@@ -542,7 +542,7 @@ __device__ __forceinline__ void ln3_bwd(const float* __restrict__ x, const float
 }
 
 // Variants of this step-3 backward tried and dropped (H100, 16384×768, streamed, column sum
-// included; bench_memory and the lab bench/layernorm_lab.cu):
+// included; bench_memory and the lab dev/labs/layernorm_lab.cu):
 // - cache-streaming hints on x, g and dx, as the forward's step 4: 0.5–1.2 µs slower than these
 //   in three bench_memory calls, 0.3–1.9 µs faster in the lab (by how many buffer sets it
 //   rotates): no reliable gain;
@@ -594,7 +594,7 @@ LAYERNORM3_BWD(1, 32)
 // __syncthreads per round of rows (`ln3_bwd_row`). Everything else is step 3's: the block's
 // partial row from one slice per pair, the column sum fused when the grid is all resident.
 // Measured (H100, 16384×768, streamed, column sum fused): bench_memory 57.8–57.9 µs (87 % of
-// copy, 92 % of a same-size copy) against step 3's 60.9–61.2 (82 %); lab bench/layernorm_lab.cu
+// copy, 92 % of a same-size copy) against step 3's 60.9–61.2 (82 %); lab dev/labs/layernorm_lab.cu
 // 57.5 against 61.3. Forms measured on the way (lab): γ re-read per row 59.2 µs; 3 blocks an SM
 // (80 registers, 8 bytes spilled) 60.1–60.6, 4 (64 registers, 100 bytes spilled) 75.5: kept at
 // 2. The exchange first waited on a named barrier of the pair's 64 threads (bar.sync id, 64),
@@ -603,7 +603,7 @@ LAYERNORM3_BWD(1, 32)
 // not reproduce. Unexplained, so not kept: the lockstep form is clean under racecheck,
 // synccheck and memcheck, and no slower.
 // On Hopper the kernel asks L2 for its first 4 rows of x and g before the PDL wait and triggers
-// its successor right after it (kernels/pdl.cuh), and the launcher gives it the fewest blocks that
+// its successor right after it (kernels/common/pdl.cuh), and the launcher gives it the fewest blocks that
 // keep the rounds (bwd_blocks: 256 at 16384 rows, 16 full rounds, rather than 264 and a half-idle
 // 16th): bench_memory 56.0 → 55.3 µs (89.5 → 90.6 % of copy); lab 55.9 → 55.1.
 // Kernel names: layernorm4_bwd_v{VEC}_n{NV}_f32 (NV loads of VEC floats per thread, a row of up
@@ -617,7 +617,7 @@ LAYERNORM3_BWD(1, 32)
                                             float* __restrict__ partial, long long rows, long long cols,   \
                                             float* __restrict__ dgamma, float* __restrict__ dbeta,         \
                                             int* counters) {                                               \
-        if (threadIdx.x == 0) { /* the block's first round: 4 rows of x and of g (kernels/pdl.cuh) */     \
+        if (threadIdx.x == 0) { /* the block's first round: 4 rows of x and of g (kernels/common/pdl.cuh) */     \
             camel::l2_prefetch_rows(x, (long long)blockIdx.x * 4, 4, rows, cols);                          \
             camel::l2_prefetch_rows(g, (long long)blockIdx.x * 4, 4, rows, cols);                          \
         }                                                                                                  \

@@ -2,7 +2,7 @@
 // The memory-bound issue adds a multi-tensor version (all parameters in one launch, step 2) and
 // its step 3 (all of a thread's loads before its stores), below. Launchers:
 // crates/camel-cuda/src/kernels/optim.rs.
-#include "common.cuh"
+#include "common/common.cuh"
 
 extern "C" __global__ void sgd_f32(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ buf,
                                    long long n, float lr, float momentum, float wd) {

@@ -15,12 +15,12 @@
 //   buffering), and the FMAs walk the 8×16 tile in a serpentine so consecutive FMAs share an
 //   operand (fewer register-bank conflicts).
 //
-// Measured (bench/sgemm_lab.cu, H100, same call as cuBLAS FP32): the lab's aligned version of
+// Measured (dev/labs/sgemm_lab.cu, H100, same call as cuBLAS FP32): the lab's aligned version of
 // this kernel 45.6 TFLOP/s at 4096³ (0.89× cuBLAS), 45.7 at 8192³ (0.89×), 44.6 at 2048³ (0.94×),
 // against step 11's 39.9–40.3 (0.78×). The stall profile (ncu): issue slots busy 79 % (cuBLAS
 // 91 %); the difference is dispatch stalls (0.26 vs 0.10 per issue) and shared-memory latency.
 // The library kernel (any shape and layout; interior tiles of row-major A·B take unpredicated
-// copies): 43.2 TFLOP/s at 4096³ and 43.7 at 8192³ on the H100, 0.84–0.85× cuBLAS (docs/gemm.md).
+// copies): 43.2 TFLOP/s at 4096³ and 43.7 at 8192³ on the H100, 0.84–0.85× cuBLAS (docs/kernels/matmul.md).
 //
 // Then the re-layout (bottom of this file, and `sgemm_relayout` in matmul.rs): the 4-byte
 // transposing copies of an operand stored with k contiguous turned out to be what held A·B and
@@ -94,7 +94,7 @@ __device__ __forceinline__ void async_slice(float* S, const float* X, bool kcont
 
 // The interior fast path: the same copies as async_slice for a slice wholly inside the matrix,
 // without bounds tests or zero-fill. The generic form cost step 13 about 9 % (41.1 against
-// 45.6 TFLOP/s at 4096³ on the H100, bench/sgemm_lab.cu). `KC`: k contiguous (4-byte
+// 45.6 TFLOP/s at 4096³ on the H100, dev/labs/sgemm_lab.cu). `KC`: k contiguous (4-byte
 // transposing copies), else 16-byte copies along x (the rows must be float4-aligned).
 template <int BK, int BX, bool KC, int SS = BX + 4>
 __device__ __forceinline__ void async_slice_in(float* S, const float* X, int ld, int k0, int x0,
@@ -250,7 +250,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) sgemm_13_async_128x256x8(GE
 // (matmul.rs, `sgemm_relayout`): an operand stored with k contiguous (A of A·B, B of A·Bᵀ) is
 // first transposed by sgemm_13_transpose into a workspace. Their stages exceed the 48 KB of
 // static shared memory, so the launch passes them as dynamic memory (ASYNC_TN*_SMEM_BYTES).
-// Measured in bench/sgemm_lab.cu on the H100 (TFLOP/s, cuBLAS FP32 A·B 51.2 / 51.2 in the same
+// Measured in dev/labs/sgemm_lab.cu on the H100 (TFLOP/s, cuBLAS FP32 A·B 51.2 / 51.2 in the same
 // call at 4096³ / 8192³):
 //   BK 32, 2 stages (99 KB)   48.8 / 50.4   — the most FMAs per barrier; best from 2 waves up
 //   BK 16, 3 stages (74 KB)   47.2 / 47.8   — best at 2048³ (one wave): 45.9 against 44.7
@@ -271,7 +271,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) sgemm_13_async_128x256x32_t
     async_tile_gemm<128, 256, 32, 2, 1, 0>(dsmem, GEMM_CALL_ARGS);
 }
 
-// Then smaller tiles, two blocks per SM (bench/sgemm_lab.cu `shapes`, H100, L2 flushed before
+// Then smaller tiles, two blocks per SM (dev/labs/sgemm_lab.cu `shapes`, H100, L2 flushed before
 // each run as gemm_bench does; TFLOP/s, cuBLAS FP32 A·B in the same call):
 //   128×128×16, 3 stages, ≤ 128 registers, 2 blocks per SM, after the transpose of A:
 //     2048³ 47.1 (cuBLAS 50.2), 4096³ 49.8 (51.7), 8192³ 50.8 (51.7), 16384×384×1536 46.5
@@ -344,7 +344,7 @@ extern "C" __global__ void __launch_bounds__(256) sgemm_13_async_64x64x16(GEMM_A
 // partial tile to the workspace `C` exactly as the split kernel does, then waits until every
 // split of its tile has arrived (a counter per tile), and then reduces 1/S of the tile: the S
 // blocks of a tile share the reduction, where the last-arriver scheme tried before left it to
-// one block (25–35 % slower, docs/gemm.md). The sums run in split order from 0, as in
+// one block (25–35 % slower, docs/kernels/matmul.md). The sums run in split order from 0, as in
 // sgemm_splitk_reduce, so C is bit-identical to the two-launch path.
 // Measured (H100, gemm_bench with the L2 flushed, same call): 256×784×256 (16 tiles × 13 splits)
 // 7152 GFLOP/s against 6833 with the separate reduction (+5 %, cuBLAS 7097); 64×784×256 level
@@ -404,7 +404,7 @@ extern "C" __global__ void __launch_bounds__(256) sgemm_13_async_64x128x16(GEMM_
 // stored through the epilogue. No split workspace, no counters, no bounds tests: the host
 // launches it only on whole tiles with K % 4 = 0 and 16-byte aligned operands
 // (`wholek_fits` in matmul.rs); A is row-major (k contiguous), B either layout.
-// Measured (bench/sgemm_lab.cu `LAB_SHAPES=small`, H100, L2 flushed, same call): 64×784×256
+// Measured (dev/labs/sgemm_lab.cu `LAB_SHAPES=small`, H100, L2 flushed, same call): 64×784×256
 // 7.9 µs with 8×16 tiles (cuBLAS 11.8, step 13's split-K 12.2; an empty kernel 3.5), 256×784×256
 // 11.6 µs with 16×32 tiles (cuBLAS 13.7, split-K 14.3). Other tiles there: 16×16, 8×32, 4×16,
 // 32×32 and KG = 8 at 16×16: 0.5–5 µs slower.

@@ -20,7 +20,7 @@
 // camel_cuda launches with PDL only the kernels whose PTX has it. A kernel launched without the
 // attribute passes the wait at once. config::Experiments::pdl off launches plainly.
 //
-// Measured (H100, bench/pdl_lab.cu, streamed back-to-back launches): LayerNorm forward
+// Measured (H100, dev/labs/pdl_lab.cu, streamed back-to-back launches): LayerNorm forward
 // 16384×768 36.7 → 35.7 µs, softmax 65536×65 15.0 → 13.6 µs, cross-entropy 16384×65 (mean
 // fused) 7.0 → 5.6 µs, a float4 copy of 2 × 50 MB 36.5 → 34.9 µs.
 //
@@ -37,13 +37,13 @@
 // nothing into the SM: L2 is where every SM's stores land, so a line fetched early still holds
 // what the kernel before writes into it later, and the kernel's own loads (after the wait) read
 // the current data. The trigger after the wait (not before) keeps it one kernel deep: a kernel
-// two launches ahead cannot fill the SMs with waiting blocks. Measured (bench/pdl_lab.cu, mode 5
+// two launches ahead cannot fill the SMs with waiting blocks. Measured (dev/labs/pdl_lab.cu, mode 5
 // against mode 1, same call): softmax backward 65536×65 18.7 → 17.5 µs, log-softmax backward
 // 19.3 → 18.2, softmax forward 13.6 → 13.3, LayerNorm backward 55.4 → 55.1 (grid of 256); in
 // bench_memory (another call against the last): softmax backward 18.9 → 18.2, LayerNorm
 // backward 56.0 → 55.3, the others unchanged. It is not everywhere: the LayerNorm forward (24 KiB
 // a block) lost 1.4 µs with it. Cross-entropy 16384×65 lost 0.2–0.7 µs with the trigger alone,
-// and gained with the prefetch before it (kernels/loss.cu, ce3_prefetch: backward 4.62 → 3.81 µs).
+// and gained with the prefetch before it (kernels/loss/, ce3_prefetch: backward 4.62 → 3.81 µs).
 #pragma once
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
