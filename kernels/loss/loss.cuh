@@ -71,7 +71,8 @@ __device__ __forceinline__ float ce_finish(const float* __restrict__ xr, long lo
 // Only that one block waits, and only for blocks that wait for nothing, so any grid finishes:
 // the others run to the end wherever the scheduler puts them (and the next kernel's blocks,
 // which wait at their PDL wait, are let in only once every block of this one has started).
-// Measured (H100, dev/labs/mean_lab.cu, streamed, the forward kernel at 65 columns): with step 4's
+
+constexpr unsigned long long CE_MARKED = 1ull << 32;  // a word's mark: its low 32 bits are the sum
 
 // Waits until the word at w is marked, leaves it zero (for the next kernel) and returns its sum.
 __device__ __forceinline__ float ce_take(unsigned long long* w) {
