@@ -27,7 +27,10 @@
 #include <vector>
 #include <cuda_runtime.h>
 
-#include "../kernels/embedding.cu"  // the library's kernels (steps 1–3)
+#include "../kernels/embedding/01_thread_per_element.cu"  // the library's kernels (steps 1–3)
+#include "../kernels/embedding/02_warp_per_row.cu"
+#include "../kernels/embedding/03_grouped_rows.cu"
+#include "../kernels/embedding/04_grouped_one_launch.cu"
 #include "lab_common.cuh"
 
 

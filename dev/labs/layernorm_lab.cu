@@ -32,7 +32,9 @@
 #include <vector>
 #include <cuda_runtime.h>
 
-#include "../kernels/layernorm.cu"  // the library's kernels (steps 2–4)
+#include "../kernels/layernorm/02_warp_welford.cu"  // the library's kernels (steps 2–4)
+#include "../kernels/layernorm/03_row_registers.cu"
+#include "../kernels/layernorm/04_streaming.cu"
 #include "lab_common.cuh"
 
 

@@ -25,7 +25,9 @@
 #include <vector>
 #include <cuda_runtime.h>
 
-#include "../kernels/layernorm.cu"
+#include "../kernels/layernorm/02_warp_welford.cu"
+#include "../kernels/layernorm/03_row_registers.cu"
+#include "../kernels/layernorm/04_streaming.cu"
 #include "../kernels/loss/01_block_per_row.cu"
 #include "../kernels/loss/02_saved_stats.cu"
 #include "../kernels/loss/03_registers.cu"
