@@ -1,5 +1,5 @@
 // Optimizer step 2: every parameter of the model in ONE launch (optim/optim.cuh has the table).
-// A model of T tensors costs one launch instead of T, and the small tensors no longer leave the
+// A model of T tensors costs one launch instead of T, and the small tensors do not leave the
 // GPU idle between launches; float4 where a chunk is whole. Each iteration of a thread loads,
 // computes and stores one float4 of each stream: the table's pointers are not restrict, so the
 // compiler may not hoist the next iteration's loads above this one's stores.

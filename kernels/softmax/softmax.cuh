@@ -59,9 +59,9 @@ __device__ __forceinline__ void softmax3_row(const float* __restrict__ x, float*
     mx = camel::g_reduce<G>(1, mx, scratch);
     const float mref = mx == -INFINITY ? 0.0f : mx;  // an all −inf row: exp(−inf) = 0, then 0/0
     // Every exp unconditional, side by side (the padding is −inf: exp adds 0). Short rows have
-    // an exact NV (rows.cuh), so only the last slot holds padding; when a per-lane test skipped
-    // the padding's exps of 8 slots, the compiler put each exp in a branch of its own and they
-    // ran one after another (dev/labs/exp_lab.cu).
+    // an exact NV (rows.cuh), so only the last slot holds padding; a per-lane test skipping the
+    // padding's exps would make the compiler put each exp in a branch of its own, one after
+    // another (dev/labs/exp_lab.cu).
     float s = 0.0f;
 #pragma unroll
     for (int i = 0; i < NV * VEC; ++i) {
@@ -72,7 +72,7 @@ __device__ __forceinline__ void softmax3_row(const float* __restrict__ x, float*
     s = camel::g_reduce<G>(0, s, scratch);
     if (!live) return;
     // log: (x − max) − log Σ, in that order: folding max + log Σ first rounds at the ulp of the
-    // max (≈ 1e-3 for logits of 1e4) — the CPU-compared ±1e4 tests caught it.
+    // max, far above the tolerance of the CPU-compared tests with large logits.
     // 1 / Σ by camel::rcp_sum (rows.cuh): the same bits as 1.0f / s for a sum ≥ 1, without the
     // slow-path test and call.
     const float lse = LOG ? logf(s) : 0.0f, inv = LOG ? 0.0f : camel::rcp_sum(s);

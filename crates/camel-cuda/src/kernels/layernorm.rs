@@ -153,7 +153,11 @@ fn layernorm_regs_fwd(
     };
     let name = super::rows::KernelName::new(format_args!("{prefix}_v{vw}_n{nv}_f32"));
     let name = name.as_str();
-    let module = if prefix == "layernorm4_fwd" { STEP4 } else { STEP3 };
+    let module = if prefix == "layernorm4_fwd" {
+        STEP4
+    } else {
+        STEP3
+    };
     let k = dev.function(module, name)?;
     let per_block = (ROW_THREADS / 32) as usize;
     let cfg = LaunchConfig::new(
