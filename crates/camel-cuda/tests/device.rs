@@ -186,7 +186,7 @@ fn events_time_work() {
     println!("{}: 10 fills of 4 MiB in {ms:.3} ms", dev.name());
 }
 
-/// Programmatic dependent launch (kernels/pdl.cuh) is in use exactly where it should be, and it
+/// Programmatic dependent launch (kernels/common/pdl.cuh) is in use exactly where it should be, and it
 /// keeps stream order: each kernel below reads what the one before wrote (read after write) or
 /// overwrites what the one before read (write after read), and the caching allocator hands the
 /// blocks of dropped buffers straight back to the next iteration. Big (64 MiB) and tiny kernels
@@ -252,7 +252,7 @@ fn stream_order(dev: &std::sync::Arc<camel_cuda::CudaDevice>) {
 }
 
 /// The kernels that ask L2 for their rows before the PDL wait and trigger their successor early
-/// (softmax step 3 forward and backward, LayerNorm backward step 4; kernels/pdl.cuh) read what
+/// (softmax step 3 forward and backward, LayerNorm backward step 4; kernels/common/pdl.cuh) read what
 /// the kernel just before them wrote into those rows: each input is rewritten (scaled by a new
 /// factor) by the launch right before the kernel that reads it, so a prefetch that kept the old
 /// contents would give the previous iteration's answer. Compared with step 1 (no prefetch, no
