@@ -89,7 +89,7 @@ fn ptx_table(manifest_dir: &Path, out_dir: &Path) -> String {
             Some(t) => {
                 if mtime(src).is_some_and(|s| s > t) || newest_header.is_some_and(|h| h > t) {
                     println!(
-                        "cargo:warning=kernels/ptx/{} is older than its source or a kernels/*.cuh header: \
+                        "cargo:warning=kernels/ptx/{} is older than its source or a kernels/**/*.cuh header: \
                          run `cargo xtask build-kernels`",
                         rel.with_extension("ptx").display()
                     );

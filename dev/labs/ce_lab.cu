@@ -1,6 +1,6 @@
 // Cross-entropy lab: what does the forward kernel pay for the mean over rows when it fuses it
 // (each block's sum, then the grid's last block adds them), and which handshake between the
-// blocks costs least? Kernels, validation against the library's kernels/loss.cu and the timing
+// blocks costs least? Kernels, validation against the library's kernels/loss/ and the timing
 // in one program, as llm.c keeps dev/cuda. Not part of the library.
 //
 // Versions (the library's forward row code, ce3_fwd_row, each with another epilogue):
@@ -22,7 +22,10 @@
 #include <cmath>
 #include <vector>
 
-#include "../kernels/loss.cu"  // the library's kernels (steps 1–4)
+#include "../kernels/loss/01_block_per_row.cu"  // the library's kernels (steps 1–4)
+#include "../kernels/loss/02_saved_stats.cu"
+#include "../kernels/loss/03_registers.cu"
+#include "../kernels/loss/04_fused_mean.cu"
 #include "lab_common.cuh"
 
 namespace {

@@ -1,5 +1,5 @@
 // Embedding-backward lab: which pipeline scatters 349525 tokens × 768 into GPT-2's 50257 rows
-// fastest, against the library's step 3 (kernels/embedding.cu) in one program, as llm.c keeps
+// fastest, against the library's step 3 (kernels/embedding/) in one program, as llm.c keeps
 // dev/cuda: kernels, validation against the library, timing. Not part of the library.
 //
 // Versions (uniform, skewed, sparse and sorted indices):
@@ -27,7 +27,10 @@
 #include <vector>
 #include <cuda_runtime.h>
 
-#include "../kernels/embedding.cu"  // the library's kernels (steps 1–3)
+#include "../kernels/embedding/01_thread_per_element.cu"  // the library's kernels (steps 1–3)
+#include "../kernels/embedding/02_warp_per_row.cu"
+#include "../kernels/embedding/03_grouped_rows.cu"
+#include "../kernels/embedding/04_grouped_one_launch.cu"
 #include "lab_common.cuh"
 
 

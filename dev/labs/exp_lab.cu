@@ -22,7 +22,10 @@
 #include <type_traits>
 #include <cuda_runtime.h>
 
-#include "../kernels/softmax.cu"
+#include "../kernels/softmax/01_block_per_row.cu"
+#include "../kernels/softmax/02_online_warp.cu"
+#include "../kernels/softmax/03_warp_registers.cu"
+#include "../kernels/softmax/04_streaming.cu"
 #include "lab_common.cuh"
 
 __device__ __forceinline__ float ex2_approx(float x) {

@@ -20,7 +20,10 @@
 #include <cstdio>
 #include <cuda_runtime.h>
 
-#include "../kernels/loss.cu"  // the library's cross-entropy kernels (and common.cuh)
+#include "../kernels/loss/01_block_per_row.cu"  // the library's cross-entropy kernels (and common.cuh)
+#include "../kernels/loss/02_saved_stats.cu"
+#include "../kernels/loss/03_registers.cu"
+#include "../kernels/loss/04_fused_mean.cu"
 #include "lab_common.cuh"
 
 namespace {
@@ -80,7 +83,7 @@ __global__ void k_floor(const float4* __restrict__ x, float* __restrict__ out, f
 
 using Kernel = void (*)(const float4*, float*, float4*, long long);
 
-// Cross-entropy 16384×65 step 4 (kernels/loss.cu: 16 lanes a row, 5 floats a lane; forward 2
+// Cross-entropy 16384×65 step 4 (kernels/loss/: 16 lanes a row, 5 floats a lane; forward 2
 // rows a group, 32 rows a block; backward 16 rows a block) with another entry: ENTRY as above.
 // WAIT is the library's old entry; PREFETCH its entry now (the library's ce3_prefetch: the
 // block's logits, and the backward's targets and stats, asked of L2 before the wait).

@@ -1,5 +1,5 @@
 // LayerNorm lab: which forward and backward kernels for 16384×768 move their bytes closest to a
-// copy? Candidates beside the library's steps (kernels/layernorm.cu) in one program, as llm.c
+// copy? Candidates beside the library's steps (kernels/layernorm/) in one program, as llm.c
 // keeps dev/cuda: kernels, validation against the library, timing. Not part of the library.
 //
 // Versions, forward:
@@ -32,7 +32,9 @@
 #include <vector>
 #include <cuda_runtime.h>
 
-#include "../kernels/layernorm.cu"  // the library's kernels (steps 2–4)
+#include "../kernels/layernorm/02_warp_welford.cu"  // the library's kernels (steps 2–4)
+#include "../kernels/layernorm/03_row_registers.cu"
+#include "../kernels/layernorm/04_streaming.cu"
 #include "lab_common.cuh"
 
 

@@ -1,5 +1,5 @@
 // Mean lab: how should cross-entropy step 4's forward hand the blocks' sums of the losses to the
-// one block that writes the mean? The library's row code and entry (kernels/loss.cu) with each
+// one block that writes the mean? The library's row code and entry (kernels/loss/) with each
 // handshake as a `Put`, at 16384, 65536 and 4096 rows of 65 and at 4096×50257. Not part of the
 // library.
 //
@@ -25,7 +25,10 @@
 #include <string>
 #include <vector>
 
-#include "../kernels/loss.cu"  // the library's kernels
+#include "../kernels/loss/01_block_per_row.cu"  // the library's kernels
+#include "../kernels/loss/02_saved_stats.cu"
+#include "../kernels/loss/03_registers.cu"
+#include "../kernels/loss/04_fused_mean.cu"
 #include "lab_common.cuh"
 
 namespace {

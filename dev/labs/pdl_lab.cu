@@ -25,9 +25,17 @@
 #include <vector>
 #include <cuda_runtime.h>
 
-#include "../kernels/layernorm.cu"
-#include "../kernels/loss.cu"
-#include "../kernels/softmax.cu"
+#include "../kernels/layernorm/02_warp_welford.cu"
+#include "../kernels/layernorm/03_row_registers.cu"
+#include "../kernels/layernorm/04_streaming.cu"
+#include "../kernels/loss/01_block_per_row.cu"
+#include "../kernels/loss/02_saved_stats.cu"
+#include "../kernels/loss/03_registers.cu"
+#include "../kernels/loss/04_fused_mean.cu"
+#include "../kernels/softmax/01_block_per_row.cu"
+#include "../kernels/softmax/02_online_warp.cu"
+#include "../kernels/softmax/03_warp_registers.cu"
+#include "../kernels/softmax/04_streaming.cu"
 #include "lab_common.cuh"
 
 // One thread asks L2 to fetch [p, p + bytes) (the 16-byte-aligned part inside it) from DRAM;

@@ -20,7 +20,10 @@
 #include <cstdio>
 #include <cuda_runtime.h>
 
-#include "../kernels/softmax.cu"
+#include "../kernels/softmax/01_block_per_row.cu"
+#include "../kernels/softmax/02_online_warp.cu"
+#include "../kernels/softmax/03_warp_registers.cu"
+#include "../kernels/softmax/04_streaming.cu"
 #include "lab_common.cuh"
 
 constexpr int G = 16, NV = 5;

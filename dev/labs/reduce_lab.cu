@@ -1,5 +1,5 @@
 // Reduction lab: why does the library's step 3 of the last-dim sum/max over 65536×4096
-// (kernels/reduce.cu) trail PyTorch's reduction, and does a kernel with more bytes in flight a
+// (kernels/reduce/) trail PyTorch's reduction, and does a kernel with more bytes in flight a
 // thread or fewer block barriers a row close the gap? Candidates beside step 3 in one program,
 // as llm.c keeps dev/cuda. Not part of the library.
 //
@@ -23,7 +23,9 @@
 #include <vector>
 #include <cuda_runtime.h>
 
-#include "../kernels/reduce.cu"  // the library's kernels (steps 1–3)
+#include "../kernels/reduce/01_block_per_output.cu"  // the library's kernels (steps 1–3)
+#include "../kernels/reduce/02_warp_shuffle.cu"
+#include "../kernels/reduce/03_loads_in_flight.cu"
 #include "lab_common.cuh"
 
 // W<U>: a warp per row; each lane issues U float4 loads before combining any (U·512 bytes in flight

@@ -25,7 +25,10 @@
 #include <vector>
 #include <cuda_runtime.h>
 
-#include "../kernels/softmax.cu"
+#include "../kernels/softmax/01_block_per_row.cu"
+#include "../kernels/softmax/02_online_warp.cu"
+#include "../kernels/softmax/03_warp_registers.cu"
+#include "../kernels/softmax/04_streaming.cu"
 #include "lab_common.cuh"
 
 __device__ __forceinline__ unsigned smem_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
@@ -192,7 +195,7 @@ __global__ void __launch_bounds__(256) k_bwd(const float* __restrict__ y, const 
 }
 
 // The library's step 3 backward row before this lab (the output computed inside each store's
-// `if`), kept for the A/B against kernels/softmax.cu's.
+// `if`), kept for the A/B against kernels/softmax/'s.
 template <int G, int VEC, int NV>
 __device__ __forceinline__ void old_bwd_row(const float* __restrict__ y, const float* __restrict__ g,
                                             float* __restrict__ dx, long long rows, long long cols, int log_out) {

@@ -1,7 +1,7 @@
 // SGEMM step 1 — naive: one thread per output element, threadIdx.x walks the ROWS of C.
 // Adjacent threads of a warp read different rows of A and write different rows of C, so
 // neither access coalesces. It is here as the baseline every later step is measured against.
-// Measured (H200, docs/gemm.md): ~490 GFLOP/s at 1024³–4096³, 0.01× cuBLAS FP32.
+// What it measures: docs/kernels/matmul.md.
 #include "common_gemm.cuh"
 
 extern "C" __global__ void sgemm_01_naive(GEMM_ARGS) {

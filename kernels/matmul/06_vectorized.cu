@@ -3,7 +3,7 @@
 // 16-byte load instead of four) and both operands are stored k-major in shared memory, so a
 // thread's 8 values of op(A) for one k are contiguous and come in two float4 loads (step 5
 // needed eight scalar loads with a stride). The results are stored as float4 too.
-// Measured (H200): 23.5–23.9 TFLOP/s at 2048³–8192³ (1.45× step 5, 0.46–0.47× cuBLAS FP32).
+// What it measures: docs/kernels/matmul.md.
 #include "gemm_tile.cuh"
 
 DEFINE_BLOCK_TILE(sgemm_06_vectorized, 128, 128, 8, 8, 8)

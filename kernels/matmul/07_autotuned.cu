@@ -3,9 +3,7 @@
 // CAMEL_GEMM_SEARCH, from a generated search_space.cuh), `gemm_tune` times them on the GPU at
 // the benchmark shapes and writes the winners to tuned_07.cuh (and tuned_10/11.cuh for the
 // warp-tiled steps) and to crates/camel-cuda/src/kernels/matmul_tuned.rs, which picks the
-// winner of the nearest tuned shape at run time. What the search found is in docs/gemm.md.
-// Measured (H200): 38.9 TFLOP/s at 4096³ and 8192³ (0.76× cuBLAS FP32), winner 128×128×16
-// with 16×4 per thread; 32×64 / 64×64 tiles with split-K at the MLP's shapes.
+// winner of the nearest tuned shape at run time. What the search found is in docs/kernels/matmul.md.
 #include "gemm_tile.cuh"
 
 #ifdef CAMEL_GEMM_SEARCH

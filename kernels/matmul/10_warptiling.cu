@@ -3,8 +3,6 @@
 // WMITER×WNITER sub-tiles, each lane holding a TM×TN block of every sub-tile. A warp's
 // shared-memory reads then hit few distinct addresses (broadcasts) and a lane's accumulators
 // stay in registers. The tile shapes are the autotuner's winners per shape (tuned_10.cuh);
-// see docs/gemm.md for what they are and what they measured.
-// Measured (H200): 38.0 TFLOP/s at 4096³ (0.74× cuBLAS FP32), 29.8 at 1024³ (0.88×, the best
-// step there).
+// see docs/kernels/matmul.md for what they are and what they measured.
 #include "gemm_tile.cuh"
 #include "tuned_10.cuh"

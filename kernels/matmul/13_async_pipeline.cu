@@ -1,6 +1,5 @@
-// SGEMM step 13 — an asynchronous-copy pipeline with 128×256 tiles, after what ncu showed of
-// cuBLAS's FP32 kernel on the H100 (sm80_xmma_gemm_…_ffma, 256×128×8 tiles, 3 stages, 254
-// registers, one block per SM).
+// SGEMM step 13 — an asynchronous-copy pipeline with 128×256 tiles, shaped after what ncu shows
+// of cuBLAS's FP32 kernel (256×128×8 tiles, 3 stages, 254 registers, one block per SM).
 //
 // What it changes over step 11:
 // - Global → shared memory through `cp.async` (LDGSTS), three stages deep. No staging registers
@@ -14,19 +13,13 @@
 // - The fragments of k+1 are read from shared memory while k is multiplied (register double
 //   buffering), and the FMAs walk the 8×16 tile in a serpentine so consecutive FMAs share an
 //   operand (fewer register-bank conflicts).
+// What remains between it and cuBLAS is dispatch stalls and shared-memory latency
+// (docs/kernels/matmul.md; the lab is dev/labs/sgemm_lab.cu).
 //
-// Measured (bench/sgemm_lab.cu, H100, same call as cuBLAS FP32): the lab's aligned version of
-// this kernel 45.6 TFLOP/s at 4096³ (0.89× cuBLAS), 45.7 at 8192³ (0.89×), 44.6 at 2048³ (0.94×),
-// against step 11's 39.9–40.3 (0.78×). The stall profile (ncu): issue slots busy 79 % (cuBLAS
-// 91 %); the difference is dispatch stalls (0.26 vs 0.10 per issue) and shared-memory latency.
-// The library kernel (any shape and layout; interior tiles of row-major A·B take unpredicated
-// copies): 43.2 TFLOP/s at 4096³ and 43.7 at 8192³ on the H100, 0.84–0.85× cuBLAS (docs/gemm.md).
-//
-// Then the re-layout (bottom of this file, and `sgemm_relayout` in matmul.rs): the 4-byte
-// transposing copies of an operand stored with k contiguous turned out to be what held A·B and
-// A·Bᵀ back, so large whole-tile products transpose such operands into a workspace and run an
-// interior Aᵀ·B kernel (16-byte copies only, no bounds code, BK = 32 with 2 stages): through
-// `sgemm` 47.4 TFLOP/s at 4096³ (0.91× cuBLAS) and 50.2 at 8192³ (0.97×), transpose included.
+// The re-layout (bottom of this file, and `sgemm_relayout` in matmul.rs): the 4-byte transposing
+// copies of an operand stored with k contiguous are what hold A·B and A·Bᵀ back, so large
+// whole-tile products transpose such operands into a workspace and run an interior Aᵀ·B kernel
+// (16-byte copies only, no bounds code, BK = 32 with 2 stages).
 #include "gemm_tile.cuh"
 
 // cp.async of 4 or 16 bytes; `ok` false copies nothing and zero-fills the destination (src-size
@@ -93,8 +86,8 @@ __device__ __forceinline__ void async_slice(float* S, const float* X, bool kcont
 }
 
 // The interior fast path: the same copies as async_slice for a slice wholly inside the matrix,
-// without bounds tests or zero-fill. The generic form cost step 13 about 9 % (41.1 against
-// 45.6 TFLOP/s at 4096³ on the H100, bench/sgemm_lab.cu). `KC`: k contiguous (4-byte
+// without bounds tests or zero-fill, which are what the generic form pays on every interior
+// slice (docs/kernels/matmul.md). `KC`: k contiguous (4-byte
 // transposing copies), else 16-byte copies along x (the rows must be float4-aligned).
 template <int BK, int BX, bool KC, int SS = BX + 4>
 __device__ __forceinline__ void async_slice_in(float* S, const float* X, int ld, int k0, int x0,
@@ -250,14 +243,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) sgemm_13_async_128x256x8(GE
 // (matmul.rs, `sgemm_relayout`): an operand stored with k contiguous (A of A·B, B of A·Bᵀ) is
 // first transposed by sgemm_13_transpose into a workspace. Their stages exceed the 48 KB of
 // static shared memory, so the launch passes them as dynamic memory (ASYNC_TN*_SMEM_BYTES).
-// Measured in bench/sgemm_lab.cu on the H100 (TFLOP/s, cuBLAS FP32 A·B 51.2 / 51.2 in the same
-// call at 4096³ / 8192³):
-//   BK 32, 2 stages (99 KB)   48.8 / 50.4   — the most FMAs per barrier; best from 2 waves up
-//   BK 16, 3 stages (74 KB)   47.2 / 47.8   — best at 2048³ (one wave): 45.9 against 44.7
-//   BK 32, 3 stages 48.6 / 49.2; BK 16, 2 or 4 stages 46.7–47.3; 256×128×32 47.5 / 47.8;
-//   BK 64, 2 stages 20.3 (its fully unrolled slice overflows the instruction cache?)
-//   A·B as transpose + BK 32: 48.1 / 50.0; the generic kernel on A·B 43.2 / 43.9 (its 4-byte
-//   transposing copies of A are what cost), on A·Bᵀ 38.0 / 38.7.
+// Two kernels: BK 32 with 2 stages (99 KB), the most FMAs per barrier, for products of two waves
+// and more; BK 16 with 3 stages (74 KB) for a single wave (docs/kernels/matmul.md has both).
 #define ASYNC_TN16_SMEM_BYTES (async_smem_floats<128, 256, 16, 3, 0>() * 4)
 #define ASYNC_TN32_SMEM_BYTES (async_smem_floats<128, 256, 32, 2, 0>() * 4)
 extern "C" __global__ void __launch_bounds__(256, 1) sgemm_13_async_128x256x16_tn(GEMM_ARGS) {
@@ -271,15 +258,10 @@ extern "C" __global__ void __launch_bounds__(256, 1) sgemm_13_async_128x256x32_t
     async_tile_gemm<128, 256, 32, 2, 1, 0>(dsmem, GEMM_CALL_ARGS);
 }
 
-// Then smaller tiles, two blocks per SM (bench/sgemm_lab.cu `shapes`, H100, L2 flushed before
-// each run as gemm_bench does; TFLOP/s, cuBLAS FP32 A·B in the same call):
-//   128×128×16, 3 stages, ≤ 128 registers, 2 blocks per SM, after the transpose of A:
-//     2048³ 47.1 (cuBLAS 50.2), 4096³ 49.8 (51.7), 8192³ 50.8 (51.7), 16384×384×1536 46.5
-//     (45.1), where the 128×256 BK = 32 kernel read 43.6, 48.3, 50.0 and 44.4 in the same call.
-//     Alone (Aᵀ·B, no transpose) it passed cuBLAS's A·B at every shape measured: 51.2 at 4096³.
-//   Two blocks of 8 warps hide each other's barriers and the epilogue's stores, which one block
-//   of 255 registers cannot; the thread tile is 8×8 (64 accumulators) instead of 8×16.
-//   4 stages: level with 3 (±0.2 %); 2 stages 6–8 % slower; BK = 8 (4 stages) 9 % slower.
+// Then smaller tiles, two blocks per SM: 128×128×16, 3 stages, ≤ 128 registers, after the
+// transpose of A. Two blocks of 8 warps hide each other's barriers and the epilogue's stores,
+// which one block of 255 registers cannot; the thread tile is 8×8 (64 accumulators) instead of
+// 8×16 (docs/kernels/matmul.md).
 #define ASYNC_TN128_SMEM_BYTES (async_smem_floats<128, 128, 16, 3, 0>() * 4)
 extern "C" __global__ void __launch_bounds__(256, 2) sgemm_13_async_128x128x16_tn(GEMM_ARGS) {
     CAMEL_PDL_WAIT();
@@ -289,15 +271,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) sgemm_13_async_128x128x16_t
 
 // Interior A·B kernels with A read in place (4-byte transposing copies, no workspace), for the
 // products whose A is not worth transposing (N < 1024: the transpose moves 8 bytes per element
-// of A, which the product reuses only N times). Same measurement (L2 flushed, TFLOP/s):
-//   128×192×16, 4 stages, one block per SM: 16384×1536×384 44.6 (cuBLAS 46.8; step 11's tuned
-//     tile 37.5), 8192×768×768 43.2 (45.0), 16384×128×384 33.4 (33.1); 3 stages 0.5 % slower.
-//   64×256×16, 3 stages, two blocks per SM: 8192×128×512 32.2–32.7 (cuBLAS 33.7–33.8; step
-//     11's 256×128 tile 29.0), 4096×2048×512 38.7 (44.7; step 11 37.1).
-//   Also measured there and not kept: 128×128×16 with A in place (one block per SM: 30.5 at
-//   8192×128×512, 41.7 at 16384×1536×384; two blocks spill), 64×192 and 64×128 (2–3 blocks per
-//   SM, below 128×192 and 64×256 at every shape), and transposing A first at N < 1024 (34.8 µs
-//   against 33.3 at 8192×128×512, 471 µs against 434 at 16384×1536×384).
+// of A, which the product reuses only N times): 128×192×16 with 4 stages, one block per SM, and
+// 64×256×16 with 3 stages, two blocks per SM (the shapes each wins: docs/kernels/matmul.md).
 #define ASYNC_NN192_SMEM_BYTES (async_smem_floats<128, 192, 16, 4, 0>() * 4)
 #define ASYNC_NN64_SMEM_BYTES (async_smem_floats<64, 256, 16, 3, 0>() * 4)
 extern "C" __global__ void __launch_bounds__(256, 1) sgemm_13_async_128x192x16_nn(GEMM_ARGS) {
@@ -340,15 +315,12 @@ extern "C" __global__ void __launch_bounds__(256) sgemm_13_async_64x64x16(GEMM_A
 
 // The 64×64×16 kernel with the split-K reduction in the same launch ("fused K-reduction"): no
 // second kernel, so the launch gap and ramp of `sgemm_splitk_reduce` go away, which matter at
-// the small shapes split-K is for (64×784×256 runs 10–15 µs in all). Each block writes its
-// partial tile to the workspace `C` exactly as the split kernel does, then waits until every
-// split of its tile has arrived (a counter per tile), and then reduces 1/S of the tile: the S
-// blocks of a tile share the reduction, where the last-arriver scheme tried before left it to
-// one block (25–35 % slower, docs/gemm.md). The sums run in split order from 0, as in
-// sgemm_splitk_reduce, so C is bit-identical to the two-launch path.
-// Measured (H100, gemm_bench with the L2 flushed, same call): 256×784×256 (16 tiles × 13 splits)
-// 7152 GFLOP/s against 6833 with the separate reduction (+5 %, cuBLAS 7097); 64×784×256 level
-// (2099 against 2093: there the 52 blocks' cold reads of A and B are what is left).
+// the small shapes split-K is for. Each block writes its partial tile to the workspace `C`
+// exactly as the split kernel does, then waits until every split of its tile has arrived (a
+// counter per tile), and then reduces 1/S of the tile: the S blocks of a tile share the
+// reduction rather than leaving it to the last block to arrive (docs/kernels/matmul.md). The
+// sums run in split order from 0, as in sgemm_splitk_reduce, so C is bit-identical to the
+// two-launch path.
 // The wait needs every block of the grid resident at once: the host launches it only when the
 // grid fits the GPU by the kernel's registers and shared memory (`fused_reduce_fits`).
 // `counters` (2 ints per tile) must be zero at launch and are left zero: the last block of a
@@ -404,10 +376,8 @@ extern "C" __global__ void __launch_bounds__(256) sgemm_13_async_64x128x16(GEMM_
 // stored through the epilogue. No split workspace, no counters, no bounds tests: the host
 // launches it only on whole tiles with K % 4 = 0 and 16-byte aligned operands
 // (`wholek_fits` in matmul.rs); A is row-major (k contiguous), B either layout.
-// Measured (bench/sgemm_lab.cu `LAB_SHAPES=small`, H100, L2 flushed, same call): 64×784×256
-// 7.9 µs with 8×16 tiles (cuBLAS 11.8, step 13's split-K 12.2; an empty kernel 3.5), 256×784×256
-// 11.6 µs with 16×32 tiles (cuBLAS 13.7, split-K 14.3). Other tiles there: 16×16, 8×32, 4×16,
-// 32×32 and KG = 8 at 16×16: 0.5–5 µs slower.
+// The tiles each shape runs are the fastest measured there (docs/kernels/matmul.md; the lab is
+// dev/labs/sgemm_lab.cu).
 template <int BM, int BN, int TM, int TN, int KG>
 __device__ __forceinline__ void wholek_gemm(GEMM_ARGS) {
     constexpr int GT = (BM / TM) * (BN / TN), NT = KG * GT;

@@ -15,7 +15,7 @@
 // the tanh approximation) gives the value stored in C.
 #pragma once
 
-#include "pdl.cuh"  // CAMEL_PDL_WAIT(): the first statement of every kernel
+#include "common/pdl.cuh"  // CAMEL_PDL_WAIT(): the first statement of every kernel
 
 #define GEMM_ARGS                                                                                    \
     const float *__restrict__ A, const float *__restrict__ B, float *__restrict__ C, int M, int N, \

@@ -6,7 +6,7 @@
 // aligned) and loads 4 splits' partials before adding them, so 16 floats are in flight per thread
 // instead of 1. The sums still run in split order (s = 0 + P[0] + P[1] + ...), whatever the
 // vector width, so the result does not depend on the layout.
-// Measured (H100, 64×784×256, 13 splits of 64×256): see docs/gemm.md.
+// What it measures: docs/kernels/matmul.md.
 #include "common_gemm.cuh"
 
 extern "C" __global__ void sgemm_splitk_reduce(const float* __restrict__ P, float* __restrict__ C,

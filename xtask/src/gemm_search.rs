@@ -288,7 +288,7 @@ pub fn gemm_search(args: &[String]) -> Result<(), String> {
         .map(|m| m.len())
         .sum();
     println!(
-        "gemm-search: wrote {} ({:.1} MiB); on the GPU host run `gemm_tune {}` (see docs/gemm.md)",
+        "gemm-search: wrote {} ({:.1} MiB); on the GPU host run `gemm_tune {}` (see docs/kernels/matmul.md)",
         out.display(),
         size as f64 / (1 << 20) as f64,
         Path::new("dist/gemm-search").display()

@@ -3,7 +3,7 @@
 //! - `build-kernels [--force] [--arch compute_XY] [--jobs N]`: compile every `kernels/**/*.cu`
 //!   to PTX in `kernels/ptx/<same relative path>.ptx`, and again for compute_90 in
 //!   `kernels/ptx/sm90/<same relative path>.ptx` (programmatic dependent launch, see
-//!   `kernels/pdl.cuh`), rebuilding only what changed.
+//!   `kernels/common/pdl.cuh`), rebuilding only what changed.
 //! - `cuda-stub [--check]`: refresh `crates/camel-cuda/stub/libcuda_symbols.txt`, the list of
 //!   driver entry points that camel-cuda's build script turns into a no-driver `libcuda.so` stub.
 //!
@@ -47,8 +47,8 @@ const DEFAULT_ARCH: &str = "compute_80";
 /// Files named `*_sm90a.cu` use Hopper-only instructions (wgmma, TMA) and get sm_90a PTX.
 const SM90A_SUFFIX: &str = "_sm90a.cu";
 /// Every other file is compiled a second time for this architecture into `kernels/ptx/sm90/`:
-/// there `CAMEL_PDL_WAIT()` (kernels/pdl.cuh) is `griddepcontrol.wait`, and camel_cuda launches
-/// the kernels with programmatic dependent launch on compute capability 9.0 and later.
+/// there `CAMEL_PDL_WAIT()` (kernels/common/pdl.cuh) is `griddepcontrol.wait`, and camel_cuda
+/// launches the kernels with programmatic dependent launch on compute capability 9.0 and later.
 const PDL_ARCH: &str = "compute_90";
 /// The folder under `kernels/ptx/` of the PDL builds.
 const PDL_DIR: &str = "sm90";
@@ -92,10 +92,12 @@ fn print_help() {
 
 commands:
   build-kernels [--force] [--arch compute_XY] [--jobs N]
-      Compile kernels/**/*.cu to PTX in kernels/ptx/ (default arch {DEFAULT_ARCH}; files named
-      *{SM90A_SUFFIX} get compute_90a), and each other file again for {PDL_ARCH} into
-      kernels/ptx/{PDL_DIR}/ (programmatic dependent launch, kernels/pdl.cuh). Only sources newer than their PTX are rebuilt; a changed
-      kernels/**/*.cuh header, nvcc version or flag rebuilds all. Also runs `cuda-stub`.
+      Compile kernels/**/*.cu (kernels/<family>/NN_step.cu: a file per ladder step) to PTX in
+      kernels/ptx/<same path>.ptx (default arch {DEFAULT_ARCH}; files named *{SM90A_SUFFIX} get
+      compute_90a), and each other file again for {PDL_ARCH} into kernels/ptx/{PDL_DIR}/
+      (programmatic dependent launch, kernels/common/pdl.cuh). Only sources newer than their PTX
+      are rebuilt; a changed kernels/**/*.cuh header (kernels/common/, a family's header),
+      nvcc version or flag rebuilds all. Also runs `cuda-stub`.
       nvcc is looked up as $NVCC, then PATH, then $CUDA_HOME/bin/nvcc, then {LOCAL_NVCC}
       (install it with `bash .ci/install-nvcc.sh`).
   cuda-stub [--check]
@@ -276,7 +278,8 @@ fn build_kernels(args: &[String]) -> Result<(), String> {
 }
 
 /// Fails when a kernel compiled for sm_90 or later (`kernels/ptx/sm90/`, `*_sm90a`) lacks
-/// `griddepcontrol.wait`: every kernel must start with `CAMEL_PDL_WAIT()` (kernels/pdl.cuh).
+/// `griddepcontrol.wait`: every kernel must start with `CAMEL_PDL_WAIT()`
+/// (kernels/common/pdl.cuh).
 /// camel_cuda launches only kernels that have it with PDL, so a forgotten one would run
 /// correctly but without the overlap: this makes it loud instead.
 fn check_pdl_waits(root: &Path, ptx_dir: &Path) -> Result<(), String> {
@@ -303,8 +306,8 @@ fn check_pdl_waits(root: &Path, ptx_dir: &Path) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "{} kernel(s) do not start with CAMEL_PDL_WAIT() (kernels/pdl.cuh), so their sm_90 PTX \
-             has no griddepcontrol.wait:\n  {}",
+            "{} kernel(s) do not start with CAMEL_PDL_WAIT() (kernels/common/pdl.cuh), so their sm_90 \
+             PTX has no griddepcontrol.wait:\n  {}",
             missing.len(),
             missing.join("\n  ")
         ))

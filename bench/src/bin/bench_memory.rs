@@ -366,7 +366,7 @@ fn run() -> Result<()> {
     );
     println!("\"of same-size copy\": GB/s over a cuMemcpyDtoD moving the same bytes (half read, half written), streamed");
     println!(
-        "programmatic dependent launch (kernels/pdl.cuh): {}\n",
+        "programmatic dependent launch (kernels/common/pdl.cuh): {}\n",
         if d.pdl() {
             "on (--pdl off turns it off)"
         } else {

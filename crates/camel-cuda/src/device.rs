@@ -407,7 +407,7 @@ impl CudaDevice {
     }
 
     /// Whether kernels asked for on this thread are launched with programmatic dependent launch
-    /// (kernels/pdl.cuh): on compute capability 9.0 and later, unless the thread's
+    /// (kernels/common/pdl.cuh): on compute capability 9.0 and later, unless the thread's
     /// [`Experiments::pdl`](crate::config::Experiments::pdl) is off. Then modules load
     /// from their compute_90 build, whose kernels start with `griddepcontrol.wait`, and each
     /// launch of such a kernel lets the GPU schedule it while the kernel before it drains.
@@ -904,7 +904,7 @@ impl CudaDevice {
         }
         let (g, b) = (cfg.grid, cfg.block);
         if kernel.pdl {
-            // Programmatic dependent launch (kernels/pdl.cuh): the kernel's first statement
+            // Programmatic dependent launch (kernels/common/pdl.cuh): the kernel's first statement
             // waits for the kernel before it, so only its launch overlaps that one's tail.
             let mut attr = ffi::CUlaunchAttribute {
                 id: ffi::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,

@@ -64,7 +64,7 @@ pub struct LaunchConfig {
 /// Threads per block used by [`launch_1d`].
 pub const BLOCK_1D: u32 = 256;
 /// Most blocks [`launch_1d`] asks for; kernels loop (grid-stride, `GRID_STRIDE_LOOP` in
-/// `kernels/common.cuh`) over whatever the grid does not cover.
+/// `kernels/common/common.cuh`) over whatever the grid does not cover.
 pub const GRID_1D_CAP: u32 = 65_535;
 
 /// One thread per element for `n` elements, [`BLOCK_1D`] threads a block, at most

@@ -22,7 +22,7 @@
 //! # Adding a kernel
 //! 1. Write it in `kernels/<family>.cu` (or `kernels/<family>/NN_step.cu`; a file named
 //!    `*_sm90a.cu` gets Hopper-only `sm_90a` PTX) as an `extern "C" __global__` function, with the
-//!    helpers of `kernels/common.cuh` (counts and flat indices are `long long`):
+//!    helpers of `kernels/common/common.cuh` (counts and flat indices are `long long`):
 //!    ```cuda
 //!    extern "C" __global__ void scale_f32(const float* __restrict__ x, float* __restrict__ out,
 //!                                         long long n, float a) {

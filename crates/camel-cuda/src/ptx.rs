@@ -43,7 +43,7 @@ pub fn embedded_modules() -> Vec<&'static str> {
 }
 
 /// Where build-kernels puts the compute_90 build of each module (`kernels/ptx/sm90/`), whose
-/// kernels start with `griddepcontrol.wait` (kernels/pdl.cuh).
+/// kernels start with `griddepcontrol.wait` (kernels/common/pdl.cuh).
 pub(crate) const PDL_PREFIX: &str = "sm90/";
 
 /// The PDL build of `module` (NUL-terminated PTX), if embedded.
@@ -52,7 +52,7 @@ pub(crate) fn find_pdl(module: &str) -> Option<&'static str> {
 }
 
 /// The kernels (`.entry` names) of a PTX text whose body holds `griddepcontrol.wait`: the ones
-/// that may be launched with programmatic dependent launch (kernels/pdl.cuh). The same scan as
+/// that may be launched with programmatic dependent launch (kernels/common/pdl.cuh). The same scan as
 /// build-kernels' check (xtask), which fails when a sm_90 kernel lacks the wait.
 pub(crate) fn pdl_kernels(ptx: &str) -> std::collections::HashSet<String> {
     entries(ptx)

@@ -33,7 +33,10 @@ fn no_device_is_an_error_not_a_panic() {
 fn embedded_ptx_lists_the_modules() {
     let modules = camel_cuda::embedded_modules();
     if camel_cuda::CUDA_ENABLED {
-        assert!(modules.contains(&"elementwise"), "{modules:?}");
+        assert!(
+            modules.contains(&"elementwise/01_thread_per_element"),
+            "{modules:?}"
+        );
     } else {
         assert!(modules.is_empty());
     }
@@ -68,7 +71,9 @@ fn fill_round_trip() {
 #[test]
 fn bad_launch_config_names_the_kernel() {
     let Some(dev) = test_device() else { return };
-    let k = dev.function("elementwise", "fill_f32").unwrap();
+    let k = dev
+        .function("elementwise/01_thread_per_element", "fill_f32")
+        .unwrap();
     assert_eq!(k.name(), "elementwise::fill_f32");
     let buf = dev.alloc(4 * 1024).unwrap();
     let n = 1024i64;
@@ -95,7 +100,9 @@ fn unknown_module_or_kernel_is_a_clear_error() {
     let err = dev.function("no_such_module", "k").unwrap_err();
     assert!(matches!(err, Error::MissingPtx { .. }), "{err:?}");
     assert!(err.to_string().contains("build-kernels"), "{err}");
-    let err = dev.function("elementwise", "no_such_kernel").unwrap_err();
+    let err = dev
+        .function("elementwise/01_thread_per_element", "no_such_kernel")
+        .unwrap_err();
     assert!(
         err.to_string().contains("elementwise::no_such_kernel"),
         "{err}"
@@ -179,7 +186,7 @@ fn events_time_work() {
     println!("{}: 10 fills of 4 MiB in {ms:.3} ms", dev.name());
 }
 
-/// Programmatic dependent launch (kernels/pdl.cuh) is in use exactly where it should be, and it
+/// Programmatic dependent launch (kernels/common/pdl.cuh) is in use exactly where it should be, and it
 /// keeps stream order: each kernel below reads what the one before wrote (read after write) or
 /// overwrites what the one before read (write after read), and the caching allocator hands the
 /// blocks of dropped buffers straight back to the next iteration. Big (64 MiB) and tiny kernels
@@ -207,7 +214,9 @@ fn stream_order(dev: &std::sync::Arc<camel_cuda::CudaDevice>) {
     let dev = dev.clone();
     let off = !camel_cuda::config::with_experiments(|e| e.pdl);
     assert_eq!(dev.pdl(), dev.compute_capability().0 >= 9 && !off);
-    let k = dev.function("elementwise", "fill_f32").unwrap();
+    let k = dev
+        .function("elementwise/01_thread_per_element", "fill_f32")
+        .unwrap();
     assert_eq!(
         k.pdl(),
         dev.pdl(),
@@ -243,7 +252,7 @@ fn stream_order(dev: &std::sync::Arc<camel_cuda::CudaDevice>) {
 }
 
 /// The kernels that ask L2 for their rows before the PDL wait and trigger their successor early
-/// (softmax step 3 forward and backward, LayerNorm backward step 4; kernels/pdl.cuh) read what
+/// (softmax step 3 forward and backward, LayerNorm backward step 4; kernels/common/pdl.cuh) read what
 /// the kernel just before them wrote into those rows: each input is rewritten (scaled by a new
 /// factor) by the launch right before the kernel that reads it, so a prefetch that kept the old
 /// contents would give the previous iteration's answer. Compared with step 1 (no prefetch, no

@@ -3,7 +3,7 @@
 //! Each optimizer keeps per-parameter state (momentum, or Adam's first and second moments) on the
 //! parameter's device, created on the first step. The update of all parameters is one device
 //! primitive ([`camel_nn::Tensor::apply_updates`]): on a GPU, one CUDA kernel launch for the
-//! whole model (the multi-tensor kernels of `kernels/optim.cu`), and nothing is copied to the host.
+//! whole model (the multi-tensor kernels of `kernels/optim/`), and nothing is copied to the host.
 
 use camel_nn::{no_grad_guard, Parameter, Result, Tensor, UpdateRule};
 

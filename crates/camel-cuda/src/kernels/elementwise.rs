@@ -1,17 +1,19 @@
-//! Launchers for `kernels/elementwise.cu`.
+//! Launchers for `kernels/elementwise/` (one PTX module per ladder step).
 
 use super::{dims_array, MAX_DIMS};
 use crate::{launch_1d, CudaDevice, DevPtr, Result};
 
-/// PTX module of this family: `kernels/elementwise.cu`.
-const MODULE: &str = "elementwise";
+/// PTX module of step 1: `kernels/elementwise/01_thread_per_element.cu`.
+const STEP1: &str = "elementwise/01_thread_per_element";
+/// PTX module of step 2: `kernels/elementwise/02_vec4.cu`.
+const STEP2: &str = "elementwise/02_vec4";
 
 /// `out[i] = value` for `i < n` (`n` floats at `out`).
 pub fn fill_f32(dev: &CudaDevice, out: DevPtr, n: usize, value: f32) -> Result<()> {
     if n == 0 {
         return Ok(());
     }
-    let k = dev.function(MODULE, "fill_f32")?;
+    let k = dev.function(STEP1, "fill_f32")?;
     // SAFETY: matches `fill_f32(float* out, long long n, float value)`; the caller passes `n`
     // floats of device memory at `out`.
     unsafe { dev.launch(&k, launch_1d(n), &[&out, &(n as i64), &value]) }
@@ -29,7 +31,7 @@ pub fn unary_f32(
     if n == 0 {
         return Ok(());
     }
-    let k = dev.function(MODULE, "unary_f32")?;
+    let k = dev.function(STEP1, "unary_f32")?;
     // SAFETY: matches `unary_f32(const float*, float*, long long, int, float)`; n floats each.
     unsafe { dev.launch(&k, launch_1d(n), &[&x, &y, &(n as i64), &code, &s]) }
 }
@@ -46,12 +48,12 @@ pub fn binary_f32(
     if n == 0 {
         return Ok(());
     }
-    let k = dev.function(MODULE, "binary_f32")?;
+    let k = dev.function(STEP1, "binary_f32")?;
     // SAFETY: matches `binary_f32(const float*, const float*, float*, long long, int)`.
     unsafe { dev.launch(&k, launch_1d(n), &[&a, &b, &out, &(n as i64), &code]) }
 }
 
-/// Kernel argument of `binary_bcast_f32` (layout of `BcastArgs` in elementwise.cu).
+/// Kernel argument of `binary_bcast_f32` (layout of `BcastArgs` in kernels/elementwise/01_thread_per_element.cu).
 #[repr(C)]
 #[derive(Clone, Copy, cust_core::DeviceCopy)]
 struct BcastArgs {
@@ -85,7 +87,7 @@ pub fn binary_bcast_f32(
         sa: dims_array(name, sa)?,
         sb: dims_array(name, sb)?,
     };
-    let k = dev.function(MODULE, name)?;
+    let k = dev.function(STEP1, name)?;
     // SAFETY: matches `binary_bcast_f32(const float*, const float*, float*, long long, int, BcastArgs)`;
     // the strides keep every read inside a and b.
     unsafe { dev.launch(&k, launch_1d(n), &[&a, &b, &out, &(n as i64), &code, &p]) }
@@ -108,7 +110,7 @@ pub fn binary2_f32(
     if n == 0 {
         return Ok(());
     }
-    let k = dev.function(MODULE, "binary2_f32")?;
+    let k = dev.function(STEP1, "binary2_f32")?;
     // SAFETY: matches `binary2_f32(const float*, const float*, float*, long long, int)`.
     unsafe { dev.launch(&k, launch_1d(n), &[&a, &b, &out, &(n as i64), &code]) }
 }
@@ -129,7 +131,7 @@ pub fn unary_vec4_f32(
     if n == 0 {
         return Ok(());
     }
-    let k = dev.function(MODULE, "unary_vec4_f32")?;
+    let k = dev.function(STEP2, "unary_vec4_f32")?;
     // The first n % 4 threads of the grid also do the tail: at least that many threads.
     let cfg = launch_1d(n.div_ceil(4).max(4));
     // SAFETY: matches `unary_vec4_f32(const float*, float*, long long, int, float)`; aligned.
@@ -152,7 +154,7 @@ pub fn binary_vec4_f32(
     if n == 0 {
         return Ok(());
     }
-    let k = dev.function(MODULE, "binary_vec4_f32")?;
+    let k = dev.function(STEP2, "binary_vec4_f32")?;
     let cfg = launch_1d(n.div_ceil(4).max(4));
     // SAFETY: matches `binary_vec4_f32(const float*, const float*, float*, long long, int)`.
     unsafe { dev.launch(&k, cfg, &[&a, &b, &out, &(n as i64), &code]) }

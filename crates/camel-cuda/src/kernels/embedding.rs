@@ -1,8 +1,15 @@
-//! Launchers for `kernels/embedding.cu`. `err` points at the device's index-error slot.
+//! Launchers for `kernels/embedding/` (one PTX module per ladder step). `err` points at the device's index-error slot.
 
 use crate::{launch_1d, CudaDevice, DevPtr, Result};
 
-const MODULE: &str = "embedding";
+/// PTX module of step 1: `kernels/embedding/01_thread_per_element.cu`.
+const STEP1: &str = "embedding/01_thread_per_element";
+/// PTX module of step 2: `kernels/embedding/02_warp_per_row.cu`.
+const STEP2: &str = "embedding/02_warp_per_row";
+/// PTX module of step 3: `kernels/embedding/03_grouped_rows.cu`.
+const STEP3: &str = "embedding/03_grouped_rows";
+/// PTX module of step 4: `kernels/embedding/04_grouped_one_launch.cu`.
+const STEP4: &str = "embedding/04_grouped_one_launch";
 
 /// `out[i, :] = table[idx[i], :]` for `n` indices into a `[v, d]` table.
 #[allow(clippy::too_many_arguments)]
@@ -19,7 +26,7 @@ pub fn index_select_rows_f32(
     if n * d == 0 {
         return Ok(());
     }
-    let k = dev.function(MODULE, "index_select_rows_f32")?;
+    let k = dev.function(STEP1, "index_select_rows_f32")?;
     // SAFETY: matches the kernel's (const float*, const long long*, float*, long long ×3, long long*).
     unsafe {
         dev.launch(
@@ -53,7 +60,7 @@ pub fn index_add_rows_f32(
     if n * d == 0 {
         return Ok(());
     }
-    let k = dev.function(MODULE, "index_add_rows_f32")?;
+    let k = dev.function(STEP1, "index_add_rows_f32")?;
     // SAFETY: as above.
     unsafe {
         dev.launch(
@@ -95,7 +102,7 @@ pub fn index_select_rows_warp_f32(
     } else {
         "index_select_rows_warp_f32"
     };
-    let k = dev.function(MODULE, name)?;
+    let k = dev.function(STEP2, name)?;
     let cfg = warp_rows_cfg(name, n)?;
     // SAFETY: matches the kernel's (const float*, const long long*, float*, long long ×3, long long*).
     unsafe {
@@ -131,7 +138,7 @@ pub fn index_add_rows_warp_f32(
         return Ok(());
     }
     let name = "index_add_rows_warp_f32";
-    let k = dev.function(MODULE, name)?;
+    let k = dev.function(STEP2, name)?;
     let cfg = warp_rows_cfg(name, n)?;
     // SAFETY: as above.
     unsafe {
@@ -145,7 +152,7 @@ pub fn index_add_rows_warp_f32(
 
 // ------------------------------------------------------------------ step 3 (memory-bound issue)
 
-/// Grouped tokens per warp in step 3's gather (`EMB_CHUNK` in `kernels/embedding.cu`).
+/// Grouped tokens per warp in step 3's gather (`EMB_CHUNK` in `kernels/embedding/embedding.cuh`).
 const EMB_CHUNK: usize = 32;
 /// Rows per block of step 3's scan (1024 threads × 4).
 const SCAN_TILE: usize = 4096;
@@ -193,22 +200,22 @@ pub fn index_add_rows_sorted_f32(
     let (ni, vi, di) = (n as i64, v as i64, d as i64);
     // SAFETY (every launch below): the pointers are the caller's g ([n, d] f32), idx (n i64),
     // out ([v, d] f32) and err slot, and the workspace slices laid out above; the argument
-    // lists match the kernels in kernels/embedding.cu.
+    // lists match the kernels in kernels/embedding/03_grouped_rows.cu.
     unsafe {
-        let k = dev.function(MODULE, "embedding_bwd_count")?;
+        let k = dev.function(STEP3, "embedding_bwd_count")?;
         if n > 0 {
             dev.launch(&k, launch_1d(n), &[&idx, &ni, &vi, &counts, &err])?;
         }
         let scan = crate::LaunchConfig::new(crate::Dim3::x(tiles as u32), crate::Dim3::x(1024));
-        let k = dev.function(MODULE, "embedding_bwd_scan_tiles")?;
+        let k = dev.function(STEP3, "embedding_bwd_scan_tiles")?;
         dev.launch(&k, scan, &[&counts, &start, &tile_sums, &vi])?;
-        let k = dev.function(MODULE, "embedding_bwd_scan_offsets")?;
+        let k = dev.function(STEP3, "embedding_bwd_scan_offsets")?;
         dev.launch(&k, scan, &[&tile_sums, &start, &cursor, &vi])?;
-        let k = dev.function(MODULE, "embedding_bwd_fill")?;
+        let k = dev.function(STEP3, "embedding_bwd_fill")?;
         if n > 0 {
             dev.launch(&k, launch_1d(n), &[&idx, &ni, &vi, &cursor, &order, &rows])?;
         }
-        let k = dev.function(MODULE, "embedding_bwd_zero")?;
+        let k = dev.function(STEP3, "embedding_bwd_zero")?;
         dev.launch(&k, warp_rows_cfg(name, v)?, &[&start, &vi, &di, &out])?;
         if n > 0 {
             let vec = d % 4 == 0 && out.0 % 16 == 0 && g.0 % 16 == 0;
@@ -219,7 +226,7 @@ pub fn index_add_rows_sorted_f32(
             } else {
                 "embedding_bwd_gather_f32"
             };
-            let k = dev.function(MODULE, kname)?;
+            let k = dev.function(STEP3, kname)?;
             let cfg = warp_rows_cfg(name, warps)?;
             dev.launch(&k, cfg, &[&g, &start, &order, &rows, &vi, &di, &out])?;
         }
@@ -230,7 +237,7 @@ pub fn index_add_rows_sorted_f32(
 
 // ------------------------------------------------------------------ step 4 (memory-bound issue)
 
-/// Rows per tile of step 4's scan (`EMB4_TILE` in `kernels/embedding.cu`).
+/// Rows per tile of step 4's scan (`EMB4_TILE` in `kernels/embedding/04_grouped_one_launch.cu`).
 const EMB4_TILE: usize = 1024;
 
 /// Step 4 of [`index_add_rows_f32`]: step 3's grouping by row in one launch of resident blocks
@@ -260,7 +267,7 @@ pub fn index_add_rows_grouped_f32(
             msg: format!("{n} tokens into {v} rows: both must be below 2^31 - 1 (int32 offsets)"),
         });
     }
-    let group = dev.function(MODULE, "embedding_bwd4_group")?;
+    let group = dev.function(STEP4, "embedding_bwd4_group")?;
     // The grid waits for itself at two barriers: every block must be resident at once. As many
     // blocks of 256 as fit (by the kernel's registers), no more than the tokens or tiles need.
     let lim = dev.limits();
@@ -290,7 +297,7 @@ pub fn index_add_rows_grouped_f32(
     let zw = v.div_ceil(32);
     let warps = zw + n.div_ceil(EMB_CHUNK) * (d / w).div_ceil(32);
     let gather = dev.function(
-        MODULE,
+        STEP4,
         if vec {
             "embedding_bwd4_gather_vec_f32"
         } else {
@@ -301,7 +308,8 @@ pub fn index_add_rows_grouped_f32(
     let zwi = zw as i64;
     // SAFETY: the pointers are the caller's g ([n, d] f32), idx (n i64), out ([v, d] f32) and
     // err slot, the device's zero counters (sized above) and the workspace slices laid out
-    // above; the argument lists match the kernels in kernels/embedding.cu. The group kernel's
+    // above; the argument lists match the kernels in
+    // kernels/embedding/04_grouped_one_launch.cu. The group kernel's
     // grid is resident at once (fit ≥ 1 block a multiprocessor, at most fit × SMs blocks) and
     // nothing else runs meanwhile: camel queues everything on the device's one stream.
     unsafe {

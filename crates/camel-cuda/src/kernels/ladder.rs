@@ -320,7 +320,7 @@ impl Family {
     }
 
     /// The step the library runs by default: the family's fastest measured step
-    /// (docs/benchmarks.md), step 4 for LayerNorm, the embedding and cross-entropy, step 3 for
+    /// (docs/kernels/), step 4 for LayerNorm, the embedding and cross-entropy, step 3 for
     /// the rest, and the highest step a family has when it has no step 3.
     pub fn default_step(&self) -> Step {
         let want = match self {

@@ -1,4 +1,5 @@
-//! Launchers for `kernels/layernorm.cu`: LayerNorm over the last dim, a warp per row.
+//! Launchers for `kernels/layernorm/` (one PTX module per ladder step): LayerNorm over the
+//! last dim, a warp per row.
 //! Steps: forward 2 (`warp_welford`), 3 (`row_registers`) and 4
 //! (`streaming`: streaming hints), backward 2 (`warp_welford_bwd`), 3
 //! (`row_registers_bwd`: a warp per row) and 4 (`warp_pair_bwd`: a pair of warps per
@@ -8,7 +9,12 @@ use super::rows::{aligned16, ROW_THREADS};
 use super::rows_grid;
 use crate::{launch_1d, CudaDevice, DevPtr, Dim3, Error, Kernel, LaunchConfig, Result};
 
-const MODULE: &str = "layernorm";
+/// PTX module of step 2 (and step 1): `kernels/layernorm/02_warp_welford.cu`.
+const STEP2: &str = "layernorm/02_warp_welford";
+/// PTX module of step 3: `kernels/layernorm/03_row_registers.cu`.
+const STEP3: &str = "layernorm/03_row_registers";
+/// PTX module of step 4: `kernels/layernorm/04_streaming.cu`.
+const STEP4: &str = "layernorm/04_streaming";
 
 /// `y = (x − mean)·rstd·γ + β` per row of `[rows, cols]`; writes `mean[rows]` and
 /// `rstd[rows]` (rstd = 1/√(var + eps), biased variance) for the backward.
@@ -34,7 +40,7 @@ pub fn warp_welford(
     } else {
         "layernorm_fwd_f32"
     };
-    let k = dev.function(MODULE, name)?;
+    let k = dev.function(STEP2, name)?;
     let per_block = (ROW_THREADS / 32) as usize;
     let cfg = LaunchConfig::new(
         rows_grid(name, rows.div_ceil(per_block))?,
@@ -147,7 +153,12 @@ fn layernorm_regs_fwd(
     };
     let name = super::rows::KernelName::new(format_args!("{prefix}_v{vw}_n{nv}_f32"));
     let name = name.as_str();
-    let k = dev.function(MODULE, name)?;
+    let module = if prefix == "layernorm4_fwd" {
+        STEP4
+    } else {
+        STEP3
+    };
+    let k = dev.function(module, name)?;
     let per_block = (ROW_THREADS / 32) as usize;
     let cfg = LaunchConfig::new(
         rows_grid(name, rows.div_ceil(per_block))?,
@@ -217,7 +228,7 @@ pub fn warp_welford_bwd(
     let sms = dev.limits().sm_count.max(1) as usize;
     let blocks = rows.div_ceil(warps).clamp(1, 4 * sms);
     let partial = dev.alloc(2 * blocks * cols * 4)?;
-    let k = dev.function(MODULE, name)?;
+    let k = dev.function(STEP2, name)?;
     let cfg = LaunchConfig::new(Dim3::x(blocks as u32), Dim3::x(32 * warps as u32))
         .with_shared_mem(smem as u32);
     // SAFETY: matches `layernorm_bwd_*(const float* ×5, float*, float*, long long, long long)`;
@@ -240,7 +251,7 @@ pub fn warp_welford_bwd(
         )?;
     }
     let name = "layernorm_param_grad_f32";
-    let k = dev.function(MODULE, name)?;
+    let k = dev.function(STEP2, name)?;
     // SAFETY: matches `layernorm_param_grad_f32(const float*, float*, float*, long long, long long)`.
     unsafe {
         dev.launch(
@@ -349,7 +360,7 @@ fn regs_bwd(
     };
     let name = super::rows::KernelName::new(format_args!("layernorm{step}_bwd_v{vw}_n{nv}_f32"));
     let name = name.as_str();
-    let k = dev.function(MODULE, name)?;
+    let k = dev.function(if step == 4 { STEP4 } else { STEP3 }, name)?;
     // Dynamic shared memory: each group's dγ/dβ slice for the block's partial row (48 KiB at
     // 768 columns for step 3, 24 KiB for step 4, whose threads hold half as many columns).
     let groups = ROW_THREADS as usize / group;
@@ -462,7 +473,7 @@ fn layernorm3_param_grad(
     cols: usize,
 ) -> Result<()> {
     let name = "layernorm3_param_grad_f32";
-    let k = dev.function(MODULE, name)?;
+    let k = dev.function(STEP3, name)?;
     let cfg = LaunchConfig::new(Dim3::x((2 * cols).div_ceil(8) as u32), Dim3::xyz(8, 64, 1));
     // SAFETY: matches `layernorm3_param_grad_f32(const float*, float*, float*, long long, long long)`;
     // blocks of 8 × 64 as the kernel assumes, 8 outputs a block.
@@ -578,10 +589,13 @@ mod tests {
         }
     }
 
-    /// Every shape step 3 can pick is instantiated in `kernels/layernorm.cu` and holds the row.
+    /// Every shape step 3 can pick is instantiated in `kernels/layernorm/` and holds the row.
     #[test]
     fn layernorm3_shapes_are_instantiated() {
-        let src = include_str!("../../../../kernels/layernorm.cu");
+        let src = concat!(
+            include_str!("../../../../kernels/layernorm/03_row_registers.cu"),
+            include_str!("../../../../kernels/layernorm/04_streaming.cu"),
+        );
         assert!(src.contains("layernorm4_fwd_v##VEC##_n##NV##_f32("));
         for cols in 1..=1100 {
             for vec in [false, true] {
@@ -591,9 +605,12 @@ mod tests {
                 match super::layernorm3_shape(cols, vec) {
                     Some((vw, nv)) => {
                         assert!(32 * vw * nv >= cols, "cols {cols}");
-                        // one LAYERNORM3 line instantiates the forward of steps 3 and 4
                         assert!(
                             src.contains(&format!("LAYERNORM3({vw}, {nv})")),
+                            "cols {cols}"
+                        );
+                        assert!(
+                            src.contains(&format!("LAYERNORM4({vw}, {nv})")),
                             "cols {cols}"
                         );
                         assert!(

@@ -1,10 +1,17 @@
-//! Launchers for `kernels/loss.cu`. `err` points at the device's index-error slot (4 × i64).
+//! Launchers for `kernels/loss/` (one PTX module per ladder step). `err` points at the device's index-error slot (4 × i64).
 
 use super::rows::KernelName;
 use super::rows_grid;
 use crate::{CudaDevice, DevPtr, Dim3, Error, LaunchConfig, Result};
 
-const MODULE: &str = "loss";
+/// PTX module of step 1: `kernels/loss/01_block_per_row.cu`.
+const STEP1: &str = "loss/01_block_per_row";
+/// PTX module of step 2: `kernels/loss/02_saved_stats.cu`.
+const STEP2: &str = "loss/02_saved_stats";
+/// PTX module of step 3: `kernels/loss/03_registers.cu`.
+const STEP3: &str = "loss/03_registers";
+/// PTX module of step 4: `kernels/loss/04_fused_mean.cu`.
+const STEP4: &str = "loss/04_fused_mean";
 
 /// Per-row cross-entropy of `[rows, cols]` logits against i64 targets.
 #[allow(clippy::too_many_arguments)]
@@ -21,7 +28,7 @@ pub fn block_per_row(
         return Ok(());
     }
     let name = "cross_entropy_fwd_f32";
-    let k = dev.function(MODULE, name)?;
+    let k = dev.function(STEP1, name)?;
     let cfg = LaunchConfig::new(rows_grid(name, rows)?, Dim3::x(256));
     // SAFETY: matches the kernel's (const float*, const long long*, float*, long long, long long, long long*).
     unsafe {
@@ -49,7 +56,7 @@ pub fn block_per_row_bwd(
         return Ok(());
     }
     let name = "cross_entropy_bwd_f32";
-    let k = dev.function(MODULE, name)?;
+    let k = dev.function(STEP1, name)?;
     let cfg = LaunchConfig::new(rows_grid(name, rows)?, Dim3::x(256));
     // SAFETY: matches the kernel's (const float*, const long long*, const float*, float*, long long, long long, long long*).
     unsafe {
@@ -81,7 +88,7 @@ pub fn saved_stats(
     }
     let (warp, vec, cfg) = super::rows::row_launch("cross_entropy_fwd", rows, cols, &[x])?;
     let k = dev.function(
-        MODULE,
+        STEP2,
         &super::rows::variant_name("cross_entropy_fwd", warp, vec),
     )?;
     // SAFETY: matches `cross_entropy_fwd_*(const float*, const long long*, float*, float*,
@@ -114,7 +121,7 @@ pub fn saved_stats_bwd(
     }
     let (warp, vec, cfg) = super::rows::row_launch("cross_entropy_bwd", rows, cols, &[x, dx])?;
     let k = dev.function(
-        MODULE,
+        STEP2,
         &super::rows::variant_name("cross_entropy_bwd", warp, vec),
     )?;
     // SAFETY: matches `cross_entropy_bwd_*(const float*, const long long*, const float*,
@@ -173,7 +180,7 @@ pub fn registers(
         vec,
         false,
     )?;
-    let k = dev.function(MODULE, name.as_str())?;
+    let k = dev.function(STEP3, name.as_str())?;
     // SAFETY: matches `ce3_fwd_*` / `cross_entropy3_fwd_long_f32(const float*, const long long*,
     // float*, float*, long long, long long, long long*)`.
     unsafe {
@@ -237,7 +244,7 @@ fn ce_launch(
 
 /// Rows a group of `g` threads takes in step 4's forward (`ce4_fwd_*`, shape `(g, vw, nv)`): 2
 /// where a row is at most 16 floats a thread, else 1. The same rule as `ce4_rows` in
-/// `kernels/loss.cu`, which the kernels are compiled with; this one sizes their grid.
+/// `kernels/loss/`, which the kernels are compiled with; this one sizes their grid.
 pub fn ce4_rows(g: usize, vw: usize, nv: usize) -> usize {
     if g <= 32 && nv * vw <= 16 {
         2
@@ -265,7 +272,7 @@ fn ce_bwd_launch(
     let short = KernelName::new(format_args!("ce{step}_bwd"));
     let long = KernelName::new(format_args!("cross_entropy{step}_bwd_long_f32"));
     let (name, cfg) = ce_launch(short.as_str(), long.as_str(), rows, cols, vec, false)?;
-    let k = dev.function(MODULE, name.as_str())?;
+    let k = dev.function(if step == 4 { STEP4 } else { STEP3 }, name.as_str())?;
     let (rows, cols) = (rows as i64, cols as i64);
     // SAFETY: matches `ce{3,4}_bwd_*(const float*, const long long*, const float*, const float*,
     // float*, long long, long long, long long*)`, and `cross_entropy{3,4}_bwd_long_f32` with the
@@ -316,7 +323,7 @@ pub fn fused_mean(
     let blocks = cfg.grid.x as usize * cfg.grid.y as usize;
     if rows == 0 || cols == 0 || blocks > u32::MAX as usize {
         return Err(Error::LaunchConfig {
-            kernel: format!("{MODULE}::{}", name.as_str()),
+            kernel: format!("{STEP4}::{}", name.as_str()),
             msg: format!(
                 "a mean over [{rows}, {cols}] logits needs rows ≥ 1, cols ≥ 1 and at most \
                  2^32 − 1 blocks ({blocks})"
@@ -324,7 +331,7 @@ pub fn fused_mean(
         });
     }
     let words = dev.counters(2 * blocks)?; // a 64-bit word a block
-    let k = dev.function(MODULE, name.as_str())?;
+    let k = dev.function(STEP4, name.as_str())?;
     // SAFETY: matches `ce4_fwd_*` / `cross_entropy4_fwd_long_f32(const float*, const long long*,
     // float*, float*, unsigned long long*, long long, long long, long long*)`; `words` holds one
     // 64-bit word per block of `cfg`, zero, and every kernel leaves it zero.
@@ -425,11 +432,15 @@ pub fn at(step: super::rows::Step) -> &'static Kernels {
 #[cfg(test)]
 mod tests {
     /// Every short-row shape step 3 can pick (softmax step 3's) is instantiated in
-    /// `kernels/loss.cu`.
+    /// `kernels/loss/`.
     #[test]
     fn ce3_shapes_are_instantiated() {
-        let src = include_str!("../../../../kernels/loss.cu");
+        let src = concat!(
+            include_str!("../../../../kernels/loss/03_registers.cu"),
+            include_str!("../../../../kernels/loss/04_fused_mean.cu"),
+        );
         assert!(src.contains("\nCAMEL_ROW3_SHAPES(CE3)"));
+        assert!(src.contains("\nCAMEL_ROW3_SHAPES(CE4)"));
         for cols in 1..=super::super::softmax::SOFTMAX3_MAX_COLS {
             for vec in [false, true] {
                 if vec && cols % 4 != 0 {

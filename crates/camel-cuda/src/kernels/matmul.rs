@@ -189,13 +189,13 @@ impl SgemmKernel {
 
 /// Fewest 128×256 output tiles for which step 13 launches its own kernel: about one wave of
 /// one block per SM. Below it the tuned smaller tiles of step 11 (with split-K) keep more SMs
-/// busy (docs/gemm.md).
+/// busy (docs/kernels/matmul.md).
 pub const ASYNC_MIN_BLOCKS: usize = 120;
 
 /// Whether step 13's 128×256 kernel suits `g` (else step 11's tuned tile runs): at least
 /// [`ASYNC_MIN_BLOCKS`] tiles, K ≥ 256 (its 3-stage pipeline needs slices to overlap) and tiles
 /// at least 90 % filled (padding is work thrown away); elsewhere step 11 measured faster
-/// (docs/gemm.md).
+/// (docs/kernels/matmul.md).
 pub fn async_suits(g: &Gemm) -> bool {
     let (bm, bn) = (128, 256);
     let (tm, tn) = (g.m.div_ceil(bm), g.n.div_ceil(bn));
@@ -212,7 +212,7 @@ pub const ASYNC_SMALL: [(&str, u32, u32); 2] = [
 /// Where step 13's 128×256 tile does not suit, a small output with a long K (fewer than
 /// [`ASYNC_MIN_BLOCKS`] 64×64 tiles, K ≥ 256: the shapes that split K) gets step 13's 64×64×16
 /// kernel, whose four stages put a whole 64-long K-split in flight at once; where K is not
-/// split, step 11 keeps the product, as it measured faster there (docs/gemm.md).
+/// split, step 11 keeps the product, as it measured faster there (docs/kernels/matmul.md).
 /// [`Experiments::async_small`](crate::config::Experiments::async_small) `Some(None)` keeps
 /// step 11 everywhere, `Some(Some(kernel))` (one of [`ASYNC_SMALL`]) forces that kernel on every
 /// shape the big tile does not suit (for measuring).
@@ -319,7 +319,7 @@ const fn interior(
 
 /// Step 13's interior Aᵀ·B kernels, the re-layout's (both operands copied 16 bytes at a time).
 /// The first, 128×128×16 with two blocks per SM, is the default: it measured fastest of the
-/// three, the transpose included (docs/gemm.md); the others stay selectable for measuring.
+/// three, the transpose included (docs/kernels/matmul.md); the others stay selectable for measuring.
 pub const ASYNC_TN: [Interior; 3] = [
     interior("sgemm_13_async_128x128x16_tn", (128, 128, 16), 3, true),
     interior("sgemm_13_async_128x256x16_tn", (128, 256, 16), 3, true),
@@ -329,7 +329,7 @@ pub const ASYNC_TN: [Interior; 3] = [
 /// Step 13's interior A·B kernels with A read in place, for whole-tile products whose A is not
 /// worth transposing (the re-layout's reuse rule), in order of preference: 128×192 (one block
 /// per SM) where N % 192 = 0, else 64×256 (two). Both measured faster than step 11's tuned
-/// tiles on such shapes (docs/gemm.md).
+/// tiles on such shapes (docs/kernels/matmul.md).
 pub const ASYNC_NN: [Interior; 2] = [
     interior("sgemm_13_async_128x192x16_nn", (128, 192, 16), 4, false),
     interior("sgemm_13_async_64x256x16_nn", (64, 256, 16), 3, false),
@@ -378,7 +378,7 @@ pub fn async_nn_choice(
 /// Step 13's whole-K kernels for small outputs with a long K, as (name, BM, BN, K-groups): each
 /// block copies all of K for a thin BM×BN tile into shared memory at once, instead of splitting
 /// K: no partial sums to reduce, and more blocks than a split of 64×64 tiles gives such shapes
-/// (measured against split-K in docs/gemm.md).
+/// (measured against split-K in docs/kernels/matmul.md).
 pub const WHOLE_K: [(&str, u32, u32, u32); 2] = [
     ("sgemm_13_wholek_8x16", 8, 16, 8),
     ("sgemm_13_wholek_16x32", 16, 32, 4),
@@ -462,7 +462,7 @@ pub fn async_wholek_choice(g: &Gemm, a: DevPtr, b: DevPtr, max_smem: usize) -> O
 /// Shortest other dimension for which transposing an operand pays: the transpose moves 8 bytes
 /// per element of the operand, the product reuses each element n (or m) times. From this reuse
 /// on the transpose costs less than the interior kernel saves; below it the [`ASYNC_NN`]
-/// kernels, which read A in place, are faster (docs/gemm.md).
+/// kernels, which read A in place, are faster (docs/kernels/matmul.md).
 const RELAYOUT_MIN_REUSE: usize = 1024;
 
 /// Whether a product runs as step 13's re-layout
@@ -771,7 +771,7 @@ pub fn sgemm_epilogue(
 }
 
 /// Split-K policy: (shortest K per split, blocks per multiprocessor to aim for). Default
-/// (32, 2), the fastest measured with step 13's 64×64 tile (docs/gemm.md);
+/// (32, 2), the fastest measured with step 13's 64×64 tile (docs/kernels/matmul.md);
 /// [`Experiments::splitk`](crate::config::Experiments::splitk) overrides it (for measuring;
 /// values below (32, 1) keep the default).
 fn split_k_policy() -> (usize, usize) {

@@ -1,8 +1,15 @@
-//! Launchers for `kernels/optim.cu`: in-place parameter updates.
+//! Launchers for `kernels/optim/` (one PTX module per ladder step): in-place parameter updates.
 
 use crate::{launch_1d, CudaDevice, DevPtr, Result};
 
-const MODULE: &str = "optim";
+/// PTX module of step 1: `kernels/optim/01_per_tensor.cu`.
+const STEP1: &str = "optim/01_per_tensor";
+/// PTX module of step 2: `kernels/optim/02_multi_tensor.cu`.
+const STEP2: &str = "optim/02_multi_tensor";
+/// PTX module of step 3 (SGD loads first): `kernels/optim/03_loads_first_sgd.cu`.
+const STEP3: &str = "optim/03_loads_first_sgd";
+/// PTX module of step 4 (Adam loads first): `kernels/optim/04_loads_first.cu`.
+const STEP4: &str = "optim/04_loads_first";
 
 /// SGD with momentum and weight decay; `buf` is ignored when `momentum == 0`.
 #[allow(clippy::too_many_arguments)]
@@ -19,7 +26,7 @@ pub fn sgd_f32(
     if n == 0 {
         return Ok(());
     }
-    let k = dev.function(MODULE, "sgd_f32")?;
+    let k = dev.function(STEP1, "sgd_f32")?;
     // SAFETY: matches `sgd_f32(float*, const float*, float*, long long, float, float, float)`.
     unsafe {
         dev.launch(
@@ -51,7 +58,7 @@ pub fn adam_f32(
     if n == 0 {
         return Ok(());
     }
-    let k = dev.function(MODULE, "adam_f32")?;
+    let k = dev.function(STEP1, "adam_f32")?;
     let dec = decoupled as i32;
     // SAFETY: matches `adam_f32(float*, const float*, float*, float*, long long, float ×5, int, float, float)`.
     unsafe {
@@ -100,7 +107,7 @@ pub struct MultiTensor {
     pub bc2: f32,
 }
 
-/// Layout of `MultiTensor` in optim.cu.
+/// Layout of `MultiTensor` in kernels/optim/optim.cuh.
 #[repr(C)]
 #[derive(Clone, Copy, cust_core::DeviceCopy)]
 struct MultiTensorC {
@@ -114,13 +121,13 @@ struct MultiTensorC {
     bc2: f32,
 }
 
-/// Elements per block (`MT_CHUNK` in optim.cu).
+/// Elements per block (`MT_CHUNK` in kernels/optim/optim.cuh).
 const MT_CHUNK: usize = 4096;
 
-/// Tensors per launch (`MT_PARAM_MAX` in optim.cu): the table is a kernel parameter.
+/// Tensors per launch (`MT_PARAM_MAX` in kernels/optim/optim.cuh): the table is a kernel parameter.
 const MT_PARAM_MAX: usize = 64;
 
-/// Layout of `MultiTable` in optim.cu: the table passed by value in the launch parameters.
+/// Layout of `MultiTable` in kernels/optim/optim.cuh: the table passed by value in the launch parameters.
 #[repr(C)]
 #[derive(Clone, Copy, cust_core::DeviceCopy)]
 struct MultiTable {
@@ -184,6 +191,7 @@ pub fn adam_multi_f32(
 ) -> Result<()> {
     adam_multi(
         dev,
+        STEP2,
         "adam_multi_f32",
         ts,
         [lr, beta1, beta2, eps, wd],
@@ -199,7 +207,7 @@ pub fn sgd_multi_f32(
     momentum: f32,
     wd: f32,
 ) -> Result<()> {
-    sgd_multi(dev, "sgd_multi_f32", ts, lr, momentum, wd)
+    sgd_multi(dev, STEP2, "sgd_multi_f32", ts, lr, momentum, wd)
 }
 
 // ------------------------------------------------------------------ step 3 (memory-bound issue)
@@ -221,6 +229,7 @@ pub fn adam_multi_loads_first(
 ) -> Result<()> {
     adam_multi(
         dev,
+        STEP4,
         "adam_multi3_f32",
         ts,
         [lr, beta1, beta2, eps, wd],
@@ -239,19 +248,21 @@ pub fn sgd_multi_loads_first(
     momentum: f32,
     wd: f32,
 ) -> Result<()> {
-    sgd_multi(dev, "sgd_multi3_f32", ts, lr, momentum, wd)
+    sgd_multi(dev, STEP3, "sgd_multi3_f32", ts, lr, momentum, wd)
 }
 
-/// Launches the multi-tensor Adam kernel `name` (steps 2 and 3 share the signature
-/// `(MultiTable, int, float lr, β₁, β₂, eps, wd, int decoupled)` and 256-thread blocks).
+/// Launches the multi-tensor Adam kernel `name` of PTX module `module` (steps 2 and 4 share
+/// the signature `(MultiTable, int, float lr, β₁, β₂, eps, wd, int decoupled)` and 256-thread
+/// blocks).
 fn adam_multi(
     dev: &CudaDevice,
+    module: &str,
     name: &'static str,
     ts: &[MultiTensor],
     [lr, beta1, beta2, eps, wd]: [f32; 5],
     decoupled: bool,
 ) -> Result<()> {
-    let k = dev.function(MODULE, name)?;
+    let k = dev.function(module, name)?;
     let dec = decoupled as i32;
     for (table, count, cfg) in multi_tables(name, ts)? {
         // SAFETY: matches the signature above; the table lists buffers of n floats each.
@@ -266,17 +277,18 @@ fn adam_multi(
     Ok(())
 }
 
-/// Launches the multi-tensor SGD kernel `name` (steps 2 and 3 share the signature
-/// `(MultiTable, int, float lr, float momentum, float wd)` and 256-thread blocks).
+/// Launches the multi-tensor SGD kernel `name` of PTX module `module` (steps 2 and 3 share
+/// the signature `(MultiTable, int, float lr, float momentum, float wd)` and 256-thread blocks).
 fn sgd_multi(
     dev: &CudaDevice,
+    module: &str,
     name: &'static str,
     ts: &[MultiTensor],
     lr: f32,
     momentum: f32,
     wd: f32,
 ) -> Result<()> {
-    let k = dev.function(MODULE, name)?;
+    let k = dev.function(module, name)?;
     for (table, count, cfg) in multi_tables(name, ts)? {
         // SAFETY: matches the signature above.
         unsafe { dev.launch(&k, cfg, &[&table, &count, &lr, &momentum, &wd])? };
@@ -334,7 +346,12 @@ mod tests {
     /// The chunk and block sizes of the launchers are the kernels'.
     #[test]
     fn chunk_and_block_match_optim_cu() {
-        let src = include_str!("../../../../kernels/optim.cu");
+        let src = concat!(
+            include_str!("../../../../kernels/optim/optim.cuh"),
+            include_str!("../../../../kernels/optim/02_multi_tensor.cu"),
+            include_str!("../../../../kernels/optim/03_loads_first_sgd.cu"),
+            include_str!("../../../../kernels/optim/04_loads_first.cu"),
+        );
         assert!(src.contains(&format!("#define MT_CHUNK {}", super::MT_CHUNK)));
         assert!(src.contains(&format!("#define MT_PARAM_MAX {}", super::MT_PARAM_MAX)));
         assert_eq!(std::mem::size_of::<super::MultiTable>(), 64 * 56); // within 4 KB of parameters

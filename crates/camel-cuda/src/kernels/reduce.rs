@@ -1,9 +1,14 @@
-//! Launchers for `kernels/reduce.cu`.
+//! Launchers for `kernels/reduce/` (one PTX module per ladder step).
 
 use super::rows_grid;
 use crate::{CudaDevice, DevPtr, Dim3, LaunchConfig, Result};
 
-const MODULE: &str = "reduce";
+/// PTX module of step 1: `kernels/reduce/01_block_per_output.cu`.
+const STEP1: &str = "reduce/01_block_per_output";
+/// PTX module of step 2: `kernels/reduce/02_warp_shuffle.cu`.
+const STEP2: &str = "reduce/02_warp_shuffle";
+/// PTX module of step 3: `kernels/reduce/03_loads_in_flight.cu`.
+const STEP3: &str = "reduce/03_loads_in_flight";
 const THREADS: u32 = 256;
 
 /// `y[o, i] = reduce_d x[o, d, i]` (op 0 = sum, 1 = max), one block per output element.
@@ -21,7 +26,7 @@ pub fn block_per_output(
         return Ok(());
     }
     let name = "reduce_f32";
-    let k = dev.function(MODULE, name)?;
+    let k = dev.function(STEP1, name)?;
     let cfg = LaunchConfig::new(rows_grid(name, outputs)?, Dim3::x(THREADS));
     // SAFETY: matches `block_per_output(const float*, float*, long long, long long, long long, int)`.
     unsafe {
@@ -45,7 +50,7 @@ pub fn argmax_last_f32(
         return Ok(());
     }
     let name = "argmax_last_f32";
-    let k = dev.function(MODULE, name)?;
+    let k = dev.function(STEP1, name)?;
     let cfg = LaunchConfig::new(rows_grid(name, rows)?, Dim3::x(THREADS));
     // SAFETY: matches `argmax_last_f32(const float*, long long*, long long, long long)`.
     unsafe { dev.launch(&k, cfg, &[&x, &out, &(rows as i64), &(cols as i64)]) }
@@ -71,7 +76,7 @@ pub fn warp_shuffle(
     if inner == 1 {
         return reduce_rows2_f32(dev, x, y, outer, dim, op);
     }
-    let k = dev.function(MODULE, "reduce_cols_f32")?;
+    let k = dev.function(STEP2, "reduce_cols_f32")?;
     // SAFETY: matches `reduce_cols_f32(const float*, float*, long long ×3, int)`.
     unsafe {
         dev.launch(
@@ -101,7 +106,7 @@ pub fn reduce_rows2_f32(
     if !long_and_few {
         let (warp, vec, cfg) = super::rows::row_launch("reduce_rows", rows, cols, &[x])?;
         let name = super::rows::variant_name("reduce_rows", warp, vec);
-        let k = dev.function(MODULE, &name)?;
+        let k = dev.function(STEP2, &name)?;
         // SAFETY: matches `reduce_rows_*(const float*, float*, long long, long long, int)`.
         return unsafe { dev.launch(&k, cfg, &[&x, &y, &(rows as i64), &(cols as i64), &op]) };
     }
@@ -123,7 +128,7 @@ pub fn reduce_rows2_f32(
     } else {
         "reduce_partial_f32"
     };
-    let k = dev.function(MODULE, name)?;
+    let k = dev.function(STEP2, name)?;
     let cfg = LaunchConfig::new(Dim3::xyz(chunks as u32, rows as u32, 1), Dim3::x(THREADS));
     // SAFETY: matches `reduce_partial_*(const float*, float*, long long, long long, int)`;
     // `partial` holds rows × chunks floats.
@@ -162,7 +167,7 @@ pub fn loads_in_flight(
     let (rows, cols) = (outer, dim);
     let (warp, vec, cfg) = super::rows::row_launch("reduce3_rows", rows, cols, &[x])?;
     let name = super::rows::variant_name("reduce3_rows", warp, vec);
-    let k = dev.function(MODULE, &name)?;
+    let k = dev.function(STEP3, &name)?;
     // SAFETY: matches `reduce3_rows_*(const float*, float*, long long, long long, int)`.
     unsafe { dev.launch(&k, cfg, &[&x, &y, &(rows as i64), &(cols as i64), &op]) }
 }

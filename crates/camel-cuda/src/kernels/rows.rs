@@ -1,6 +1,6 @@
 //! What the memory-bound ladders share (reductions, softmax, cross-entropy, LayerNorm,
 //! elementwise, embedding, optimizer updates): the [`Step`] selector and the choice between a
-//! warp and a block per row (`kernels/rows.cuh`).
+//! warp and a block per row (`kernels/common/rows.cuh`).
 
 use super::rows_grid;
 use crate::{DevPtr, Dim3, LaunchConfig, Result};

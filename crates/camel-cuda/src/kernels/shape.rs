@@ -1,9 +1,9 @@
-//! Launchers for `kernels/shape.cu`: strided gather, padding, dtype casts.
+//! Launchers for `kernels/shape/copy.cu`: strided gather, padding, dtype casts.
 
 use super::{dims_array, MAX_DIMS};
 use crate::{launch_1d, CudaDevice, DevPtr, Error, Result};
 
-const MODULE: &str = "shape";
+const MODULE: &str = "shape/copy";
 
 #[repr(C)]
 #[derive(Clone, Copy, cust_core::DeviceCopy)]

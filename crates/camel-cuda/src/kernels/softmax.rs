@@ -1,9 +1,16 @@
-//! Launchers for `kernels/softmax.cu`.
+//! Launchers for `kernels/softmax/`: one PTX module per ladder step.
 
 use super::rows_grid;
 use crate::{CudaDevice, DevPtr, Dim3, LaunchConfig, Result};
 
-const MODULE: &str = "softmax";
+/// PTX module of step 1: `kernels/softmax/01_block_per_row.cu`.
+const STEP1: &str = "softmax/01_block_per_row";
+/// PTX module of step 2: `kernels/softmax/02_online_warp.cu`.
+const STEP2: &str = "softmax/02_online_warp";
+/// PTX module of step 3 (and the backward of step 4): `kernels/softmax/03_warp_registers.cu`.
+const STEP3: &str = "softmax/03_warp_registers";
+/// PTX module of step 4's forward: `kernels/softmax/04_streaming.cu`.
+const STEP4: &str = "softmax/04_streaming";
 
 /// Softmax (or log-softmax when `log`) of each row of `[rows, cols]`, one block per row.
 pub fn block_per_row(
@@ -18,7 +25,7 @@ pub fn block_per_row(
         return Ok(());
     }
     let name = "softmax_last_f32";
-    let k = dev.function(MODULE, name)?;
+    let k = dev.function(STEP1, name)?;
     let cfg = LaunchConfig::new(rows_grid(name, rows)?, Dim3::x(256));
     // SAFETY: matches `block_per_row(const float*, float*, long long, long long, int)`.
     unsafe {
@@ -46,7 +53,7 @@ pub fn online_warp(
         return Ok(());
     }
     let (warp, vec, cfg) = super::rows::row_launch("softmax_fwd", rows, cols, &[x, y])?;
-    let k = dev.function(MODULE, &super::rows::variant_name("softmax_fwd", warp, vec))?;
+    let k = dev.function(STEP2, &super::rows::variant_name("softmax_fwd", warp, vec))?;
     // SAFETY: matches `softmax_fwd_*(const float*, float*, long long, long long, int)`.
     unsafe {
         dev.launch(
@@ -73,7 +80,7 @@ pub fn block_per_row_bwd(
         return Ok(());
     }
     let name = "softmax_bwd_f32";
-    let k = dev.function(MODULE, name)?;
+    let k = dev.function(STEP1, name)?;
     let cfg = LaunchConfig::new(rows_grid(name, rows)?, Dim3::x(256));
     // SAFETY: matches `block_per_row_bwd(const float*, const float*, float*, long long, long long, int)`.
     unsafe {
@@ -100,7 +107,7 @@ pub fn online_warp_bwd(
         return Ok(());
     }
     let (warp, vec, cfg) = super::rows::row_launch("softmax_bwd", rows, cols, &[y, g, dx])?;
-    let k = dev.function(MODULE, &super::rows::variant_name("softmax_bwd", warp, vec))?;
+    let k = dev.function(STEP2, &super::rows::variant_name("softmax_bwd", warp, vec))?;
     // SAFETY: matches `softmax_bwd_*(const float*, const float*, float*, long long, long long, int)`.
     unsafe {
         dev.launch(
@@ -120,7 +127,7 @@ pub const SOFTMAX3_MAX_COLS: usize = 16384;
 /// lanes of a warp, several rows per warp; more: the whole block), `NV` loads of `VEC` floats per
 /// thread. `None` when the row does not fit the registers (step 2 then). Short rows get an exact
 /// `NV` (padding in the last slot only), so every exp of the row runs unconditionally; the
-/// kernels instantiate these shapes from one list (`CAMEL_ROW3_SHAPES`, `kernels/rows.cuh`).
+/// kernels instantiate these shapes from one list (`CAMEL_ROW3_SHAPES`, `kernels/common/rows.cuh`).
 pub fn softmax3_shape(cols: usize, vec: bool) -> Option<(usize, usize, usize)> {
     if cols == 0 || cols > SOFTMAX3_MAX_COLS {
         return None;
@@ -148,7 +155,7 @@ pub fn softmax3_shape(cols: usize, vec: bool) -> Option<(usize, usize, usize)> {
 }
 
 /// Step 3: softmax (or log-softmax) of each row held in registers (`softmax3_*` or
-/// `log_softmax3_*` in `kernels/softmax.cu`); rows longer than [`SOFTMAX3_MAX_COLS`] run
+/// `log_softmax3_*` in `kernels/softmax/`); rows longer than [`SOFTMAX3_MAX_COLS`] run
 /// [`online_warp`].
 pub fn warp_registers(
     dev: &CudaDevice,
@@ -198,7 +205,9 @@ fn softmax_regs_f32(
     let name = super::rows::KernelName::new(format_args!("{log_}{prefix}_g{g}_v{vw}_n{nv}_f32"));
     let name = name.as_str();
     let cfg = softmax3_config(name, rows, g)?;
-    let k = dev.function(MODULE, name)?;
+    // step 4's forward kernels live in its own module
+    let module = if prefix == "softmax4" { STEP4 } else { STEP3 };
+    let k = dev.function(module, name)?;
     // SAFETY: matches `[log_]softmax{3,4}_*(const float*, float*, long long, long long)`.
     unsafe { dev.launch(&k, cfg, &[&x, &y, &(rows as i64), &(cols as i64)]) }
 }
@@ -215,7 +224,7 @@ pub(crate) fn softmax3_config(name: &str, rows: usize, g: usize) -> Result<Launc
 }
 
 /// Step 3 of [`block_per_row_bwd`] (same arguments): the rows of `y` and `g` held in registers
-/// (`softmax3_bwd_*` in `kernels/softmax.cu`, the forward step 3's shapes); rows longer than
+/// (`softmax3_bwd_*` in `kernels/softmax/`, the forward step 3's shapes); rows longer than
 /// [`SOFTMAX3_MAX_COLS`] run [`online_warp_bwd`].
 #[allow(clippy::too_many_arguments)]
 pub fn warp_registers_bwd(
@@ -237,7 +246,7 @@ pub fn warp_registers_bwd(
     let name = super::rows::KernelName::new(format_args!("softmax3_bwd_g{gs}_v{vw}_n{nv}_f32"));
     let name = name.as_str();
     let cfg = softmax3_config(name, rows, gs)?;
-    let k = dev.function(MODULE, name)?;
+    let k = dev.function(STEP3, name)?;
     // SAFETY: matches `softmax3_bwd_*(const float*, const float*, float*, long long, long long, int)`.
     unsafe {
         dev.launch(
@@ -298,11 +307,11 @@ pub fn at(step: super::rows::Step) -> &'static Kernels {
     super::ladder::pick(&STEPS, step, |k| k.step)
 }
 
-/// Whether `kernels/rows.cuh`'s shape list (`CAMEL_ROW3_SHAPES`, which softmax step 3 and
+/// Whether `kernels/common/rows.cuh`'s shape list (`CAMEL_ROW3_SHAPES`, which softmax step 3 and
 /// cross-entropy steps 3–4 instantiate) holds `(g, vw, nv)`.
 #[cfg(test)]
 pub(crate) fn shape_listed(g: usize, vw: usize, nv: usize) -> bool {
-    let src = include_str!("../../../../kernels/rows.cuh");
+    let src = include_str!("../../../../kernels/common/rows.cuh");
     let list = &src[src
         .find("#define CAMEL_ROW3_SHORT")
         .expect("CAMEL_ROW3_SHORT in rows.cuh")..];
@@ -316,11 +325,15 @@ pub(crate) fn shape_listed(g: usize, vw: usize, nv: usize) -> bool {
 mod tests {
     use super::{shape_listed, softmax3_shape};
 
-    /// Every shape the launcher can pick is a kernel instantiated in `kernels/softmax.cu`, and
+    /// Every shape the launcher can pick is a kernel instantiated in `kernels/softmax/`, and
     /// its capacity covers the row.
     #[test]
     fn softmax3_shapes_are_instantiated() {
-        let src = include_str!("../../../../kernels/softmax.cu");
+        let src = concat!(
+            include_str!("../../../../kernels/softmax/softmax.cuh"),
+            include_str!("../../../../kernels/softmax/03_warp_registers.cu"),
+            include_str!("../../../../kernels/softmax/04_streaming.cu"),
+        );
         // one SOFTMAX3 line instantiates the forward, the backward and step 4's forward of a shape
         assert!(src.contains("softmax3_bwd_g##G##_v##VEC##_n##NV##_f32("));
         assert!(src.contains("NAME##_g##G##_v##VEC##_n##NV##_f32("));

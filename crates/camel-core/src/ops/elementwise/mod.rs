@@ -34,7 +34,7 @@ pub enum UnaryOp {
 }
 
 impl UnaryOp {
-    /// The op code and scalar passed to the CUDA kernel (kept in sync with kernels/elementwise.cu).
+    /// The op code and scalar passed to the CUDA kernel (kept in sync with kernels/elementwise/elementwise.cuh).
     pub fn code(&self) -> (i32, f32) {
         match *self {
             UnaryOp::Neg => (0, 0.0),

@@ -1,4 +1,4 @@
-//! The data-movement primitives on the GPU (`kernels/shape.cu`).
+//! The data-movement primitives on the GPU (`kernels/shape/copy.cu`).
 
 use super::ShapeKernels;
 use crate::backend::cuda::{expect, like, CudaStorage};

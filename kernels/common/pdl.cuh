@@ -2,8 +2,8 @@
 //
 // Kernels on one stream run one after the other: normally the GPU starts scheduling a kernel's
 // blocks only once the kernel before it has finished and its writes are visible. That gap (the
-// last blocks of one kernel draining, the next kernel's launch and ramp) costs about 1–1.5 µs
-// per kernel on the H100, which is 3–20 % of a memory-bound kernel of 7–40 µs.
+// last blocks of one kernel draining, the next kernel's launch and ramp) is a sizeable part of
+// a short memory-bound kernel's time (docs/kernels/softmax.md).
 //
 // With PDL (Hopper, compute capability 9.0 on) camel_cuda launches a kernel with the attribute
 // CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION: the GPU may schedule its blocks as soon
@@ -20,9 +20,7 @@
 // camel_cuda launches with PDL only the kernels whose PTX has it. A kernel launched without the
 // attribute passes the wait at once. config::Experiments::pdl off launches plainly.
 //
-// Measured (H100, bench/pdl_lab.cu, streamed back-to-back launches): LayerNorm forward
-// 16384×768 36.7 → 35.7 µs, softmax 65536×65 15.0 → 13.6 µs, cross-entropy 16384×65 (mean
-// fused) 7.0 → 5.6 µs, a float4 copy of 2 × 50 MB 36.5 → 34.9 µs.
+// dev/labs/pdl_lab.cu measures back-to-back launches with and without it.
 //
 // Prefetch and early trigger (a few kernels: softmax step 3 backward, its forward for short rows,
 // cross-entropy steps 3 and 4 for short rows, LayerNorm backward step 4). Such a kernel enters
@@ -37,13 +35,10 @@
 // nothing into the SM: L2 is where every SM's stores land, so a line fetched early still holds
 // what the kernel before writes into it later, and the kernel's own loads (after the wait) read
 // the current data. The trigger after the wait (not before) keeps it one kernel deep: a kernel
-// two launches ahead cannot fill the SMs with waiting blocks. Measured (bench/pdl_lab.cu, mode 5
-// against mode 1, same call): softmax backward 65536×65 18.7 → 17.5 µs, log-softmax backward
-// 19.3 → 18.2, softmax forward 13.6 → 13.3, LayerNorm backward 55.4 → 55.1 (grid of 256); in
-// bench_memory (another call against the last): softmax backward 18.9 → 18.2, LayerNorm
-// backward 56.0 → 55.3, the others unchanged. It is not everywhere: the LayerNorm forward (24 KiB
-// a block) lost 1.4 µs with it. Cross-entropy 16384×65 lost 0.2–0.7 µs with the trigger alone,
-// and gained with the prefetch before it (kernels/loss.cu, ce3_prefetch: backward 4.62 → 3.81 µs).
+// two launches ahead cannot fill the SMs with waiting blocks. It pays only where a block's rows
+// are few and short: kernels with large blocks of rows (the LayerNorm forward) keep the plain
+// wait, and the trigger pays only together with the prefetch (the family pages in docs/kernels/
+// have the measurements; dev/labs/pdl_lab.cu is the lab).
 #pragma once
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

@@ -1,6 +1,6 @@
 // common.cuh — helpers shared by every camel kernel. Included by each kernels/**/*.cu as
-// `#include "common.cuh"` (build-kernels passes -I kernels, so files in subfolders include it
-// the same way). A change here, or to any kernels/**/*.cuh, rebuilds all PTX.
+// `#include "common/common.cuh"` (build-kernels passes -I kernels, so every file includes it the
+// same way). A change here, or to any kernels/**/*.cuh, rebuilds all PTX.
 //
 // Conventions:
 // - Every kernel is `extern "C" __global__`, so its PTX name is its C name: the name its Rust

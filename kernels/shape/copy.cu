@@ -1,6 +1,6 @@
 // Data movement for shape ops: a strided gather (permute, slice, broadcast-expand are all this
 // copy with different strides), constant padding, and dtype casts. One thread per output element.
-#include "common.cuh"
+#include "common/common.cuh"
 
 #define MAX_DIMS 8
 

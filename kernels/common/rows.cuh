@@ -178,9 +178,8 @@ __device__ __forceinline__ float g_reduce(int op, float v, float* scratch) {
 
 // 1 / s for a softmax sum (s in [1, cols], or 0 or NaN): the compiler's fast path of 1.0f / s
 // (rcp.approx, then one Newton step) without its range test and the call to its slow path, which
-// an s in [1, 2^126) never takes, so the same bits there. bench/pipe_lab.cu checks every float in
-// [1, 2^24] against 1.0f / s (0 differ); softmax step 3 forward 65536×65: 12.56–12.57 → 12.48 µs
-// (H100, 100 launches a batch). s = 0 (an all −inf row) gives NaN where 1.0f / 0 gives inf: both
+// an s in [1, 2^126) never takes, so the same bits there (dev/labs/pipe_lab.cu checks every float
+// in [1, 2^24] against 1.0f / s). s = 0 (an all −inf row) gives NaN where 1.0f / 0 gives inf: both
 // make the output 0 · (1 / s) NaN. NaN stays NaN. (+inf, which a softmax sum cannot be, would
 // give NaN, not 0.)
 __device__ __forceinline__ float rcp_sum(float s) {
@@ -231,8 +230,8 @@ __device__ __forceinline__ unsigned long long ld_acquire_gpu(const unsigned long
 // An atomic add with release and acquire semantics at GPU scope, returning the old value: the
 // writes this thread made before it are visible to whoever acquires the value it leaves, and it
 // sees the writes of those whose increments it counted. For "the last block to arrive" (which
-// waits for no one, so any grid will do); the labs' form of cross-entropy step 4's first mean
-// (bench/ce_lab.cu, bench/mean_lab.cu).
+// waits for no one, so any grid will do); the labs use it (dev/labs/ce_lab.cu,
+// dev/labs/mean_lab.cu).
 __device__ __forceinline__ unsigned atom_add_acq_rel_gpu(unsigned* p, unsigned v) {
     unsigned old;
     asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;\n" : "=r"(old) : "l"(p), "r"(v) : "memory");
@@ -241,7 +240,7 @@ __device__ __forceinline__ unsigned atom_add_acq_rel_gpu(unsigned* p, unsigned v
 
 // A 64-bit store and load, relaxed at GPU scope: the word is written and read whole (single-copy
 // atomic), so a value and a mark packed into one word arrive together with no fence between
-// them; cross-entropy step 4's mean (kernels/loss.cu, ce_mean_epilogue).
+// them; cross-entropy step 4's mean (kernels/loss/, ce_mean_epilogue).
 __device__ __forceinline__ void st_relaxed_gpu(unsigned long long* p, unsigned long long v) {
     asm volatile("st.relaxed.gpu.global.b64 [%0], %1;\n" ::"l"(p), "l"(v) : "memory");
 }
@@ -268,15 +267,15 @@ __device__ __forceinline__ void grid_barrier(int* bar, int target) {
 
 // ---- the register-row shapes ------------------------------------------------------------------
 // Every (G, VEC, NV) that `softmax3_shape` (crates/camel-cuda/src/kernels/softmax.rs) can pick
-// for a row of at most 16384 columns; softmax step 3 (SOFTMAX3, kernels/softmax.cu) and
-// cross-entropy steps 3 and 4 (CE3, kernels/loss.cu) instantiate each one as
+// for a row of at most 16384 columns; softmax step 3 (SOFTMAX3, kernels/softmax/) and
+// cross-entropy steps 3 and 4 (CE3, kernels/loss/) instantiate each one as
 // CAMEL_ROW3_SHAPES(SOFTMAX3). G lanes a row, NV loads of VEC floats a lane.
 // Short rows (n = cols / VEC < 128 vector elements): G = the largest power of two ≤ n / 4 and NV
 // = ceil(n / G) exactly, so only the last slot holds padding (G = 1: NV = n, 1 … 7; G ≥ 2: NV
 // 4 … 8). An exact NV lets every exp of the row run unconditionally, side by side: with NV a
-// power of two (8 slots for 65 columns, 3 of them padding) the exps of the real columns needed a
-// per-lane test, and the compiler put each in a branch of its own, one after another
-// (bench/exp_lab.cu). Warp rows (32 lanes, 128 ≤ n ≤ 1024): NV a power of two. Block rows
+// power of two (8 slots for 65 columns, 3 of them padding) the exps of the real columns need a
+// per-lane test, and the compiler puts each in a branch of its own, one after another
+// (dev/labs/exp_lab.cu). Warp rows (32 lanes, 128 ≤ n ≤ 1024): NV a power of two. Block rows
 // (cols > 1024): NV 4 float4 or 16 floats, G 128 … 1024 threads.
 #define CAMEL_ROW3_SHORT(X, VEC)                                                                         \
     X(1, VEC, 1) X(1, VEC, 2) X(1, VEC, 3) X(1, VEC, 4) X(1, VEC, 5) X(1, VEC, 6) X(1, VEC, 7)           \
