@@ -74,7 +74,7 @@ fn bad_launch_config_names_the_kernel() {
     let k = dev
         .function("elementwise/01_thread_per_element", "fill_f32")
         .unwrap();
-    assert_eq!(k.name(), "elementwise::fill_f32");
+    assert_eq!(k.name(), "elementwise/01_thread_per_element::fill_f32");
     let buf = dev.alloc(4 * 1024).unwrap();
     let n = 1024i64;
     let bad = [
@@ -104,7 +104,8 @@ fn unknown_module_or_kernel_is_a_clear_error() {
         .function("elementwise/01_thread_per_element", "no_such_kernel")
         .unwrap_err();
     assert!(
-        err.to_string().contains("elementwise::no_such_kernel"),
+        err.to_string()
+            .contains("elementwise/01_thread_per_element::no_such_kernel"),
         "{err}"
     );
 }

@@ -4,8 +4,22 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+/// The `camel` program: where cargo built it, or, in a `cargo xtask dist` bundle run on another
+/// machine, `bin/camel` beside the `tests/` folder holding this test.
+fn camel_exe() -> PathBuf {
+    let built = PathBuf::from(env!("CARGO_BIN_EXE_camel"));
+    if built.exists() {
+        return built;
+    }
+    let here = std::env::current_exe().expect("test executable path");
+    here.parent()
+        .and_then(Path::parent)
+        .map(|d| d.join("bin").join("camel"))
+        .unwrap_or(built)
+}
+
 fn camel(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_camel"))
+    Command::new(camel_exe())
         .args(args)
         .stdin(Stdio::null())
         .output()
@@ -222,7 +236,7 @@ fn crc32(bytes: &[u8]) -> u32 {
 #[test]
 fn closed_stdout_ends_quietly() {
     let tmp = TempDir::new("pipe");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_camel"))
+    let mut child = Command::new(camel_exe())
         .args([
             "train", "mlp", "--epochs", "30", "--subset", "64", "--hidden", "16", "--out",
         ])

@@ -3,9 +3,9 @@
 //! No test here reaches any other address.
 
 use camel_models::data::fetch::{
-    fetch_file, known_set, sha256_file, verify_file, FetchError, Fetched, FileStatus, KnownFile,
-    KNOWN_SETS,
+    fetch_file, known_set, verify_file, FetchError, Fetched, FileStatus, KnownFile, KNOWN_SETS,
 };
+use sha2::{Digest, Sha256};
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -86,15 +86,30 @@ impl Drop for TempDir {
     }
 }
 
+/// The `camel` program: where cargo built it, or, in a `cargo xtask dist` bundle run on another
+/// machine, `bin/camel` beside the `tests/` folder holding this test.
+fn camel_exe() -> PathBuf {
+    let built = PathBuf::from(env!("CARGO_BIN_EXE_camel"));
+    if built.exists() {
+        return built;
+    }
+    let here = std::env::current_exe().expect("test executable path");
+    here.parent()
+        .and_then(Path::parent)
+        .map(|d| d.join("bin").join("camel"))
+        .unwrap_or(built)
+}
+
 fn body() -> Vec<u8> {
     (0..100_000u32).map(|i| (i * 7 + i / 13) as u8).collect()
 }
 
 fn known(body: &[u8]) -> KnownFile {
-    let tmp = std::env::temp_dir().join(format!("camel-fetch-{}-hash", std::process::id()));
-    std::fs::write(&tmp, body).unwrap();
-    let sha = sha256_file(&tmp).unwrap();
-    let _ = std::fs::remove_file(tmp);
+    // hashed in memory: tests run in parallel, so a shared temporary file would race
+    let sha: String = Sha256::digest(body)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
     KnownFile {
         name: "f.bin",
         bytes: body.len() as u64,
@@ -201,10 +216,7 @@ fn known_sets_are_listed_and_match_the_committed_checksums() {
 }
 
 fn camel(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_camel"))
-        .args(args)
-        .output()
-        .unwrap()
+    Command::new(camel_exe()).args(args).output().unwrap()
 }
 
 #[test]
