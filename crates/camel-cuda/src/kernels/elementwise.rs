@@ -1,6 +1,6 @@
 //! Launchers for `kernels/elementwise/` (one PTX module per ladder step).
 
-use super::{dims_array, MAX_DIMS};
+use super::{dims_array, launch, launch_elems, MAX_DIMS};
 use crate::{launch_1d, CudaDevice, DevPtr, Result};
 
 /// PTX module of step 1: `kernels/elementwise/01_thread_per_element.cu`.
@@ -10,13 +10,10 @@ const STEP2: &str = "elementwise/02_vec4";
 
 /// `out[i] = value` for `i < n` (`n` floats at `out`).
 pub fn fill_f32(dev: &CudaDevice, out: DevPtr, n: usize, value: f32) -> Result<()> {
-    if n == 0 {
-        return Ok(());
-    }
-    let k = dev.function(STEP1, "fill_f32")?;
+    let ni = n as i64;
     // SAFETY: matches `fill_f32(float* out, long long n, float value)`; the caller passes `n`
     // floats of device memory at `out`.
-    unsafe { dev.launch(&k, launch_1d(n), &[&out, &(n as i64), &value]) }
+    unsafe { launch_elems(dev, STEP1, "fill_f32", n, &[&out, &ni, &value]) }
 }
 
 /// `y[i] = f(x[i])` for camel-core's unary op `code` (with scalar `s`).
@@ -28,12 +25,9 @@ pub fn unary_f32(
     code: i32,
     s: f32,
 ) -> Result<()> {
-    if n == 0 {
-        return Ok(());
-    }
-    let k = dev.function(STEP1, "unary_f32")?;
+    let ni = n as i64;
     // SAFETY: matches `unary_f32(const float*, float*, long long, int, float)`; n floats each.
-    unsafe { dev.launch(&k, launch_1d(n), &[&x, &y, &(n as i64), &code, &s]) }
+    unsafe { launch_elems(dev, STEP1, "unary_f32", n, &[&x, &y, &ni, &code, &s]) }
 }
 
 /// `out[i] = a[i] op b[i]` for equal shapes.
@@ -45,12 +39,24 @@ pub fn binary_f32(
     n: usize,
     code: i32,
 ) -> Result<()> {
-    if n == 0 {
-        return Ok(());
-    }
-    let k = dev.function(STEP1, "binary_f32")?;
-    // SAFETY: matches `binary_f32(const float*, const float*, float*, long long, int)`.
-    unsafe { dev.launch(&k, launch_1d(n), &[&a, &b, &out, &(n as i64), &code]) }
+    binary_elems(dev, "binary_f32", a, b, out, n, code)
+}
+
+/// Launches the step-1 binary kernel `name` (`binary_f32` or `binary2_f32`, which share their
+/// parameters), a thread per element.
+fn binary_elems(
+    dev: &CudaDevice,
+    name: &str,
+    a: DevPtr,
+    b: DevPtr,
+    out: DevPtr,
+    n: usize,
+    code: i32,
+) -> Result<()> {
+    let ni = n as i64;
+    // SAFETY: matches `binary_f32` / `binary2_f32(const float*, const float*, float*, long long,
+    // int)`; the callers pass `n` floats at `a`, `b` and `out`.
+    unsafe { launch_elems(dev, STEP1, name, n, &[&a, &b, &out, &ni, &code]) }
 }
 
 /// Kernel argument of `binary_bcast_f32` (layout of `BcastArgs` in kernels/elementwise/01_thread_per_element.cu).
@@ -87,10 +93,10 @@ pub fn binary_bcast_f32(
         sa: dims_array(name, sa)?,
         sb: dims_array(name, sb)?,
     };
-    let k = dev.function(STEP1, name)?;
+    let ni = n as i64;
     // SAFETY: matches `binary_bcast_f32(const float*, const float*, float*, long long, int, BcastArgs)`;
     // the strides keep every read inside a and b.
-    unsafe { dev.launch(&k, launch_1d(n), &[&a, &b, &out, &(n as i64), &code, &p]) }
+    unsafe { launch_elems(dev, STEP1, name, n, &[&a, &b, &out, &ni, &code, &p]) }
 }
 
 // ------------------------------------------------------------------ step 2 (memory-bound issue)
@@ -107,12 +113,7 @@ pub fn binary2_f32(
     n: usize,
     code: i32,
 ) -> Result<()> {
-    if n == 0 {
-        return Ok(());
-    }
-    let k = dev.function(STEP1, "binary2_f32")?;
-    // SAFETY: matches `binary2_f32(const float*, const float*, float*, long long, int)`.
-    unsafe { dev.launch(&k, launch_1d(n), &[&a, &b, &out, &(n as i64), &code]) }
+    binary_elems(dev, "binary2_f32", a, b, out, n, code)
 }
 
 /// Step 2 of `unary_f32`: float4 loads and stores. Falls back to step 1 when a pointer is not
@@ -131,11 +132,15 @@ pub fn unary_vec4_f32(
     if n == 0 {
         return Ok(());
     }
-    let k = dev.function(STEP2, "unary_vec4_f32")?;
-    // The first n % 4 threads of the grid also do the tail: at least that many threads.
-    let cfg = launch_1d(n.div_ceil(4).max(4));
+    let (cfg, ni) = (vec4_config(n), n as i64);
     // SAFETY: matches `unary_vec4_f32(const float*, float*, long long, int, float)`; aligned.
-    unsafe { dev.launch(&k, cfg, &[&x, &y, &(n as i64), &code, &s]) }
+    unsafe { launch(dev, STEP2, "unary_vec4_f32", cfg, &[&x, &y, &ni, &code, &s]) }
+}
+
+/// A thread per float4 of `n` floats; the first `n % 4` threads of the grid also do the tail, so
+/// at least that many threads.
+fn vec4_config(n: usize) -> crate::LaunchConfig {
+    launch_1d(n.div_ceil(4).max(4))
 }
 
 /// Step 2 of the same-shape binary ops (and [`GELU_BWD`]): float4. Falls back to step 1 when a
@@ -154,10 +159,17 @@ pub fn binary_vec4_f32(
     if n == 0 {
         return Ok(());
     }
-    let k = dev.function(STEP2, "binary_vec4_f32")?;
-    let cfg = launch_1d(n.div_ceil(4).max(4));
+    let (cfg, ni) = (vec4_config(n), n as i64);
     // SAFETY: matches `binary_vec4_f32(const float*, const float*, float*, long long, int)`.
-    unsafe { dev.launch(&k, cfg, &[&a, &b, &out, &(n as i64), &code]) }
+    unsafe {
+        launch(
+            dev,
+            STEP2,
+            "binary_vec4_f32",
+            cfg,
+            &[&a, &b, &out, &ni, &code],
+        )
+    }
 }
 
 // ------------------------------------------------------------------ the ladder's table

@@ -1,6 +1,7 @@
 //! Launchers for `kernels/embedding/` (one PTX module per ladder step). `err` points at the device's index-error slot.
 
-use crate::{launch_1d, CudaDevice, DevPtr, Result};
+use super::{launch, launch_elems, warp_rows_config};
+use crate::{launch_1d, CudaDevice, DevPtr, KernelArg, LaunchConfig, Result};
 
 /// PTX module of step 1: `kernels/embedding/01_thread_per_element.cu`.
 const STEP1: &str = "embedding/01_thread_per_element";
@@ -23,25 +24,40 @@ pub fn index_select_rows_f32(
     d: usize,
     err: DevPtr,
 ) -> Result<()> {
+    let name = "index_select_rows_f32";
+    rows_op(dev, STEP1, name, false, [table, idx, out], [n, v, d], err)
+}
+
+/// Launches a gather or scatter-add kernel of steps 1 and 2, `(const float* src, const long
+/// long* idx, float* out, long long n, long long v, long long d, long long* err)`: a thread per
+/// element of `[n, d]`, or with `warp` a warp per row of `n`; nothing when
+/// `[n, d]` is empty. `p` is `[src, idx, out]`, `nvd` `[n, v, d]`.
+fn rows_op(
+    dev: &CudaDevice,
+    module: &str,
+    name: &str,
+    warp: bool,
+    p: [DevPtr; 3],
+    nvd: [usize; 3],
+    err: DevPtr,
+) -> Result<()> {
+    let [src, idx, out] = p;
+    let [n, v, d] = nvd;
     if n * d == 0 {
         return Ok(());
     }
-    let k = dev.function(STEP1, "index_select_rows_f32")?;
-    // SAFETY: matches the kernel's (const float*, const long long*, float*, long long ×3, long long*).
+    let cfg = if warp {
+        warp_rows_config(name, n)?
+    } else {
+        launch_1d(n * d)
+    };
+    let (n, v, d) = (n as i64, v as i64, d as i64);
+    // SAFETY: matches `index_{select,add}_rows*_f32(const float*, const long long*, float*, long
+    // long ×3, long long*)`; the callers pass `[v, d]` and `[n, d]` floats, `n` indices and the
+    // error slot.
     unsafe {
-        dev.launch(
-            &k,
-            launch_1d(n * d),
-            &[
-                &table,
-                &idx,
-                &out,
-                &(n as i64),
-                &(v as i64),
-                &(d as i64),
-                &err,
-            ],
-        )
+        let args: [&dyn KernelArg; 7] = [&src, &idx, &out, &n, &v, &d, &err];
+        launch(dev, module, name, cfg, &args)
     }
 }
 
@@ -57,29 +73,11 @@ pub fn index_add_rows_f32(
     d: usize,
     err: DevPtr,
 ) -> Result<()> {
-    if n * d == 0 {
-        return Ok(());
-    }
-    let k = dev.function(STEP1, "index_add_rows_f32")?;
-    // SAFETY: as above.
-    unsafe {
-        dev.launch(
-            &k,
-            launch_1d(n * d),
-            &[&g, &idx, &out, &(n as i64), &(v as i64), &(d as i64), &err],
-        )
-    }
+    let name = "index_add_rows_f32";
+    rows_op(dev, STEP1, name, false, [g, idx, out], [n, v, d], err)
 }
 
 // ------------------------------------------------------------------ step 2 (memory-bound issue)
-
-fn warp_rows_cfg(name: &str, n: usize) -> Result<crate::LaunchConfig> {
-    let per_block = (super::rows::ROW_THREADS / 32) as usize;
-    Ok(crate::LaunchConfig::new(
-        super::rows_grid(name, n.div_ceil(per_block))?,
-        crate::Dim3::x(super::rows::ROW_THREADS),
-    ))
-}
 
 /// Step 2 of [`index_select_rows_f32`]: a warp per index, float4 rows when `d % 4 == 0`.
 #[allow(clippy::too_many_arguments)]
@@ -93,33 +91,13 @@ pub fn index_select_rows_warp_f32(
     d: usize,
     err: DevPtr,
 ) -> Result<()> {
-    if n * d == 0 {
-        return Ok(());
-    }
     let vec = d % 4 == 0 && super::rows::aligned16(&[table, out]);
     let name = if vec {
         "index_select_rows_warp_vec_f32"
     } else {
         "index_select_rows_warp_f32"
     };
-    let k = dev.function(STEP2, name)?;
-    let cfg = warp_rows_cfg(name, n)?;
-    // SAFETY: matches the kernel's (const float*, const long long*, float*, long long ×3, long long*).
-    unsafe {
-        dev.launch(
-            &k,
-            cfg,
-            &[
-                &table,
-                &idx,
-                &out,
-                &(n as i64),
-                &(v as i64),
-                &(d as i64),
-                &err,
-            ],
-        )
-    }
+    rows_op(dev, STEP2, name, true, [table, idx, out], [n, v, d], err)
 }
 
 /// Step 2 of [`index_add_rows_f32`]: a warp per index, atomicAdd along the row.
@@ -134,20 +112,8 @@ pub fn index_add_rows_warp_f32(
     d: usize,
     err: DevPtr,
 ) -> Result<()> {
-    if n * d == 0 {
-        return Ok(());
-    }
     let name = "index_add_rows_warp_f32";
-    let k = dev.function(STEP2, name)?;
-    let cfg = warp_rows_cfg(name, n)?;
-    // SAFETY: as above.
-    unsafe {
-        dev.launch(
-            &k,
-            cfg,
-            &[&g, &idx, &out, &(n as i64), &(v as i64), &(d as i64), &err],
-        )
-    }
+    rows_op(dev, STEP2, name, true, [g, idx, out], [n, v, d], err)
 }
 
 // ------------------------------------------------------------------ step 3 (memory-bound issue)
@@ -202,21 +168,23 @@ pub fn index_add_rows_sorted_f32(
     // out ([v, d] f32) and err slot, and the workspace slices laid out above; the argument
     // lists match the kernels in kernels/embedding/03_grouped_rows.cu.
     unsafe {
-        let k = dev.function(STEP3, "embedding_bwd_count")?;
-        if n > 0 {
-            dev.launch(&k, launch_1d(n), &[&idx, &ni, &vi, &counts, &err])?;
-        }
-        let scan = crate::LaunchConfig::new(crate::Dim3::x(tiles as u32), crate::Dim3::x(1024));
-        let k = dev.function(STEP3, "embedding_bwd_scan_tiles")?;
-        dev.launch(&k, scan, &[&counts, &start, &tile_sums, &vi])?;
-        let k = dev.function(STEP3, "embedding_bwd_scan_offsets")?;
-        dev.launch(&k, scan, &[&tile_sums, &start, &cursor, &vi])?;
-        let k = dev.function(STEP3, "embedding_bwd_fill")?;
-        if n > 0 {
-            dev.launch(&k, launch_1d(n), &[&idx, &ni, &vi, &cursor, &order, &rows])?;
-        }
-        let k = dev.function(STEP3, "embedding_bwd_zero")?;
-        dev.launch(&k, warp_rows_cfg(name, v)?, &[&start, &vi, &di, &out])?;
+        let count_args: [&dyn KernelArg; 5] = [&idx, &ni, &vi, &counts, &err];
+        launch_elems(dev, STEP3, "embedding_bwd_count", n, &count_args)?;
+        let scan = LaunchConfig::new(crate::Dim3::x(tiles as u32), crate::Dim3::x(1024));
+        let tile_args: [&dyn KernelArg; 4] = [&counts, &start, &tile_sums, &vi];
+        launch(dev, STEP3, "embedding_bwd_scan_tiles", scan, &tile_args)?;
+        let offset_args: [&dyn KernelArg; 4] = [&tile_sums, &start, &cursor, &vi];
+        launch(dev, STEP3, "embedding_bwd_scan_offsets", scan, &offset_args)?;
+        let fill_args: [&dyn KernelArg; 6] = [&idx, &ni, &vi, &cursor, &order, &rows];
+        launch_elems(dev, STEP3, "embedding_bwd_fill", n, &fill_args)?;
+        let zero = warp_rows_config(name, v)?;
+        launch(
+            dev,
+            STEP3,
+            "embedding_bwd_zero",
+            zero,
+            &[&start, &vi, &di, &out],
+        )?;
         if n > 0 {
             let vec = d % 4 == 0 && out.0 % 16 == 0 && g.0 % 16 == 0;
             let w = if vec { 4 } else { 1 };
@@ -226,9 +194,9 @@ pub fn index_add_rows_sorted_f32(
             } else {
                 "embedding_bwd_gather_f32"
             };
-            let k = dev.function(STEP3, kname)?;
-            let cfg = warp_rows_cfg(name, warps)?;
-            dev.launch(&k, cfg, &[&g, &start, &order, &rows, &vi, &di, &out])?;
+            let cfg = warp_rows_config(name, warps)?;
+            let args: [&dyn KernelArg; 7] = [&g, &start, &order, &rows, &vi, &di, &out];
+            launch(dev, STEP3, kname, cfg, &args)?;
         }
     }
     // `work` returns to the stream-ordered cache: later users run after these kernels
@@ -304,7 +272,7 @@ pub fn index_add_rows_grouped_f32(
             "embedding_bwd4_gather_f32"
         },
     )?;
-    let cfg = crate::LaunchConfig::new(crate::Dim3::x(blocks as u32), crate::Dim3::x(threads));
+    let cfg = LaunchConfig::new(crate::Dim3::x(blocks as u32), crate::Dim3::x(threads));
     let zwi = zw as i64;
     // SAFETY: the pointers are the caller's g ([n, d] f32), idx (n i64), out ([v, d] f32) and
     // err slot, the device's zero counters (sized above) and the workspace slices laid out
@@ -320,7 +288,7 @@ pub fn index_add_rows_grouped_f32(
         )?;
         dev.launch(
             &gather,
-            warp_rows_cfg(name, warps)?,
+            warp_rows_config(name, warps)?,
             &[&g, &start, &ent, &vi, &di, &zwi, &out],
         )?;
     }

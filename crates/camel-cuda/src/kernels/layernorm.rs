@@ -6,8 +6,8 @@
 //! row); the backend's steps 1 and 2 share step 2.
 
 use super::rows::{aligned16, ROW_THREADS};
-use super::rows_grid;
-use crate::{launch_1d, CudaDevice, DevPtr, Dim3, Error, Kernel, LaunchConfig, Result};
+use super::{launch, launch_elems, launch_warp_rows};
+use crate::{CudaDevice, DevPtr, Dim3, Error, Kernel, KernelArg, LaunchConfig, Result};
 
 /// PTX module of step 2 (and step 1): `kernels/layernorm/02_warp_welford.cu`.
 const STEP2: &str = "layernorm/02_warp_welford";
@@ -40,29 +40,30 @@ pub fn warp_welford(
     } else {
         "layernorm_fwd_f32"
     };
-    let k = dev.function(STEP2, name)?;
-    let per_block = (ROW_THREADS / 32) as usize;
-    let cfg = LaunchConfig::new(
-        rows_grid(name, rows.div_ceil(per_block))?,
-        Dim3::x(ROW_THREADS),
-    );
-    // SAFETY: matches `layernorm_fwd_*(const float* ×3, float* ×3, long long, long long, float)`.
+    let p = [x, gamma, beta, y, mean, rstd];
+    forward(dev, STEP2, name, p, rows, cols, eps)
+}
+
+/// Launches a forward kernel, `(const float* x, const float* γ, const float* β, float* y,
+/// float* mean, float* rstd, long long rows, long long cols, float eps)`, a warp per row; `p`
+/// is `[x, γ, β, y, mean, rstd]`.
+fn forward(
+    dev: &CudaDevice,
+    module: &str,
+    name: &str,
+    p: [DevPtr; 6],
+    rows: usize,
+    cols: usize,
+    eps: f32,
+) -> Result<()> {
+    let [x, gamma, beta, y, mean, rstd] = p;
+    let (r, c) = (rows as i64, cols as i64);
+    // SAFETY: matches `layernorm_fwd_*` / `layernorm{3,4}_fwd_*(const float* ×3, float* ×3,
+    // long long, long long, float)`; the callers pass `[rows, cols]` x and y, `cols` γ and β,
+    // `rows` mean and rstd.
     unsafe {
-        dev.launch(
-            &k,
-            cfg,
-            &[
-                &x,
-                &gamma,
-                &beta,
-                &y,
-                &mean,
-                &rstd,
-                &(rows as i64),
-                &(cols as i64),
-                &eps,
-            ],
-        )
+        let args: [&dyn KernelArg; 9] = [&x, &gamma, &beta, &y, &mean, &rstd, &r, &c, &eps];
+        launch_warp_rows(dev, module, name, rows, &args)
     }
 }
 
@@ -158,31 +159,7 @@ fn layernorm_regs_fwd(
     } else {
         STEP3
     };
-    let k = dev.function(module, name)?;
-    let per_block = (ROW_THREADS / 32) as usize;
-    let cfg = LaunchConfig::new(
-        rows_grid(name, rows.div_ceil(per_block))?,
-        Dim3::x(ROW_THREADS),
-    );
-    // SAFETY: matches `layernorm3_fwd_*` / `layernorm4_fwd_*(const float* ×3, float* ×3, long
-    // long, long long, float)`.
-    unsafe {
-        dev.launch(
-            &k,
-            cfg,
-            &[
-                &x,
-                &gamma,
-                &beta,
-                &y,
-                &mean,
-                &rstd,
-                &(rows as i64),
-                &(cols as i64),
-                &eps,
-            ],
-        )
-    }
+    forward(dev, module, name, p, rows, cols, eps)
 }
 
 /// Backward: `dx` (`[rows, cols]`), `dgamma` and `dbeta` (`[cols]`) from the upstream grad
@@ -228,43 +205,19 @@ pub fn warp_welford_bwd(
     let sms = dev.limits().sm_count.max(1) as usize;
     let blocks = rows.div_ceil(warps).clamp(1, 4 * sms);
     let partial = dev.alloc(2 * blocks * cols * 4)?;
-    let k = dev.function(STEP2, name)?;
     let cfg = LaunchConfig::new(Dim3::x(blocks as u32), Dim3::x(32 * warps as u32))
         .with_shared_mem(smem as u32);
+    let (part, r, c, b) = (partial.ptr(), rows as i64, cols as i64, blocks as i64);
     // SAFETY: matches `layernorm_bwd_*(const float* ×5, float*, float*, long long, long long)`;
     // `partial` holds 2 × blocks × cols floats.
     unsafe {
-        dev.launch(
-            &k,
-            cfg,
-            &[
-                &x,
-                &gamma,
-                &g,
-                &mean,
-                &rstd,
-                &dx,
-                &partial.ptr(),
-                &(rows as i64),
-                &(cols as i64),
-            ],
-        )?;
+        let args: [&dyn KernelArg; 9] = [&x, &gamma, &g, &mean, &rstd, &dx, &part, &r, &c];
+        launch(dev, STEP2, name, cfg, &args)?;
     }
-    let name = "layernorm_param_grad_f32";
-    let k = dev.function(STEP2, name)?;
     // SAFETY: matches `layernorm_param_grad_f32(const float*, float*, float*, long long, long long)`.
     unsafe {
-        dev.launch(
-            &k,
-            launch_1d(2 * cols),
-            &[
-                &partial.ptr(),
-                &dgamma,
-                &dbeta,
-                &(blocks as i64),
-                &(cols as i64),
-            ],
-        )
+        let args: [&dyn KernelArg; 5] = [&part, &dgamma, &dbeta, &b, &c];
+        launch_elems(dev, STEP2, "layernorm_param_grad_f32", 2 * cols, &args)
     }
 }
 
@@ -432,30 +385,16 @@ fn launch_rows_bwd(
 ) -> Result<()> {
     let blocks = cfg.grid.x as usize;
     let partial = dev.alloc(2 * blocks * cols * 4)?;
-    // SAFETY: the caller passes a `layernorm3_bwd_*(const float* ×5, float*, float*, long long,
-    // long long, float*, float*, int*)` kernel with its configuration (dynamic shared memory for
-    // every warp's dγ/dβ slice); `partial` holds 2 × blocks × cols floats, one row of each per
-    // block of the grid; `counters`, when not null, 2 zeroed ints and a grid all resident.
-    unsafe {
-        dev.launch(
-            k,
-            cfg,
-            &[
-                &x,
-                &gamma,
-                &g,
-                &mean,
-                &rstd,
-                &dx,
-                &partial.ptr(),
-                &(rows as i64),
-                &(cols as i64),
-                &dgamma,
-                &dbeta,
-                &counters,
-            ],
-        )?;
-    }
+    let (part, r, c) = (partial.ptr(), rows as i64, cols as i64);
+    let args: [&dyn KernelArg; 12] = [
+        &x, &gamma, &g, &mean, &rstd, &dx, &part, &r, &c, &dgamma, &dbeta, &counters,
+    ];
+    // SAFETY: the caller passes a `layernorm{3,4}_bwd_*(const float* ×5, float*, float*, long
+    // long, long long, float*, float*, int*)` kernel with its configuration (dynamic shared
+    // memory for every warp's dγ/dβ slice); `partial` holds 2 × blocks × cols floats, one row of
+    // each per block of the grid; `counters`, when not null, 2 zeroed ints and a grid all
+    // resident.
+    unsafe { dev.launch(k, cfg, &args)? };
     if counters != DevPtr::NULL {
         return Ok(());
     }
@@ -472,17 +411,13 @@ fn layernorm3_param_grad(
     blocks: usize,
     cols: usize,
 ) -> Result<()> {
-    let name = "layernorm3_param_grad_f32";
-    let k = dev.function(STEP3, name)?;
     let cfg = LaunchConfig::new(Dim3::x((2 * cols).div_ceil(8) as u32), Dim3::xyz(8, 64, 1));
+    let (b, c) = (blocks as i64, cols as i64);
     // SAFETY: matches `layernorm3_param_grad_f32(const float*, float*, float*, long long, long long)`;
     // blocks of 8 × 64 as the kernel assumes, 8 outputs a block.
     unsafe {
-        dev.launch(
-            &k,
-            cfg,
-            &[&partial, &dgamma, &dbeta, &(blocks as i64), &(cols as i64)],
-        )
+        let args: [&dyn KernelArg; 5] = [&partial, &dgamma, &dbeta, &b, &c];
+        launch(dev, STEP3, "layernorm3_param_grad_f32", cfg, &args)
     }
 }
 

@@ -1,7 +1,7 @@
 //! Launchers for `kernels/loss/` (one PTX module per ladder step). `err` points at the device's index-error slot (4 × i64).
 
-use super::rows::KernelName;
-use super::rows_grid;
+use super::rows::{row_launch, variant_name, KernelName};
+use super::{launch, launch_rows, rows_grid};
 use crate::{CudaDevice, DevPtr, Dim3, Error, LaunchConfig, Result};
 
 /// PTX module of step 1: `kernels/loss/01_block_per_row.cu`.
@@ -27,16 +27,12 @@ pub fn block_per_row(
     if rows == 0 {
         return Ok(());
     }
-    let name = "cross_entropy_fwd_f32";
-    let k = dev.function(STEP1, name)?;
-    let cfg = LaunchConfig::new(rows_grid(name, rows)?, Dim3::x(256));
-    // SAFETY: matches the kernel's (const float*, const long long*, float*, long long, long long, long long*).
+    let (r, c) = (rows as i64, cols as i64);
+    // SAFETY: matches `cross_entropy_fwd_f32(const float*, const long long*, float*, long long,
+    // long long, long long*)`.
     unsafe {
-        dev.launch(
-            &k,
-            cfg,
-            &[&x, &t, &loss, &(rows as i64), &(cols as i64), &err],
-        )
+        let args: [&dyn crate::KernelArg; 6] = [&x, &t, &loss, &r, &c, &err];
+        launch_rows(dev, STEP1, "cross_entropy_fwd_f32", rows, 256, &args)
     }
 }
 
@@ -55,16 +51,12 @@ pub fn block_per_row_bwd(
     if rows == 0 {
         return Ok(());
     }
-    let name = "cross_entropy_bwd_f32";
-    let k = dev.function(STEP1, name)?;
-    let cfg = LaunchConfig::new(rows_grid(name, rows)?, Dim3::x(256));
-    // SAFETY: matches the kernel's (const float*, const long long*, const float*, float*, long long, long long, long long*).
+    let (r, c) = (rows as i64, cols as i64);
+    // SAFETY: matches `cross_entropy_bwd_f32(const float*, const long long*, const float*,
+    // float*, long long, long long, long long*)`.
     unsafe {
-        dev.launch(
-            &k,
-            cfg,
-            &[&x, &t, &g, &dx, &(rows as i64), &(cols as i64), &err],
-        )
+        let args: [&dyn crate::KernelArg; 7] = [&x, &t, &g, &dx, &r, &c, &err];
+        launch_rows(dev, STEP1, "cross_entropy_bwd_f32", rows, 256, &args)
     }
 }
 
@@ -86,19 +78,31 @@ pub fn saved_stats(
     if rows == 0 {
         return Ok(());
     }
-    let (warp, vec, cfg) = super::rows::row_launch("cross_entropy_fwd", rows, cols, &[x])?;
-    let k = dev.function(
-        STEP2,
-        &super::rows::variant_name("cross_entropy_fwd", warp, vec),
-    )?;
-    // SAFETY: matches `cross_entropy_fwd_*(const float*, const long long*, float*, float*,
-    // long long, long long, long long*)`.
+    let (warp, vec, cfg) = row_launch("cross_entropy_fwd", rows, cols, &[x])?;
+    let name = variant_name("cross_entropy_fwd", warp, vec);
+    stats_fwd(dev, STEP2, &name, cfg, [x, t, loss, stats], rows, cols, err)
+}
+
+/// Launches a forward kernel of steps 2 and 3, `(const float* x, const long long* t, float*
+/// loss, float* stats, long long rows, long long cols, long long* err)`, with `cfg`.
+#[allow(clippy::too_many_arguments)]
+fn stats_fwd(
+    dev: &CudaDevice,
+    module: &str,
+    name: &str,
+    cfg: LaunchConfig,
+    [x, t, loss, stats]: [DevPtr; 4],
+    rows: usize,
+    cols: usize,
+    err: DevPtr,
+) -> Result<()> {
+    let (rows, cols) = (rows as i64, cols as i64);
+    // SAFETY: matches `cross_entropy_fwd_*` / `ce3_fwd_*` / `cross_entropy3_fwd_long_f32(const
+    // float*, const long long*, float*, float*, long long, long long, long long*)`; the callers
+    // pass `[rows, cols]` logits, `rows` targets and losses, `2·rows` stats.
     unsafe {
-        dev.launch(
-            &k,
-            cfg,
-            &[&x, &t, &loss, &stats, &(rows as i64), &(cols as i64), &err],
-        )
+        let args: [&dyn crate::KernelArg; 7] = [&x, &t, &loss, &stats, &rows, &cols, &err];
+        launch(dev, module, name, cfg, &args)
     }
 }
 
@@ -119,28 +123,14 @@ pub fn saved_stats_bwd(
     if rows == 0 {
         return Ok(());
     }
-    let (warp, vec, cfg) = super::rows::row_launch("cross_entropy_bwd", rows, cols, &[x, dx])?;
-    let k = dev.function(
-        STEP2,
-        &super::rows::variant_name("cross_entropy_bwd", warp, vec),
-    )?;
+    let (warp, vec, cfg) = row_launch("cross_entropy_bwd", rows, cols, &[x, dx])?;
+    let name = variant_name("cross_entropy_bwd", warp, vec);
+    let (rows, cols) = (rows as i64, cols as i64);
     // SAFETY: matches `cross_entropy_bwd_*(const float*, const long long*, const float*,
     // const float*, float*, long long, long long, long long*)`.
     unsafe {
-        dev.launch(
-            &k,
-            cfg,
-            &[
-                &x,
-                &t,
-                &stats,
-                &g,
-                &dx,
-                &(rows as i64),
-                &(cols as i64),
-                &err,
-            ],
-        )
+        let args: [&dyn crate::KernelArg; 8] = [&x, &t, &stats, &g, &dx, &rows, &cols, &err];
+        launch(dev, STEP2, &name, cfg, &args)
     }
 }
 
@@ -180,16 +170,16 @@ pub fn registers(
         vec,
         false,
     )?;
-    let k = dev.function(STEP3, name.as_str())?;
-    // SAFETY: matches `ce3_fwd_*` / `cross_entropy3_fwd_long_f32(const float*, const long long*,
-    // float*, float*, long long, long long, long long*)`.
-    unsafe {
-        dev.launch(
-            &k,
-            cfg,
-            &[&x, &t, &loss, &stats, &(rows as i64), &(cols as i64), &err],
-        )
-    }
+    stats_fwd(
+        dev,
+        STEP3,
+        name.as_str(),
+        cfg,
+        [x, t, loss, stats],
+        rows,
+        cols,
+        err,
+    )
 }
 
 /// Step 3 backward (same arguments as [`saved_stats_bwd`]): elementwise with the saved
@@ -272,23 +262,22 @@ fn ce_bwd_launch(
     let short = KernelName::new(format_args!("ce{step}_bwd"));
     let long = KernelName::new(format_args!("cross_entropy{step}_bwd_long_f32"));
     let (name, cfg) = ce_launch(short.as_str(), long.as_str(), rows, cols, vec, false)?;
-    let k = dev.function(if step == 4 { STEP4 } else { STEP3 }, name.as_str())?;
+    let module = if step == 4 { STEP4 } else { STEP3 };
     let (rows, cols) = (rows as i64, cols as i64);
+    let same_alignment = i32::from(x.0 % 16 == dx.0 % 16);
+    let args: [&dyn crate::KernelArg; 9] =
+        [&x, &t, &stats, &g, &dx, &rows, &cols, &err, &same_alignment];
+    // the long-row kernels take the trailing `int vec` (x and dx rows share their alignment, so
+    // one prologue aligns both); the short-row kernels stop before it
+    let args = if name.as_str() == long.as_str() {
+        &args[..]
+    } else {
+        &args[..8]
+    };
     // SAFETY: matches `ce{3,4}_bwd_*(const float*, const long long*, const float*, const float*,
     // float*, long long, long long, long long*)`, and `cross_entropy{3,4}_bwd_long_f32` with the
-    // trailing `int vec` (x and dx rows share their alignment, so one prologue aligns both).
-    unsafe {
-        if name.as_str() == long.as_str() {
-            let same_alignment = i32::from(x.0 % 16 == dx.0 % 16);
-            dev.launch(
-                &k,
-                cfg,
-                &[&x, &t, &stats, &g, &dx, &rows, &cols, &err, &same_alignment],
-            )
-        } else {
-            dev.launch(&k, cfg, &[&x, &t, &stats, &g, &dx, &rows, &cols, &err])
-        }
-    }
+    // trailing `int`.
+    unsafe { launch(dev, module, name.as_str(), cfg, args) }
 }
 
 // ------------------------------------------------------------------ step 4 (memory-bound issue)
@@ -331,25 +320,13 @@ pub fn fused_mean(
         });
     }
     let words = dev.counters(2 * blocks)?; // a 64-bit word a block
-    let k = dev.function(STEP4, name.as_str())?;
+    let (rows, cols) = (rows as i64, cols as i64);
     // SAFETY: matches `ce4_fwd_*` / `cross_entropy4_fwd_long_f32(const float*, const long long*,
     // float*, float*, unsigned long long*, long long, long long, long long*)`; `words` holds one
     // 64-bit word per block of `cfg`, zero, and every kernel leaves it zero.
     unsafe {
-        dev.launch(
-            &k,
-            cfg,
-            &[
-                &x,
-                &t,
-                &mean,
-                &stats,
-                &words,
-                &(rows as i64),
-                &(cols as i64),
-                &err,
-            ],
-        )
+        let args: [&dyn crate::KernelArg; 8] = [&x, &t, &mean, &stats, &words, &rows, &cols, &err];
+        launch(dev, STEP4, name.as_str(), cfg, &args)
     }
 }
 

@@ -1,6 +1,7 @@
 //! Launchers for `kernels/optim/` (one PTX module per ladder step): in-place parameter updates.
 
-use crate::{launch_1d, CudaDevice, DevPtr, Result};
+use super::launch_elems;
+use crate::{CudaDevice, DevPtr, KernelArg, Result};
 
 /// PTX module of step 1: `kernels/optim/01_per_tensor.cu`.
 const STEP1: &str = "optim/01_per_tensor";
@@ -23,17 +24,11 @@ pub fn sgd_f32(
     momentum: f32,
     wd: f32,
 ) -> Result<()> {
-    if n == 0 {
-        return Ok(());
-    }
-    let k = dev.function(STEP1, "sgd_f32")?;
+    let ni = n as i64;
     // SAFETY: matches `sgd_f32(float*, const float*, float*, long long, float, float, float)`.
     unsafe {
-        dev.launch(
-            &k,
-            launch_1d(n),
-            &[&p, &g, &buf, &(n as i64), &lr, &momentum, &wd],
-        )
+        let args: [&dyn KernelArg; 7] = [&p, &g, &buf, &ni, &lr, &momentum, &wd];
+        launch_elems(dev, STEP1, "sgd_f32", n, &args)
     }
 }
 
@@ -55,33 +50,12 @@ pub fn adam_f32(
     bc1: f32,
     bc2: f32,
 ) -> Result<()> {
-    if n == 0 {
-        return Ok(());
-    }
-    let k = dev.function(STEP1, "adam_f32")?;
-    let dec = decoupled as i32;
+    let (ni, dec) = (n as i64, decoupled as i32);
+    let args: [&dyn KernelArg; 13] = [
+        &p, &g, &m, &v, &ni, &lr, &beta1, &beta2, &eps, &wd, &dec, &bc1, &bc2,
+    ];
     // SAFETY: matches `adam_f32(float*, const float*, float*, float*, long long, float ×5, int, float, float)`.
-    unsafe {
-        dev.launch(
-            &k,
-            launch_1d(n),
-            &[
-                &p,
-                &g,
-                &m,
-                &v,
-                &(n as i64),
-                &lr,
-                &beta1,
-                &beta2,
-                &eps,
-                &wd,
-                &dec,
-                &bc1,
-                &bc2,
-            ],
-        )
-    }
+    unsafe { launch_elems(dev, STEP1, "adam_f32", n, &args) }
 }
 
 // ------------------------------------------------------------------ step 2 (memory-bound issue)
@@ -189,14 +163,8 @@ pub fn adam_multi_f32(
     wd: f32,
     decoupled: bool,
 ) -> Result<()> {
-    adam_multi(
-        dev,
-        STEP2,
-        "adam_multi_f32",
-        ts,
-        [lr, beta1, beta2, eps, wd],
-        decoupled,
-    )
+    let hyper = [lr, beta1, beta2, eps, wd];
+    adam_multi(dev, STEP2, "adam_multi_f32", ts, hyper, decoupled)
 }
 
 /// SGD (momentum, weight decay) over every tensor of `ts` in one launch (step 2 of [`sgd_f32`]).
@@ -227,14 +195,8 @@ pub fn adam_multi_loads_first(
     wd: f32,
     decoupled: bool,
 ) -> Result<()> {
-    adam_multi(
-        dev,
-        STEP4,
-        "adam_multi3_f32",
-        ts,
-        [lr, beta1, beta2, eps, wd],
-        decoupled,
-    )
+    let hyper = [lr, beta1, beta2, eps, wd];
+    adam_multi(dev, STEP4, "adam_multi3_f32", ts, hyper, decoupled)
 }
 
 /// Step 3 of [`sgd_multi_f32`] (same table, arguments and formula; results agree to a few
@@ -265,14 +227,9 @@ fn adam_multi(
     let k = dev.function(module, name)?;
     let dec = decoupled as i32;
     for (table, count, cfg) in multi_tables(name, ts)? {
+        let args: [&dyn KernelArg; 8] = [&table, &count, &lr, &beta1, &beta2, &eps, &wd, &dec];
         // SAFETY: matches the signature above; the table lists buffers of n floats each.
-        unsafe {
-            dev.launch(
-                &k,
-                cfg,
-                &[&table, &count, &lr, &beta1, &beta2, &eps, &wd, &dec],
-            )?;
-        }
+        unsafe { dev.launch(&k, cfg, &args)? };
     }
     Ok(())
 }

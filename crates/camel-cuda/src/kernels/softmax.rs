@@ -1,6 +1,7 @@
 //! Launchers for `kernels/softmax/`: one PTX module per ladder step.
 
-use super::rows_grid;
+use super::rows::{row_launch, variant_name};
+use super::{launch, rows_grid};
 use crate::{CudaDevice, DevPtr, Dim3, LaunchConfig, Result};
 
 /// PTX module of step 1: `kernels/softmax/01_block_per_row.cu`.
@@ -25,16 +26,47 @@ pub fn block_per_row(
         return Ok(());
     }
     let name = "softmax_last_f32";
-    let k = dev.function(STEP1, name)?;
     let cfg = LaunchConfig::new(rows_grid(name, rows)?, Dim3::x(256));
-    // SAFETY: matches `block_per_row(const float*, float*, long long, long long, int)`.
-    unsafe {
-        dev.launch(
-            &k,
-            cfg,
-            &[&x, &y, &(rows as i64), &(cols as i64), &(log as i32)],
-        )
-    }
+    forward(dev, STEP1, name, cfg, [x, y], rows, cols, log)
+}
+
+/// Launches a forward kernel of steps 1 and 2, `(const float* x, float* y, long long rows,
+/// long long cols, int log)`, with `cfg`.
+#[allow(clippy::too_many_arguments)]
+fn forward(
+    dev: &CudaDevice,
+    module: &str,
+    name: &str,
+    cfg: LaunchConfig,
+    [x, y]: [DevPtr; 2],
+    rows: usize,
+    cols: usize,
+    log: bool,
+) -> Result<()> {
+    let (rows, cols, log) = (rows as i64, cols as i64, log as i32);
+    // SAFETY: matches `softmax_last_f32` / `softmax_fwd_*(const float*, float*, long long, long
+    // long, int)`; the callers pass `[rows, cols]` floats at `x` and `y`.
+    unsafe { launch(dev, module, name, cfg, &[&x, &y, &rows, &cols, &log]) }
+}
+
+/// Launches a backward kernel of steps 1 to 3, `(const float* y, const float* g, float* dx,
+/// long long rows, long long cols, int log)`, with `cfg`.
+#[allow(clippy::too_many_arguments)]
+fn backward(
+    dev: &CudaDevice,
+    module: &str,
+    name: &str,
+    cfg: LaunchConfig,
+    [y, g, dx]: [DevPtr; 3],
+    rows: usize,
+    cols: usize,
+    log: bool,
+) -> Result<()> {
+    let (rows, cols, log) = (rows as i64, cols as i64, log as i32);
+    // SAFETY: matches `softmax_bwd_f32` / `softmax_bwd_*` / `softmax3_bwd_*(const float*, const
+    // float*, float*, long long, long long, int)`; the callers pass `[rows, cols]` floats at
+    // `y`, `g` and `dx`.
+    unsafe { launch(dev, module, name, cfg, &[&y, &g, &dx, &rows, &cols, &log]) }
 }
 
 // ------------------------------------------------------------------ step 2 (memory-bound issue)
@@ -52,16 +84,9 @@ pub fn online_warp(
     if rows == 0 || cols == 0 {
         return Ok(());
     }
-    let (warp, vec, cfg) = super::rows::row_launch("softmax_fwd", rows, cols, &[x, y])?;
-    let k = dev.function(STEP2, &super::rows::variant_name("softmax_fwd", warp, vec))?;
-    // SAFETY: matches `softmax_fwd_*(const float*, float*, long long, long long, int)`.
-    unsafe {
-        dev.launch(
-            &k,
-            cfg,
-            &[&x, &y, &(rows as i64), &(cols as i64), &(log as i32)],
-        )
-    }
+    let (warp, vec, cfg) = row_launch("softmax_fwd", rows, cols, &[x, y])?;
+    let name = variant_name("softmax_fwd", warp, vec);
+    forward(dev, STEP2, &name, cfg, [x, y], rows, cols, log)
 }
 
 /// Backward of softmax (`log = false`: `dx = y ⊙ (g − Σ g⊙y)`) or log-softmax
@@ -80,16 +105,8 @@ pub fn block_per_row_bwd(
         return Ok(());
     }
     let name = "softmax_bwd_f32";
-    let k = dev.function(STEP1, name)?;
     let cfg = LaunchConfig::new(rows_grid(name, rows)?, Dim3::x(256));
-    // SAFETY: matches `block_per_row_bwd(const float*, const float*, float*, long long, long long, int)`.
-    unsafe {
-        dev.launch(
-            &k,
-            cfg,
-            &[&y, &g, &dx, &(rows as i64), &(cols as i64), &(log as i32)],
-        )
-    }
+    backward(dev, STEP1, name, cfg, [y, g, dx], rows, cols, log)
 }
 
 /// Step 2 of [`block_per_row_bwd`]: warp or block per row, float4.
@@ -106,16 +123,9 @@ pub fn online_warp_bwd(
     if rows == 0 || cols == 0 {
         return Ok(());
     }
-    let (warp, vec, cfg) = super::rows::row_launch("softmax_bwd", rows, cols, &[y, g, dx])?;
-    let k = dev.function(STEP2, &super::rows::variant_name("softmax_bwd", warp, vec))?;
-    // SAFETY: matches `softmax_bwd_*(const float*, const float*, float*, long long, long long, int)`.
-    unsafe {
-        dev.launch(
-            &k,
-            cfg,
-            &[&y, &g, &dx, &(rows as i64), &(cols as i64), &(log as i32)],
-        )
-    }
+    let (warp, vec, cfg) = row_launch("softmax_bwd", rows, cols, &[y, g, dx])?;
+    let name = variant_name("softmax_bwd", warp, vec);
+    backward(dev, STEP2, &name, cfg, [y, g, dx], rows, cols, log)
 }
 
 // ------------------------------------------------------------------ step 3 (memory-bound issue)
@@ -207,9 +217,9 @@ fn softmax_regs_f32(
     let cfg = softmax3_config(name, rows, g)?;
     // step 4's forward kernels live in its own module
     let module = if prefix == "softmax4" { STEP4 } else { STEP3 };
-    let k = dev.function(module, name)?;
+    let (rows, cols) = (rows as i64, cols as i64);
     // SAFETY: matches `[log_]softmax{3,4}_*(const float*, float*, long long, long long)`.
-    unsafe { dev.launch(&k, cfg, &[&x, &y, &(rows as i64), &(cols as i64)]) }
+    unsafe { launch(dev, module, name, cfg, &[&x, &y, &rows, &cols]) }
 }
 
 /// Launch configuration of a step-3 kernel of shape `(g, _, _)`: blocks of 256 holding 256 / g
@@ -246,15 +256,7 @@ pub fn warp_registers_bwd(
     let name = super::rows::KernelName::new(format_args!("softmax3_bwd_g{gs}_v{vw}_n{nv}_f32"));
     let name = name.as_str();
     let cfg = softmax3_config(name, rows, gs)?;
-    let k = dev.function(STEP3, name)?;
-    // SAFETY: matches `softmax3_bwd_*(const float*, const float*, float*, long long, long long, int)`.
-    unsafe {
-        dev.launch(
-            &k,
-            cfg,
-            &[&y, &g, &dx, &(rows as i64), &(cols as i64), &(log as i32)],
-        )
-    }
+    backward(dev, STEP3, name, cfg, [y, g, dx], rows, cols, log)
 }
 
 // ------------------------------------------------------------------ the ladder's table
