@@ -16,30 +16,67 @@ pub fn fill_f32(dev: &CudaDevice, out: DevPtr, n: usize, value: f32) -> Result<(
     unsafe { launch_elems(dev, STEP1, "fill_f32", n, &[&out, &ni, &value]) }
 }
 
-/// `y[i] = f(x[i])` for camel-core's unary op `code` (with scalar `s`).
-pub fn unary_f32(
-    dev: &CudaDevice,
-    x: DevPtr,
-    y: DevPtr,
-    n: usize,
-    code: i32,
-    s: f32,
-) -> Result<()> {
-    let ni = n as i64;
-    // SAFETY: matches `unary_f32(const float*, float*, long long, int, float)`; n floats each.
-    unsafe { launch_elems(dev, STEP1, "unary_f32", n, &[&x, &y, &ni, &code, &s]) }
+launchers! {
+    // the unary ops of each step (the Unary type)
+    (dev: &CudaDevice, x: DevPtr, y: DevPtr, n: usize, code: i32, s: f32);
+
+    /// `y[i] = f(x[i])` for camel-core's unary op `code` (with scalar `s`).
+    pub fn unary_f32(..) {
+        let ni = n as i64;
+        // SAFETY: matches `unary_f32(const float*, float*, long long, int, float)`; n floats each.
+        unsafe { launch_elems(dev, STEP1, "unary_f32", n, &[&x, &y, &ni, &code, &s]) }
+    }
+
+    /// Step 2 of `unary_f32`: float4 loads and stores. Falls back to step 1 when a pointer is not
+    /// 16-byte aligned.
+    pub fn unary_vec4_f32(..) {
+        if !super::rows::aligned16(&[x, y]) {
+            return unary_f32(dev, x, y, n, code, s);
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        let (cfg, ni) = (vec4_config(n), n as i64);
+        // SAFETY: matches `unary_vec4_f32(const float*, float*, long long, int, float)`; aligned.
+        unsafe { launch(dev, STEP2, "unary_vec4_f32", cfg, &[&x, &y, &ni, &code, &s]) }
+    }
 }
 
-/// `out[i] = a[i] op b[i]` for equal shapes.
-pub fn binary_f32(
-    dev: &CudaDevice,
-    a: DevPtr,
-    b: DevPtr,
-    out: DevPtr,
-    n: usize,
-    code: i32,
-) -> Result<()> {
-    binary_elems(dev, "binary_f32", a, b, out, n, code)
+launchers! {
+    // binary ops (the Binary type)
+    (dev: &CudaDevice, a: DevPtr, b: DevPtr, out: DevPtr, n: usize, code: i32);
+
+    /// `out[i] = a[i] op b[i]` for equal shapes.
+    pub fn binary_f32(..) {
+        binary_elems(dev, "binary_f32", a, b, out, n, code)
+    }
+
+    /// Step 1 of the binary ops including [`GELU_BWD`]: one element per thread per iteration.
+    pub fn binary2_f32(..) {
+        binary_elems(dev, "binary2_f32", a, b, out, n, code)
+    }
+
+    /// Step 2 of the same-shape binary ops (and [`GELU_BWD`]): float4. Falls back to step 1 when a
+    /// pointer is not 16-byte aligned.
+    pub fn binary_vec4_f32(..) {
+        if !super::rows::aligned16(&[a, b, out]) {
+            return binary2_f32(dev, a, b, out, n, code);
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        let (cfg, ni) = (vec4_config(n), n as i64);
+        // SAFETY: matches `binary_vec4_f32(const float*, const float*, float*, long long, int)`.
+        unsafe {
+            launch(
+                dev,
+                STEP2,
+                "binary_vec4_f32",
+                cfg,
+                &[&a, &b, &out, &ni, &code],
+            )
+        }
+    }
 }
 
 /// Launches the step-1 binary kernel `name` (`binary_f32` or `binary2_f32`, which share their
@@ -99,77 +136,13 @@ pub fn binary_bcast_f32(
     unsafe { launch_elems(dev, STEP1, name, n, &[&a, &b, &out, &ni, &code, &p]) }
 }
 
-// ------------------------------------------------------------------ step 2 (memory-bound issue)
-
 /// Binary op code of the fused GELU backward: `out = b · gelu'(a)` (a = x, b = upstream grad).
 pub const GELU_BWD: i32 = 5;
-
-/// Step 1 of the binary ops including [`GELU_BWD`]: one element per thread per iteration.
-pub fn binary2_f32(
-    dev: &CudaDevice,
-    a: DevPtr,
-    b: DevPtr,
-    out: DevPtr,
-    n: usize,
-    code: i32,
-) -> Result<()> {
-    binary_elems(dev, "binary2_f32", a, b, out, n, code)
-}
-
-/// Step 2 of `unary_f32`: float4 loads and stores. Falls back to step 1 when a pointer is not
-/// 16-byte aligned.
-pub fn unary_vec4_f32(
-    dev: &CudaDevice,
-    x: DevPtr,
-    y: DevPtr,
-    n: usize,
-    code: i32,
-    s: f32,
-) -> Result<()> {
-    if !super::rows::aligned16(&[x, y]) {
-        return unary_f32(dev, x, y, n, code, s);
-    }
-    if n == 0 {
-        return Ok(());
-    }
-    let (cfg, ni) = (vec4_config(n), n as i64);
-    // SAFETY: matches `unary_vec4_f32(const float*, float*, long long, int, float)`; aligned.
-    unsafe { launch(dev, STEP2, "unary_vec4_f32", cfg, &[&x, &y, &ni, &code, &s]) }
-}
 
 /// A thread per float4 of `n` floats; the first `n % 4` threads of the grid also do the tail, so
 /// at least that many threads.
 fn vec4_config(n: usize) -> crate::LaunchConfig {
     launch_1d(n.div_ceil(4).max(4))
-}
-
-/// Step 2 of the same-shape binary ops (and [`GELU_BWD`]): float4. Falls back to step 1 when a
-/// pointer is not 16-byte aligned.
-pub fn binary_vec4_f32(
-    dev: &CudaDevice,
-    a: DevPtr,
-    b: DevPtr,
-    out: DevPtr,
-    n: usize,
-    code: i32,
-) -> Result<()> {
-    if !super::rows::aligned16(&[a, b, out]) {
-        return binary2_f32(dev, a, b, out, n, code);
-    }
-    if n == 0 {
-        return Ok(());
-    }
-    let (cfg, ni) = (vec4_config(n), n as i64);
-    // SAFETY: matches `binary_vec4_f32(const float*, const float*, float*, long long, int)`.
-    unsafe {
-        launch(
-            dev,
-            STEP2,
-            "binary_vec4_f32",
-            cfg,
-            &[&a, &b, &out, &ni, &code],
-        )
-    }
 }
 
 // ------------------------------------------------------------------ the ladder's table

@@ -16,32 +16,44 @@ const STEP3: &str = "layernorm/03_row_registers";
 /// PTX module of step 4: `kernels/layernorm/04_streaming.cu`.
 const STEP4: &str = "layernorm/04_streaming";
 
-/// `y = (x − mean)·rstd·γ + β` per row of `[rows, cols]`; writes `mean[rows]` and
-/// `rstd[rows]` (rstd = 1/√(var + eps), biased variance) for the backward.
-#[allow(clippy::too_many_arguments)]
-pub fn warp_welford(
-    dev: &CudaDevice,
-    x: DevPtr,
-    gamma: DevPtr,
-    beta: DevPtr,
-    y: DevPtr,
-    mean: DevPtr,
-    rstd: DevPtr,
-    rows: usize,
-    cols: usize,
-    eps: f32,
-) -> Result<()> {
-    if rows == 0 || cols == 0 {
-        return Ok(());
+launchers! {
+    // the forward of each step (the Forward type)
+    (
+        dev: &CudaDevice, x: DevPtr, gamma: DevPtr, beta: DevPtr, y: DevPtr, mean: DevPtr,
+        rstd: DevPtr, rows: usize, cols: usize, eps: f32,
+    );
+
+    /// `y = (x − mean)·rstd·γ + β` per row of `[rows, cols]`; writes `mean[rows]` and
+    /// `rstd[rows]` (rstd = 1/√(var + eps), biased variance) for the backward.
+    pub fn warp_welford(..) {
+        if rows == 0 || cols == 0 {
+            return Ok(());
+        }
+        let vec = cols % 4 == 0 && aligned16(&[x, gamma, beta, y]);
+        let name = if vec {
+            "layernorm_fwd_vec_f32"
+        } else {
+            "layernorm_fwd_f32"
+        };
+        let p = [x, gamma, beta, y, mean, rstd];
+        forward(dev, STEP2, name, p, rows, cols, eps)
     }
-    let vec = cols % 4 == 0 && aligned16(&[x, gamma, beta, y]);
-    let name = if vec {
-        "layernorm_fwd_vec_f32"
-    } else {
-        "layernorm_fwd_f32"
-    };
-    let p = [x, gamma, beta, y, mean, rstd];
-    forward(dev, STEP2, name, p, rows, cols, eps)
+
+    /// Step 3 of [`warp_welford`] (same arguments and outputs): the row read once into
+    /// registers, mean and variance (two-pass) and the write from there. Rows longer than 1024
+    /// columns run [`warp_welford`].
+    pub fn row_registers(..) {
+        let p = [x, gamma, beta, y, mean, rstd];
+        layernorm_regs_fwd(dev, "layernorm3_fwd", p, rows, cols, eps)
+    }
+
+    /// Step 4 of the forward: [`row_registers`] with
+    /// cache-streaming (evict-first) loads of `x` and stores of `y` (`layernorm4_fwd_*`); the same
+    /// arithmetic, shapes and fallback.
+    pub fn streaming(..) {
+        let p = [x, gamma, beta, y, mean, rstd];
+        layernorm_regs_fwd(dev, "layernorm4_fwd", p, rows, cols, eps)
+    }
 }
 
 /// Launches a forward kernel, `(const float* x, const float* γ, const float* β, float* y,
@@ -82,58 +94,6 @@ pub fn layernorm3_shape(cols: usize, vec: bool) -> Option<(usize, usize)> {
         .filter(|_| cols > 0)
 }
 
-/// Step 3 of [`warp_welford`] (same arguments and outputs): the row read once into
-/// registers, mean and variance (two-pass) and the write from there. Rows longer than 1024
-/// columns run [`warp_welford`].
-#[allow(clippy::too_many_arguments)]
-pub fn row_registers(
-    dev: &CudaDevice,
-    x: DevPtr,
-    gamma: DevPtr,
-    beta: DevPtr,
-    y: DevPtr,
-    mean: DevPtr,
-    rstd: DevPtr,
-    rows: usize,
-    cols: usize,
-    eps: f32,
-) -> Result<()> {
-    layernorm_regs_fwd(
-        dev,
-        "layernorm3_fwd",
-        [x, gamma, beta, y, mean, rstd],
-        rows,
-        cols,
-        eps,
-    )
-}
-
-/// Step 4 of the forward: [`row_registers`] with
-/// cache-streaming (evict-first) loads of `x` and stores of `y` (`layernorm4_fwd_*`); the same
-/// arithmetic, shapes and fallback.
-#[allow(clippy::too_many_arguments)]
-pub fn streaming(
-    dev: &CudaDevice,
-    x: DevPtr,
-    gamma: DevPtr,
-    beta: DevPtr,
-    y: DevPtr,
-    mean: DevPtr,
-    rstd: DevPtr,
-    rows: usize,
-    cols: usize,
-    eps: f32,
-) -> Result<()> {
-    layernorm_regs_fwd(
-        dev,
-        "layernorm4_fwd",
-        [x, gamma, beta, y, mean, rstd],
-        rows,
-        cols,
-        eps,
-    )
-}
-
 /// The forward kernels that hold a row in registers, `{prefix}_v{VEC}_n{NV}_f32`; `p` is
 /// `[x, γ, β, y, mean, rstd]`.
 fn layernorm_regs_fwd(
@@ -162,90 +122,84 @@ fn layernorm_regs_fwd(
     forward(dev, module, name, p, rows, cols, eps)
 }
 
-/// Backward: `dx` (`[rows, cols]`), `dgamma` and `dbeta` (`[cols]`) from the upstream grad
-/// `g` and the forward's `mean`/`rstd`. Two launches: the row pass (with per-block partial
-/// sums of dγ, dβ) and the column sum of the partials. Deterministic (no atomics).
-#[allow(clippy::too_many_arguments)]
-pub fn warp_welford_bwd(
-    dev: &CudaDevice,
-    x: DevPtr,
-    gamma: DevPtr,
-    g: DevPtr,
-    mean: DevPtr,
-    rstd: DevPtr,
-    dx: DevPtr,
-    dgamma: DevPtr,
-    dbeta: DevPtr,
-    rows: usize,
-    cols: usize,
-) -> Result<()> {
-    if cols == 0 {
-        return Ok(());
-    }
-    let vec = cols % 4 == 0 && aligned16(&[x, gamma, g, dx]);
-    let name = if vec {
-        "layernorm_bwd_vec_f32"
-    } else {
-        "layernorm_bwd_f32"
-    };
-    // Each warp keeps dγ and dβ for all columns in shared memory: 8·cols bytes a warp. Aim for
-    // 24 KiB a block (several blocks per SM), at least one warp, at most 8.
-    let per_warp = 8 * cols;
-    let warps = (24 * 1024 / per_warp).clamp(1, 8);
-    let smem = warps * per_warp;
-    let limit = dev.limits().max_shared_per_block_optin as usize;
-    if smem > limit {
-        return Err(Error::LaunchConfig {
-            kernel: name.to_string(),
-            msg: format!(
-                "{cols} columns need {smem} bytes of shared memory for dγ/dβ, more than the device's {limit}"
-            ),
-        });
-    }
-    let sms = dev.limits().sm_count.max(1) as usize;
-    let blocks = rows.div_ceil(warps).clamp(1, 4 * sms);
-    let partial = dev.alloc(2 * blocks * cols * 4)?;
-    let cfg = LaunchConfig::new(Dim3::x(blocks as u32), Dim3::x(32 * warps as u32))
-        .with_shared_mem(smem as u32);
-    let (part, r, c, b) = (partial.ptr(), rows as i64, cols as i64, blocks as i64);
-    // SAFETY: matches `layernorm_bwd_*(const float* ×5, float*, float*, long long, long long)`;
-    // `partial` holds 2 × blocks × cols floats.
-    unsafe {
-        let args: [&dyn KernelArg; 9] = [&x, &gamma, &g, &mean, &rstd, &dx, &part, &r, &c];
-        launch(dev, STEP2, name, cfg, &args)?;
-    }
-    // SAFETY: matches `layernorm_param_grad_f32(const float*, float*, float*, long long, long long)`.
-    unsafe {
-        let args: [&dyn KernelArg; 5] = [&part, &dgamma, &dbeta, &b, &c];
-        launch_elems(dev, STEP2, "layernorm_param_grad_f32", 2 * cols, &args)
-    }
-}
+launchers! {
+    // the backward of each step (the Backward type)
+    (
+        dev: &CudaDevice, x: DevPtr, gamma: DevPtr, g: DevPtr, mean: DevPtr, rstd: DevPtr,
+        dx: DevPtr, dgamma: DevPtr, dbeta: DevPtr, rows: usize, cols: usize,
+    );
 
-/// Step 3 of [`warp_welford_bwd`] (same arguments and outputs): a warp per row with the row
-/// in registers (x and g read once, x̂ recomputed from `mean`/`rstd`, dx written from the
-/// registers), each lane's dγ/dβ kept in registers across the rows it visits, one partial row
-/// per block, then a deterministic column sum (in the same kernel when its grid is all resident
-/// at once, else `layernorm3_param_grad_f32`). Rows longer than 1024 columns run
-/// [`warp_welford_bwd`].
-#[allow(clippy::too_many_arguments)]
-pub fn row_registers_bwd(
-    dev: &CudaDevice,
-    x: DevPtr,
-    gamma: DevPtr,
-    g: DevPtr,
-    mean: DevPtr,
-    rstd: DevPtr,
-    dx: DevPtr,
-    dgamma: DevPtr,
-    dbeta: DevPtr,
-    rows: usize,
-    cols: usize,
-) -> Result<()> {
-    let vec = cols % 4 == 0 && aligned16(&[x, gamma, g, dx]);
-    let shape = layernorm3_shape(cols, vec).map(|(vw, nv)| (3, 32, vw, nv));
-    regs_bwd(
-        dev, shape, x, gamma, g, mean, rstd, dx, dgamma, dbeta, rows, cols,
-    )
+    /// Backward: `dx` (`[rows, cols]`), `dgamma` and `dbeta` (`[cols]`) from the upstream grad
+    /// `g` and the forward's `mean`/`rstd`. Two launches: the row pass (with per-block partial
+    /// sums of dγ, dβ) and the column sum of the partials. Deterministic (no atomics).
+    pub fn warp_welford_bwd(..) {
+        if cols == 0 {
+            return Ok(());
+        }
+        let vec = cols % 4 == 0 && aligned16(&[x, gamma, g, dx]);
+        let name = if vec {
+            "layernorm_bwd_vec_f32"
+        } else {
+            "layernorm_bwd_f32"
+        };
+        // Each warp keeps dγ and dβ for all columns in shared memory: 8·cols bytes a warp. Aim for
+        // 24 KiB a block (several blocks per SM), at least one warp, at most 8.
+        let per_warp = 8 * cols;
+        let warps = (24 * 1024 / per_warp).clamp(1, 8);
+        let smem = warps * per_warp;
+        let limit = dev.limits().max_shared_per_block_optin as usize;
+        if smem > limit {
+            return Err(Error::LaunchConfig {
+                kernel: name.to_string(),
+                msg: format!(
+                    "{cols} columns need {smem} bytes of shared memory for dγ/dβ, more than the device's {limit}"
+                ),
+            });
+        }
+        let sms = dev.limits().sm_count.max(1) as usize;
+        let blocks = rows.div_ceil(warps).clamp(1, 4 * sms);
+        let partial = dev.alloc(2 * blocks * cols * 4)?;
+        let cfg = LaunchConfig::new(Dim3::x(blocks as u32), Dim3::x(32 * warps as u32))
+            .with_shared_mem(smem as u32);
+        let (part, r, c, b) = (partial.ptr(), rows as i64, cols as i64, blocks as i64);
+        // SAFETY: matches `layernorm_bwd_*(const float* ×5, float*, float*, long long, long long)`;
+        // `partial` holds 2 × blocks × cols floats.
+        unsafe {
+            let args: [&dyn KernelArg; 9] = [&x, &gamma, &g, &mean, &rstd, &dx, &part, &r, &c];
+            launch(dev, STEP2, name, cfg, &args)?;
+        }
+        // SAFETY: matches `layernorm_param_grad_f32(const float*, float*, float*, long long, long long)`.
+        unsafe {
+            let args: [&dyn KernelArg; 5] = [&part, &dgamma, &dbeta, &b, &c];
+            launch_elems(dev, STEP2, "layernorm_param_grad_f32", 2 * cols, &args)
+        }
+    }
+
+    /// Step 3 of [`warp_welford_bwd`] (same arguments and outputs): a warp per row with the row
+    /// in registers (x and g read once, x̂ recomputed from `mean`/`rstd`, dx written from the
+    /// registers), each lane's dγ/dβ kept in registers across the rows it visits, one partial row
+    /// per block, then a deterministic column sum (in the same kernel when its grid is all resident
+    /// at once, else `layernorm3_param_grad_f32`). Rows longer than 1024 columns run
+    /// [`warp_welford_bwd`].
+    pub fn row_registers_bwd(..) {
+        let vec = cols % 4 == 0 && aligned16(&[x, gamma, g, dx]);
+        let shape = layernorm3_shape(cols, vec).map(|(vw, nv)| (3, 32, vw, nv));
+        regs_bwd(
+            dev, shape, x, gamma, g, mean, rstd, dx, dgamma, dbeta, rows, cols,
+        )
+    }
+
+    /// Step 4 of [`warp_welford_bwd`] (same arguments and outputs; the backend's default): step 3
+    /// with a pair of warps per row (`layernorm4_bwd_*`), so each thread holds half the row and half
+    /// the dγ/dβ sums in registers, and its γ too. Rows longer than 1024 columns run
+    /// [`warp_welford_bwd`].
+    pub fn warp_pair_bwd(..) {
+        let vec = cols % 4 == 0 && aligned16(&[x, gamma, g, dx]);
+        let shape = layernorm4_bwd_shape(cols, vec).map(|(vw, nv)| (4, 64, vw, nv));
+        regs_bwd(
+            dev, shape, x, gamma, g, mean, rstd, dx, dgamma, dbeta, rows, cols,
+        )
+    }
 }
 
 /// Step 4's `(VEC, NV)` for rows of `cols`: a pair of warps per row, `NV` loads of `VEC` floats
@@ -261,31 +215,6 @@ pub fn layernorm4_bwd_shape(cols: usize, vec: bool) -> Option<(usize, usize)> {
         .find(|&&nv| nv >= need)
         .map(|&nv| (vw, nv))
         .filter(|_| cols > 0)
-}
-
-/// Step 4 of [`warp_welford_bwd`] (same arguments and outputs; the backend's default): step 3
-/// with a pair of warps per row (`layernorm4_bwd_*`), so each thread holds half the row and half
-/// the dγ/dβ sums in registers, and its γ too. Rows longer than 1024 columns run
-/// [`warp_welford_bwd`].
-#[allow(clippy::too_many_arguments)]
-pub fn warp_pair_bwd(
-    dev: &CudaDevice,
-    x: DevPtr,
-    gamma: DevPtr,
-    g: DevPtr,
-    mean: DevPtr,
-    rstd: DevPtr,
-    dx: DevPtr,
-    dgamma: DevPtr,
-    dbeta: DevPtr,
-    rows: usize,
-    cols: usize,
-) -> Result<()> {
-    let vec = cols % 4 == 0 && aligned16(&[x, gamma, g, dx]);
-    let shape = layernorm4_bwd_shape(cols, vec).map(|(vw, nv)| (4, 64, vw, nv));
-    regs_bwd(
-        dev, shape, x, gamma, g, mean, rstd, dx, dgamma, dbeta, rows, cols,
-    )
 }
 
 /// Steps 3 and 4 of the backward: `shape` = (step, threads per row, VEC, NV), or `None` for rows

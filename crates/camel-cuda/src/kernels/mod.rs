@@ -2,6 +2,20 @@
 //! typed launcher per kernel. Launchers take device pointers and sizes, compute and check the
 //! launch configuration, and queue the kernel on the device's stream.
 
+/// Writes launchers that share one parameter list: the steps of a ladder take the same
+/// arguments (the family's `Forward` / `Backward` type), so the list is written once, at the
+/// head of the block, and each launcher of the block is `pub fn name(..) { body }` with those
+/// parameters.
+macro_rules! launchers {
+    ($params:tt; $($(#[$attr:meta])* pub fn $name:ident(..) $body:block)*) => {
+        $(
+            $(#[$attr])*
+            #[allow(clippy::too_many_arguments)]
+            pub fn $name $params -> Result<()> $body
+        )*
+    };
+}
+
 pub mod elementwise;
 pub mod embedding;
 pub mod ladder;

@@ -58,8 +58,6 @@ pub fn adam_f32(
     unsafe { launch_elems(dev, STEP1, "adam_f32", n, &args) }
 }
 
-// ------------------------------------------------------------------ step 2 (memory-bound issue)
-
 /// One tensor of a multi-tensor update: parameter, gradient, state buffers (SGD: `s1` =
 /// momentum, may be null when momentum is 0; Adam: `s1` = m, `s2` = v) and Adam's bias
 /// corrections for this tensor's own step count.
@@ -151,66 +149,45 @@ fn multi_tables(
         .collect()
 }
 
-/// Adam / AdamW over every tensor of `ts` in one launch (step 2 of [`adam_f32`]).
-#[allow(clippy::too_many_arguments)]
-pub fn adam_multi_f32(
-    dev: &CudaDevice,
-    ts: &[MultiTensor],
-    lr: f32,
-    beta1: f32,
-    beta2: f32,
-    eps: f32,
-    wd: f32,
-    decoupled: bool,
-) -> Result<()> {
-    let hyper = [lr, beta1, beta2, eps, wd];
-    adam_multi(dev, STEP2, "adam_multi_f32", ts, hyper, decoupled)
+launchers! {
+    // Adam over many tensors (the AdamMulti type)
+    (
+        dev: &CudaDevice, ts: &[MultiTensor], lr: f32, beta1: f32, beta2: f32, eps: f32, wd: f32,
+        decoupled: bool,
+    );
+
+    /// Adam / AdamW over every tensor of `ts` in one launch (step 2 of [`adam_f32`]).
+    pub fn adam_multi_f32(..) {
+        let hyper = [lr, beta1, beta2, eps, wd];
+        adam_multi(dev, STEP2, "adam_multi_f32", ts, hyper, decoupled)
+    }
+
+    /// Step 3 of [`adam_multi_f32`] (same table, arguments and formula; nvcc may contract a
+    /// multiply-add differently, so results agree to a few ulp): each thread loads all 16 float4
+    /// of its chunk (4 each of p, g, m, v) before any arithmetic or store. The tensors' buffers
+    /// must not overlap one another.
+    pub fn adam_multi_loads_first(..) {
+        let hyper = [lr, beta1, beta2, eps, wd];
+        adam_multi(dev, STEP4, "adam_multi3_f32", ts, hyper, decoupled)
+    }
 }
 
-/// SGD (momentum, weight decay) over every tensor of `ts` in one launch (step 2 of [`sgd_f32`]).
-pub fn sgd_multi_f32(
-    dev: &CudaDevice,
-    ts: &[MultiTensor],
-    lr: f32,
-    momentum: f32,
-    wd: f32,
-) -> Result<()> {
-    sgd_multi(dev, STEP2, "sgd_multi_f32", ts, lr, momentum, wd)
-}
+launchers! {
+    // SGD over many tensors (the SgdMulti type)
+    (dev: &CudaDevice, ts: &[MultiTensor], lr: f32, momentum: f32, wd: f32);
 
-// ------------------------------------------------------------------ step 3 (memory-bound issue)
+    /// SGD (momentum, weight decay) over every tensor of `ts` in one launch (step 2 of [`sgd_f32`]).
+    pub fn sgd_multi_f32(..) {
+        sgd_multi(dev, STEP2, "sgd_multi_f32", ts, lr, momentum, wd)
+    }
 
-/// Step 3 of [`adam_multi_f32`] (same table, arguments and formula; nvcc may contract a
-/// multiply-add differently, so results agree to a few ulp): each thread loads all 16 float4
-/// of its chunk (4 each of p, g, m, v) before any arithmetic or store. The tensors' buffers
-/// must not overlap one another.
-#[allow(clippy::too_many_arguments)]
-pub fn adam_multi_loads_first(
-    dev: &CudaDevice,
-    ts: &[MultiTensor],
-    lr: f32,
-    beta1: f32,
-    beta2: f32,
-    eps: f32,
-    wd: f32,
-    decoupled: bool,
-) -> Result<()> {
-    let hyper = [lr, beta1, beta2, eps, wd];
-    adam_multi(dev, STEP4, "adam_multi3_f32", ts, hyper, decoupled)
-}
-
-/// Step 3 of [`sgd_multi_f32`] (same table, arguments and formula; results agree to a few
-/// ulp): each thread loads all its float4 of p, g and (with momentum) the momentum buffer
-/// before any arithmetic or store. With `momentum == 0` the buffers `s1` are never touched and
-/// may be null. The tensors' buffers must not overlap one another.
-pub fn sgd_multi_loads_first(
-    dev: &CudaDevice,
-    ts: &[MultiTensor],
-    lr: f32,
-    momentum: f32,
-    wd: f32,
-) -> Result<()> {
-    sgd_multi(dev, STEP3, "sgd_multi3_f32", ts, lr, momentum, wd)
+    /// Step 3 of [`sgd_multi_f32`] (same table, arguments and formula; results agree to a few
+    /// ulp): each thread loads all its float4 of p, g and (with momentum) the momentum buffer
+    /// before any arithmetic or store. With `momentum == 0` the buffers `s1` are never touched and
+    /// may be null. The tensors' buffers must not overlap one another.
+    pub fn sgd_multi_loads_first(..) {
+        sgd_multi(dev, STEP3, "sgd_multi3_f32", ts, lr, momentum, wd)
+    }
 }
 
 /// Launches the multi-tensor Adam kernel `name` of PTX module `module` (steps 2 and 4 share

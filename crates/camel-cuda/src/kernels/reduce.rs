@@ -12,31 +12,67 @@ const STEP2: &str = "reduce/02_warp_shuffle";
 const STEP3: &str = "reduce/03_loads_in_flight";
 const THREADS: u32 = 256;
 
-/// `y[o, i] = reduce_d x[o, d, i]` (op 0 = sum, 1 = max), one block per output element.
-pub fn block_per_output(
-    dev: &CudaDevice,
-    x: DevPtr,
-    y: DevPtr,
-    outer: usize,
-    dim: usize,
-    inner: usize,
-    op: i32,
-) -> Result<()> {
-    let outputs = outer * inner;
-    if outputs == 0 {
-        return Ok(());
+launchers! {
+    // the reduction of each step (the Reduce type)
+    (dev: &CudaDevice, x: DevPtr, y: DevPtr, outer: usize, dim: usize, inner: usize, op: i32);
+
+    /// `y[o, i] = reduce_d x[o, d, i]` (op 0 = sum, 1 = max), one block per output element.
+    pub fn block_per_output(..) {
+        let outputs = outer * inner;
+        if outputs == 0 {
+            return Ok(());
+        }
+        let (o, d, i) = (outer as i64, dim as i64, inner as i64);
+        // SAFETY: matches `reduce_f32(const float*, float*, long long, long long, long long, int)`.
+        unsafe {
+            launch_rows(
+                dev,
+                STEP1,
+                "reduce_f32",
+                outputs,
+                THREADS,
+                &[&x, &y, &o, &d, &i, &op],
+            )
+        }
     }
-    let (o, d, i) = (outer as i64, dim as i64, inner as i64);
-    // SAFETY: matches `reduce_f32(const float*, float*, long long, long long, long long, int)`.
-    unsafe {
-        launch_rows(
-            dev,
-            STEP1,
-            "reduce_f32",
-            outputs,
-            THREADS,
-            &[&x, &y, &o, &d, &i, &op],
-        )
+
+    /// Step 2 of `block_per_output`: `y[o, i] = reduce_d x[o, d, i]` (op 0 = sum, 1 = max). A reduced
+    /// last dim goes to [`reduce_rows2_f32`]; a middle one to a coalesced thread-per-output kernel.
+    pub fn warp_shuffle(..) {
+        if outer * inner == 0 {
+            return Ok(());
+        }
+        if inner == 1 {
+            return reduce_rows2_f32(dev, x, y, outer, dim, op);
+        }
+        let (cfg, o, d, i) = (
+            launch_1d(outer * inner),
+            outer as i64,
+            dim as i64,
+            inner as i64,
+        );
+        // SAFETY: matches `reduce_cols_f32(const float*, float*, long long ×3, int)`.
+        unsafe {
+            launch(
+                dev,
+                STEP2,
+                "reduce_cols_f32",
+                cfg,
+                &[&x, &y, &o, &d, &i, &op],
+            )
+        }
+    }
+
+    /// Step 3 of `block_per_output`: as [`warp_shuffle`], but many rows reduced along the last dim run
+    /// `reduce3_rows_*` (4 independent loads in flight per thread). Few long rows (the two-pass
+    /// split) and a middle dim stay on step 2's kernels.
+    pub fn loads_in_flight(..) {
+        let sms = dev.limits().sm_count.max(1) as usize;
+        let long_and_few = dim > super::rows::WARP_ROW_MAX && outer < 4 * sms;
+        if inner != 1 || outer == 0 || long_and_few {
+            return warp_shuffle(dev, x, y, outer, dim, inner, op);
+        }
+        row_variant(dev, STEP3, "reduce3_rows", x, y, outer, dim, op)
     }
 }
 
@@ -61,44 +97,6 @@ pub fn argmax_last_f32(
             rows,
             THREADS,
             &[&x, &out, &r, &c],
-        )
-    }
-}
-
-// ------------------------------------------------------------------ step 2 (memory-bound issue)
-
-/// Step 2 of `block_per_output`: `y[o, i] = reduce_d x[o, d, i]` (op 0 = sum, 1 = max). A reduced
-/// last dim goes to [`reduce_rows2_f32`]; a middle one to a coalesced thread-per-output kernel.
-#[allow(clippy::too_many_arguments)]
-pub fn warp_shuffle(
-    dev: &CudaDevice,
-    x: DevPtr,
-    y: DevPtr,
-    outer: usize,
-    dim: usize,
-    inner: usize,
-    op: i32,
-) -> Result<()> {
-    if outer * inner == 0 {
-        return Ok(());
-    }
-    if inner == 1 {
-        return reduce_rows2_f32(dev, x, y, outer, dim, op);
-    }
-    let (cfg, o, d, i) = (
-        launch_1d(outer * inner),
-        outer as i64,
-        dim as i64,
-        inner as i64,
-    );
-    // SAFETY: matches `reduce_cols_f32(const float*, float*, long long ×3, int)`.
-    unsafe {
-        launch(
-            dev,
-            STEP2,
-            "reduce_cols_f32",
-            cfg,
-            &[&x, &y, &o, &d, &i, &op],
         )
     }
 }
@@ -148,29 +146,6 @@ pub fn reduce_rows2_f32(
     // Pass 2: the partials are rows of `chunks` (≤ 8·SMs) values. `partial` may be dropped
     // after the launch: its block is reused only by later work on the stream.
     reduce_rows2_f32(dev, partial.ptr(), y, rows, chunks, op)
-}
-
-// ------------------------------------------------------------------ step 3 (memory-bound issue)
-
-/// Step 3 of `block_per_output`: as [`warp_shuffle`], but many rows reduced along the last dim run
-/// `reduce3_rows_*` (4 independent loads in flight per thread). Few long rows (the two-pass
-/// split) and a middle dim stay on step 2's kernels.
-#[allow(clippy::too_many_arguments)]
-pub fn loads_in_flight(
-    dev: &CudaDevice,
-    x: DevPtr,
-    y: DevPtr,
-    outer: usize,
-    dim: usize,
-    inner: usize,
-    op: i32,
-) -> Result<()> {
-    let sms = dev.limits().sm_count.max(1) as usize;
-    let long_and_few = dim > super::rows::WARP_ROW_MAX && outer < 4 * sms;
-    if inner != 1 || outer == 0 || long_and_few {
-        return warp_shuffle(dev, x, y, outer, dim, inner, op);
-    }
-    row_variant(dev, STEP3, "reduce3_rows", x, y, outer, dim, op)
 }
 
 /// Launches the row kernel `{base}_{warp|block}{_vec}_f32` of `module` (`reduce_rows` of step

@@ -13,21 +13,44 @@ const STEP3: &str = "softmax/03_warp_registers";
 /// PTX module of step 4's forward: `kernels/softmax/04_streaming.cu`.
 const STEP4: &str = "softmax/04_streaming";
 
-/// Softmax (or log-softmax when `log`) of each row of `[rows, cols]`, one block per row.
-pub fn block_per_row(
-    dev: &CudaDevice,
-    x: DevPtr,
-    y: DevPtr,
-    rows: usize,
-    cols: usize,
-    log: bool,
-) -> Result<()> {
-    if rows == 0 || cols == 0 {
-        return Ok(());
+launchers! {
+    // the forward launchers, one a step: (dev, x, y, rows, cols, log)
+    (dev: &CudaDevice, x: DevPtr, y: DevPtr, rows: usize, cols: usize, log: bool);
+
+    /// Softmax (or log-softmax when `log`) of each row of `[rows, cols]`, one block per row.
+    pub fn block_per_row(..) {
+        if rows == 0 || cols == 0 {
+            return Ok(());
+        }
+        let name = "softmax_last_f32";
+        let cfg = LaunchConfig::new(rows_grid(name, rows)?, Dim3::x(256));
+        forward(dev, STEP1, name, cfg, [x, y], rows, cols, log)
     }
-    let name = "softmax_last_f32";
-    let cfg = LaunchConfig::new(rows_grid(name, rows)?, Dim3::x(256));
-    forward(dev, STEP1, name, cfg, [x, y], rows, cols, log)
+
+    /// Step 2: online softmax (or log-softmax) of each row, a warp per row up to 1024 columns,
+    /// a block per row beyond, float4 when the rows are 16-byte aligned.
+    pub fn online_warp(..) {
+        if rows == 0 || cols == 0 {
+            return Ok(());
+        }
+        let (warp, vec, cfg) = row_launch("softmax_fwd", rows, cols, &[x, y])?;
+        let name = variant_name("softmax_fwd", warp, vec);
+        forward(dev, STEP2, &name, cfg, [x, y], rows, cols, log)
+    }
+
+    /// Step 3: softmax (or log-softmax) of each row held in registers (`softmax3_*` or
+    /// `log_softmax3_*` in `kernels/softmax/`); rows longer than [`SOFTMAX3_MAX_COLS`] run
+    /// [`online_warp`].
+    pub fn warp_registers(..) {
+        softmax_regs_f32(dev, "softmax3", x, y, rows, cols, log)
+    }
+
+    /// Step 4 of the forward (`CAMEL_SOFTMAX=4`): [`warp_registers`] with
+    /// cache-streaming (evict-first) loads of `x` and stores of `y` (`softmax4_*`,
+    /// `log_softmax4_*`); the same arithmetic, shapes and fallback.
+    pub fn streaming(..) {
+        softmax_regs_f32(dev, "softmax4", x, y, rows, cols, log)
+    }
 }
 
 /// Launches a forward kernel of steps 1 and 2, `(const float* x, float* y, long long rows,
@@ -69,66 +92,48 @@ fn backward(
     unsafe { launch(dev, module, name, cfg, &[&y, &g, &dx, &rows, &cols, &log]) }
 }
 
-// ------------------------------------------------------------------ step 2 (memory-bound issue)
+launchers! {
+    // the backward launchers: (dev, y, g, dx, rows, cols, log)
+    (dev: &CudaDevice, y: DevPtr, g: DevPtr, dx: DevPtr, rows: usize, cols: usize, log: bool);
 
-/// Step 2: online softmax (or log-softmax) of each row, a warp per row up to 1024 columns,
-/// a block per row beyond, float4 when the rows are 16-byte aligned.
-pub fn online_warp(
-    dev: &CudaDevice,
-    x: DevPtr,
-    y: DevPtr,
-    rows: usize,
-    cols: usize,
-    log: bool,
-) -> Result<()> {
-    if rows == 0 || cols == 0 {
-        return Ok(());
+    /// Backward of softmax (`log = false`: `dx = y ⊙ (g − Σ g⊙y)`) or log-softmax
+    /// (`dx = g − exp(y) Σ g`) from the forward's output `y`. Step 1: a block per row, scalar.
+    pub fn block_per_row_bwd(..) {
+        if rows == 0 || cols == 0 {
+            return Ok(());
+        }
+        let name = "softmax_bwd_f32";
+        let cfg = LaunchConfig::new(rows_grid(name, rows)?, Dim3::x(256));
+        backward(dev, STEP1, name, cfg, [y, g, dx], rows, cols, log)
     }
-    let (warp, vec, cfg) = row_launch("softmax_fwd", rows, cols, &[x, y])?;
-    let name = variant_name("softmax_fwd", warp, vec);
-    forward(dev, STEP2, &name, cfg, [x, y], rows, cols, log)
-}
 
-/// Backward of softmax (`log = false`: `dx = y ⊙ (g − Σ g⊙y)`) or log-softmax
-/// (`dx = g − exp(y) Σ g`) from the forward's output `y`. Step 1: a block per row, scalar.
-#[allow(clippy::too_many_arguments)]
-pub fn block_per_row_bwd(
-    dev: &CudaDevice,
-    y: DevPtr,
-    g: DevPtr,
-    dx: DevPtr,
-    rows: usize,
-    cols: usize,
-    log: bool,
-) -> Result<()> {
-    if rows == 0 || cols == 0 {
-        return Ok(());
+    /// Step 2 of [`block_per_row_bwd`]: warp or block per row, float4.
+    pub fn online_warp_bwd(..) {
+        if rows == 0 || cols == 0 {
+            return Ok(());
+        }
+        let (warp, vec, cfg) = row_launch("softmax_bwd", rows, cols, &[y, g, dx])?;
+        let name = variant_name("softmax_bwd", warp, vec);
+        backward(dev, STEP2, &name, cfg, [y, g, dx], rows, cols, log)
     }
-    let name = "softmax_bwd_f32";
-    let cfg = LaunchConfig::new(rows_grid(name, rows)?, Dim3::x(256));
-    backward(dev, STEP1, name, cfg, [y, g, dx], rows, cols, log)
-}
 
-/// Step 2 of [`block_per_row_bwd`]: warp or block per row, float4.
-#[allow(clippy::too_many_arguments)]
-pub fn online_warp_bwd(
-    dev: &CudaDevice,
-    y: DevPtr,
-    g: DevPtr,
-    dx: DevPtr,
-    rows: usize,
-    cols: usize,
-    log: bool,
-) -> Result<()> {
-    if rows == 0 || cols == 0 {
-        return Ok(());
+    /// Step 3 of [`block_per_row_bwd`] (same arguments): the rows of `y` and `g` held in registers
+    /// (`softmax3_bwd_*` in `kernels/softmax/`, the forward step 3's shapes); rows longer than
+    /// [`SOFTMAX3_MAX_COLS`] run [`online_warp_bwd`].
+    pub fn warp_registers_bwd(..) {
+        if rows == 0 || cols == 0 {
+            return Ok(());
+        }
+        let vec = cols % 4 == 0 && super::rows::aligned16(&[y, g, dx]);
+        let Some((gs, vw, nv)) = softmax3_shape(cols, vec) else {
+            return online_warp_bwd(dev, y, g, dx, rows, cols, log);
+        };
+        let name = super::rows::KernelName::new(format_args!("softmax3_bwd_g{gs}_v{vw}_n{nv}_f32"));
+        let name = name.as_str();
+        let cfg = softmax3_config(name, rows, gs)?;
+        backward(dev, STEP3, name, cfg, [y, g, dx], rows, cols, log)
     }
-    let (warp, vec, cfg) = row_launch("softmax_bwd", rows, cols, &[y, g, dx])?;
-    let name = variant_name("softmax_bwd", warp, vec);
-    backward(dev, STEP2, &name, cfg, [y, g, dx], rows, cols, log)
 }
-
-// ------------------------------------------------------------------ step 3 (memory-bound issue)
 
 /// Longest row step 3 holds in registers (1024 threads × 16 floats); longer rows run step 2.
 pub const SOFTMAX3_MAX_COLS: usize = 16384;
@@ -162,34 +167,6 @@ pub fn softmax3_shape(cols: usize, vec: bool) -> Option<(usize, usize, usize)> {
         let g = n.div_ceil(nv).next_power_of_two().max(128);
         (g <= 1024).then_some((g, vw, nv))
     }
-}
-
-/// Step 3: softmax (or log-softmax) of each row held in registers (`softmax3_*` or
-/// `log_softmax3_*` in `kernels/softmax/`); rows longer than [`SOFTMAX3_MAX_COLS`] run
-/// [`online_warp`].
-pub fn warp_registers(
-    dev: &CudaDevice,
-    x: DevPtr,
-    y: DevPtr,
-    rows: usize,
-    cols: usize,
-    log: bool,
-) -> Result<()> {
-    softmax_regs_f32(dev, "softmax3", x, y, rows, cols, log)
-}
-
-/// Step 4 of the forward (`CAMEL_SOFTMAX=4`): [`warp_registers`] with
-/// cache-streaming (evict-first) loads of `x` and stores of `y` (`softmax4_*`,
-/// `log_softmax4_*`); the same arithmetic, shapes and fallback.
-pub fn streaming(
-    dev: &CudaDevice,
-    x: DevPtr,
-    y: DevPtr,
-    rows: usize,
-    cols: usize,
-    log: bool,
-) -> Result<()> {
-    softmax_regs_f32(dev, "softmax4", x, y, rows, cols, log)
 }
 
 /// The forward kernels that hold a row in registers: `{prefix}_g{G}_v{VEC}_n{NV}_f32`, with
@@ -231,32 +208,6 @@ pub(crate) fn softmax3_config(name: &str, rows: usize, g: usize) -> Result<Launc
     } else {
         LaunchConfig::new(rows_grid(name, rows)?, Dim3::x(g as u32))
     })
-}
-
-/// Step 3 of [`block_per_row_bwd`] (same arguments): the rows of `y` and `g` held in registers
-/// (`softmax3_bwd_*` in `kernels/softmax/`, the forward step 3's shapes); rows longer than
-/// [`SOFTMAX3_MAX_COLS`] run [`online_warp_bwd`].
-#[allow(clippy::too_many_arguments)]
-pub fn warp_registers_bwd(
-    dev: &CudaDevice,
-    y: DevPtr,
-    g: DevPtr,
-    dx: DevPtr,
-    rows: usize,
-    cols: usize,
-    log: bool,
-) -> Result<()> {
-    if rows == 0 || cols == 0 {
-        return Ok(());
-    }
-    let vec = cols % 4 == 0 && super::rows::aligned16(&[y, g, dx]);
-    let Some((gs, vw, nv)) = softmax3_shape(cols, vec) else {
-        return online_warp_bwd(dev, y, g, dx, rows, cols, log);
-    };
-    let name = super::rows::KernelName::new(format_args!("softmax3_bwd_g{gs}_v{vw}_n{nv}_f32"));
-    let name = name.as_str();
-    let cfg = softmax3_config(name, rows, gs)?;
-    backward(dev, STEP3, name, cfg, [y, g, dx], rows, cols, log)
 }
 
 // ------------------------------------------------------------------ the ladder's table
