@@ -66,16 +66,9 @@ launchers! {
             return Ok(());
         }
         let (cfg, ni) = (vec4_config(n), n as i64);
+        let args: [&dyn crate::KernelArg; 5] = [&a, &b, &out, &ni, &code];
         // SAFETY: matches `binary_vec4_f32(const float*, const float*, float*, long long, int)`.
-        unsafe {
-            launch(
-                dev,
-                STEP2,
-                "binary_vec4_f32",
-                cfg,
-                &[&a, &b, &out, &ni, &code],
-            )
-        }
+        unsafe { launch(dev, STEP2, "binary_vec4_f32", cfg, &args) }
     }
 }
 

@@ -184,9 +184,8 @@ launchers! {
     pub fn row_registers_bwd(..) {
         let vec = cols % 4 == 0 && aligned16(&[x, gamma, g, dx]);
         let shape = layernorm3_shape(cols, vec).map(|(vw, nv)| (3, 32, vw, nv));
-        regs_bwd(
-            dev, shape, x, gamma, g, mean, rstd, dx, dgamma, dbeta, rows, cols,
-        )
+        let p = [x, gamma, g, mean, rstd, dx, dgamma, dbeta];
+        regs_bwd(dev, shape, p, rows, cols)
     }
 
     /// Step 4 of [`warp_welford_bwd`] (same arguments and outputs; the backend's default): step 3
@@ -196,9 +195,8 @@ launchers! {
     pub fn warp_pair_bwd(..) {
         let vec = cols % 4 == 0 && aligned16(&[x, gamma, g, dx]);
         let shape = layernorm4_bwd_shape(cols, vec).map(|(vw, nv)| (4, 64, vw, nv));
-        regs_bwd(
-            dev, shape, x, gamma, g, mean, rstd, dx, dgamma, dbeta, rows, cols,
-        )
+        let p = [x, gamma, g, mean, rstd, dx, dgamma, dbeta];
+        regs_bwd(dev, shape, p, rows, cols)
     }
 }
 
@@ -218,25 +216,18 @@ pub fn layernorm4_bwd_shape(cols: usize, vec: bool) -> Option<(usize, usize)> {
 }
 
 /// Steps 3 and 4 of the backward: `shape` = (step, threads per row, VEC, NV), or `None` for rows
-/// too long for the registers (step 2 then).
-#[allow(clippy::too_many_arguments)]
+/// too long for the registers (step 2 then); `p` is `[x, γ, g, mean, rstd, dx, dγ, dβ]`.
 fn regs_bwd(
     dev: &CudaDevice,
     shape: Option<(usize, usize, usize, usize)>,
-    x: DevPtr,
-    gamma: DevPtr,
-    g: DevPtr,
-    mean: DevPtr,
-    rstd: DevPtr,
-    dx: DevPtr,
-    dgamma: DevPtr,
-    dbeta: DevPtr,
+    p: [DevPtr; 8],
     rows: usize,
     cols: usize,
 ) -> Result<()> {
     if cols == 0 {
         return Ok(());
     }
+    let [x, gamma, g, mean, rstd, dx, dgamma, dbeta] = p;
     let Some((step, group, vw, nv)) = shape else {
         return warp_welford_bwd(dev, x, gamma, g, mean, rstd, dx, dgamma, dbeta, rows, cols);
     };
@@ -268,9 +259,7 @@ fn regs_bwd(
     } else {
         DevPtr::NULL
     };
-    launch_rows_bwd(
-        dev, &k, cfg, x, gamma, g, mean, rstd, dx, dgamma, dbeta, rows, cols, counters,
-    )
+    launch_rows_bwd(dev, &k, cfg, p, rows, cols, counters)
 }
 
 /// Blocks for the backward's grid-stride loop over `rows`, `groups` rows a block a round, at most
@@ -290,28 +279,21 @@ fn fused_colsum_on() -> bool {
     crate::config::with_experiments(|e| e.layernorm_fused_colsum)
 }
 
-/// Launches a step-3 backward kernel `k` (`(const float* ×5, float*, float*, long long, long
+/// Launches a step-3 or step-4 backward kernel `k` (`(const float* ×5, float*, float*, long long, long
 /// long, float*, float*, int*)`; one partial row of dγ/dβ per block of `cfg`'s grid). With
 /// `counters` (2 zeroed device ints, [`CudaDevice::counters`]; only for a grid that is all
 /// resident at once) the kernel sums the partial rows into `dgamma` and `dbeta` itself; with
-/// [`DevPtr::NULL`] the column-sum kernel runs after it.
-#[allow(clippy::too_many_arguments)]
+/// [`DevPtr::NULL`] the column-sum kernel runs after it. `p` as in [`regs_bwd`].
 fn launch_rows_bwd(
     dev: &CudaDevice,
     k: &Kernel,
     cfg: LaunchConfig,
-    x: DevPtr,
-    gamma: DevPtr,
-    g: DevPtr,
-    mean: DevPtr,
-    rstd: DevPtr,
-    dx: DevPtr,
-    dgamma: DevPtr,
-    dbeta: DevPtr,
+    p: [DevPtr; 8],
     rows: usize,
     cols: usize,
     counters: DevPtr,
 ) -> Result<()> {
+    let [x, gamma, g, mean, rstd, dx, dgamma, dbeta] = p;
     let blocks = cfg.grid.x as usize;
     let partial = dev.alloc(2 * blocks * cols * 4)?;
     let (part, r, c) = (partial.ptr(), rows as i64, cols as i64);

@@ -90,14 +90,8 @@ pub fn argmax_last_f32(
     let (r, c) = (rows as i64, cols as i64);
     // SAFETY: matches `argmax_last_f32(const float*, long long*, long long, long long)`.
     unsafe {
-        launch_rows(
-            dev,
-            STEP1,
-            "argmax_last_f32",
-            rows,
-            THREADS,
-            &[&x, &out, &r, &c],
-        )
+        let args: [&dyn crate::KernelArg; 4] = [&x, &out, &r, &c];
+        launch_rows(dev, STEP1, "argmax_last_f32", rows, THREADS, &args)
     }
 }
 
