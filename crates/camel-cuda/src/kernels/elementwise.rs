@@ -70,6 +70,16 @@ launchers! {
         // SAFETY: matches `binary_vec4_f32(const float*, const float*, float*, long long, int)`.
         unsafe { launch(dev, STEP2, "binary_vec4_f32", cfg, &args) }
     }
+
+    /// Step 1's binary ops: GELU backward has its own kernel (`binary2_f32`), the rest
+    /// `binary_f32`.
+    fn thread_per_element_binary(..) {
+        if code == GELU_BWD {
+            binary2_f32(dev, a, b, out, n, code)
+        } else {
+            binary_f32(dev, a, b, out, n, code)
+        }
+    }
 }
 
 /// Launches the step-1 binary kernel `name` (`binary_f32` or `binary2_f32`, which share their
@@ -154,23 +164,6 @@ pub struct Kernels {
     pub unary: Unary,
     /// Its same-shape binary launcher.
     pub binary: Binary,
-}
-
-/// Step 1's binary ops: GELU backward has its own kernel (`binary2_f32`), the rest
-/// `binary_f32`.
-fn thread_per_element_binary(
-    dev: &CudaDevice,
-    a: DevPtr,
-    b: DevPtr,
-    out: DevPtr,
-    n: usize,
-    code: i32,
-) -> Result<()> {
-    if code == GELU_BWD {
-        binary2_f32(dev, a, b, out, n, code)
-    } else {
-        binary_f32(dev, a, b, out, n, code)
-    }
 }
 
 /// The elementwise ladder: the one table the backend, the benchmarks and the tests run.

@@ -82,12 +82,27 @@ fn forward(
 /// Step 3's `(VEC, NV)` for rows of `cols`: a warp per row, `NV` loads of `VEC` floats per lane
 /// held in registers; `None` past 1024 columns ([`warp_welford`] then).
 pub fn layernorm3_shape(cols: usize, vec: bool) -> Option<(usize, usize)> {
-    let (vw, nvs): (usize, &[usize]) = if vec {
-        (4, &[1, 2, 3, 4, 6, 8])
-    } else {
-        (1, &[1, 2, 4, 8, 16, 24, 32])
-    };
-    let need = (cols / vw).div_ceil(32);
+    row_shape(
+        cols,
+        vec,
+        32,
+        &[1, 2, 3, 4, 6, 8],
+        &[1, 2, 4, 8, 16, 24, 32],
+    )
+}
+
+/// `(VEC, NV)` for rows of `cols` held by `threads` threads: VEC 4 with `vec` (then `NV` from
+/// `vec_nvs`), else 1 (from `scalar_nvs`), `NV` the smallest listed that covers the row; `None`
+/// when none does or `cols` is 0.
+fn row_shape(
+    cols: usize,
+    vec: bool,
+    threads: usize,
+    vec_nvs: &[usize],
+    scalar_nvs: &[usize],
+) -> Option<(usize, usize)> {
+    let (vw, nvs) = if vec { (4, vec_nvs) } else { (1, scalar_nvs) };
+    let need = (cols / vw).div_ceil(threads);
     nvs.iter()
         .find(|&&nv| nv >= need)
         .map(|&nv| (vw, nv))
@@ -203,16 +218,7 @@ launchers! {
 /// Step 4's `(VEC, NV)` for rows of `cols`: a pair of warps per row, `NV` loads of `VEC` floats
 /// per thread; `None` past 1024 columns.
 pub fn layernorm4_bwd_shape(cols: usize, vec: bool) -> Option<(usize, usize)> {
-    let (vw, nvs): (usize, &[usize]) = if vec {
-        (4, &[1, 2, 3, 4])
-    } else {
-        (1, &[1, 2, 4, 8, 12, 16])
-    };
-    let need = (cols / vw).div_ceil(64);
-    nvs.iter()
-        .find(|&&nv| nv >= need)
-        .map(|&nv| (vw, nv))
-        .filter(|_| cols > 0)
+    row_shape(cols, vec, 64, &[1, 2, 3, 4], &[1, 2, 4, 8, 12, 16])
 }
 
 /// Steps 3 and 4 of the backward: `shape` = (step, threads per row, VEC, NV), or `None` for rows

@@ -4,14 +4,14 @@
 
 /// Writes launchers that share one parameter list: the steps of a ladder take the same
 /// arguments (the family's `Forward` / `Backward` type), so the list is written once, at the
-/// head of the block, and each launcher of the block is `pub fn name(..) { body }` with those
-/// parameters.
+/// head of the block, and each launcher of the block is `pub fn name(..) { body }` (or a private
+/// `fn`) with those parameters.
 macro_rules! launchers {
-    ($params:tt; $($(#[$attr:meta])* pub fn $name:ident(..) $body:block)*) => {
+    ($params:tt; $($(#[$attr:meta])* $vis:vis fn $name:ident(..) $body:block)*) => {
         $(
             $(#[$attr])*
             #[allow(clippy::too_many_arguments)]
-            pub fn $name $params -> Result<()> $body
+            $vis fn $name $params -> Result<()> $body
         )*
     };
 }
