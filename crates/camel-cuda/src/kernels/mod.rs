@@ -1,6 +1,9 @@
 //! One module per kernel family (one `kernels/<family>.cu` or `kernels/<family>/` folder), one
 //! typed launcher per kernel. Launchers take device pointers and sizes, compute and check the
-//! launch configuration, and queue the kernel on the device's stream.
+//! launch configuration, and queue the kernel on the device's stream through one of the helpers
+//! here (`launch`, `launch_rows`, `launch_warp_rows`, `launch_elems`: look the kernel up,
+//! lay out the grid, launch), each call under one `SAFETY` line naming the kernel's parameters.
+//! The steps of a ladder that share a signature are written in one `launchers!` block.
 
 /// Writes launchers that share one parameter list: the steps of a ladder take the same
 /// arguments (the family's `Forward` / `Backward` type), so the list is written once, at the
