@@ -1,6 +1,6 @@
 //! Launchers for `kernels/elementwise/` (one PTX module per ladder step).
 
-use super::{dims_array, MAX_DIMS};
+use super::{dims_array, launch, launch_elems, MAX_DIMS};
 use crate::{launch_1d, CudaDevice, DevPtr, Result};
 
 /// PTX module of step 1: `kernels/elementwise/01_thread_per_element.cu`.
@@ -10,47 +10,93 @@ const STEP2: &str = "elementwise/02_vec4";
 
 /// `out[i] = value` for `i < n` (`n` floats at `out`).
 pub fn fill_f32(dev: &CudaDevice, out: DevPtr, n: usize, value: f32) -> Result<()> {
-    if n == 0 {
-        return Ok(());
-    }
-    let k = dev.function(STEP1, "fill_f32")?;
+    let ni = n as i64;
     // SAFETY: matches `fill_f32(float* out, long long n, float value)`; the caller passes `n`
     // floats of device memory at `out`.
-    unsafe { dev.launch(&k, launch_1d(n), &[&out, &(n as i64), &value]) }
+    unsafe { launch_elems(dev, STEP1, "fill_f32", n, &[&out, &ni, &value]) }
 }
 
-/// `y[i] = f(x[i])` for camel-core's unary op `code` (with scalar `s`).
-pub fn unary_f32(
-    dev: &CudaDevice,
-    x: DevPtr,
-    y: DevPtr,
-    n: usize,
-    code: i32,
-    s: f32,
-) -> Result<()> {
-    if n == 0 {
-        return Ok(());
+launchers! {
+    // the unary ops of each step (the Unary type)
+    (dev: &CudaDevice, x: DevPtr, y: DevPtr, n: usize, code: i32, s: f32);
+
+    /// `y[i] = f(x[i])` for camel-core's unary op `code` (with scalar `s`).
+    pub fn unary_f32(..) {
+        let ni = n as i64;
+        // SAFETY: matches `unary_f32(const float*, float*, long long, int, float)`; n floats each.
+        unsafe { launch_elems(dev, STEP1, "unary_f32", n, &[&x, &y, &ni, &code, &s]) }
     }
-    let k = dev.function(STEP1, "unary_f32")?;
-    // SAFETY: matches `unary_f32(const float*, float*, long long, int, float)`; n floats each.
-    unsafe { dev.launch(&k, launch_1d(n), &[&x, &y, &(n as i64), &code, &s]) }
+
+    /// Step 2 of `unary_f32`: float4 loads and stores. Falls back to step 1 when a pointer is not
+    /// 16-byte aligned.
+    pub fn unary_vec4_f32(..) {
+        if !super::rows::aligned16(&[x, y]) {
+            return unary_f32(dev, x, y, n, code, s);
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        let (cfg, ni) = (vec4_config(n), n as i64);
+        // SAFETY: matches `unary_vec4_f32(const float*, float*, long long, int, float)`; aligned.
+        unsafe { launch(dev, STEP2, "unary_vec4_f32", cfg, &[&x, &y, &ni, &code, &s]) }
+    }
 }
 
-/// `out[i] = a[i] op b[i]` for equal shapes.
-pub fn binary_f32(
+launchers! {
+    // binary ops (the Binary type)
+    (dev: &CudaDevice, a: DevPtr, b: DevPtr, out: DevPtr, n: usize, code: i32);
+
+    /// `out[i] = a[i] op b[i]` for equal shapes.
+    pub fn binary_f32(..) {
+        binary_elems(dev, "binary_f32", a, b, out, n, code)
+    }
+
+    /// Step 1 of the binary ops including [`GELU_BWD`]: one element per thread per iteration.
+    pub fn binary2_f32(..) {
+        binary_elems(dev, "binary2_f32", a, b, out, n, code)
+    }
+
+    /// Step 2 of the same-shape binary ops (and [`GELU_BWD`]): float4. Falls back to step 1 when a
+    /// pointer is not 16-byte aligned.
+    pub fn binary_vec4_f32(..) {
+        if !super::rows::aligned16(&[a, b, out]) {
+            return binary2_f32(dev, a, b, out, n, code);
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        let (cfg, ni) = (vec4_config(n), n as i64);
+        let args: [&dyn crate::KernelArg; 5] = [&a, &b, &out, &ni, &code];
+        // SAFETY: matches `binary_vec4_f32(const float*, const float*, float*, long long, int)`.
+        unsafe { launch(dev, STEP2, "binary_vec4_f32", cfg, &args) }
+    }
+
+    /// Step 1's binary ops: GELU backward has its own kernel (`binary2_f32`), the rest
+    /// `binary_f32`.
+    fn thread_per_element_binary(..) {
+        if code == GELU_BWD {
+            binary2_f32(dev, a, b, out, n, code)
+        } else {
+            binary_f32(dev, a, b, out, n, code)
+        }
+    }
+}
+
+/// Launches the step-1 binary kernel `name` (`binary_f32` or `binary2_f32`, which share their
+/// parameters), a thread per element.
+fn binary_elems(
     dev: &CudaDevice,
+    name: &str,
     a: DevPtr,
     b: DevPtr,
     out: DevPtr,
     n: usize,
     code: i32,
 ) -> Result<()> {
-    if n == 0 {
-        return Ok(());
-    }
-    let k = dev.function(STEP1, "binary_f32")?;
-    // SAFETY: matches `binary_f32(const float*, const float*, float*, long long, int)`.
-    unsafe { dev.launch(&k, launch_1d(n), &[&a, &b, &out, &(n as i64), &code]) }
+    let ni = n as i64;
+    // SAFETY: matches `binary_f32` / `binary2_f32(const float*, const float*, float*, long long,
+    // int)`; the callers pass `n` floats at `a`, `b` and `out`.
+    unsafe { launch_elems(dev, STEP1, name, n, &[&a, &b, &out, &ni, &code]) }
 }
 
 /// Kernel argument of `binary_bcast_f32` (layout of `BcastArgs` in kernels/elementwise/01_thread_per_element.cu).
@@ -87,77 +133,19 @@ pub fn binary_bcast_f32(
         sa: dims_array(name, sa)?,
         sb: dims_array(name, sb)?,
     };
-    let k = dev.function(STEP1, name)?;
+    let ni = n as i64;
     // SAFETY: matches `binary_bcast_f32(const float*, const float*, float*, long long, int, BcastArgs)`;
     // the strides keep every read inside a and b.
-    unsafe { dev.launch(&k, launch_1d(n), &[&a, &b, &out, &(n as i64), &code, &p]) }
+    unsafe { launch_elems(dev, STEP1, name, n, &[&a, &b, &out, &ni, &code, &p]) }
 }
-
-// ------------------------------------------------------------------ step 2 (memory-bound issue)
 
 /// Binary op code of the fused GELU backward: `out = b · gelu'(a)` (a = x, b = upstream grad).
 pub const GELU_BWD: i32 = 5;
 
-/// Step 1 of the binary ops including [`GELU_BWD`]: one element per thread per iteration.
-pub fn binary2_f32(
-    dev: &CudaDevice,
-    a: DevPtr,
-    b: DevPtr,
-    out: DevPtr,
-    n: usize,
-    code: i32,
-) -> Result<()> {
-    if n == 0 {
-        return Ok(());
-    }
-    let k = dev.function(STEP1, "binary2_f32")?;
-    // SAFETY: matches `binary2_f32(const float*, const float*, float*, long long, int)`.
-    unsafe { dev.launch(&k, launch_1d(n), &[&a, &b, &out, &(n as i64), &code]) }
-}
-
-/// Step 2 of `unary_f32`: float4 loads and stores. Falls back to step 1 when a pointer is not
-/// 16-byte aligned.
-pub fn unary_vec4_f32(
-    dev: &CudaDevice,
-    x: DevPtr,
-    y: DevPtr,
-    n: usize,
-    code: i32,
-    s: f32,
-) -> Result<()> {
-    if !super::rows::aligned16(&[x, y]) {
-        return unary_f32(dev, x, y, n, code, s);
-    }
-    if n == 0 {
-        return Ok(());
-    }
-    let k = dev.function(STEP2, "unary_vec4_f32")?;
-    // The first n % 4 threads of the grid also do the tail: at least that many threads.
-    let cfg = launch_1d(n.div_ceil(4).max(4));
-    // SAFETY: matches `unary_vec4_f32(const float*, float*, long long, int, float)`; aligned.
-    unsafe { dev.launch(&k, cfg, &[&x, &y, &(n as i64), &code, &s]) }
-}
-
-/// Step 2 of the same-shape binary ops (and [`GELU_BWD`]): float4. Falls back to step 1 when a
-/// pointer is not 16-byte aligned.
-pub fn binary_vec4_f32(
-    dev: &CudaDevice,
-    a: DevPtr,
-    b: DevPtr,
-    out: DevPtr,
-    n: usize,
-    code: i32,
-) -> Result<()> {
-    if !super::rows::aligned16(&[a, b, out]) {
-        return binary2_f32(dev, a, b, out, n, code);
-    }
-    if n == 0 {
-        return Ok(());
-    }
-    let k = dev.function(STEP2, "binary_vec4_f32")?;
-    let cfg = launch_1d(n.div_ceil(4).max(4));
-    // SAFETY: matches `binary_vec4_f32(const float*, const float*, float*, long long, int)`.
-    unsafe { dev.launch(&k, cfg, &[&a, &b, &out, &(n as i64), &code]) }
+/// A thread per float4 of `n` floats; the first `n % 4` threads of the grid also do the tail, so
+/// at least that many threads.
+fn vec4_config(n: usize) -> crate::LaunchConfig {
+    launch_1d(n.div_ceil(4).max(4))
 }
 
 // ------------------------------------------------------------------ the ladder's table
@@ -176,23 +164,6 @@ pub struct Kernels {
     pub unary: Unary,
     /// Its same-shape binary launcher.
     pub binary: Binary,
-}
-
-/// Step 1's binary ops: GELU backward has its own kernel (`binary2_f32`), the rest
-/// `binary_f32`.
-fn thread_per_element_binary(
-    dev: &CudaDevice,
-    a: DevPtr,
-    b: DevPtr,
-    out: DevPtr,
-    n: usize,
-    code: i32,
-) -> Result<()> {
-    if code == GELU_BWD {
-        binary2_f32(dev, a, b, out, n, code)
-    } else {
-        binary_f32(dev, a, b, out, n, code)
-    }
 }
 
 /// The elementwise ladder: the one table the backend, the benchmarks and the tests run.

@@ -6,8 +6,8 @@
 //! row); the backend's steps 1 and 2 share step 2.
 
 use super::rows::{aligned16, ROW_THREADS};
-use super::rows_grid;
-use crate::{launch_1d, CudaDevice, DevPtr, Dim3, Error, Kernel, LaunchConfig, Result};
+use super::{launch, launch_elems, launch_warp_rows};
+use crate::{CudaDevice, DevPtr, Dim3, Error, Kernel, KernelArg, LaunchConfig, Result};
 
 /// PTX module of step 2 (and step 1): `kernels/layernorm/02_warp_welford.cu`.
 const STEP2: &str = "layernorm/02_warp_welford";
@@ -16,121 +16,97 @@ const STEP3: &str = "layernorm/03_row_registers";
 /// PTX module of step 4: `kernels/layernorm/04_streaming.cu`.
 const STEP4: &str = "layernorm/04_streaming";
 
-/// `y = (x − mean)·rstd·γ + β` per row of `[rows, cols]`; writes `mean[rows]` and
-/// `rstd[rows]` (rstd = 1/√(var + eps), biased variance) for the backward.
-#[allow(clippy::too_many_arguments)]
-pub fn warp_welford(
+launchers! {
+    // the forward of each step (the Forward type)
+    (
+        dev: &CudaDevice, x: DevPtr, gamma: DevPtr, beta: DevPtr, y: DevPtr, mean: DevPtr,
+        rstd: DevPtr, rows: usize, cols: usize, eps: f32,
+    );
+
+    /// `y = (x − mean)·rstd·γ + β` per row of `[rows, cols]`; writes `mean[rows]` and
+    /// `rstd[rows]` (rstd = 1/√(var + eps), biased variance) for the backward.
+    pub fn warp_welford(..) {
+        if rows == 0 || cols == 0 {
+            return Ok(());
+        }
+        let vec = cols % 4 == 0 && aligned16(&[x, gamma, beta, y]);
+        let name = if vec {
+            "layernorm_fwd_vec_f32"
+        } else {
+            "layernorm_fwd_f32"
+        };
+        let p = [x, gamma, beta, y, mean, rstd];
+        forward(dev, STEP2, name, p, rows, cols, eps)
+    }
+
+    /// Step 3 of [`warp_welford`] (same arguments and outputs): the row read once into
+    /// registers, mean and variance (two-pass) and the write from there. Rows longer than 1024
+    /// columns run [`warp_welford`].
+    pub fn row_registers(..) {
+        let p = [x, gamma, beta, y, mean, rstd];
+        layernorm_regs_fwd(dev, "layernorm3_fwd", p, rows, cols, eps)
+    }
+
+    /// Step 4 of the forward: [`row_registers`] with
+    /// cache-streaming (evict-first) loads of `x` and stores of `y` (`layernorm4_fwd_*`); the same
+    /// arithmetic, shapes and fallback.
+    pub fn streaming(..) {
+        let p = [x, gamma, beta, y, mean, rstd];
+        layernorm_regs_fwd(dev, "layernorm4_fwd", p, rows, cols, eps)
+    }
+}
+
+/// Launches a forward kernel, `(const float* x, const float* γ, const float* β, float* y,
+/// float* mean, float* rstd, long long rows, long long cols, float eps)`, a warp per row; `p`
+/// is `[x, γ, β, y, mean, rstd]`.
+fn forward(
     dev: &CudaDevice,
-    x: DevPtr,
-    gamma: DevPtr,
-    beta: DevPtr,
-    y: DevPtr,
-    mean: DevPtr,
-    rstd: DevPtr,
+    module: &str,
+    name: &str,
+    p: [DevPtr; 6],
     rows: usize,
     cols: usize,
     eps: f32,
 ) -> Result<()> {
-    if rows == 0 || cols == 0 {
-        return Ok(());
-    }
-    let vec = cols % 4 == 0 && aligned16(&[x, gamma, beta, y]);
-    let name = if vec {
-        "layernorm_fwd_vec_f32"
-    } else {
-        "layernorm_fwd_f32"
-    };
-    let k = dev.function(STEP2, name)?;
-    let per_block = (ROW_THREADS / 32) as usize;
-    let cfg = LaunchConfig::new(
-        rows_grid(name, rows.div_ceil(per_block))?,
-        Dim3::x(ROW_THREADS),
-    );
-    // SAFETY: matches `layernorm_fwd_*(const float* ×3, float* ×3, long long, long long, float)`.
+    let [x, gamma, beta, y, mean, rstd] = p;
+    let (r, c) = (rows as i64, cols as i64);
+    // SAFETY: matches `layernorm_fwd_*` / `layernorm{3,4}_fwd_*(const float* ×3, float* ×3,
+    // long long, long long, float)`; the callers pass `[rows, cols]` x and y, `cols` γ and β,
+    // `rows` mean and rstd.
     unsafe {
-        dev.launch(
-            &k,
-            cfg,
-            &[
-                &x,
-                &gamma,
-                &beta,
-                &y,
-                &mean,
-                &rstd,
-                &(rows as i64),
-                &(cols as i64),
-                &eps,
-            ],
-        )
+        let args: [&dyn KernelArg; 9] = [&x, &gamma, &beta, &y, &mean, &rstd, &r, &c, &eps];
+        launch_warp_rows(dev, module, name, rows, &args)
     }
 }
 
 /// Step 3's `(VEC, NV)` for rows of `cols`: a warp per row, `NV` loads of `VEC` floats per lane
 /// held in registers; `None` past 1024 columns ([`warp_welford`] then).
 pub fn layernorm3_shape(cols: usize, vec: bool) -> Option<(usize, usize)> {
-    let (vw, nvs): (usize, &[usize]) = if vec {
-        (4, &[1, 2, 3, 4, 6, 8])
-    } else {
-        (1, &[1, 2, 4, 8, 16, 24, 32])
-    };
-    let need = (cols / vw).div_ceil(32);
+    row_shape(
+        cols,
+        vec,
+        32,
+        &[1, 2, 3, 4, 6, 8],
+        &[1, 2, 4, 8, 16, 24, 32],
+    )
+}
+
+/// `(VEC, NV)` for rows of `cols` held by `threads` threads: VEC 4 with `vec` (then `NV` from
+/// `vec_nvs`), else 1 (from `scalar_nvs`), `NV` the smallest listed that covers the row; `None`
+/// when none does or `cols` is 0.
+fn row_shape(
+    cols: usize,
+    vec: bool,
+    threads: usize,
+    vec_nvs: &[usize],
+    scalar_nvs: &[usize],
+) -> Option<(usize, usize)> {
+    let (vw, nvs) = if vec { (4, vec_nvs) } else { (1, scalar_nvs) };
+    let need = (cols / vw).div_ceil(threads);
     nvs.iter()
         .find(|&&nv| nv >= need)
         .map(|&nv| (vw, nv))
         .filter(|_| cols > 0)
-}
-
-/// Step 3 of [`warp_welford`] (same arguments and outputs): the row read once into
-/// registers, mean and variance (two-pass) and the write from there. Rows longer than 1024
-/// columns run [`warp_welford`].
-#[allow(clippy::too_many_arguments)]
-pub fn row_registers(
-    dev: &CudaDevice,
-    x: DevPtr,
-    gamma: DevPtr,
-    beta: DevPtr,
-    y: DevPtr,
-    mean: DevPtr,
-    rstd: DevPtr,
-    rows: usize,
-    cols: usize,
-    eps: f32,
-) -> Result<()> {
-    layernorm_regs_fwd(
-        dev,
-        "layernorm3_fwd",
-        [x, gamma, beta, y, mean, rstd],
-        rows,
-        cols,
-        eps,
-    )
-}
-
-/// Step 4 of the forward: [`row_registers`] with
-/// cache-streaming (evict-first) loads of `x` and stores of `y` (`layernorm4_fwd_*`); the same
-/// arithmetic, shapes and fallback.
-#[allow(clippy::too_many_arguments)]
-pub fn streaming(
-    dev: &CudaDevice,
-    x: DevPtr,
-    gamma: DevPtr,
-    beta: DevPtr,
-    y: DevPtr,
-    mean: DevPtr,
-    rstd: DevPtr,
-    rows: usize,
-    cols: usize,
-    eps: f32,
-) -> Result<()> {
-    layernorm_regs_fwd(
-        dev,
-        "layernorm4_fwd",
-        [x, gamma, beta, y, mean, rstd],
-        rows,
-        cols,
-        eps,
-    )
 }
 
 /// The forward kernels that hold a row in registers, `{prefix}_v{VEC}_n{NV}_f32`; `p` is
@@ -158,203 +134,106 @@ fn layernorm_regs_fwd(
     } else {
         STEP3
     };
-    let k = dev.function(module, name)?;
-    let per_block = (ROW_THREADS / 32) as usize;
-    let cfg = LaunchConfig::new(
-        rows_grid(name, rows.div_ceil(per_block))?,
-        Dim3::x(ROW_THREADS),
+    forward(dev, module, name, p, rows, cols, eps)
+}
+
+launchers! {
+    // the backward of each step (the Backward type)
+    (
+        dev: &CudaDevice, x: DevPtr, gamma: DevPtr, g: DevPtr, mean: DevPtr, rstd: DevPtr,
+        dx: DevPtr, dgamma: DevPtr, dbeta: DevPtr, rows: usize, cols: usize,
     );
-    // SAFETY: matches `layernorm3_fwd_*` / `layernorm4_fwd_*(const float* ×3, float* ×3, long
-    // long, long long, float)`.
-    unsafe {
-        dev.launch(
-            &k,
-            cfg,
-            &[
-                &x,
-                &gamma,
-                &beta,
-                &y,
-                &mean,
-                &rstd,
-                &(rows as i64),
-                &(cols as i64),
-                &eps,
-            ],
-        )
-    }
-}
 
-/// Backward: `dx` (`[rows, cols]`), `dgamma` and `dbeta` (`[cols]`) from the upstream grad
-/// `g` and the forward's `mean`/`rstd`. Two launches: the row pass (with per-block partial
-/// sums of dγ, dβ) and the column sum of the partials. Deterministic (no atomics).
-#[allow(clippy::too_many_arguments)]
-pub fn warp_welford_bwd(
-    dev: &CudaDevice,
-    x: DevPtr,
-    gamma: DevPtr,
-    g: DevPtr,
-    mean: DevPtr,
-    rstd: DevPtr,
-    dx: DevPtr,
-    dgamma: DevPtr,
-    dbeta: DevPtr,
-    rows: usize,
-    cols: usize,
-) -> Result<()> {
-    if cols == 0 {
-        return Ok(());
+    /// Backward: `dx` (`[rows, cols]`), `dgamma` and `dbeta` (`[cols]`) from the upstream grad
+    /// `g` and the forward's `mean`/`rstd`. Two launches: the row pass (with per-block partial
+    /// sums of dγ, dβ) and the column sum of the partials. Deterministic (no atomics).
+    pub fn warp_welford_bwd(..) {
+        if cols == 0 {
+            return Ok(());
+        }
+        let vec = cols % 4 == 0 && aligned16(&[x, gamma, g, dx]);
+        let name = if vec {
+            "layernorm_bwd_vec_f32"
+        } else {
+            "layernorm_bwd_f32"
+        };
+        // Each warp keeps dγ and dβ for all columns in shared memory: 8·cols bytes a warp. Aim for
+        // 24 KiB a block (several blocks per SM), at least one warp, at most 8.
+        let per_warp = 8 * cols;
+        let warps = (24 * 1024 / per_warp).clamp(1, 8);
+        let smem = warps * per_warp;
+        let limit = dev.limits().max_shared_per_block_optin as usize;
+        if smem > limit {
+            return Err(Error::LaunchConfig {
+                kernel: name.to_string(),
+                msg: format!(
+                    "{cols} columns need {smem} bytes of shared memory for dγ/dβ, more than the device's {limit}"
+                ),
+            });
+        }
+        let sms = dev.limits().sm_count.max(1) as usize;
+        let blocks = rows.div_ceil(warps).clamp(1, 4 * sms);
+        let partial = dev.alloc(2 * blocks * cols * 4)?;
+        let cfg = LaunchConfig::new(Dim3::x(blocks as u32), Dim3::x(32 * warps as u32))
+            .with_shared_mem(smem as u32);
+        let (part, r, c, b) = (partial.ptr(), rows as i64, cols as i64, blocks as i64);
+        // SAFETY: matches `layernorm_bwd_*(const float* ×5, float*, float*, long long, long long)`;
+        // `partial` holds 2 × blocks × cols floats.
+        unsafe {
+            let args: [&dyn KernelArg; 9] = [&x, &gamma, &g, &mean, &rstd, &dx, &part, &r, &c];
+            launch(dev, STEP2, name, cfg, &args)?;
+        }
+        // SAFETY: matches `layernorm_param_grad_f32(const float*, float*, float*, long long, long long)`.
+        unsafe {
+            let args: [&dyn KernelArg; 5] = [&part, &dgamma, &dbeta, &b, &c];
+            launch_elems(dev, STEP2, "layernorm_param_grad_f32", 2 * cols, &args)
+        }
     }
-    let vec = cols % 4 == 0 && aligned16(&[x, gamma, g, dx]);
-    let name = if vec {
-        "layernorm_bwd_vec_f32"
-    } else {
-        "layernorm_bwd_f32"
-    };
-    // Each warp keeps dγ and dβ for all columns in shared memory: 8·cols bytes a warp. Aim for
-    // 24 KiB a block (several blocks per SM), at least one warp, at most 8.
-    let per_warp = 8 * cols;
-    let warps = (24 * 1024 / per_warp).clamp(1, 8);
-    let smem = warps * per_warp;
-    let limit = dev.limits().max_shared_per_block_optin as usize;
-    if smem > limit {
-        return Err(Error::LaunchConfig {
-            kernel: name.to_string(),
-            msg: format!(
-                "{cols} columns need {smem} bytes of shared memory for dγ/dβ, more than the device's {limit}"
-            ),
-        });
-    }
-    let sms = dev.limits().sm_count.max(1) as usize;
-    let blocks = rows.div_ceil(warps).clamp(1, 4 * sms);
-    let partial = dev.alloc(2 * blocks * cols * 4)?;
-    let k = dev.function(STEP2, name)?;
-    let cfg = LaunchConfig::new(Dim3::x(blocks as u32), Dim3::x(32 * warps as u32))
-        .with_shared_mem(smem as u32);
-    // SAFETY: matches `layernorm_bwd_*(const float* ×5, float*, float*, long long, long long)`;
-    // `partial` holds 2 × blocks × cols floats.
-    unsafe {
-        dev.launch(
-            &k,
-            cfg,
-            &[
-                &x,
-                &gamma,
-                &g,
-                &mean,
-                &rstd,
-                &dx,
-                &partial.ptr(),
-                &(rows as i64),
-                &(cols as i64),
-            ],
-        )?;
-    }
-    let name = "layernorm_param_grad_f32";
-    let k = dev.function(STEP2, name)?;
-    // SAFETY: matches `layernorm_param_grad_f32(const float*, float*, float*, long long, long long)`.
-    unsafe {
-        dev.launch(
-            &k,
-            launch_1d(2 * cols),
-            &[
-                &partial.ptr(),
-                &dgamma,
-                &dbeta,
-                &(blocks as i64),
-                &(cols as i64),
-            ],
-        )
-    }
-}
 
-/// Step 3 of [`warp_welford_bwd`] (same arguments and outputs): a warp per row with the row
-/// in registers (x and g read once, x̂ recomputed from `mean`/`rstd`, dx written from the
-/// registers), each lane's dγ/dβ kept in registers across the rows it visits, one partial row
-/// per block, then a deterministic column sum (in the same kernel when its grid is all resident
-/// at once, else `layernorm3_param_grad_f32`). Rows longer than 1024 columns run
-/// [`warp_welford_bwd`].
-#[allow(clippy::too_many_arguments)]
-pub fn row_registers_bwd(
-    dev: &CudaDevice,
-    x: DevPtr,
-    gamma: DevPtr,
-    g: DevPtr,
-    mean: DevPtr,
-    rstd: DevPtr,
-    dx: DevPtr,
-    dgamma: DevPtr,
-    dbeta: DevPtr,
-    rows: usize,
-    cols: usize,
-) -> Result<()> {
-    let vec = cols % 4 == 0 && aligned16(&[x, gamma, g, dx]);
-    let shape = layernorm3_shape(cols, vec).map(|(vw, nv)| (3, 32, vw, nv));
-    regs_bwd(
-        dev, shape, x, gamma, g, mean, rstd, dx, dgamma, dbeta, rows, cols,
-    )
+    /// Step 3 of [`warp_welford_bwd`] (same arguments and outputs): a warp per row with the row
+    /// in registers (x and g read once, x̂ recomputed from `mean`/`rstd`, dx written from the
+    /// registers), each lane's dγ/dβ kept in registers across the rows it visits, one partial row
+    /// per block, then a deterministic column sum (in the same kernel when its grid is all resident
+    /// at once, else `layernorm3_param_grad_f32`). Rows longer than 1024 columns run
+    /// [`warp_welford_bwd`].
+    pub fn row_registers_bwd(..) {
+        let vec = cols % 4 == 0 && aligned16(&[x, gamma, g, dx]);
+        let shape = layernorm3_shape(cols, vec).map(|(vw, nv)| (3, 32, vw, nv));
+        let p = [x, gamma, g, mean, rstd, dx, dgamma, dbeta];
+        regs_bwd(dev, shape, p, rows, cols)
+    }
+
+    /// Step 4 of [`warp_welford_bwd`] (same arguments and outputs; the backend's default): step 3
+    /// with a pair of warps per row (`layernorm4_bwd_*`), so each thread holds half the row and half
+    /// the dγ/dβ sums in registers, and its γ too. Rows longer than 1024 columns run
+    /// [`warp_welford_bwd`].
+    pub fn warp_pair_bwd(..) {
+        let vec = cols % 4 == 0 && aligned16(&[x, gamma, g, dx]);
+        let shape = layernorm4_bwd_shape(cols, vec).map(|(vw, nv)| (4, 64, vw, nv));
+        let p = [x, gamma, g, mean, rstd, dx, dgamma, dbeta];
+        regs_bwd(dev, shape, p, rows, cols)
+    }
 }
 
 /// Step 4's `(VEC, NV)` for rows of `cols`: a pair of warps per row, `NV` loads of `VEC` floats
 /// per thread; `None` past 1024 columns.
 pub fn layernorm4_bwd_shape(cols: usize, vec: bool) -> Option<(usize, usize)> {
-    let (vw, nvs): (usize, &[usize]) = if vec {
-        (4, &[1, 2, 3, 4])
-    } else {
-        (1, &[1, 2, 4, 8, 12, 16])
-    };
-    let need = (cols / vw).div_ceil(64);
-    nvs.iter()
-        .find(|&&nv| nv >= need)
-        .map(|&nv| (vw, nv))
-        .filter(|_| cols > 0)
-}
-
-/// Step 4 of [`warp_welford_bwd`] (same arguments and outputs; the backend's default): step 3
-/// with a pair of warps per row (`layernorm4_bwd_*`), so each thread holds half the row and half
-/// the dγ/dβ sums in registers, and its γ too. Rows longer than 1024 columns run
-/// [`warp_welford_bwd`].
-#[allow(clippy::too_many_arguments)]
-pub fn warp_pair_bwd(
-    dev: &CudaDevice,
-    x: DevPtr,
-    gamma: DevPtr,
-    g: DevPtr,
-    mean: DevPtr,
-    rstd: DevPtr,
-    dx: DevPtr,
-    dgamma: DevPtr,
-    dbeta: DevPtr,
-    rows: usize,
-    cols: usize,
-) -> Result<()> {
-    let vec = cols % 4 == 0 && aligned16(&[x, gamma, g, dx]);
-    let shape = layernorm4_bwd_shape(cols, vec).map(|(vw, nv)| (4, 64, vw, nv));
-    regs_bwd(
-        dev, shape, x, gamma, g, mean, rstd, dx, dgamma, dbeta, rows, cols,
-    )
+    row_shape(cols, vec, 64, &[1, 2, 3, 4], &[1, 2, 4, 8, 12, 16])
 }
 
 /// Steps 3 and 4 of the backward: `shape` = (step, threads per row, VEC, NV), or `None` for rows
-/// too long for the registers (step 2 then).
-#[allow(clippy::too_many_arguments)]
+/// too long for the registers (step 2 then); `p` is `[x, γ, g, mean, rstd, dx, dγ, dβ]`.
 fn regs_bwd(
     dev: &CudaDevice,
     shape: Option<(usize, usize, usize, usize)>,
-    x: DevPtr,
-    gamma: DevPtr,
-    g: DevPtr,
-    mean: DevPtr,
-    rstd: DevPtr,
-    dx: DevPtr,
-    dgamma: DevPtr,
-    dbeta: DevPtr,
+    p: [DevPtr; 8],
     rows: usize,
     cols: usize,
 ) -> Result<()> {
     if cols == 0 {
         return Ok(());
     }
+    let [x, gamma, g, mean, rstd, dx, dgamma, dbeta] = p;
     let Some((step, group, vw, nv)) = shape else {
         return warp_welford_bwd(dev, x, gamma, g, mean, rstd, dx, dgamma, dbeta, rows, cols);
     };
@@ -386,9 +265,7 @@ fn regs_bwd(
     } else {
         DevPtr::NULL
     };
-    launch_rows_bwd(
-        dev, &k, cfg, x, gamma, g, mean, rstd, dx, dgamma, dbeta, rows, cols, counters,
-    )
+    launch_rows_bwd(dev, &k, cfg, p, rows, cols, counters)
 }
 
 /// Blocks for the backward's grid-stride loop over `rows`, `groups` rows a block a round, at most
@@ -408,54 +285,33 @@ fn fused_colsum_on() -> bool {
     crate::config::with_experiments(|e| e.layernorm_fused_colsum)
 }
 
-/// Launches a step-3 backward kernel `k` (`(const float* ×5, float*, float*, long long, long
+/// Launches a step-3 or step-4 backward kernel `k` (`(const float* ×5, float*, float*, long long, long
 /// long, float*, float*, int*)`; one partial row of dγ/dβ per block of `cfg`'s grid). With
 /// `counters` (2 zeroed device ints, [`CudaDevice::counters`]; only for a grid that is all
 /// resident at once) the kernel sums the partial rows into `dgamma` and `dbeta` itself; with
-/// [`DevPtr::NULL`] the column-sum kernel runs after it.
-#[allow(clippy::too_many_arguments)]
+/// [`DevPtr::NULL`] the column-sum kernel runs after it. `p` as in [`regs_bwd`].
 fn launch_rows_bwd(
     dev: &CudaDevice,
     k: &Kernel,
     cfg: LaunchConfig,
-    x: DevPtr,
-    gamma: DevPtr,
-    g: DevPtr,
-    mean: DevPtr,
-    rstd: DevPtr,
-    dx: DevPtr,
-    dgamma: DevPtr,
-    dbeta: DevPtr,
+    p: [DevPtr; 8],
     rows: usize,
     cols: usize,
     counters: DevPtr,
 ) -> Result<()> {
+    let [x, gamma, g, mean, rstd, dx, dgamma, dbeta] = p;
     let blocks = cfg.grid.x as usize;
     let partial = dev.alloc(2 * blocks * cols * 4)?;
-    // SAFETY: the caller passes a `layernorm3_bwd_*(const float* ×5, float*, float*, long long,
-    // long long, float*, float*, int*)` kernel with its configuration (dynamic shared memory for
-    // every warp's dγ/dβ slice); `partial` holds 2 × blocks × cols floats, one row of each per
-    // block of the grid; `counters`, when not null, 2 zeroed ints and a grid all resident.
-    unsafe {
-        dev.launch(
-            k,
-            cfg,
-            &[
-                &x,
-                &gamma,
-                &g,
-                &mean,
-                &rstd,
-                &dx,
-                &partial.ptr(),
-                &(rows as i64),
-                &(cols as i64),
-                &dgamma,
-                &dbeta,
-                &counters,
-            ],
-        )?;
-    }
+    let (part, r, c) = (partial.ptr(), rows as i64, cols as i64);
+    let args: [&dyn KernelArg; 12] = [
+        &x, &gamma, &g, &mean, &rstd, &dx, &part, &r, &c, &dgamma, &dbeta, &counters,
+    ];
+    // SAFETY: the caller passes a `layernorm{3,4}_bwd_*(const float* ×5, float*, float*, long
+    // long, long long, float*, float*, int*)` kernel with its configuration (dynamic shared
+    // memory for every warp's dγ/dβ slice); `partial` holds 2 × blocks × cols floats, one row of
+    // each per block of the grid; `counters`, when not null, 2 zeroed ints and a grid all
+    // resident.
+    unsafe { dev.launch(k, cfg, &args)? };
     if counters != DevPtr::NULL {
         return Ok(());
     }
@@ -472,17 +328,13 @@ fn layernorm3_param_grad(
     blocks: usize,
     cols: usize,
 ) -> Result<()> {
-    let name = "layernorm3_param_grad_f32";
-    let k = dev.function(STEP3, name)?;
     let cfg = LaunchConfig::new(Dim3::x((2 * cols).div_ceil(8) as u32), Dim3::xyz(8, 64, 1));
+    let (b, c) = (blocks as i64, cols as i64);
     // SAFETY: matches `layernorm3_param_grad_f32(const float*, float*, float*, long long, long long)`;
     // blocks of 8 × 64 as the kernel assumes, 8 outputs a block.
     unsafe {
-        dev.launch(
-            &k,
-            cfg,
-            &[&partial, &dgamma, &dbeta, &(blocks as i64), &(cols as i64)],
-        )
+        let args: [&dyn KernelArg; 5] = [&partial, &dgamma, &dbeta, &b, &c];
+        launch(dev, STEP3, "layernorm3_param_grad_f32", cfg, &args)
     }
 }
 

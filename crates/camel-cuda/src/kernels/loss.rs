@@ -1,7 +1,7 @@
 //! Launchers for `kernels/loss/` (one PTX module per ladder step). `err` points at the device's index-error slot (4 × i64).
 
-use super::rows::KernelName;
-use super::rows_grid;
+use super::rows::{row_launch, variant_name, KernelName};
+use super::{launch, launch_rows, rows_grid};
 use crate::{CudaDevice, DevPtr, Dim3, Error, LaunchConfig, Result};
 
 /// PTX module of step 1: `kernels/loss/01_block_per_row.cu`.
@@ -27,16 +27,12 @@ pub fn block_per_row(
     if rows == 0 {
         return Ok(());
     }
-    let name = "cross_entropy_fwd_f32";
-    let k = dev.function(STEP1, name)?;
-    let cfg = LaunchConfig::new(rows_grid(name, rows)?, Dim3::x(256));
-    // SAFETY: matches the kernel's (const float*, const long long*, float*, long long, long long, long long*).
+    let (r, c) = (rows as i64, cols as i64);
+    // SAFETY: matches `cross_entropy_fwd_f32(const float*, const long long*, float*, long long,
+    // long long, long long*)`.
     unsafe {
-        dev.launch(
-            &k,
-            cfg,
-            &[&x, &t, &loss, &(rows as i64), &(cols as i64), &err],
-        )
+        let args: [&dyn crate::KernelArg; 6] = [&x, &t, &loss, &r, &c, &err];
+        launch_rows(dev, STEP1, "cross_entropy_fwd_f32", rows, 256, &args)
     }
 }
 
@@ -55,164 +51,168 @@ pub fn block_per_row_bwd(
     if rows == 0 {
         return Ok(());
     }
-    let name = "cross_entropy_bwd_f32";
-    let k = dev.function(STEP1, name)?;
-    let cfg = LaunchConfig::new(rows_grid(name, rows)?, Dim3::x(256));
-    // SAFETY: matches the kernel's (const float*, const long long*, const float*, float*, long long, long long, long long*).
+    let (r, c) = (rows as i64, cols as i64);
+    // SAFETY: matches `cross_entropy_bwd_f32(const float*, const long long*, const float*,
+    // float*, long long, long long, long long*)`.
     unsafe {
-        dev.launch(
-            &k,
-            cfg,
-            &[&x, &t, &g, &dx, &(rows as i64), &(cols as i64), &err],
-        )
+        let args: [&dyn crate::KernelArg; 7] = [&x, &t, &g, &dx, &r, &c, &err];
+        launch_rows(dev, STEP1, "cross_entropy_bwd_f32", rows, 256, &args)
     }
 }
 
-// ------------------------------------------------------------------ step 2 (memory-bound issue)
+launchers! {
+    // the forward of steps 2 to 4 (the Forward type)
+    (
+        dev: &CudaDevice, x: DevPtr, t: DevPtr, loss: DevPtr, stats: DevPtr, rows: usize,
+        cols: usize, err: DevPtr,
+    );
 
-/// Step 2 forward: per-row loss and the row statistics `stats[2r] = max`, `stats[2r+1] =
-/// Σ exp(x − max)` (2·rows floats) that [`saved_stats_bwd`] reads. One online pass.
+    /// Step 2 forward: per-row loss and the row statistics `stats[2r] = max`, `stats[2r+1] =
+    /// Σ exp(x − max)` (2·rows floats) that [`saved_stats_bwd`] reads. One online pass.
+    pub fn saved_stats(..) {
+        if rows == 0 {
+            return Ok(());
+        }
+        let (warp, vec, cfg) = row_launch("cross_entropy_fwd", rows, cols, &[x])?;
+        let name = variant_name("cross_entropy_fwd", warp, vec);
+        stats_fwd(dev, STEP2, &name, cfg, [x, t, loss, stats], rows, cols, err)
+    }
+
+    /// Step 3 forward (same arguments and outputs as [`saved_stats`], the same
+    /// `stats`): rows up to [`super::softmax::SOFTMAX3_MAX_COLS`] columns held in registers with
+    /// softmax step 3's layout (`ce3_fwd_*`), longer rows one block each with an alignment prologue
+    /// and unrolled float4 loads (`cross_entropy3_fwd_long_f32`).
+    pub fn registers(..) {
+        if rows == 0 {
+            return Ok(());
+        }
+        if cols == 0 {
+            // every target is out of range: step 2 records the error and writes NaN
+            return saved_stats(dev, x, t, loss, stats, rows, cols, err);
+        }
+        let vec = cols % 4 == 0 && super::rows::aligned16(&[x]);
+        let (name, cfg) = ce_launch(
+            "ce3_fwd",
+            "cross_entropy3_fwd_long_f32",
+            rows,
+            cols,
+            vec,
+            false,
+        )?;
+        let p = [x, t, loss, stats];
+        stats_fwd(dev, STEP3, name.as_str(), cfg, p, rows, cols, err)
+    }
+
+    /// Step 4 forward: the **mean** cross-entropy over the rows, written to `loss` (one float), in
+    /// one launch, and the same `stats` as step 3 for [`fused_mean_bwd`]. Step 3's
+    /// kernels with the mean fused in: each block stores its rows' summed losses with a mark as one
+    /// 64-bit word (in [`CudaDevice::counters`], zero between kernels) and the grid's last block
+    /// takes the words in block order as they are marked, so the result does not depend on which
+    /// block ends last. Short rows go 2 to a group where they fit ([`ce4_rows`]): half the words.
+    /// `cols` must be ≥ 1 (with no classes every target is out of range: use step 3).
+    pub fn fused_mean(..) {
+        let vec = cols % 4 == 0 && super::rows::aligned16(&[x]);
+        let (name, cfg) = ce_launch(
+            "ce4_fwd",
+            "cross_entropy4_fwd_long_f32",
+            rows,
+            cols,
+            vec,
+            true,
+        )?;
+        let blocks = cfg.grid.x as usize * cfg.grid.y as usize;
+        if rows == 0 || cols == 0 || blocks > u32::MAX as usize {
+            return Err(Error::LaunchConfig {
+                kernel: format!("{STEP4}::{}", name.as_str()),
+                msg: format!(
+                    "a mean over [{rows}, {cols}] logits needs rows ≥ 1, cols ≥ 1 and at most \
+                     2^32 − 1 blocks ({blocks})"
+                ),
+            });
+        }
+        let words = dev.counters(2 * blocks)?; // a 64-bit word a block
+        let (rows, cols) = (rows as i64, cols as i64);
+        // SAFETY: matches `ce4_fwd_*` / `cross_entropy4_fwd_long_f32(const float*, const long long*,
+        // float*, float*, unsigned long long*, long long, long long, long long*)`; `words` holds one
+        // 64-bit word per block of `cfg`, zero, and every kernel leaves it zero.
+        unsafe {
+            let args: [&dyn crate::KernelArg; 8] = [&x, &t, &loss, &stats, &words, &rows, &cols, &err];
+            launch(dev, STEP4, name.as_str(), cfg, &args)
+        }
+    }
+}
+
+/// Launches a forward kernel of steps 2 and 3, `(const float* x, const long long* t, float*
+/// loss, float* stats, long long rows, long long cols, long long* err)`, with `cfg`.
 #[allow(clippy::too_many_arguments)]
-pub fn saved_stats(
+fn stats_fwd(
     dev: &CudaDevice,
-    x: DevPtr,
-    t: DevPtr,
-    loss: DevPtr,
-    stats: DevPtr,
+    module: &str,
+    name: &str,
+    cfg: LaunchConfig,
+    [x, t, loss, stats]: [DevPtr; 4],
     rows: usize,
     cols: usize,
     err: DevPtr,
 ) -> Result<()> {
-    if rows == 0 {
-        return Ok(());
-    }
-    let (warp, vec, cfg) = super::rows::row_launch("cross_entropy_fwd", rows, cols, &[x])?;
-    let k = dev.function(
-        STEP2,
-        &super::rows::variant_name("cross_entropy_fwd", warp, vec),
-    )?;
-    // SAFETY: matches `cross_entropy_fwd_*(const float*, const long long*, float*, float*,
-    // long long, long long, long long*)`.
+    let (rows, cols) = (rows as i64, cols as i64);
+    // SAFETY: matches `cross_entropy_fwd_*` / `ce3_fwd_*` / `cross_entropy3_fwd_long_f32(const
+    // float*, const long long*, float*, float*, long long, long long, long long*)`; the callers
+    // pass `[rows, cols]` logits, `rows` targets and losses, `2·rows` stats.
     unsafe {
-        dev.launch(
-            &k,
-            cfg,
-            &[&x, &t, &loss, &stats, &(rows as i64), &(cols as i64), &err],
-        )
+        let args: [&dyn crate::KernelArg; 7] = [&x, &t, &loss, &stats, &rows, &cols, &err];
+        launch(dev, module, name, cfg, &args)
     }
 }
 
-/// Step 2 backward: `dx[r] = g[r] · (exp(x[r] − m_r)/s_r − onehot(t[r]))` with the forward's
-/// `stats`; reads the logits once.
-#[allow(clippy::too_many_arguments)]
-pub fn saved_stats_bwd(
-    dev: &CudaDevice,
-    x: DevPtr,
-    t: DevPtr,
-    stats: DevPtr,
-    g: DevPtr,
-    dx: DevPtr,
-    rows: usize,
-    cols: usize,
-    err: DevPtr,
-) -> Result<()> {
-    if rows == 0 {
-        return Ok(());
+launchers! {
+    // the backward of steps 2 to 4 (the Backward type)
+    (
+        dev: &CudaDevice, x: DevPtr, t: DevPtr, stats: DevPtr, g: DevPtr, dx: DevPtr, rows: usize,
+        cols: usize, err: DevPtr,
+    );
+
+    /// Step 2 backward: `dx[r] = g[r] · (exp(x[r] − m_r)/s_r − onehot(t[r]))` with the forward's
+    /// `stats`; reads the logits once.
+    pub fn saved_stats_bwd(..) {
+        if rows == 0 {
+            return Ok(());
+        }
+        let (warp, vec, cfg) = row_launch("cross_entropy_bwd", rows, cols, &[x, dx])?;
+        let name = variant_name("cross_entropy_bwd", warp, vec);
+        let (rows, cols) = (rows as i64, cols as i64);
+        // SAFETY: matches `cross_entropy_bwd_*(const float*, const long long*, const float*,
+        // const float*, float*, long long, long long, long long*)`.
+        unsafe {
+            let args: [&dyn crate::KernelArg; 8] = [&x, &t, &stats, &g, &dx, &rows, &cols, &err];
+            launch(dev, STEP2, &name, cfg, &args)
+        }
     }
-    let (warp, vec, cfg) = super::rows::row_launch("cross_entropy_bwd", rows, cols, &[x, dx])?;
-    let k = dev.function(
-        STEP2,
-        &super::rows::variant_name("cross_entropy_bwd", warp, vec),
-    )?;
-    // SAFETY: matches `cross_entropy_bwd_*(const float*, const long long*, const float*,
-    // const float*, float*, long long, long long, long long*)`.
-    unsafe {
-        dev.launch(
-            &k,
-            cfg,
-            &[
-                &x,
-                &t,
-                &stats,
-                &g,
-                &dx,
-                &(rows as i64),
-                &(cols as i64),
-                &err,
-            ],
-        )
+
+    /// Step 3 backward (same arguments as [`saved_stats_bwd`]): elementwise with the saved
+    /// statistics; short rows with softmax step 3's layout (`ce3_bwd_*`), long rows a block each
+    /// with an alignment prologue and unrolled float4 (`cross_entropy3_bwd_long_f32`, vectorized
+    /// when `x` and `dx` have the same address mod 16, so their rows align together).
+    pub fn registers_bwd(..) {
+        if rows == 0 || cols == 0 {
+            return saved_stats_bwd(dev, x, t, stats, g, dx, rows, cols, err);
+        }
+        ce_bwd_launch(dev, 3, x, t, stats, g, dx, rows, cols, err)
+    }
+
+    /// Step 4 backward: `dx[r] = g[0]/rows · (exp(x[r] − m_r)/s_r − onehot(t[r]))`, the gradient of
+    /// [`fused_mean`]'s mean, with its `stats` and the mean's one upstream
+    /// gradient `g`; one launch (step 3's kernels reading `g` as that scalar).
+    pub fn fused_mean_bwd(..) {
+        if rows == 0 || cols == 0 {
+            return Ok(());
+        }
+        ce_bwd_launch(dev, 4, x, t, stats, g, dx, rows, cols, err)
     }
 }
-
-// ------------------------------------------------------------------ step 3 (memory-bound issue)
 
 /// Threads of the block per row of the long-row step-3 kernels (`cross_entropy3_*_long_f32`).
 pub const CE3_LONG_THREADS: u32 = 512;
-
-/// Step 3 forward (same arguments and outputs as [`saved_stats`], the same
-/// `stats`): rows up to [`super::softmax::SOFTMAX3_MAX_COLS`] columns held in registers with
-/// softmax step 3's layout (`ce3_fwd_*`), longer rows one block each with an alignment prologue
-/// and unrolled float4 loads (`cross_entropy3_fwd_long_f32`).
-#[allow(clippy::too_many_arguments)]
-pub fn registers(
-    dev: &CudaDevice,
-    x: DevPtr,
-    t: DevPtr,
-    loss: DevPtr,
-    stats: DevPtr,
-    rows: usize,
-    cols: usize,
-    err: DevPtr,
-) -> Result<()> {
-    if rows == 0 {
-        return Ok(());
-    }
-    if cols == 0 {
-        // every target is out of range: step 2 records the error and writes NaN
-        return saved_stats(dev, x, t, loss, stats, rows, cols, err);
-    }
-    let vec = cols % 4 == 0 && super::rows::aligned16(&[x]);
-    let (name, cfg) = ce_launch(
-        "ce3_fwd",
-        "cross_entropy3_fwd_long_f32",
-        rows,
-        cols,
-        vec,
-        false,
-    )?;
-    let k = dev.function(STEP3, name.as_str())?;
-    // SAFETY: matches `ce3_fwd_*` / `cross_entropy3_fwd_long_f32(const float*, const long long*,
-    // float*, float*, long long, long long, long long*)`.
-    unsafe {
-        dev.launch(
-            &k,
-            cfg,
-            &[&x, &t, &loss, &stats, &(rows as i64), &(cols as i64), &err],
-        )
-    }
-}
-
-/// Step 3 backward (same arguments as [`saved_stats_bwd`]): elementwise with the saved
-/// statistics; short rows with softmax step 3's layout (`ce3_bwd_*`), long rows a block each
-/// with an alignment prologue and unrolled float4 (`cross_entropy3_bwd_long_f32`, vectorized
-/// when `x` and `dx` have the same address mod 16, so their rows align together).
-#[allow(clippy::too_many_arguments)]
-pub fn registers_bwd(
-    dev: &CudaDevice,
-    x: DevPtr,
-    t: DevPtr,
-    stats: DevPtr,
-    g: DevPtr,
-    dx: DevPtr,
-    rows: usize,
-    cols: usize,
-    err: DevPtr,
-) -> Result<()> {
-    if rows == 0 || cols == 0 {
-        return saved_stats_bwd(dev, x, t, stats, g, dx, rows, cols, err);
-    }
-    ce_bwd_launch(dev, 3, x, t, stats, g, dx, rows, cols, err)
-}
 
 /// The grid of step 3 / step 4 for `[rows, cols]` and the kernel name for `prefix` (`ce3_fwd`,
 /// `ce4_bwd`, ...) with softmax step 3's shape, or the long-row kernel's name (`long`, e.g.
@@ -272,106 +272,22 @@ fn ce_bwd_launch(
     let short = KernelName::new(format_args!("ce{step}_bwd"));
     let long = KernelName::new(format_args!("cross_entropy{step}_bwd_long_f32"));
     let (name, cfg) = ce_launch(short.as_str(), long.as_str(), rows, cols, vec, false)?;
-    let k = dev.function(if step == 4 { STEP4 } else { STEP3 }, name.as_str())?;
+    let module = if step == 4 { STEP4 } else { STEP3 };
     let (rows, cols) = (rows as i64, cols as i64);
+    let same_alignment = i32::from(x.0 % 16 == dx.0 % 16);
+    let args: [&dyn crate::KernelArg; 9] =
+        [&x, &t, &stats, &g, &dx, &rows, &cols, &err, &same_alignment];
+    // the long-row kernels take the trailing `int vec` (x and dx rows share their alignment, so
+    // one prologue aligns both); the short-row kernels stop before it
+    let args = if name.as_str() == long.as_str() {
+        &args[..]
+    } else {
+        &args[..8]
+    };
     // SAFETY: matches `ce{3,4}_bwd_*(const float*, const long long*, const float*, const float*,
     // float*, long long, long long, long long*)`, and `cross_entropy{3,4}_bwd_long_f32` with the
-    // trailing `int vec` (x and dx rows share their alignment, so one prologue aligns both).
-    unsafe {
-        if name.as_str() == long.as_str() {
-            let same_alignment = i32::from(x.0 % 16 == dx.0 % 16);
-            dev.launch(
-                &k,
-                cfg,
-                &[&x, &t, &stats, &g, &dx, &rows, &cols, &err, &same_alignment],
-            )
-        } else {
-            dev.launch(&k, cfg, &[&x, &t, &stats, &g, &dx, &rows, &cols, &err])
-        }
-    }
-}
-
-// ------------------------------------------------------------------ step 4 (memory-bound issue)
-
-/// Step 4 forward: the **mean** cross-entropy over the rows, written to `mean` (one float), in
-/// one launch, and the same `stats` as step 3 for [`fused_mean_bwd`]. Step 3's
-/// kernels with the mean fused in: each block stores its rows' summed losses with a mark as one
-/// 64-bit word (in [`CudaDevice::counters`], zero between kernels) and the grid's last block
-/// takes the words in block order as they are marked, so the result does not depend on which
-/// block ends last. Short rows go 2 to a group where they fit ([`ce4_rows`]): half the words.
-/// `cols` must be ≥ 1 (with no classes every target is out of range: use step 3).
-#[allow(clippy::too_many_arguments)]
-pub fn fused_mean(
-    dev: &CudaDevice,
-    x: DevPtr,
-    t: DevPtr,
-    mean: DevPtr,
-    stats: DevPtr,
-    rows: usize,
-    cols: usize,
-    err: DevPtr,
-) -> Result<()> {
-    let vec = cols % 4 == 0 && super::rows::aligned16(&[x]);
-    let (name, cfg) = ce_launch(
-        "ce4_fwd",
-        "cross_entropy4_fwd_long_f32",
-        rows,
-        cols,
-        vec,
-        true,
-    )?;
-    let blocks = cfg.grid.x as usize * cfg.grid.y as usize;
-    if rows == 0 || cols == 0 || blocks > u32::MAX as usize {
-        return Err(Error::LaunchConfig {
-            kernel: format!("{STEP4}::{}", name.as_str()),
-            msg: format!(
-                "a mean over [{rows}, {cols}] logits needs rows ≥ 1, cols ≥ 1 and at most \
-                 2^32 − 1 blocks ({blocks})"
-            ),
-        });
-    }
-    let words = dev.counters(2 * blocks)?; // a 64-bit word a block
-    let k = dev.function(STEP4, name.as_str())?;
-    // SAFETY: matches `ce4_fwd_*` / `cross_entropy4_fwd_long_f32(const float*, const long long*,
-    // float*, float*, unsigned long long*, long long, long long, long long*)`; `words` holds one
-    // 64-bit word per block of `cfg`, zero, and every kernel leaves it zero.
-    unsafe {
-        dev.launch(
-            &k,
-            cfg,
-            &[
-                &x,
-                &t,
-                &mean,
-                &stats,
-                &words,
-                &(rows as i64),
-                &(cols as i64),
-                &err,
-            ],
-        )
-    }
-}
-
-/// Step 4 backward: `dx[r] = g[0]/rows · (exp(x[r] − m_r)/s_r − onehot(t[r]))`, the gradient of
-/// [`fused_mean`]'s mean, with its `stats` and the mean's one upstream
-/// gradient `g`; one launch (step 3's kernels reading `g` as that scalar).
-#[allow(clippy::too_many_arguments)]
-pub fn fused_mean_bwd(
-    dev: &CudaDevice,
-    x: DevPtr,
-    t: DevPtr,
-    stats: DevPtr,
-    g: DevPtr,
-    dx: DevPtr,
-    rows: usize,
-    cols: usize,
-    err: DevPtr,
-) -> Result<()> {
-    if rows == 0 || cols == 0 {
-        return Ok(());
-    }
-    ce_bwd_launch(dev, 4, x, t, stats, g, dx, rows, cols, err)
+    // trailing `int`.
+    unsafe { launch(dev, module, name.as_str(), cfg, args) }
 }
 
 // ------------------------------------------------------------------ the ladder's table

@@ -6,7 +6,9 @@
 //! ([`ASYNC_TN`] after a re-layout, [`ASYNC_NN`]), whole-K kernels for small outputs with a
 //! long K ([`WHOLE_K`]) and small-tile kernels for split-K.
 
-use crate::{CudaDevice, DevPtr, DeviceLimits, Dim3, Error, KernelLimits, LaunchConfig, Result};
+use crate::{
+    CudaDevice, DevPtr, DeviceLimits, Dim3, Error, KernelArg, KernelLimits, LaunchConfig, Result,
+};
 
 #[path = "matmul_tuned.rs"]
 pub mod tuned;
@@ -556,18 +558,21 @@ pub fn transpose_f32(
             msg: format!("{batch} matrices of {rows}×{cols} exceed i32 sizes or 65535 batches"),
         });
     }
-    let k = dev.function("matmul/13_async_pipeline", name)?;
     let grid = Dim3::xyz(
         cols.div_ceil(32) as u32,
         rows.div_ceil(32) as u32,
         batch as u32,
     );
+    let cfg = LaunchConfig::new(grid, Dim3::xyz(32, 8, 1));
     let (r, c, s) = (rows as i32, cols as i32, stride_x as i64);
-    // SAFETY: x holds `batch` matrices at stride `stride_x`, y holds batch·rows·cols floats.
+    // SAFETY: matches `sgemm_13_transpose(const float*, float*, int, int, long long)`; x holds
+    // `batch` matrices at stride `stride_x`, y holds batch·rows·cols floats.
     unsafe {
-        dev.launch(
-            &k,
-            LaunchConfig::new(grid, Dim3::xyz(32, 8, 1)),
+        super::launch(
+            dev,
+            "matmul/13_async_pipeline",
+            name,
+            cfg,
             &[&x, &y, &r, &c, &s],
         )
     }
@@ -963,17 +968,12 @@ pub fn sgemm_split_k_reduce(
     let total = g.batch * g.m * g.n;
     let cfg = LaunchConfig::new(grid, block).with_shared_mem(t.smem);
     if splits == 1 {
+        let args: [&dyn KernelArg; 15] = [
+            &a, &b, &c, &m, &n, &kk, &ta, &tb, &sa, &sb, &sc, &bias, &act, &z, &0i32,
+        ];
         // SAFETY: matches GEMM_ARGS in common_gemm.cuh; the caller passes buffers holding the
         // matrices the strides and sizes describe (bias: n floats; pre_act: like C).
-        return unsafe {
-            dev.launch(
-                &k,
-                cfg,
-                &[
-                    &a, &b, &c, &m, &n, &kk, &ta, &tb, &sa, &sb, &sc, &bias, &act, &z, &0i32,
-                ],
-            )
-        };
+        return unsafe { dev.launch(&k, cfg, &args) };
     }
     // partial products into a workspace, then the reduction with the epilogue
     let work = dev.alloc(splits * total * 4)?;
@@ -992,18 +992,13 @@ pub fn sgemm_split_k_reduce(
         match fused {
             Some((kf, _)) => {
                 let counters = dev.counters(2 * tiles)?;
+                let args: [&dyn KernelArg; 20] = [
+                    &a, &b, &wp, &m, &n, &kk, &ta, &tb, &sa, &sb, &sc, &null, &none, &null, &ks,
+                    &c, &bias, &act, &z, &counters,
+                ];
                 // SAFETY: GEMM_ARGS as above (C = the workspace), then the real C, bias,
                 // activation, pre-activation and 2·tiles zeroed ints (left zero).
-                return unsafe {
-                    dev.launch(
-                        &kf,
-                        cfg,
-                        &[
-                            &a, &b, &wp, &m, &n, &kk, &ta, &tb, &sa, &sb, &sc, &null, &none, &null,
-                            &ks, &c, &bias, &act, &z, &counters,
-                        ],
-                    )
-                };
+                return unsafe { dev.launch(&kf, cfg, &args) };
             }
             None if reduce == SplitReduce::Fused => {
                 return Err(Error::LaunchConfig {
@@ -1019,24 +1014,22 @@ pub fn sgemm_split_k_reduce(
             None => {}
         }
     }
+    let args: [&dyn KernelArg; 15] = [
+        &a, &b, &wp, &m, &n, &kk, &ta, &tb, &sa, &sb, &sc, &null, &none, &null, &ks,
+    ];
     // SAFETY: as above, with C = the workspace of `splits` × batch × m × n floats.
-    unsafe {
-        dev.launch(
-            &k,
-            cfg,
-            &[
-                &a, &b, &wp, &m, &n, &kk, &ta, &tb, &sa, &sb, &sc, &null, &none, &null, &ks,
-            ],
-        )?;
-    }
-    let r = dev.function("matmul/splitk_reduce", "sgemm_splitk_reduce")?;
+    unsafe { dev.launch(&k, cfg, &args)? };
     let (sp, tot, nn) = (splits as i32, total as i64, g.n as i32);
+    let reduce_cfg = crate::launch_1d(total.div_ceil(4)); // 4 elements per thread
+    let args: [&dyn KernelArg; 8] = [&wp, &c, &sp, &tot, &nn, &bias, &act, &z];
     // SAFETY: matches sgemm_splitk_reduce: P holds splits × total floats, C total floats.
     unsafe {
-        dev.launch(
-            &r,
-            crate::launch_1d(total.div_ceil(4)), // 4 elements per thread
-            &[&wp, &c, &sp, &tot, &nn, &bias, &act, &z],
+        super::launch(
+            dev,
+            "matmul/splitk_reduce",
+            "sgemm_splitk_reduce",
+            reduce_cfg,
+            &args,
         )
     }
 }

@@ -1,6 +1,7 @@
 //! Launchers for `kernels/optim/` (one PTX module per ladder step): in-place parameter updates.
 
-use crate::{launch_1d, CudaDevice, DevPtr, Result};
+use super::launch_elems;
+use crate::{CudaDevice, DevPtr, KernelArg, Result};
 
 /// PTX module of step 1: `kernels/optim/01_per_tensor.cu`.
 const STEP1: &str = "optim/01_per_tensor";
@@ -23,17 +24,11 @@ pub fn sgd_f32(
     momentum: f32,
     wd: f32,
 ) -> Result<()> {
-    if n == 0 {
-        return Ok(());
-    }
-    let k = dev.function(STEP1, "sgd_f32")?;
+    let ni = n as i64;
     // SAFETY: matches `sgd_f32(float*, const float*, float*, long long, float, float, float)`.
     unsafe {
-        dev.launch(
-            &k,
-            launch_1d(n),
-            &[&p, &g, &buf, &(n as i64), &lr, &momentum, &wd],
-        )
+        let args: [&dyn KernelArg; 7] = [&p, &g, &buf, &ni, &lr, &momentum, &wd];
+        launch_elems(dev, STEP1, "sgd_f32", n, &args)
     }
 }
 
@@ -55,36 +50,13 @@ pub fn adam_f32(
     bc1: f32,
     bc2: f32,
 ) -> Result<()> {
-    if n == 0 {
-        return Ok(());
-    }
-    let k = dev.function(STEP1, "adam_f32")?;
-    let dec = decoupled as i32;
+    let (ni, dec) = (n as i64, decoupled as i32);
+    let args: [&dyn KernelArg; 13] = [
+        &p, &g, &m, &v, &ni, &lr, &beta1, &beta2, &eps, &wd, &dec, &bc1, &bc2,
+    ];
     // SAFETY: matches `adam_f32(float*, const float*, float*, float*, long long, float ×5, int, float, float)`.
-    unsafe {
-        dev.launch(
-            &k,
-            launch_1d(n),
-            &[
-                &p,
-                &g,
-                &m,
-                &v,
-                &(n as i64),
-                &lr,
-                &beta1,
-                &beta2,
-                &eps,
-                &wd,
-                &dec,
-                &bc1,
-                &bc2,
-            ],
-        )
-    }
+    unsafe { launch_elems(dev, STEP1, "adam_f32", n, &args) }
 }
-
-// ------------------------------------------------------------------ step 2 (memory-bound issue)
 
 /// One tensor of a multi-tensor update: parameter, gradient, state buffers (SGD: `s1` =
 /// momentum, may be null when momentum is 0; Adam: `s1` = m, `s2` = v) and Adam's bias
@@ -177,78 +149,45 @@ fn multi_tables(
         .collect()
 }
 
-/// Adam / AdamW over every tensor of `ts` in one launch (step 2 of [`adam_f32`]).
-#[allow(clippy::too_many_arguments)]
-pub fn adam_multi_f32(
-    dev: &CudaDevice,
-    ts: &[MultiTensor],
-    lr: f32,
-    beta1: f32,
-    beta2: f32,
-    eps: f32,
-    wd: f32,
-    decoupled: bool,
-) -> Result<()> {
-    adam_multi(
-        dev,
-        STEP2,
-        "adam_multi_f32",
-        ts,
-        [lr, beta1, beta2, eps, wd],
-        decoupled,
-    )
+launchers! {
+    // Adam over many tensors (the AdamMulti type)
+    (
+        dev: &CudaDevice, ts: &[MultiTensor], lr: f32, beta1: f32, beta2: f32, eps: f32, wd: f32,
+        decoupled: bool,
+    );
+
+    /// Adam / AdamW over every tensor of `ts` in one launch (step 2 of [`adam_f32`]).
+    pub fn adam_multi_f32(..) {
+        let hyper = [lr, beta1, beta2, eps, wd];
+        adam_multi(dev, STEP2, "adam_multi_f32", ts, hyper, decoupled)
+    }
+
+    /// Step 3 of [`adam_multi_f32`] (same table, arguments and formula; nvcc may contract a
+    /// multiply-add differently, so results agree to a few ulp): each thread loads all 16 float4
+    /// of its chunk (4 each of p, g, m, v) before any arithmetic or store. The tensors' buffers
+    /// must not overlap one another.
+    pub fn adam_multi_loads_first(..) {
+        let hyper = [lr, beta1, beta2, eps, wd];
+        adam_multi(dev, STEP4, "adam_multi3_f32", ts, hyper, decoupled)
+    }
 }
 
-/// SGD (momentum, weight decay) over every tensor of `ts` in one launch (step 2 of [`sgd_f32`]).
-pub fn sgd_multi_f32(
-    dev: &CudaDevice,
-    ts: &[MultiTensor],
-    lr: f32,
-    momentum: f32,
-    wd: f32,
-) -> Result<()> {
-    sgd_multi(dev, STEP2, "sgd_multi_f32", ts, lr, momentum, wd)
-}
+launchers! {
+    // SGD over many tensors (the SgdMulti type)
+    (dev: &CudaDevice, ts: &[MultiTensor], lr: f32, momentum: f32, wd: f32);
 
-// ------------------------------------------------------------------ step 3 (memory-bound issue)
+    /// SGD (momentum, weight decay) over every tensor of `ts` in one launch (step 2 of [`sgd_f32`]).
+    pub fn sgd_multi_f32(..) {
+        sgd_multi(dev, STEP2, "sgd_multi_f32", ts, lr, momentum, wd)
+    }
 
-/// Step 3 of [`adam_multi_f32`] (same table, arguments and formula; nvcc may contract a
-/// multiply-add differently, so results agree to a few ulp): each thread loads all 16 float4
-/// of its chunk (4 each of p, g, m, v) before any arithmetic or store. The tensors' buffers
-/// must not overlap one another.
-#[allow(clippy::too_many_arguments)]
-pub fn adam_multi_loads_first(
-    dev: &CudaDevice,
-    ts: &[MultiTensor],
-    lr: f32,
-    beta1: f32,
-    beta2: f32,
-    eps: f32,
-    wd: f32,
-    decoupled: bool,
-) -> Result<()> {
-    adam_multi(
-        dev,
-        STEP4,
-        "adam_multi3_f32",
-        ts,
-        [lr, beta1, beta2, eps, wd],
-        decoupled,
-    )
-}
-
-/// Step 3 of [`sgd_multi_f32`] (same table, arguments and formula; results agree to a few
-/// ulp): each thread loads all its float4 of p, g and (with momentum) the momentum buffer
-/// before any arithmetic or store. With `momentum == 0` the buffers `s1` are never touched and
-/// may be null. The tensors' buffers must not overlap one another.
-pub fn sgd_multi_loads_first(
-    dev: &CudaDevice,
-    ts: &[MultiTensor],
-    lr: f32,
-    momentum: f32,
-    wd: f32,
-) -> Result<()> {
-    sgd_multi(dev, STEP3, "sgd_multi3_f32", ts, lr, momentum, wd)
+    /// Step 3 of [`sgd_multi_f32`] (same table, arguments and formula; results agree to a few
+    /// ulp): each thread loads all its float4 of p, g and (with momentum) the momentum buffer
+    /// before any arithmetic or store. With `momentum == 0` the buffers `s1` are never touched and
+    /// may be null. The tensors' buffers must not overlap one another.
+    pub fn sgd_multi_loads_first(..) {
+        sgd_multi(dev, STEP3, "sgd_multi3_f32", ts, lr, momentum, wd)
+    }
 }
 
 /// Launches the multi-tensor Adam kernel `name` of PTX module `module` (steps 2 and 4 share
@@ -265,14 +204,9 @@ fn adam_multi(
     let k = dev.function(module, name)?;
     let dec = decoupled as i32;
     for (table, count, cfg) in multi_tables(name, ts)? {
+        let args: [&dyn KernelArg; 8] = [&table, &count, &lr, &beta1, &beta2, &eps, &wd, &dec];
         // SAFETY: matches the signature above; the table lists buffers of n floats each.
-        unsafe {
-            dev.launch(
-                &k,
-                cfg,
-                &[&table, &count, &lr, &beta1, &beta2, &eps, &wd, &dec],
-            )?;
-        }
+        unsafe { dev.launch(&k, cfg, &args)? };
     }
     Ok(())
 }

@@ -1,7 +1,8 @@
 //! Launchers for `kernels/reduce/` (one PTX module per ladder step).
 
-use super::rows_grid;
-use crate::{CudaDevice, DevPtr, Dim3, LaunchConfig, Result};
+use super::rows::{row_launch, variant_name};
+use super::{launch, launch_rows};
+use crate::{launch_1d, CudaDevice, DevPtr, Dim3, LaunchConfig, Result};
 
 /// PTX module of step 1: `kernels/reduce/01_block_per_output.cu`.
 const STEP1: &str = "reduce/01_block_per_output";
@@ -11,30 +12,67 @@ const STEP2: &str = "reduce/02_warp_shuffle";
 const STEP3: &str = "reduce/03_loads_in_flight";
 const THREADS: u32 = 256;
 
-/// `y[o, i] = reduce_d x[o, d, i]` (op 0 = sum, 1 = max), one block per output element.
-pub fn block_per_output(
-    dev: &CudaDevice,
-    x: DevPtr,
-    y: DevPtr,
-    outer: usize,
-    dim: usize,
-    inner: usize,
-    op: i32,
-) -> Result<()> {
-    let outputs = outer * inner;
-    if outputs == 0 {
-        return Ok(());
+launchers! {
+    // the reduction of each step (the Reduce type)
+    (dev: &CudaDevice, x: DevPtr, y: DevPtr, outer: usize, dim: usize, inner: usize, op: i32);
+
+    /// `y[o, i] = reduce_d x[o, d, i]` (op 0 = sum, 1 = max), one block per output element.
+    pub fn block_per_output(..) {
+        let outputs = outer * inner;
+        if outputs == 0 {
+            return Ok(());
+        }
+        let (o, d, i) = (outer as i64, dim as i64, inner as i64);
+        // SAFETY: matches `reduce_f32(const float*, float*, long long, long long, long long, int)`.
+        unsafe {
+            launch_rows(
+                dev,
+                STEP1,
+                "reduce_f32",
+                outputs,
+                THREADS,
+                &[&x, &y, &o, &d, &i, &op],
+            )
+        }
     }
-    let name = "reduce_f32";
-    let k = dev.function(STEP1, name)?;
-    let cfg = LaunchConfig::new(rows_grid(name, outputs)?, Dim3::x(THREADS));
-    // SAFETY: matches `block_per_output(const float*, float*, long long, long long, long long, int)`.
-    unsafe {
-        dev.launch(
-            &k,
-            cfg,
-            &[&x, &y, &(outer as i64), &(dim as i64), &(inner as i64), &op],
-        )
+
+    /// Step 2 of `block_per_output`: `y[o, i] = reduce_d x[o, d, i]` (op 0 = sum, 1 = max). A reduced
+    /// last dim goes to [`reduce_rows2_f32`]; a middle one to a coalesced thread-per-output kernel.
+    pub fn warp_shuffle(..) {
+        if outer * inner == 0 {
+            return Ok(());
+        }
+        if inner == 1 {
+            return reduce_rows2_f32(dev, x, y, outer, dim, op);
+        }
+        let (cfg, o, d, i) = (
+            launch_1d(outer * inner),
+            outer as i64,
+            dim as i64,
+            inner as i64,
+        );
+        // SAFETY: matches `reduce_cols_f32(const float*, float*, long long ×3, int)`.
+        unsafe {
+            launch(
+                dev,
+                STEP2,
+                "reduce_cols_f32",
+                cfg,
+                &[&x, &y, &o, &d, &i, &op],
+            )
+        }
+    }
+
+    /// Step 3 of `block_per_output`: as [`warp_shuffle`], but many rows reduced along the last dim run
+    /// `reduce3_rows_*` (4 independent loads in flight per thread). Few long rows (the two-pass
+    /// split) and a middle dim stay on step 2's kernels.
+    pub fn loads_in_flight(..) {
+        let sms = dev.limits().sm_count.max(1) as usize;
+        let long_and_few = dim > super::rows::WARP_ROW_MAX && outer < 4 * sms;
+        if inner != 1 || outer == 0 || long_and_few {
+            return warp_shuffle(dev, x, y, outer, dim, inner, op);
+        }
+        row_variant(dev, STEP3, "reduce3_rows", x, y, outer, dim, op)
     }
 }
 
@@ -49,41 +87,11 @@ pub fn argmax_last_f32(
     if rows == 0 {
         return Ok(());
     }
-    let name = "argmax_last_f32";
-    let k = dev.function(STEP1, name)?;
-    let cfg = LaunchConfig::new(rows_grid(name, rows)?, Dim3::x(THREADS));
+    let (r, c) = (rows as i64, cols as i64);
     // SAFETY: matches `argmax_last_f32(const float*, long long*, long long, long long)`.
-    unsafe { dev.launch(&k, cfg, &[&x, &out, &(rows as i64), &(cols as i64)]) }
-}
-
-// ------------------------------------------------------------------ step 2 (memory-bound issue)
-
-/// Step 2 of `block_per_output`: `y[o, i] = reduce_d x[o, d, i]` (op 0 = sum, 1 = max). A reduced
-/// last dim goes to [`reduce_rows2_f32`]; a middle one to a coalesced thread-per-output kernel.
-#[allow(clippy::too_many_arguments)]
-pub fn warp_shuffle(
-    dev: &CudaDevice,
-    x: DevPtr,
-    y: DevPtr,
-    outer: usize,
-    dim: usize,
-    inner: usize,
-    op: i32,
-) -> Result<()> {
-    if outer * inner == 0 {
-        return Ok(());
-    }
-    if inner == 1 {
-        return reduce_rows2_f32(dev, x, y, outer, dim, op);
-    }
-    let k = dev.function(STEP2, "reduce_cols_f32")?;
-    // SAFETY: matches `reduce_cols_f32(const float*, float*, long long ×3, int)`.
     unsafe {
-        dev.launch(
-            &k,
-            crate::launch_1d(outer * inner),
-            &[&x, &y, &(outer as i64), &(dim as i64), &(inner as i64), &op],
-        )
+        let args: [&dyn crate::KernelArg; 4] = [&x, &out, &r, &c];
+        launch_rows(dev, STEP1, "argmax_last_f32", rows, THREADS, &args)
     }
 }
 
@@ -104,11 +112,7 @@ pub fn reduce_rows2_f32(
     let sms = dev.limits().sm_count.max(1) as usize;
     let long_and_few = cols > super::rows::WARP_ROW_MAX && rows < 4 * sms;
     if !long_and_few {
-        let (warp, vec, cfg) = super::rows::row_launch("reduce_rows", rows, cols, &[x])?;
-        let name = super::rows::variant_name("reduce_rows", warp, vec);
-        let k = dev.function(STEP2, &name)?;
-        // SAFETY: matches `reduce_rows_*(const float*, float*, long long, long long, int)`.
-        return unsafe { dev.launch(&k, cfg, &[&x, &y, &(rows as i64), &(cols as i64), &op]) };
+        return row_variant(dev, STEP2, "reduce_rows", x, y, rows, cols, op);
     }
     // Pass 1: about 8 blocks per SM in all, each reducing one chunk of one row.
     let vec = cols % 4 == 0 && super::rows::aligned16(&[x]);
@@ -128,48 +132,35 @@ pub fn reduce_rows2_f32(
     } else {
         "reduce_partial_f32"
     };
-    let k = dev.function(STEP2, name)?;
     let cfg = LaunchConfig::new(Dim3::xyz(chunks as u32, rows as u32, 1), Dim3::x(THREADS));
+    let (part, c, len) = (partial.ptr(), cols as i64, chunk_len as i64);
     // SAFETY: matches `reduce_partial_*(const float*, float*, long long, long long, int)`;
     // `partial` holds rows × chunks floats.
-    unsafe {
-        dev.launch(
-            &k,
-            cfg,
-            &[&x, &partial.ptr(), &(cols as i64), &(chunk_len as i64), &op],
-        )?;
-    }
+    unsafe { launch(dev, STEP2, name, cfg, &[&x, &part, &c, &len, &op])? };
     // Pass 2: the partials are rows of `chunks` (≤ 8·SMs) values. `partial` may be dropped
     // after the launch: its block is reused only by later work on the stream.
     reduce_rows2_f32(dev, partial.ptr(), y, rows, chunks, op)
 }
 
-// ------------------------------------------------------------------ step 3 (memory-bound issue)
-
-/// Step 3 of `block_per_output`: as [`warp_shuffle`], but many rows reduced along the last dim run
-/// `reduce3_rows_*` (4 independent loads in flight per thread). Few long rows (the two-pass
-/// split) and a middle dim stay on step 2's kernels.
+/// Launches the row kernel `{base}_{warp|block}{_vec}_f32` of `module` (`reduce_rows` of step
+/// 2, `reduce3_rows` of step 3) over the last dim of `[rows, cols]`.
 #[allow(clippy::too_many_arguments)]
-pub fn loads_in_flight(
+fn row_variant(
     dev: &CudaDevice,
+    module: &str,
+    base: &str,
     x: DevPtr,
     y: DevPtr,
-    outer: usize,
-    dim: usize,
-    inner: usize,
+    rows: usize,
+    cols: usize,
     op: i32,
 ) -> Result<()> {
-    let sms = dev.limits().sm_count.max(1) as usize;
-    let long_and_few = dim > super::rows::WARP_ROW_MAX && outer < 4 * sms;
-    if inner != 1 || outer == 0 || long_and_few {
-        return warp_shuffle(dev, x, y, outer, dim, inner, op);
-    }
-    let (rows, cols) = (outer, dim);
-    let (warp, vec, cfg) = super::rows::row_launch("reduce3_rows", rows, cols, &[x])?;
-    let name = super::rows::variant_name("reduce3_rows", warp, vec);
-    let k = dev.function(STEP3, &name)?;
-    // SAFETY: matches `reduce3_rows_*(const float*, float*, long long, long long, int)`.
-    unsafe { dev.launch(&k, cfg, &[&x, &y, &(rows as i64), &(cols as i64), &op]) }
+    let (warp, vec, cfg) = row_launch(base, rows, cols, &[x])?;
+    let name = variant_name(base, warp, vec);
+    let (r, c) = (rows as i64, cols as i64);
+    // SAFETY: matches `reduce_rows_*` / `reduce3_rows_*(const float*, float*, long long, long
+    // long, int)`; the callers pass `[rows, cols]` floats at `x` and `rows` at `y`.
+    unsafe { launch(dev, module, &name, cfg, &[&x, &y, &r, &c, &op]) }
 }
 
 // ------------------------------------------------------------------ the ladder's table

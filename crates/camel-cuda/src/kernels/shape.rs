@@ -1,9 +1,27 @@
 //! Launchers for `kernels/shape/copy.cu`: strided gather, padding, dtype casts.
 
-use super::{dims_array, MAX_DIMS};
-use crate::{launch_1d, CudaDevice, DevPtr, Error, Result};
+use super::{dims_array, launch_elems, MAX_DIMS};
+use crate::{CudaDevice, DevPtr, Error, Result};
 
 const MODULE: &str = "shape/copy";
+
+/// The kernel of `op` for elements of `elem_bytes`: `f32` (4 bytes) or `i64` (8 bytes); an
+/// error naming `op` for any other size.
+fn by_elem_size(
+    op: &str,
+    elem_bytes: usize,
+    f32: &'static str,
+    i64: &'static str,
+) -> Result<&'static str> {
+    match elem_bytes {
+        4 => Ok(f32),
+        8 => Ok(i64),
+        _ => Err(Error::InvalidArgument {
+            op: op.into(),
+            msg: format!("unsupported element size {elem_bytes}"),
+        }),
+    }
+}
 
 #[repr(C)]
 #[derive(Clone, Copy, cust_core::DeviceCopy)]
@@ -29,25 +47,21 @@ pub fn copy_strided(
     if n == 0 {
         return Ok(());
     }
-    let name = match elem_bytes {
-        4 => "copy_strided_f32",
-        8 => "copy_strided_i64",
-        _ => {
-            return Err(Error::InvalidArgument {
-                op: "copy_strided".into(),
-                msg: format!("unsupported element size {elem_bytes}"),
-            })
-        }
-    };
+    let name = by_elem_size(
+        "copy_strided",
+        elem_bytes,
+        "copy_strided_f32",
+        "copy_strided_i64",
+    )?;
     let a = StridedArgs {
         ndim: shape.len() as i64,
         offset: offset as i64,
         shape: dims_array(name, shape)?,
         strides: dims_array(name, strides)?,
     };
-    let k = dev.function(MODULE, name)?;
+    let ni = n as i64;
     // SAFETY: matches `copy_strided_*(const T*, T*, long long, StridedArgs)`.
-    unsafe { dev.launch(&k, launch_1d(n), &[&src, &dst, &(n as i64), &a]) }
+    unsafe { launch_elems(dev, MODULE, name, n, &[&src, &dst, &ni, &a]) }
 }
 
 #[repr(C)]
@@ -80,16 +94,8 @@ pub fn copy_strided_into(
     if n == 0 {
         return Ok(());
     }
-    let name = match elem_bytes {
-        4 => "copy_strided2_f32",
-        8 => "copy_strided2_i64",
-        _ => {
-            return Err(Error::InvalidArgument {
-                op: "copy_strided_into".into(),
-                msg: format!("unsupported element size {elem_bytes}"),
-            })
-        }
-    };
+    let (f32, i64) = ("copy_strided2_f32", "copy_strided2_i64");
+    let name = by_elem_size("copy_strided_into", elem_bytes, f32, i64)?;
     let a = Strided2Args {
         ndim: shape.len() as i64,
         offset: offset as i64,
@@ -98,9 +104,9 @@ pub fn copy_strided_into(
         strides: dims_array(name, strides)?,
         dst_strides: dims_array(name, dst_strides)?,
     };
-    let k = dev.function(MODULE, name)?;
+    let ni = n as i64;
     // SAFETY: matches `copy_strided2_*(const T*, T*, long long, Strided2Args)`.
-    unsafe { dev.launch(&k, launch_1d(n), &[&src, &dst, &(n as i64), &a]) }
+    unsafe { launch_elems(dev, MODULE, name, n, &[&src, &dst, &ni, &a]) }
 }
 
 #[repr(C)]
@@ -136,24 +142,19 @@ pub fn pad_f32(
         src_shape: dims_array(name, src_shape)?,
         before: dims_array(name, before)?,
     };
-    let k = dev.function(MODULE, name)?;
+    let ni = n as i64;
     // SAFETY: matches `pad_f32(const float*, float*, long long, PadArgs, float)`.
-    unsafe { dev.launch(&k, launch_1d(n), &[&src, &dst, &(n as i64), &a, &value]) }
+    unsafe { launch_elems(dev, MODULE, name, n, &[&src, &dst, &ni, &a, &value]) }
 }
 
 /// f32 → i64 (truncating) when `to_i64`, else i64 → f32.
 pub fn cast(dev: &CudaDevice, x: DevPtr, y: DevPtr, n: usize, to_i64: bool) -> Result<()> {
-    if n == 0 {
-        return Ok(());
-    }
-    let k = dev.function(
-        MODULE,
-        if to_i64 {
-            "cast_f32_i64"
-        } else {
-            "cast_i64_f32"
-        },
-    )?;
+    let name = if to_i64 {
+        "cast_f32_i64"
+    } else {
+        "cast_i64_f32"
+    };
+    let ni = n as i64;
     // SAFETY: matches `cast_*(const S*, T*, long long)`.
-    unsafe { dev.launch(&k, launch_1d(n), &[&x, &y, &(n as i64)]) }
+    unsafe { launch_elems(dev, MODULE, name, n, &[&x, &y, &ni]) }
 }

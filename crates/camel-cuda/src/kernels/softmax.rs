@@ -1,6 +1,7 @@
 //! Launchers for `kernels/softmax/`: one PTX module per ladder step.
 
-use super::rows_grid;
+use super::rows::{row_launch, variant_name};
+use super::{launch, rows_grid};
 use crate::{CudaDevice, DevPtr, Dim3, LaunchConfig, Result};
 
 /// PTX module of step 1: `kernels/softmax/01_block_per_row.cu`.
@@ -12,113 +13,127 @@ const STEP3: &str = "softmax/03_warp_registers";
 /// PTX module of step 4's forward: `kernels/softmax/04_streaming.cu`.
 const STEP4: &str = "softmax/04_streaming";
 
-/// Softmax (or log-softmax when `log`) of each row of `[rows, cols]`, one block per row.
-pub fn block_per_row(
-    dev: &CudaDevice,
-    x: DevPtr,
-    y: DevPtr,
-    rows: usize,
-    cols: usize,
-    log: bool,
-) -> Result<()> {
-    if rows == 0 || cols == 0 {
-        return Ok(());
+launchers! {
+    // the forward launchers, one a step: (dev, x, y, rows, cols, log)
+    (dev: &CudaDevice, x: DevPtr, y: DevPtr, rows: usize, cols: usize, log: bool);
+
+    /// Softmax (or log-softmax when `log`) of each row of `[rows, cols]`, one block per row.
+    pub fn block_per_row(..) {
+        if rows == 0 || cols == 0 {
+            return Ok(());
+        }
+        let name = "softmax_last_f32";
+        let cfg = LaunchConfig::new(rows_grid(name, rows)?, Dim3::x(256));
+        forward(dev, STEP1, name, cfg, [x, y], rows, cols, log)
     }
-    let name = "softmax_last_f32";
-    let k = dev.function(STEP1, name)?;
-    let cfg = LaunchConfig::new(rows_grid(name, rows)?, Dim3::x(256));
-    // SAFETY: matches `block_per_row(const float*, float*, long long, long long, int)`.
-    unsafe {
-        dev.launch(
-            &k,
-            cfg,
-            &[&x, &y, &(rows as i64), &(cols as i64), &(log as i32)],
-        )
+
+    /// Step 2: online softmax (or log-softmax) of each row, a warp per row up to 1024 columns,
+    /// a block per row beyond, float4 when the rows are 16-byte aligned.
+    pub fn online_warp(..) {
+        if rows == 0 || cols == 0 {
+            return Ok(());
+        }
+        let (warp, vec, cfg) = row_launch("softmax_fwd", rows, cols, &[x, y])?;
+        let name = variant_name("softmax_fwd", warp, vec);
+        forward(dev, STEP2, &name, cfg, [x, y], rows, cols, log)
+    }
+
+    /// Step 3: softmax (or log-softmax) of each row held in registers (`softmax3_*` or
+    /// `log_softmax3_*` in `kernels/softmax/`); rows longer than [`SOFTMAX3_MAX_COLS`] run
+    /// [`online_warp`].
+    pub fn warp_registers(..) {
+        softmax_regs_f32(dev, "softmax3", x, y, rows, cols, log)
+    }
+
+    /// Step 4 of the forward (`CAMEL_SOFTMAX=4`): [`warp_registers`] with
+    /// cache-streaming (evict-first) loads of `x` and stores of `y` (`softmax4_*`,
+    /// `log_softmax4_*`); the same arithmetic, shapes and fallback.
+    pub fn streaming(..) {
+        softmax_regs_f32(dev, "softmax4", x, y, rows, cols, log)
     }
 }
 
-// ------------------------------------------------------------------ step 2 (memory-bound issue)
-
-/// Step 2: online softmax (or log-softmax) of each row, a warp per row up to 1024 columns,
-/// a block per row beyond, float4 when the rows are 16-byte aligned.
-pub fn online_warp(
-    dev: &CudaDevice,
-    x: DevPtr,
-    y: DevPtr,
-    rows: usize,
-    cols: usize,
-    log: bool,
-) -> Result<()> {
-    if rows == 0 || cols == 0 {
-        return Ok(());
-    }
-    let (warp, vec, cfg) = super::rows::row_launch("softmax_fwd", rows, cols, &[x, y])?;
-    let k = dev.function(STEP2, &super::rows::variant_name("softmax_fwd", warp, vec))?;
-    // SAFETY: matches `softmax_fwd_*(const float*, float*, long long, long long, int)`.
-    unsafe {
-        dev.launch(
-            &k,
-            cfg,
-            &[&x, &y, &(rows as i64), &(cols as i64), &(log as i32)],
-        )
-    }
-}
-
-/// Backward of softmax (`log = false`: `dx = y ⊙ (g − Σ g⊙y)`) or log-softmax
-/// (`dx = g − exp(y) Σ g`) from the forward's output `y`. Step 1: a block per row, scalar.
+/// Launches a forward kernel of steps 1 and 2, `(const float* x, float* y, long long rows,
+/// long long cols, int log)`, with `cfg`.
 #[allow(clippy::too_many_arguments)]
-pub fn block_per_row_bwd(
+fn forward(
     dev: &CudaDevice,
-    y: DevPtr,
-    g: DevPtr,
-    dx: DevPtr,
+    module: &str,
+    name: &str,
+    cfg: LaunchConfig,
+    [x, y]: [DevPtr; 2],
     rows: usize,
     cols: usize,
     log: bool,
 ) -> Result<()> {
-    if rows == 0 || cols == 0 {
-        return Ok(());
-    }
-    let name = "softmax_bwd_f32";
-    let k = dev.function(STEP1, name)?;
-    let cfg = LaunchConfig::new(rows_grid(name, rows)?, Dim3::x(256));
-    // SAFETY: matches `block_per_row_bwd(const float*, const float*, float*, long long, long long, int)`.
-    unsafe {
-        dev.launch(
-            &k,
-            cfg,
-            &[&y, &g, &dx, &(rows as i64), &(cols as i64), &(log as i32)],
-        )
-    }
+    let (rows, cols, log) = (rows as i64, cols as i64, log as i32);
+    // SAFETY: matches `softmax_last_f32` / `softmax_fwd_*(const float*, float*, long long, long
+    // long, int)`; the callers pass `[rows, cols]` floats at `x` and `y`.
+    unsafe { launch(dev, module, name, cfg, &[&x, &y, &rows, &cols, &log]) }
 }
 
-/// Step 2 of [`block_per_row_bwd`]: warp or block per row, float4.
+/// Launches a backward kernel of steps 1 to 3, `(const float* y, const float* g, float* dx,
+/// long long rows, long long cols, int log)`, with `cfg`.
 #[allow(clippy::too_many_arguments)]
-pub fn online_warp_bwd(
+fn backward(
     dev: &CudaDevice,
-    y: DevPtr,
-    g: DevPtr,
-    dx: DevPtr,
+    module: &str,
+    name: &str,
+    cfg: LaunchConfig,
+    [y, g, dx]: [DevPtr; 3],
     rows: usize,
     cols: usize,
     log: bool,
 ) -> Result<()> {
-    if rows == 0 || cols == 0 {
-        return Ok(());
-    }
-    let (warp, vec, cfg) = super::rows::row_launch("softmax_bwd", rows, cols, &[y, g, dx])?;
-    let k = dev.function(STEP2, &super::rows::variant_name("softmax_bwd", warp, vec))?;
-    // SAFETY: matches `softmax_bwd_*(const float*, const float*, float*, long long, long long, int)`.
-    unsafe {
-        dev.launch(
-            &k,
-            cfg,
-            &[&y, &g, &dx, &(rows as i64), &(cols as i64), &(log as i32)],
-        )
-    }
+    let (rows, cols, log) = (rows as i64, cols as i64, log as i32);
+    // SAFETY: matches `softmax_bwd_f32` / `softmax_bwd_*` / `softmax3_bwd_*(const float*, const
+    // float*, float*, long long, long long, int)`; the callers pass `[rows, cols]` floats at
+    // `y`, `g` and `dx`.
+    unsafe { launch(dev, module, name, cfg, &[&y, &g, &dx, &rows, &cols, &log]) }
 }
 
-// ------------------------------------------------------------------ step 3 (memory-bound issue)
+launchers! {
+    // the backward launchers: (dev, y, g, dx, rows, cols, log)
+    (dev: &CudaDevice, y: DevPtr, g: DevPtr, dx: DevPtr, rows: usize, cols: usize, log: bool);
+
+    /// Backward of softmax (`log = false`: `dx = y ⊙ (g − Σ g⊙y)`) or log-softmax
+    /// (`dx = g − exp(y) Σ g`) from the forward's output `y`. Step 1: a block per row, scalar.
+    pub fn block_per_row_bwd(..) {
+        if rows == 0 || cols == 0 {
+            return Ok(());
+        }
+        let name = "softmax_bwd_f32";
+        let cfg = LaunchConfig::new(rows_grid(name, rows)?, Dim3::x(256));
+        backward(dev, STEP1, name, cfg, [y, g, dx], rows, cols, log)
+    }
+
+    /// Step 2 of [`block_per_row_bwd`]: warp or block per row, float4.
+    pub fn online_warp_bwd(..) {
+        if rows == 0 || cols == 0 {
+            return Ok(());
+        }
+        let (warp, vec, cfg) = row_launch("softmax_bwd", rows, cols, &[y, g, dx])?;
+        let name = variant_name("softmax_bwd", warp, vec);
+        backward(dev, STEP2, &name, cfg, [y, g, dx], rows, cols, log)
+    }
+
+    /// Step 3 of [`block_per_row_bwd`] (same arguments): the rows of `y` and `g` held in registers
+    /// (`softmax3_bwd_*` in `kernels/softmax/`, the forward step 3's shapes); rows longer than
+    /// [`SOFTMAX3_MAX_COLS`] run [`online_warp_bwd`].
+    pub fn warp_registers_bwd(..) {
+        if rows == 0 || cols == 0 {
+            return Ok(());
+        }
+        let vec = cols % 4 == 0 && super::rows::aligned16(&[y, g, dx]);
+        let Some((gs, vw, nv)) = softmax3_shape(cols, vec) else {
+            return online_warp_bwd(dev, y, g, dx, rows, cols, log);
+        };
+        let name = super::rows::KernelName::new(format_args!("softmax3_bwd_g{gs}_v{vw}_n{nv}_f32"));
+        let name = name.as_str();
+        let cfg = softmax3_config(name, rows, gs)?;
+        backward(dev, STEP3, name, cfg, [y, g, dx], rows, cols, log)
+    }
+}
 
 /// Longest row step 3 holds in registers (1024 threads × 16 floats); longer rows run step 2.
 pub const SOFTMAX3_MAX_COLS: usize = 16384;
@@ -154,34 +169,6 @@ pub fn softmax3_shape(cols: usize, vec: bool) -> Option<(usize, usize, usize)> {
     }
 }
 
-/// Step 3: softmax (or log-softmax) of each row held in registers (`softmax3_*` or
-/// `log_softmax3_*` in `kernels/softmax/`); rows longer than [`SOFTMAX3_MAX_COLS`] run
-/// [`online_warp`].
-pub fn warp_registers(
-    dev: &CudaDevice,
-    x: DevPtr,
-    y: DevPtr,
-    rows: usize,
-    cols: usize,
-    log: bool,
-) -> Result<()> {
-    softmax_regs_f32(dev, "softmax3", x, y, rows, cols, log)
-}
-
-/// Step 4 of the forward (`CAMEL_SOFTMAX=4`): [`warp_registers`] with
-/// cache-streaming (evict-first) loads of `x` and stores of `y` (`softmax4_*`,
-/// `log_softmax4_*`); the same arithmetic, shapes and fallback.
-pub fn streaming(
-    dev: &CudaDevice,
-    x: DevPtr,
-    y: DevPtr,
-    rows: usize,
-    cols: usize,
-    log: bool,
-) -> Result<()> {
-    softmax_regs_f32(dev, "softmax4", x, y, rows, cols, log)
-}
-
 /// The forward kernels that hold a row in registers: `{prefix}_g{G}_v{VEC}_n{NV}_f32`, with
 /// `log_` in front for log-softmax (a kernel of its own: one body each measured faster than both
 /// behind an argument, `dev/labs/exp_lab.cu`).
@@ -207,9 +194,9 @@ fn softmax_regs_f32(
     let cfg = softmax3_config(name, rows, g)?;
     // step 4's forward kernels live in its own module
     let module = if prefix == "softmax4" { STEP4 } else { STEP3 };
-    let k = dev.function(module, name)?;
+    let (rows, cols) = (rows as i64, cols as i64);
     // SAFETY: matches `[log_]softmax{3,4}_*(const float*, float*, long long, long long)`.
-    unsafe { dev.launch(&k, cfg, &[&x, &y, &(rows as i64), &(cols as i64)]) }
+    unsafe { launch(dev, module, name, cfg, &[&x, &y, &rows, &cols]) }
 }
 
 /// Launch configuration of a step-3 kernel of shape `(g, _, _)`: blocks of 256 holding 256 / g
@@ -221,40 +208,6 @@ pub(crate) fn softmax3_config(name: &str, rows: usize, g: usize) -> Result<Launc
     } else {
         LaunchConfig::new(rows_grid(name, rows)?, Dim3::x(g as u32))
     })
-}
-
-/// Step 3 of [`block_per_row_bwd`] (same arguments): the rows of `y` and `g` held in registers
-/// (`softmax3_bwd_*` in `kernels/softmax/`, the forward step 3's shapes); rows longer than
-/// [`SOFTMAX3_MAX_COLS`] run [`online_warp_bwd`].
-#[allow(clippy::too_many_arguments)]
-pub fn warp_registers_bwd(
-    dev: &CudaDevice,
-    y: DevPtr,
-    g: DevPtr,
-    dx: DevPtr,
-    rows: usize,
-    cols: usize,
-    log: bool,
-) -> Result<()> {
-    if rows == 0 || cols == 0 {
-        return Ok(());
-    }
-    let vec = cols % 4 == 0 && super::rows::aligned16(&[y, g, dx]);
-    let Some((gs, vw, nv)) = softmax3_shape(cols, vec) else {
-        return online_warp_bwd(dev, y, g, dx, rows, cols, log);
-    };
-    let name = super::rows::KernelName::new(format_args!("softmax3_bwd_g{gs}_v{vw}_n{nv}_f32"));
-    let name = name.as_str();
-    let cfg = softmax3_config(name, rows, gs)?;
-    let k = dev.function(STEP3, name)?;
-    // SAFETY: matches `softmax3_bwd_*(const float*, const float*, float*, long long, long long, int)`.
-    unsafe {
-        dev.launch(
-            &k,
-            cfg,
-            &[&y, &g, &dx, &(rows as i64), &(cols as i64), &(log as i32)],
-        )
-    }
 }
 
 // ------------------------------------------------------------------ the ladder's table
