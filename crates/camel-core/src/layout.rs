@@ -174,8 +174,12 @@ impl Layout {
     }
 }
 
-/// The size of `shape`, or an error naming `op` when the product overflows `usize`.
+/// The size of `shape` (0 when a dim is 0), or an error naming `op` when the product overflows
+/// `usize`.
 pub fn checked_numel(op: &'static str, shape: &[usize]) -> Result<usize> {
+    if shape.contains(&0) {
+        return Ok(0);
+    }
     shape
         .iter()
         .try_fold(1usize, |acc, &d| acc.checked_mul(d))

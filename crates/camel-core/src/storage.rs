@@ -179,7 +179,9 @@ impl Storage {
     /// A storage of `n` copies of `value`.
     pub fn full(n: usize, value: f32, device: Device) -> Result<Storage> {
         match device {
-            Device::Cpu => Ok(Storage::Cpu(CpuStorage::F32(vec![value; n]))),
+            Device::Cpu => Ok(Storage::Cpu(CpuStorage::F32(
+                crate::backend::cpu::try_filled("full", n, value)?,
+            ))),
             #[cfg(feature = "cuda")]
             Device::Cuda(i) => Ok(Storage::Cuda(cuda::full(i, n, value)?)),
             #[cfg(not(feature = "cuda"))]
