@@ -44,8 +44,8 @@ pub enum Error {
         index: i64,
         size: usize,
     },
-    /// A host allocation the system could not satisfy (or whose size overflows), with the size
-    /// asked, instead of aborting the process.
+    /// An allocation the host could not satisfy, or one whose size in bytes overflows (on any
+    /// device), with the size asked, instead of aborting the process.
     #[error("{op}: out of host memory allocating {bytes} bytes")]
     OutOfMemory { op: &'static str, bytes: u128 },
     /// Any other invalid argument.

@@ -415,10 +415,11 @@ impl Tensor {
         self.0.layout.numel()
     }
 
-    /// Size of dimension `d` (negative counts from the end).
+    /// Size of dimension `d` (negative counts from the end). A scalar (rank 0) has size 1 along
+    /// dim 0 / -1, as reductions over it treat it.
     pub fn dim(&self, d: isize) -> Result<usize> {
         let d = crate::shape::normalize_dim("dim", d, self.rank())?;
-        Ok(self.shape()[d])
+        Ok(self.shape().get(d).copied().unwrap_or(1))
     }
 
     /// Shape, strides and offset of this tensor in its storage.
