@@ -109,6 +109,9 @@ fn i64_tensor(shape: &[usize], vals: &[i64], d: Device) -> Option<Tensor> {
     Tensor::from_vec_i64(data, shape, d).ok()
 }
 
+/// One differentiable op applied to a tensor.
+type Step<'a> = Box<dyn Fn(&Tensor) -> camel_core::Result<Tensor> + 'a>;
+
 fn cfg() -> ProptestConfig {
     ProptestConfig::with_cases(48)
 }
@@ -252,7 +255,7 @@ proptest! {
         each_device("autograd", |d| {
             let Some(x) = f32_tensor(&shape, &vals, d) else { return };
             let Ok(x) = x.requires_grad_(true) else { return };
-            let steps: Vec<Box<dyn Fn(&Tensor) -> camel_core::Result<Tensor>>> = vec![
+            let steps: Vec<Step> = vec![
                 Box::new(|t| t.relu()),
                 Box::new(|t| t.softmax()),
                 Box::new(|t| t.max_dim(dim, false)),
