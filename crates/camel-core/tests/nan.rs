@@ -6,6 +6,7 @@
 mod common;
 use camel_core::backend::ladder::Family;
 use camel_core::{Activation, Device, Tensor};
+use camel_cuda::kernels::matmul::SgemmKernel;
 use common::*;
 
 const NAN: f32 = f32::NAN;
@@ -91,9 +92,21 @@ fn relu_gradient_passes_at_nan() {
 
 #[test]
 fn linear_fused_relu_keeps_nan() {
+    // every SGEMM step (the ReLU is fused into each one's epilogue), with a GPU
+    if camel_core::testing::gpu().is_none() {
+        linear_fused_relu_keeps_nan_at_one_step();
+        return;
+    }
+    let all = SgemmKernel::ALL.iter().chain(&[SgemmKernel::Tf32]);
+    for &k in all {
+        camel_core::config::with_sgemm_kernel(k, linear_fused_relu_keeps_nan_at_one_step);
+    }
+}
+
+fn linear_fused_relu_keeps_nan_at_one_step() {
     // x [3, 5] with a NaN in row 1; w [4, 5]: row 1 of relu(x·wᵀ + b) is NaN, rows 0 and 2 are
     // relu of finite values. Sizes that use the GEMM's tiled kernels and its edge tiles.
-    for (rows, inp, out) in [(3usize, 5usize, 4usize), (70, 33, 65)] {
+    for (rows, inp, out) in [(3usize, 5usize, 4usize), (70, 33, 65), (130, 257, 129)] {
         let x = with_nan(rows, inp, 1, inp - 1);
         let w = rand_vec(out * inp, -1.0, 1.0, 3);
         let b = rand_vec(out, -1.0, 1.0, 4);
