@@ -139,7 +139,11 @@ proptest! {
             let _ = Tensor::arange(a, b, c, d);
             let _ = Tensor::from_vec(vec![a; len], &shape, d);
             let _ = Tensor::from_vec_i64(vec![7; len], &shape, d);
+            // a device that is not there
+            let _ = Tensor::zeros(&shape, Device::Cuda(7));
+            let _ = Tensor::from_vec(vec![a; len], &shape, Device::Cuda(usize::MAX));
             if let Ok(t) = Tensor::zeros(&shape, d) {
+                let _ = t.to(Device::Cuda(7));
                 let _ = t.zeros_like();
                 let _ = t.ones_like();
                 let _ = t.to_vec();
@@ -240,6 +244,20 @@ proptest! {
             let state = b.zeros_like().ok();
             let states: Vec<&Tensor> = state.iter().collect();
             let _ = a.apply_update(&b, &states, &UpdateRule::Sgd { lr: eps, momentum: eps, weight_decay: 0.0 });
+            let adam = UpdateRule::Adam {
+                lr: eps,
+                beta1: eps,
+                beta2: eps,
+                eps,
+                weight_decay: eps,
+                decoupled: ta,
+                bc1: eps,
+                bc2: 0.0,
+            };
+            let two = [a.clone(), b.clone()];
+            let _ = Tensor::apply_updates(&two, &two, &[vec![], vec![b.clone()]], &[adam, adam]);
+            let _ = Tensor::apply_updates(&two[..1], &two[1..], &[vec![a.clone(), b.clone()]], &[adam]);
+            let _ = Tensor::apply_updates(&two, &two[..1], &[], &[adam]);
             let _ = a.backward_with(&b);
             let _ = a.backward();
         });
