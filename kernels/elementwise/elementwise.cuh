@@ -10,7 +10,7 @@
 __device__ __forceinline__ float unary_apply(int op, float x, float s) {
     switch (op) {
         case 0: return -x;
-        case 1: return fmaxf(x, 0.0f);
+        case 1: return x > 0.0f ? x : (x != x ? x : 0.0f);  // ReLU; NaN stays NaN (fmaxf drops it)
         case 2: return x >= 0.0f ? 1.0f / (1.0f + expf(-x)) : expf(x) / (1.0f + expf(x));
         case 3: return tanhf(x);
         case 4: { float u = GELU_C * (x + 0.044715f * x * x * x); return 0.5f * x * (1.0f + tanhf(u)); }
@@ -22,7 +22,7 @@ __device__ __forceinline__ float unary_apply(int op, float x, float s) {
         }
         case 6: return expf(x);
         case 7: return logf(x);
-        case 8: return x > 0.0f ? 1.0f : 0.0f;
+        case 8: return x <= 0.0f ? 0.0f : 1.0f;  // ReLU's derivative; NaN passes the gradient
         case 9: return sqrtf(x);
         case 10: return x * x;
         case 11: return x + s;

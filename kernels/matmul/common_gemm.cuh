@@ -65,7 +65,7 @@ __device__ __noinline__ float gemm_epilogue_full(float v, int j, long long idx, 
                                                  int act, float* Z) {
     if (bias) v += bias[j];
     if (Z) Z[idx] = v;
-    if (act == 1) v = fmaxf(v, 0.0f);
+    if (act == 1) v = v > 0.0f ? v : (v != v ? v : 0.0f);  // ReLU; NaN stays NaN
     else if (act == 2) v = gelu_tanh(v);
     return v;
 }

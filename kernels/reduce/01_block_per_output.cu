@@ -33,7 +33,8 @@ extern "C" __global__ void reduce_f32(const float* __restrict__ x, float* __rest
     if (threadIdx.x == 0) y[out_idx] = buf[0];
 }
 
-// Index of the largest element of each row (first on ties), one block per row.
+// Index of the largest element of each row (first on ties, the first NaN where the row has one),
+// one block per row.
 extern "C" __global__ void argmax_last_f32(const float* __restrict__ x, long long* __restrict__ out,
                                            long long rows, long long cols) {
     CAMEL_PDL_WAIT();
@@ -46,7 +47,7 @@ extern "C" __global__ void argmax_last_f32(const float* __restrict__ x, long lon
     long long idx = cols;  // "none yet"
     for (long long c = threadIdx.x; c < cols; c += blockDim.x) {
         float v = row[c];
-        if (idx == cols || v > best) { best = v; idx = c; }
+        if (idx == cols || (best == best && (v > best || v != v))) { best = v; idx = c; }
     }
     bv[threadIdx.x] = best;
     bi[threadIdx.x] = idx;
@@ -57,7 +58,10 @@ extern "C" __global__ void argmax_last_f32(const float* __restrict__ x, long lon
             long long i2 = bi[threadIdx.x + s];
             long long i1 = bi[threadIdx.x];
             float v1 = bv[threadIdx.x];
-            bool take = i2 != cols && (i1 == cols || v2 > v1 || (v2 == v1 && i2 < i1));
+            // NaN wins (the first one), as in torch.argmax; otherwise the larger, then the first.
+            bool n1 = v1 != v1, n2 = v2 != v2;
+            bool take = i2 != cols && (i1 == cols || (n2 && (!n1 || i2 < i1)) ||
+                                       (!n1 && !n2 && (v2 > v1 || (v2 == v1 && i2 < i1))));
             if (take) { bv[threadIdx.x] = v2; bi[threadIdx.x] = i2; }
         }
         __syncthreads();

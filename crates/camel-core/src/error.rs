@@ -44,6 +44,10 @@ pub enum Error {
         index: i64,
         size: usize,
     },
+    /// An allocation the host could not satisfy, or one whose size in bytes overflows (on any
+    /// device), with the size asked, instead of aborting the process.
+    #[error("{op}: out of host memory allocating {bytes} bytes")]
+    OutOfMemory { op: &'static str, bytes: u128 },
     /// Any other invalid argument.
     #[error("{op}: {msg}")]
     InvalidArgument { op: &'static str, msg: String },

@@ -64,7 +64,8 @@ impl Layout {
             if n != 1 && s != expect {
                 return false;
             }
-            expect *= n;
+            // saturating: an empty tensor may have dims whose product overflows
+            expect = expect.saturating_mul(n);
         }
         true
     }
@@ -95,7 +96,10 @@ impl Layout {
     /// The slice `start..start + len` of `dim` (bounds checked by the caller).
     pub fn narrow(&self, dim: usize, start: usize, len: usize) -> Layout {
         let mut l = self.clone();
-        l.offset += start * self.strides[dim];
+        // saturating: only an empty tensor's (unread) offset can overflow
+        l.offset = l
+            .offset
+            .saturating_add(start.saturating_mul(self.strides[dim]));
         l.shape[dim] = len;
         l
     }
@@ -104,7 +108,7 @@ impl Layout {
     pub fn unsqueeze(&self, dim: usize) -> Layout {
         let mut l = self.clone();
         let stride = if dim < self.rank() {
-            self.strides[dim] * self.shape[dim]
+            self.strides[dim].saturating_mul(self.shape[dim])
         } else {
             1
         };
@@ -174,8 +178,12 @@ impl Layout {
     }
 }
 
-/// The size of `shape`, or an error naming `op` when the product overflows `usize`.
+/// The size of `shape` (0 when a dim is 0), or an error naming `op` when the product overflows
+/// `usize`.
 pub fn checked_numel(op: &'static str, shape: &[usize]) -> Result<usize> {
+    if shape.contains(&0) {
+        return Ok(0);
+    }
     shape
         .iter()
         .try_fold(1usize, |acc, &d| acc.checked_mul(d))

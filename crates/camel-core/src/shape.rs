@@ -2,16 +2,22 @@
 
 use crate::{Error, Result};
 
-/// Number of elements of a shape (1 for a scalar `[]`).
+/// Number of elements of a shape (1 for a scalar `[]`, 0 when a dim is 0), saturating at
+/// `usize::MAX` where the product overflows: no tensor that large exists, because every creation
+/// and shape op checks the count with [`crate::layout::checked_numel`].
 pub fn numel(dims: &[usize]) -> usize {
-    dims.iter().product()
+    if dims.contains(&0) {
+        return 0;
+    }
+    dims.iter().fold(1usize, |a, &d| a.saturating_mul(d))
 }
 
-/// Row-major (C-order) strides of a contiguous tensor, in elements.
+/// Row-major (C-order) strides of a contiguous tensor, in elements (saturating, so that a
+/// 0-element shape with huge other dims has strides, which nothing reads).
 pub fn contiguous_strides(dims: &[usize]) -> Vec<usize> {
-    let mut s = vec![1; dims.len()];
+    let mut s = vec![1usize; dims.len()];
     for i in (0..dims.len().saturating_sub(1)).rev() {
-        s[i] = s[i + 1] * dims[i + 1];
+        s[i] = s[i + 1].saturating_mul(dims[i + 1]);
     }
     s
 }

@@ -8,8 +8,9 @@
 //! [`crate::autograd`]).
 
 use crate::autograd::{self, BackwardFn, Node};
+use crate::backend::cpu::try_vec;
 use crate::backend::UpdateRule;
-use crate::layout::Layout;
+use crate::layout::{checked_numel, Layout};
 use crate::shape::numel;
 use crate::storage::{CpuStorage, Storage};
 use crate::{DType, Device, Error, Result};
@@ -82,6 +83,47 @@ pub(crate) struct TensorImpl {
     requires_grad: AtomicBool,
     grad: Mutex<Option<Tensor>>,
     node: Mutex<Option<Node>>,
+}
+
+/// Graph teardown without recursion: dropping the last handle to an op's output would drop its
+/// node, whose inputs drop their nodes in turn, one stack frame per op of the chain. Instead the
+/// node's inputs move onto an explicit stack, and each input that this drop owns alone gives up
+/// its own node the same way before it is dropped, so a graph of any depth drops in constant
+/// stack space.
+impl Drop for TensorImpl {
+    fn drop(&mut self) {
+        let Some(node) = take_node(&mut self.node) else {
+            return;
+        };
+        let mut stack = Vec::new();
+        push_inputs(node, &mut stack);
+        while let Some(mut t) = stack.pop() {
+            if let Some(inner) = Arc::get_mut(&mut t.0) {
+                if let Some(node) = take_node(&mut inner.node) {
+                    push_inputs(node, &mut stack);
+                }
+            }
+            // `t` has no node left if this was its last handle, so its drop ends here.
+        }
+    }
+}
+
+/// The node of an exclusively owned tensor, taken out (a poisoned lock still yields it).
+fn take_node(node: &mut Mutex<Option<Node>>) -> Option<Node> {
+    match node.get_mut() {
+        Ok(n) => n.take(),
+        Err(poisoned) => poisoned.into_inner().take(),
+    }
+}
+
+/// Moves `node`'s inputs onto `stack` and drops the rest of it (its backward closure, whose
+/// saved tensors are then shared with the inputs on the stack or are leaves).
+fn push_inputs(node: Node, stack: &mut Vec<Tensor>) {
+    let Node {
+        inputs, backward, ..
+    } = node;
+    stack.extend(inputs);
+    drop(backward);
 }
 
 /// A dense tensor on the CPU or a CUDA device.
@@ -264,11 +306,12 @@ impl Tensor {
             CpuStorage::F32(v) => v.len(),
             CpuStorage::I64(v) => v.len(),
         };
-        if len != numel(shape) {
+        let n = checked_numel("from_vec", shape)?;
+        if len != n {
             return Err(Error::BadShape {
                 op: "from_vec",
                 shape: shape.to_vec(),
-                expected: format!("{} elements, got {len}", numel(shape)),
+                expected: format!("{n} elements, got {len}"),
             });
         }
         Ok(Tensor::from_storage(
@@ -280,7 +323,7 @@ impl Tensor {
     /// A tensor filled with `value`.
     pub fn full(shape: &[usize], value: f32, device: Device) -> Result<Tensor> {
         Ok(Tensor::from_storage(
-            Storage::full(numel(shape), value, device)?,
+            Storage::full(checked_numel("full", shape)?, value, device)?,
             shape.to_vec(),
         ))
     }
@@ -307,17 +350,17 @@ impl Tensor {
 
     /// Uniform samples in `[lo, hi)` from a seeded generator (same values on every device).
     pub fn rand(shape: &[usize], lo: f32, hi: f32, seed: u64, device: Device) -> Result<Tensor> {
+        let mut data = try_vec("rand", checked_numel("rand", shape)?)?;
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-        let data = (0..numel(shape)).map(|_| rng.gen_range(lo..hi)).collect();
+        data.extend((0..numel(shape)).map(|_| rng.gen_range(lo..hi)));
         Tensor::from_vec(data, shape, device)
     }
 
     /// Normal samples with mean 0 and standard deviation 1 from a seeded generator.
     pub fn randn(shape: &[usize], seed: u64, device: Device) -> Result<Tensor> {
+        let mut data = try_vec("randn", checked_numel("randn", shape)?)?;
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-        let data = (0..numel(shape))
-            .map(|_| rng.sample::<f32, _>(rand_distr::StandardNormal))
-            .collect();
+        data.extend((0..numel(shape)).map(|_| rng.sample::<f32, _>(rand_distr::StandardNormal)));
         Tensor::from_vec(data, shape, device)
     }
 
@@ -329,8 +372,17 @@ impl Tensor {
                 msg: format!("cannot step from {start} to {end} by {step}"),
             });
         }
-        let n = ((end - start) / step).ceil() as usize;
-        let data: Vec<f32> = (0..n).map(|i| start + i as f32 * step).collect();
+        let len = ((end - start) / step).ceil();
+        // NaN bounds, an infinite range or a count past usize are errors, not a saturated cast.
+        if !(len >= 0.0 && len < usize::MAX as f32) {
+            return Err(Error::InvalidArgument {
+                op: "arange",
+                msg: format!("cannot step from {start} to {end} by {step}: {len} elements"),
+            });
+        }
+        let n = len as usize;
+        let mut data = try_vec("arange", n)?;
+        data.extend((0..n).map(|i| start + i as f32 * step));
         Tensor::from_vec(data, &[n], device)
     }
 
@@ -363,10 +415,11 @@ impl Tensor {
         self.0.layout.numel()
     }
 
-    /// Size of dimension `d` (negative counts from the end).
+    /// Size of dimension `d` (negative counts from the end). A scalar (rank 0) has size 1 along
+    /// dim 0 / -1, as reductions over it treat it.
     pub fn dim(&self, d: isize) -> Result<usize> {
         let d = crate::shape::normalize_dim("dim", d, self.rank())?;
-        Ok(self.shape()[d])
+        Ok(self.shape().get(d).copied().unwrap_or(1))
     }
 
     /// Shape, strides and offset of this tensor in its storage.

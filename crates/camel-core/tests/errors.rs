@@ -242,7 +242,11 @@ fn other_shape_errors() {
         );
         // empty reductions
         assert!(Tensor::zeros(&[0], d).unwrap().max().is_err());
-        assert!(Tensor::zeros(&[0], d).unwrap().mean().is_err());
+        assert!(Tensor::zeros(&[2, 0], d).unwrap().argmax_last().is_err());
+        // the mean of nothing is NaN, whole or along a dim, as in PyTorch
+        let e = Tensor::zeros(&[0], d).unwrap();
+        assert!(e.mean().unwrap().item().unwrap().is_nan());
+        assert!(e.mean_dim(0, false).unwrap().item().unwrap().is_nan());
     }
 }
 

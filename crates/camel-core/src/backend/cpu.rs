@@ -4,6 +4,24 @@
 
 use crate::{DType, Error, Result};
 
+/// An empty vector with room for `n` elements, or [`Error::OutOfMemory`] naming `op` and the
+/// bytes asked when the host cannot provide them (where `Vec::with_capacity` would abort).
+pub(crate) fn try_vec<T>(op: &'static str, n: usize) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| Error::OutOfMemory {
+        op,
+        bytes: n as u128 * std::mem::size_of::<T>() as u128,
+    })?;
+    Ok(v)
+}
+
+/// `n` copies of `value`, or [`Error::OutOfMemory`] (see [`try_vec`]).
+pub(crate) fn try_filled<T: Clone>(op: &'static str, n: usize, value: T) -> Result<Vec<T>> {
+    let mut v = try_vec(op, n)?;
+    v.resize(n, value);
+    Ok(v)
+}
+
 /// Host data, one variant per dtype.
 #[derive(Clone, Debug)]
 pub enum CpuStorage {

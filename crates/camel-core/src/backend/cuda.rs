@@ -68,7 +68,13 @@ pub fn device(ordinal: usize) -> Result<Arc<CudaDevice>> {
 
 /// A new uninitialized (or poisoned) output of `len` elements.
 pub(crate) fn alloc(dev: &Arc<CudaDevice>, len: usize, dtype: DType) -> Result<CudaStorage> {
-    let buf = dev.alloc(len * dtype.size())?;
+    let bytes = len
+        .checked_mul(dtype.size())
+        .ok_or(crate::Error::OutOfMemory {
+            op: "cuda alloc",
+            bytes: len as u128 * dtype.size() as u128,
+        })?;
+    let buf = dev.alloc(bytes)?;
     if config::poison() && len > 0 {
         k::elementwise::fill_f32(dev, buf.ptr(), len * dtype.size() / 4, f32::NAN)?;
     }

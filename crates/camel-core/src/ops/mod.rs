@@ -18,6 +18,16 @@
 //! | `layer_norm/` | layer_norm |
 //! | `loss.rs` | cross_entropy, mse |
 //! | `update.rs` | apply_updates (optimizer step of many parameters) |
+//!
+//! ## NaN, infinities and edge cases
+//!
+//! Every op follows IEEE arithmetic and PyTorch, on every device, so a NaN is never hidden:
+//! `relu(NaN)` is NaN (the fused ReLU of `linear` too) and its gradient at a NaN input is the
+//! upstream gradient; the max of a slice holding a NaN is NaN; `argmax_last` returns the index of
+//! a row's first NaN; softmax, log-softmax, cross-entropy and layer norm give NaN in the rows
+//! that hold one. The mean of an empty tensor (or along an empty dim) is NaN; the max or argmax
+//! along an empty dim is an error. Shapes whose element count overflows `usize` are errors, and a
+//! host allocation that cannot be satisfied is [`crate::Error::OutOfMemory`].
 
 pub mod elementwise;
 pub mod embedding;

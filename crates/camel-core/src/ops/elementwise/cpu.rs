@@ -21,7 +21,7 @@ impl ElementwiseKernels for CpuStorage {
         let (a, b) = (self.f32("binary")?, rhs.f32("binary")?);
         Ok(CpuStorage::F32(binary(
             a, a_shape, b, b_shape, out_shape, op,
-        )))
+        )?))
     }
 }
 
@@ -30,7 +30,8 @@ pub fn unary(x: &[f32], op: UnaryOp) -> Vec<f32> {
     x.iter().map(|&v| op.apply(v)).collect()
 }
 
-/// `out = a ∘ b` with broadcasting to `out_shape`.
+/// `out = a ∘ b` with broadcasting to `out_shape`; an output the host cannot hold is
+/// [`crate::Error::OutOfMemory`].
 pub fn binary(
     a: &[f32],
     a_shape: &[usize],
@@ -38,9 +39,9 @@ pub fn binary(
     b_shape: &[usize],
     out_shape: &[usize],
     op: BinaryOp,
-) -> Vec<f32> {
+) -> Result<Vec<f32>> {
     if a_shape == b_shape {
-        return a.iter().zip(b).map(|(&x, &y)| op.apply(x, y)).collect();
+        return Ok(a.iter().zip(b).map(|(&x, &y)| op.apply(x, y)).collect());
     }
     let n = numel(out_shape);
     // Fast path for the common "bias over rows" case: b is a trailing block repeated.
@@ -50,15 +51,15 @@ pub fn binary(
         && out_shape.ends_with(b_shape_trim(b_shape))
     {
         let m = b.len();
-        return a
+        return Ok(a
             .iter()
             .enumerate()
             .map(|(i, &x)| op.apply(x, b[i % m]))
-            .collect();
+            .collect());
     }
     let sa = broadcast_strides(a_shape, out_shape);
     let sb = broadcast_strides(b_shape, out_shape);
-    let mut out = Vec::with_capacity(n);
+    let mut out = crate::backend::cpu::try_vec("binary", n)?;
     let mut idx = vec![0usize; out_shape.len()];
     let (mut ia, mut ib) = (0usize, 0usize);
     for _ in 0..n {
@@ -76,7 +77,7 @@ pub fn binary(
             idx[d] = 0;
         }
     }
-    out
+    Ok(out)
 }
 
 /// Drop leading 1s of a shape (so `[1, 3]` matches the trailing `[.., 3]` of the output).

@@ -15,6 +15,7 @@ mod cuda;
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum UnaryOp {
     Neg,
+    /// `max(x, 0)`; NaN stays NaN (as `torch.relu`).
     Relu,
     Sigmoid,
     Tanh,
@@ -24,7 +25,8 @@ pub enum UnaryOp {
     GeluGrad,
     Exp,
     Log,
-    /// 1 where x > 0, else 0 (the derivative of ReLU).
+    /// 0 where x ≤ 0, else 1 (the derivative of ReLU). NaN gives 1, so the gradient at a NaN
+    /// input passes through as in PyTorch's `threshold_backward`.
     Step,
     Sqrt,
     Square,
@@ -59,7 +61,14 @@ impl UnaryOp {
     pub fn apply(&self, x: f32) -> f32 {
         match *self {
             UnaryOp::Neg => -x,
-            UnaryOp::Relu => x.max(0.0),
+            // A select, not `f32::max`, which returns the non-NaN operand.
+            UnaryOp::Relu => {
+                if x > 0.0 || x.is_nan() {
+                    x
+                } else {
+                    0.0
+                }
+            }
             UnaryOp::Sigmoid => {
                 if x >= 0.0 {
                     1.0 / (1.0 + (-x).exp())
@@ -82,10 +91,10 @@ impl UnaryOp {
             UnaryOp::Exp => x.exp(),
             UnaryOp::Log => x.ln(),
             UnaryOp::Step => {
-                if x > 0.0 {
-                    1.0
-                } else {
+                if x <= 0.0 {
                     0.0
+                } else {
+                    1.0
                 }
             }
             UnaryOp::Sqrt => x.sqrt(),
@@ -309,7 +318,9 @@ impl Tensor {
         self.unary_op(UnaryOp::Sqrt, "sqrt", |_, y, g| g.div(&y.mul_scalar(2.0)?))
     }
 
-    /// `max(self, 0)`.
+    /// `max(self, 0)` (`torch.relu`). NaN propagates: `relu(NaN)` is NaN, and the gradient at a
+    /// NaN input is the upstream gradient (PyTorch's rule); `relu(-0.0)` is `0.0`, `relu(±inf)` is
+    /// `inf` / `0`.
     pub fn relu(&self) -> Result<Tensor> {
         self.unary_op(UnaryOp::Relu, "relu", |x, _, g| {
             g.mul(&x.unary_plain(UnaryOp::Step)?)

@@ -35,7 +35,7 @@ fn check_index(op: &'static str, i: i64, size: usize) -> Result<usize> {
 
 /// Row gather (embedding lookup): `out[i, :] = table[idx[i], :]`, table `[v, d]`.
 pub fn index_select_rows(table: &[f32], v: usize, d: usize, idx: &[i64]) -> Result<Vec<f32>> {
-    let mut out = Vec::with_capacity(idx.len() * d);
+    let mut out = crate::backend::cpu::try_vec("embedding", idx.len().saturating_mul(d))?;
     for &i in idx {
         let r = check_index("embedding", i, v)?;
         out.extend_from_slice(&table[r * d..(r + 1) * d]);

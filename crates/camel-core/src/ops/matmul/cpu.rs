@@ -14,7 +14,7 @@ impl MatmulKernels for CpuStorage {
             self.f32("matmul")?,
             rhs.f32("matmul")?,
             g,
-        )))
+        )?))
     }
 
     fn linear(
@@ -25,15 +25,17 @@ impl MatmulKernels for CpuStorage {
         act: Activation,
     ) -> Result<(Self, Option<Self>)> {
         let b = bias.map(|b| b.f32("linear")).transpose()?;
-        let (y, z) = linear(self.f32("linear")?, w.f32("linear")?, b, dims, act);
+        let (y, z) = linear(self.f32("linear")?, w.f32("linear")?, b, dims, act)?;
         Ok((CpuStorage::F32(y), z.map(CpuStorage::F32)))
     }
 }
 
-/// Batched matrix product on the CPU through ndarray's optimized GEMM.
-pub fn matmul(a: &[f32], b: &[f32], s: &Gemm) -> Vec<f32> {
+/// Batched matrix product on the CPU through ndarray's optimized GEMM; an output the host cannot
+/// hold is [`crate::Error::OutOfMemory`].
+pub fn matmul(a: &[f32], b: &[f32], s: &Gemm) -> Result<Vec<f32>> {
     let Gemm { batch, m, n, k, .. } = *s;
-    let mut c = vec![0.0f32; batch * m * n];
+    let size = batch.saturating_mul(m).saturating_mul(n);
+    let mut c = crate::backend::cpu::try_filled("matmul", size, 0.0f32)?;
     for bi in 0..batch {
         let pa = &a[bi * s.stride_a..bi * s.stride_a + m * k];
         let pb = &b[bi * s.stride_b..bi * s.stride_b + k * n];
@@ -54,7 +56,7 @@ pub fn matmul(a: &[f32], b: &[f32], s: &Gemm) -> Vec<f32> {
             ArrayViewMut2::from_shape((m, n), &mut c[bi * m * n..(bi + 1) * m * n]).expect("C");
         general_mat_mul(1.0, &av, &bv, 0.0, &mut cv);
     }
-    c
+    Ok(c)
 }
 
 /// `act(x · wᵀ + bias)` for `x` `[rows, inp]`, `w` `[out, inp]`; also returns the
@@ -65,7 +67,7 @@ pub fn linear(
     bias: Option<&[f32]>,
     (rows, inp, out): (usize, usize, usize),
     act: Activation,
-) -> (Vec<f32>, Option<Vec<f32>>) {
+) -> Result<(Vec<f32>, Option<Vec<f32>>)> {
     let spec = Gemm {
         batch: 1,
         m: rows,
@@ -76,19 +78,19 @@ pub fn linear(
         stride_a: 0,
         stride_b: 0,
     };
-    let mut z = matmul(x, w, &spec);
-    if let Some(b) = bias {
+    let mut z = matmul(x, w, &spec)?;
+    if let (Some(b), true) = (bias, out > 0) {
         for row in z.chunks_mut(out) {
             for (v, bv) in row.iter_mut().zip(b) {
                 *v += bv;
             }
         }
     }
-    match act {
+    Ok(match act {
         Activation::Identity => (z, None),
         Activation::Relu => (z.into_iter().map(|v| apply(act, v)).collect(), None),
         Activation::Gelu => (z.iter().map(|&v| apply(act, v)).collect(), Some(z)),
-    }
+    })
 }
 
 /// The CPU reference of an activation fused into `linear`.

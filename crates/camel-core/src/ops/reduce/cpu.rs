@@ -52,14 +52,16 @@ pub fn reduce(x: &[f32], outer: usize, dim: usize, inner: usize, op: ReduceOp) -
     out
 }
 
-/// Index of the largest element of each row of a `[rows, cols]` matrix (first one on ties).
+/// Index of the largest element of each row of a `[rows, cols]` matrix (first one on ties; the
+/// first NaN where a row has one, as `torch.argmax`). `cols` is at least 1.
 pub fn argmax_last(x: &[f32], rows: usize, cols: usize) -> Vec<i64> {
     (0..rows)
         .map(|r| {
             let row = &x[r * cols..(r + 1) * cols];
             let mut best = 0;
             for (j, &v) in row.iter().enumerate() {
-                if v > row[best] {
+                let b = row[best];
+                if !b.is_nan() && (v > b || v.is_nan()) {
                     best = j;
                 }
             }

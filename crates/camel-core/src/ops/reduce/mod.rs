@@ -97,25 +97,21 @@ impl Tensor {
         self.reshape(&[self.numel()])?.sum_dim(0, false)
     }
 
-    /// Mean along `dim`.
+    /// Mean along `dim` (`torch.mean(x, dim)`); NaN where `dim` is empty.
     pub fn mean_dim(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
         let n = self.dim(dim)?;
         self.sum_dim(dim, keepdim)?.mul_scalar(1.0 / n as f32)
     }
 
-    /// Mean of all elements (shape `[]`).
+    /// Mean of all elements (shape `[]`). The mean of an empty tensor is NaN, as `torch.mean`
+    /// and [`Tensor::mean_dim`] over an empty dim give.
     pub fn mean(&self) -> Result<Tensor> {
-        if self.numel() == 0 {
-            return Err(Error::BadShape {
-                op: "mean",
-                shape: self.shape().to_vec(),
-                expected: "at least one element".into(),
-            });
-        }
+        // 0 · (1 / 0) = NaN for an empty tensor.
         self.sum()?.mul_scalar(1.0 / self.numel() as f32)
     }
 
-    /// Maximum along `dim`. The gradient is shared equally among tied maxima.
+    /// Maximum along `dim` (`torch.amax`). The gradient is shared equally among tied maxima.
+    /// NaN propagates: the maximum of a slice holding a NaN is NaN. An empty `dim` is an error.
     pub fn max_dim(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
         expect_f32("max", self)?;
         let d = normalize_dim("max", dim, self.rank())?;
@@ -145,12 +141,14 @@ impl Tensor {
         ))
     }
 
-    /// Maximum of all elements (shape `[]`).
+    /// Maximum of all elements (shape `[]`); NaN if any element is NaN, an error if empty.
     pub fn max(&self) -> Result<Tensor> {
         self.reshape(&[self.numel()])?.max_dim(0, false)
     }
 
-    /// Index of the maximum along the last dimension, as i64 (not differentiable).
+    /// Index of the maximum along the last dimension, as i64 (not differentiable;
+    /// `torch.argmax(x, -1)`). The first maximum on ties; the index of the first NaN in a row
+    /// that holds one. An empty last dimension is an error, as for [`Tensor::max_dim`].
     pub fn argmax_last(&self) -> Result<Tensor> {
         expect_f32("argmax", self)?;
         let cols = *self.shape().last().ok_or_else(|| Error::BadShape {
@@ -158,7 +156,14 @@ impl Tensor {
             shape: vec![],
             expected: "rank ≥ 1".into(),
         })?;
-        let rows = self.numel() / cols.max(1);
+        if cols == 0 {
+            return Err(Error::BadShape {
+                op: "argmax",
+                shape: self.shape().to_vec(),
+                expected: "a non-empty last dim".into(),
+            });
+        }
+        let rows = self.numel() / cols;
         let s = self.storage()?.argmax_last(rows, cols)?;
         debug_assert_eq!(s.dtype(), DType::I64);
         Ok(Tensor::from_storage(

@@ -8,20 +8,21 @@ use crate::{DType, Result};
 impl ShapeKernels for CpuStorage {
     fn copy_strided(&self, shape: &[usize], strides: &[usize], offset: usize) -> Result<Self> {
         Ok(match self {
-            CpuStorage::F32(v) => CpuStorage::F32(copy_strided(v, shape, strides, offset)),
-            CpuStorage::I64(v) => CpuStorage::I64(copy_strided(v, shape, strides, offset)),
+            CpuStorage::F32(v) => CpuStorage::F32(copy_strided(v, shape, strides, offset)?),
+            CpuStorage::I64(v) => CpuStorage::I64(copy_strided(v, shape, strides, offset)?),
         })
     }
 
     fn cat(parts: &[&Self], outer: usize, widths: &[usize]) -> Result<Self> {
-        fn rows<T: Copy>(parts: &[&[T]], outer: usize, widths: &[usize]) -> Vec<T> {
-            let mut out = Vec::with_capacity(outer * widths.iter().sum::<usize>());
+        fn rows<T: Copy>(parts: &[&[T]], outer: usize, widths: &[usize]) -> Result<Vec<T>> {
+            let width = widths.iter().fold(0usize, |a, &w| a.saturating_add(w));
+            let mut out = crate::backend::cpu::try_vec("cat", outer.saturating_mul(width))?;
             for o in 0..outer {
                 for (p, &w) in parts.iter().zip(widths) {
                     out.extend_from_slice(&p[o * w..(o + 1) * w]);
                 }
             }
-            out
+            Ok(out)
         }
         match parts.first() {
             Some(CpuStorage::I64(_)) => {
@@ -29,14 +30,14 @@ impl ShapeKernels for CpuStorage {
                     .iter()
                     .map(|p| p.i64("cat"))
                     .collect::<Result<Vec<_>>>()?;
-                Ok(CpuStorage::I64(rows(&v, outer, widths)))
+                Ok(CpuStorage::I64(rows(&v, outer, widths)?))
             }
             _ => {
                 let v = parts
                     .iter()
                     .map(|p| p.f32("cat"))
                     .collect::<Result<Vec<_>>>()?;
-                Ok(CpuStorage::F32(rows(&v, outer, widths)))
+                Ok(CpuStorage::F32(rows(&v, outer, widths)?))
             }
         }
     }
@@ -48,7 +49,7 @@ impl ShapeKernels for CpuStorage {
             before,
             after,
             value,
-        )))
+        )?))
     }
 
     fn cast(&self, dtype: DType) -> Result<Self> {
@@ -65,17 +66,18 @@ impl ShapeKernels for CpuStorage {
 }
 
 /// Gather: `out[i] = src[offset + Σ_d idx_d · strides[d]]` for every multi-index of `shape`.
-/// Permute, slice and broadcast-expand are all this copy with different strides.
+/// Permute, slice and broadcast-expand are all this copy with different strides. An output the
+/// host cannot hold (a huge broadcast) is [`crate::Error::OutOfMemory`].
 pub fn copy_strided<T: Copy>(
     src: &[T],
     shape: &[usize],
     strides: &[usize],
     offset: usize,
-) -> Vec<T> {
+) -> Result<Vec<T>> {
     let n = numel(shape);
-    let mut out = Vec::with_capacity(n);
+    let mut out = crate::backend::cpu::try_vec("copy_strided", n)?;
     if n == 0 {
-        return out;
+        return Ok(out);
     }
     let mut idx = vec![0usize; shape.len()];
     let mut p = offset;
@@ -91,7 +93,7 @@ pub fn copy_strided<T: Copy>(
             idx[d] = 0;
         }
     }
-    out
+    Ok(out)
 }
 
 /// Constant padding: `out` has shape `src_shape[d] + before[d] + after[d]`, filled with `value`
@@ -102,12 +104,12 @@ pub fn pad(
     before: &[usize],
     after: &[usize],
     value: f32,
-) -> Vec<f32> {
+) -> Result<Vec<f32>> {
     let out_shape: Vec<usize> = (0..src_shape.len())
         .map(|d| src_shape[d] + before[d] + after[d])
         .collect();
     let os = contiguous_strides(&out_shape);
-    let mut out = vec![value; numel(&out_shape)];
+    let mut out = crate::backend::cpu::try_filled("pad", numel(&out_shape), value)?;
     let base: usize = (0..src_shape.len()).map(|d| before[d] * os[d]).sum();
     let n = numel(src_shape);
     let mut idx = vec![0usize; src_shape.len()];
@@ -124,5 +126,5 @@ pub fn pad(
             idx[d] = 0;
         }
     }
-    out
+    Ok(out)
 }

@@ -2,9 +2,10 @@
 //! `chunk`, `squeeze`, `unsqueeze` and `broadcast_to`/`expand` are views: they share the
 //! storage under a new [`Layout`](crate::layout::Layout) and launch nothing. `contiguous` copies
 //! a view into a dense tensor (only when it is not one already); `cat`, `stack` and `pad` write
-//! new tensors. Every copy here is one primitive of [`ShapeKernels`] (`cpu.rs`, `cuda.rs`).
+//! new tensors. Every copy here is one primitive of `ShapeKernels` (`cpu.rs`, `cuda.rs`).
 
 use super::{expect_f32, same_device};
+use crate::layout::checked_numel;
 use crate::shape::{normalize_dim, numel};
 use crate::storage::{dispatch, Storage};
 use crate::{DType, Error, Result, Tensor};
@@ -88,7 +89,7 @@ impl Tensor {
     /// Same elements, new shape with the same number of elements (PyTorch `reshape`). A view
     /// when this tensor is contiguous; otherwise a contiguous copy first.
     pub fn reshape(&self, shape: &[usize]) -> Result<Tensor> {
-        if numel(shape) != self.numel() {
+        if checked_numel("reshape", shape)? != self.numel() {
             return Err(Error::ShapeMismatch {
                 op: "reshape",
                 lhs: self.shape().to_vec(),
@@ -305,6 +306,7 @@ impl Tensor {
     /// Repeat this tensor along broadcast dimensions to `shape` (NumPy rules) without copying:
     /// stretched dims get stride 0 (PyTorch `expand`).
     pub fn broadcast_to(&self, shape: &[usize]) -> Result<Tensor> {
+        checked_numel("broadcast_to", shape)?;
         let b = crate::shape::broadcast_shape("broadcast_to", self.shape(), shape)?;
         if b != shape {
             return Err(Error::ShapeMismatch {
@@ -377,7 +379,15 @@ impl Tensor {
         let s = Storage::cat(&refs, outer, &widths)?;
         drop(parts);
         let mut shape = first.shape().to_vec();
-        shape[d] = tensors.iter().map(|t| t.shape()[d]).sum();
+        shape[d] = tensors
+            .iter()
+            .try_fold(0usize, |a, t| a.checked_add(t.shape()[d]))
+            .ok_or_else(|| Error::BadShape {
+                op: "cat",
+                shape: first.shape().to_vec(),
+                expected: format!("sizes along dim {d} whose sum fits in usize"),
+            })?;
+        checked_numel("cat", &shape)?;
         let sizes: Vec<usize> = tensors.iter().map(|t| t.shape()[d]).collect();
         Ok(Tensor::from_op(s, shape, "cat", tensors, move |g| {
             Ok(g.split_sizes(&sizes, d as isize)?
@@ -436,10 +446,19 @@ impl Tensor {
         }
         let before: Vec<usize> = pads.iter().map(|p| p.0).collect();
         let after: Vec<usize> = pads.iter().map(|p| p.1).collect();
+        let shape = (0..self.rank())
+            .map(|d| {
+                self.shape()[d]
+                    .checked_add(before[d])
+                    .and_then(|n| n.checked_add(after[d]))
+            })
+            .collect::<Option<Vec<usize>>>()
+            .ok_or_else(|| Error::InvalidArgument {
+                op: "pad",
+                msg: format!("pads {pads:?} overflow shape {:?}", self.shape()),
+            })?;
+        checked_numel("pad", &shape)?;
         let s = self.storage()?.pad(self.shape(), &before, &after, value)?;
-        let shape: Vec<usize> = (0..self.rank())
-            .map(|d| self.shape()[d] + before[d] + after[d])
-            .collect();
         let in_shape = self.shape().to_vec();
         Ok(Tensor::from_op(s, shape, "pad", &[self], move |g| {
             let mut t = g.clone();
