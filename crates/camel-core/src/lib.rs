@@ -2,8 +2,9 @@
 //!
 //! ```
 //! use camel_core::{Device, Tensor};
-//! let x = Tensor::randn(&[4, 3], 0, Device::Cpu)?.requires_grad_(true)?;
-//! let w = Tensor::randn(&[3, 2], 1, Device::Cpu)?.requires_grad_(true)?;
+//! camel_core::manual_seed(0);
+//! let x = Tensor::randn(&[4, 3], Device::Cpu)?.requires_grad_(true)?;
+//! let w = Tensor::randn(&[3, 2], Device::Cpu)?.requires_grad_(true)?;
 //! let loss = x.matmul(&w)?.relu()?.sum()?;
 //! loss.backward()?;
 //! assert_eq!(w.grad().unwrap().shape(), &[3, 2]);
@@ -21,6 +22,7 @@ mod error;
 pub mod gradcheck;
 pub mod layout;
 pub mod ops;
+pub mod rng;
 pub mod shape;
 pub mod storage;
 mod tensor;
@@ -34,4 +36,5 @@ pub use device::{cuda_available, DType, Device};
 pub use error::{Error, Result};
 pub use gradcheck::{gradcheck, GradcheckOptions};
 pub use layout::Layout;
+pub use rng::{initial_seed, manual_seed, Generator};
 pub use tensor::Tensor;

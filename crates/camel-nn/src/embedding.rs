@@ -21,7 +21,7 @@ impl Embedding {
             });
         }
         Ok(Embedding {
-            weight: Parameter::new(Tensor::randn(&[num_embeddings, dim], seed, device)?)?,
+            weight: Parameter::new(Tensor::randn_seeded(&[num_embeddings, dim], seed, device)?)?,
         })
     }
 }

@@ -33,18 +33,18 @@ impl Init {
         match self {
             Init::KaimingUniform => {
                 let b = (6.0 / fi).sqrt();
-                Tensor::rand(shape, -b, b, seed, device)
+                Tensor::rand_seeded(shape, -b, b, seed, device)
             }
             Init::KaimingNormal => {
-                Tensor::randn(shape, seed, device)?.mul_scalar((2.0 / fi).sqrt())
+                Tensor::randn_seeded(shape, seed, device)?.mul_scalar((2.0 / fi).sqrt())
             }
             Init::XavierUniform => {
                 let b = (6.0 / (fi + fo)).sqrt();
-                Tensor::rand(shape, -b, b, seed, device)
+                Tensor::rand_seeded(shape, -b, b, seed, device)
             }
             Init::TorchDefault => {
                 let b = 1.0 / fi.sqrt();
-                Tensor::rand(shape, -b, b, seed, device)
+                Tensor::rand_seeded(shape, -b, b, seed, device)
             }
             Init::Zeros => Tensor::zeros(shape, device),
         }

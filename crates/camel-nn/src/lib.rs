@@ -8,7 +8,7 @@
 //!     .add(Linear::new(4, 8, 0)?)
 //!     .add(ReLU)
 //!     .add(Linear::new(8, 3, 1)?);
-//! let x = Tensor::randn(&[5, 4], 42, Device::Cpu)?;
+//! let x = Tensor::randn_seeded(&[5, 4], 42, Device::Cpu)?;
 //! let y = Tensor::from_vec_i64(vec![0, 1, 2, 1, 0], &[5], Device::Cpu)?;
 //! let loss = model.forward(&x)?.cross_entropy(&y)?;
 //! loss.backward()?;
