@@ -5,7 +5,8 @@
 
 use crate::Result;
 use camel_nn::{
-    Device, Embedding, LayerNorm, Linear, LinearOptions, Module, Parameter, Tensor, GELU,
+    Device, Embedding, EmbeddingOptions, LayerNorm, LayerNormOptions, Linear, LinearOptions,
+    Module, Parameter, Tensor, GELU,
 };
 use camel_optim::{Adam, Optimizer};
 use rand::{Rng, SeedableRng};
@@ -28,18 +29,29 @@ impl BlockModel {
                 i,
                 o,
                 LinearOptions {
-                    seed: seed ^ s,
+                    seed: Some(seed ^ s),
                     device,
                     ..Default::default()
                 },
             )
         };
+        let ln = LayerNormOptions {
+            device,
+            ..Default::default()
+        };
         Ok(BlockModel {
-            embed: Embedding::new(vocab, d, seed, device)?,
-            ln1: LayerNorm::new(d, device)?,
+            embed: Embedding::with_options(
+                vocab,
+                d,
+                EmbeddingOptions {
+                    seed: Some(seed),
+                    device,
+                },
+            )?,
+            ln1: LayerNorm::with_options(d, ln)?,
             fc1: lin(d, 4 * d, 1)?,
             fc2: lin(4 * d, d, 2)?,
-            ln_f: LayerNorm::new(d, device)?,
+            ln_f: LayerNorm::with_options(d, ln)?,
             head: lin(d, vocab, 3)?,
         })
     }

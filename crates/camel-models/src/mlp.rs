@@ -25,7 +25,7 @@ impl Mlp {
             let opts = LinearOptions {
                 bias: true,
                 init: Init::KaimingUniform,
-                seed: seed.wrapping_add(i as u64 * 7919),
+                seed: Some(seed.wrapping_add(i as u64 * 7919)),
                 device,
                 // ReLU between layers, fused into the layer's GEMM epilogue on the GPU
                 activation: if i + 2 < sizes.len() {

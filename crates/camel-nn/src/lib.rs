@@ -3,11 +3,12 @@
 //!
 //! ```
 //! use camel_nn::{Device, Linear, Module, ReLU, Sequential, Tensor};
+//! camel_nn::manual_seed(0); // makes the initial weights the same on every run
 //! // a 4-8-3 MLP
 //! let model = Sequential::new()
-//!     .add(Linear::new(4, 8, 0)?)
+//!     .add(Linear::new(4, 8)?)
 //!     .add(ReLU)
-//!     .add(Linear::new(8, 3, 1)?);
+//!     .add(Linear::new(8, 3)?);
 //! let x = Tensor::randn_seeded(&[5, 4], 42, Device::Cpu)?;
 //! let y = Tensor::from_vec_i64(vec![0, 1, 2, 1, 0], &[5], Device::Cpu)?;
 //! let loss = model.forward(&x)?.cross_entropy(&y)?;
@@ -29,15 +30,15 @@ mod sequential;
 pub mod state;
 
 pub use activation::{ReLU, Sigmoid, Tanh, GELU};
-pub use embedding::Embedding;
+pub use embedding::{Embedding, EmbeddingOptions};
 pub use linear::{Linear, LinearOptions};
 pub use module::Module;
-pub use norm::LayerNorm;
+pub use norm::{LayerNorm, LayerNormOptions};
 pub use parameter::Parameter;
 pub use sequential::Sequential;
 pub use state::{load_safetensors, save_safetensors, StateDict, StateError};
 
 pub use camel_core::{
-    self as core, cuda_available, gradcheck, no_grad, no_grad_guard, testing, Activation, DType,
-    Device, Error, GradcheckOptions, Result, Tensor, UpdateRule,
+    self as core, cuda_available, gradcheck, manual_seed, no_grad, no_grad_guard, testing,
+    Activation, DType, Device, Error, Generator, GradcheckOptions, Result, Tensor, UpdateRule,
 };

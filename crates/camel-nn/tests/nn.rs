@@ -6,8 +6,8 @@
 use camel_nn::init::Init;
 use camel_nn::testing::devices;
 use camel_nn::{
-    cuda_available, gradcheck, Device, Error, GradcheckOptions, Linear, LinearOptions, Module,
-    ReLU, Result, Sequential, Sigmoid, Tanh, Tensor, GELU,
+    cuda_available, gradcheck, Device, Error, Generator, GradcheckOptions, Linear, LinearOptions,
+    Module, ReLU, Result, Sequential, Sigmoid, Tanh, Tensor, GELU,
 };
 
 fn assert_close(got: &[f32], want: &[f64], tol: f64, what: &str) {
@@ -43,7 +43,7 @@ fn linear_on(inf: usize, outf: usize, bias: bool, seed: u64, device: Device) -> 
         outf,
         LinearOptions {
             bias,
-            seed,
+            seed: Some(seed),
             device,
             ..Default::default()
         },
@@ -119,7 +119,7 @@ fn init_bounds() -> Result<()> {
     ];
     for (init, bound) in cases {
         let v = init
-            .tensor(&shape, fan_in, fan_out, 7, Device::Cpu)?
+            .tensor(&shape, fan_in, fan_out, &mut Generator::new(7), Device::Cpu)?
             .to_vec()?;
         assert_eq!(v.len(), fan_in * fan_out);
         let max = v.iter().fold(0.0f64, |m, &x| m.max((x as f64).abs()));
@@ -131,7 +131,7 @@ fn init_bounds() -> Result<()> {
     }
     // Kaiming normal: std √(2/fan_in).
     let v = Init::KaimingNormal
-        .tensor(&[200, 100], 100, 200, 1, Device::Cpu)?
+        .tensor(&[200, 100], 100, 200, &mut Generator::new(1), Device::Cpu)?
         .to_vec()?;
     let var = v.iter().map(|&x| (x as f64).powi(2)).sum::<f64>() / v.len() as f64;
     assert!(
@@ -140,7 +140,7 @@ fn init_bounds() -> Result<()> {
         var.sqrt()
     );
     let z = Init::Zeros
-        .tensor(&[3, 4], 4, 3, 1, Device::Cpu)?
+        .tensor(&[3, 4], 4, 3, &mut Generator::new(1), Device::Cpu)?
         .to_vec()?;
     assert!(z.iter().all(|&x| x == 0.0));
     Ok(())
@@ -148,7 +148,7 @@ fn init_bounds() -> Result<()> {
 
 #[test]
 fn linear_init_within_kaiming_bound() -> Result<()> {
-    let lin = Linear::new(64, 32, 5)?;
+    let lin = Linear::new(64, 32)?;
     let b = (6.0f32 / 64.0).sqrt();
     assert!(lin.weight.tensor().to_vec()?.iter().all(|w| w.abs() <= b));
     let bb = 1.0 / 8.0f32;
@@ -162,9 +162,9 @@ fn linear_init_within_kaiming_bound() -> Result<()> {
 
 #[test]
 fn init_is_seeded() -> Result<()> {
-    let a = Linear::new(10, 6, 42)?;
-    let b = Linear::new(10, 6, 42)?;
-    let c = Linear::new(10, 6, 43)?;
+    let a = linear_on(10, 6, true, 42, Device::Cpu)?;
+    let b = linear_on(10, 6, true, 42, Device::Cpu)?;
+    let c = linear_on(10, 6, true, 43, Device::Cpu)?;
     let wa = a.weight.tensor().to_vec()?;
     assert_eq!(wa, b.weight.tensor().to_vec()?);
     assert_eq!(
@@ -177,9 +177,15 @@ fn init_is_seeded() -> Result<()> {
         c.bias.as_ref().unwrap().tensor().to_vec()?
     );
     for init in [Init::XavierUniform, Init::KaimingNormal] {
-        let x = init.tensor(&[4, 4], 4, 4, 9, Device::Cpu)?.to_vec()?;
-        let y = init.tensor(&[4, 4], 4, 4, 9, Device::Cpu)?.to_vec()?;
-        let z = init.tensor(&[4, 4], 4, 4, 10, Device::Cpu)?.to_vec()?;
+        let x = init
+            .tensor(&[4, 4], 4, 4, &mut Generator::new(9), Device::Cpu)?
+            .to_vec()?;
+        let y = init
+            .tensor(&[4, 4], 4, 4, &mut Generator::new(9), Device::Cpu)?
+            .to_vec()?;
+        let z = init
+            .tensor(&[4, 4], 4, 4, &mut Generator::new(10), Device::Cpu)?
+            .to_vec()?;
         assert_eq!(x, y, "{init:?}");
         assert_ne!(x, z, "{init:?}");
     }
@@ -209,7 +215,7 @@ fn wrong_input_width_is_shape_mismatch() -> Result<()> {
 #[test]
 fn zero_features_is_an_error() {
     for (i, o) in [(0, 3), (3, 0), (0, 0)] {
-        match Linear::new(i, o, 0) {
+        match Linear::new(i, o) {
             Err(Error::InvalidArgument { op, msg }) => {
                 assert_eq!(op, "Linear");
                 assert!(msg.contains(&format!("in={i}")), "{msg}");
@@ -222,9 +228,9 @@ fn zero_features_is_an_error() {
 
 fn mlp() -> Result<Sequential> {
     Ok(Sequential::new()
-        .add(Linear::new(4, 8, 0)?)
+        .add(Linear::new(4, 8)?)
         .add(ReLU)
-        .add(Linear::new(8, 6, 1)?)
+        .add(Linear::new(8, 6)?)
         .add(Tanh)
         .add(linear_on(6, 3, false, 2, Device::Cpu)?))
 }
@@ -271,7 +277,7 @@ fn num_parameters_counts_scalars() -> Result<()> {
     let m = mlp()?;
     assert_eq!(m.num_parameters(), 8 * 4 + 8 + 6 * 8 + 6 + 3 * 6);
     assert_eq!(ReLU.num_parameters(), 0);
-    assert_eq!(Linear::new(784, 256, 0)?.num_parameters(), 784 * 256 + 256);
+    assert_eq!(Linear::new(784, 256)?.num_parameters(), 784 * 256 + 256);
     Ok(())
 }
 
@@ -294,7 +300,7 @@ fn zero_grad_clears_grads() -> Result<()> {
 
 #[test]
 fn gradients_accumulate_until_zero_grad() -> Result<()> {
-    let lin = Linear::new(3, 2, 0)?;
+    let lin = Linear::new(3, 2)?;
     let x = Tensor::randn_seeded(&[4, 3], 1, Device::Cpu)?;
     lin.forward(&x)?.sum()?.backward()?;
     let g1 = lin.weight.grad().unwrap().to_vec()?;
@@ -420,4 +426,18 @@ fn training_mode_propagates() {
     assert!(!m.is_training());
     m.set_training(true);
     assert!(m.is_training());
+}
+
+/// Layers built one after another without a seed draw from the process-wide generator and get
+/// different weights (that `manual_seed` repeats the stream is tested in camel-core, in a
+/// process where no other test draws from the global generator).
+#[test]
+fn layers_in_sequence_differ() -> Result<()> {
+    let a = Linear::new(6, 4)?.weight.tensor().to_vec()?;
+    let b = Linear::new(6, 4)?.weight.tensor().to_vec()?;
+    assert_ne!(a, b, "two layers built in sequence got the same weights");
+    let e1 = camel_nn::Embedding::new(5, 3)?.weight.tensor().to_vec()?;
+    let e2 = camel_nn::Embedding::new(5, 3)?.weight.tensor().to_vec()?;
+    assert_ne!(e1, e2);
+    Ok(())
 }
