@@ -96,7 +96,7 @@ pub fn train_block(
     device: Device,
 ) -> Result<Vec<f32>> {
     let model = BlockModel::new(vocab, d, seed, device)?;
-    let mut opt = Adam::new(model.parameters(), 1e-2);
+    let mut opt = Adam::new(model.parameters(), 1e-2)?;
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut losses = Vec::with_capacity(steps);
     for _ in 0..steps {

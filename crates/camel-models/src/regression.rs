@@ -108,7 +108,7 @@ impl Regression {
             y_scale,
             device,
         };
-        let mut opt = Adam::new(reg.model.parameters(), cfg.lr);
+        let mut opt = Adam::new(reg.model.parameters(), cfg.lr)?;
         let loader = DataLoader::new(tr.len(), cfg.batch_size)?.shuffle(Some(cfg.seed));
         let start = Instant::now();
         let mut step = 0usize;
