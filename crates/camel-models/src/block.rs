@@ -99,7 +99,7 @@ pub fn train_block(
     let mut opt = Adam::new(model.parameters(), 1e-2)?;
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut losses = Vec::with_capacity(steps);
-    for _ in 0..steps {
+    for step in 1..=steps {
         let toks: Vec<i64> = (0..batch * seq)
             .map(|_| rng.gen_range(0..vocab as i64))
             .collect();
@@ -111,7 +111,9 @@ pub fn train_block(
         let loss = logits.reshape(&[batch * seq, vocab])?.cross_entropy(&y)?;
         loss.backward()?;
         opt.step()?;
-        losses.push(loss.item()?);
+        let l = loss.item()?;
+        crate::train::check_finite(l, || format!("step {step}"), opt.lr())?;
+        losses.push(l);
     }
     Ok(losses)
 }

@@ -131,6 +131,11 @@ impl Regression {
                 step += 1;
             }
             let train_loss = sum.item()? / batches.max(1) as f32;
+            crate::train::check_finite(
+                train_loss,
+                || format!("epoch {epoch} (step {step})"),
+                opt.lr(),
+            )?;
             let pred = reg.predict(&x_te)?;
             let test_loss = pred
                 .iter()

@@ -382,10 +382,16 @@ fn invalid_hyper_parameters_are_errors() {
         let e = Sgd::new(p(), lr).err().expect("Sgd accepted lr");
         assert!(e.to_string().starts_with("Sgd: the learning rate"), "{e}");
         assert!(Adam::new(p(), lr).is_err(), "Adam accepted lr {lr}");
-        assert!(Adam::adamw(p(), lr, 0.01).is_err(), "AdamW accepted lr {lr}");
+        assert!(
+            Adam::adamw(p(), lr, 0.01).is_err(),
+            "AdamW accepted lr {lr}"
+        );
     }
     for m in [-0.1, 1.0, 2.0, f32::NAN] {
-        assert!(Sgd::new(p(), 0.1).unwrap().momentum(m).is_err(), "momentum {m}");
+        assert!(
+            Sgd::new(p(), 0.1).unwrap().momentum(m).is_err(),
+            "momentum {m}"
+        );
     }
     for wd in [-0.1, f32::NAN, f32::INFINITY] {
         assert!(Sgd::new(p(), 0.1).unwrap().weight_decay(wd).is_err());
@@ -393,7 +399,10 @@ fn invalid_hyper_parameters_are_errors() {
         assert!(Adam::adamw(p(), 0.1, wd).is_err());
     }
     let e = Adam::new(p(), 0.1).unwrap().betas(2.0, 2.0).err().unwrap();
-    assert!(e.to_string().contains("beta1 must be in [0, 1), got 2"), "{e}");
+    assert!(
+        e.to_string().contains("beta1 must be in [0, 1), got 2"),
+        "{e}"
+    );
     assert!(Adam::new(p(), 0.1).unwrap().betas(0.9, 1.0).is_err());
     for eps in [0.0, -1e-8, f32::NAN] {
         assert!(Adam::new(p(), 0.1).unwrap().eps(eps).is_err(), "eps {eps}");
@@ -403,5 +412,10 @@ fn invalid_hyper_parameters_are_errors() {
     assert!(opt.set_lr(-1.0).is_err());
     assert_eq!(opt.lr(), 0.1, "a refused set_lr leaves the rate");
     opt.set_lr(0.0).unwrap();
-    Sgd::new(p(), 1e-30).unwrap().momentum(0.0).unwrap().weight_decay(0.0).unwrap();
+    Sgd::new(p(), 1e-30)
+        .unwrap()
+        .momentum(0.0)
+        .unwrap()
+        .weight_decay(0.0)
+        .unwrap();
 }
