@@ -18,6 +18,7 @@
 pub mod autograd;
 pub mod backend;
 mod device;
+pub mod display;
 mod error;
 pub mod gradcheck;
 pub mod layout;
@@ -28,7 +29,10 @@ pub mod storage;
 mod tensor;
 pub mod testing;
 
-pub use autograd::{is_grad_enabled, no_grad, no_grad_guard};
+pub use autograd::{is_grad_enabled, no_grad, no_grad_guard, GradModeGuard};
+/// The guard [`no_grad_guard`] returns: autograd records nothing until it is dropped (PyTorch's
+/// `torch.no_grad()` context).
+pub type NoGradGuard = GradModeGuard;
 pub use backend::{Activation, UpdateRule};
 /// Every `CAMEL_*` environment variable, read in one place (see its table).
 pub use camel_cuda::config;

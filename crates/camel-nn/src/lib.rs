@@ -40,5 +40,6 @@ pub use state::{load_safetensors, save_safetensors, StateDict, StateError};
 
 pub use camel_core::{
     self as core, cuda_available, gradcheck, manual_seed, no_grad, no_grad_guard, testing,
-    Activation, DType, Device, Error, Generator, GradcheckOptions, Result, Tensor, UpdateRule,
+    Activation, DType, Device, Error, Generator, GradcheckOptions, NoGradGuard, Result, Tensor,
+    UpdateRule,
 };

@@ -14,13 +14,17 @@
 //! | `matmul/` | matmul (2-D and batched, transpose flags), linear (bias and activation fused) |
 //! | `shape/` | views (reshape, permute, transpose, narrow, split, chunk, squeeze, unsqueeze, expand), contiguous, cat, stack, pad, to_dtype |
 //! | `embedding/` | embedding (gather rows by index) |
+//! | `index/` | select, index_select (built on narrow/squeeze and the embedding gather) |
+//! | `arith.rs` | `std::ops` operators (`+ - * /`, unary `-`) on tensors and `f32` scalars |
 //! | `softmax/` | softmax, log_softmax (last dim) |
 //! | `layer_norm/` | layer_norm |
 //! | `loss.rs` | cross_entropy, mse |
 //! | `update.rs` | apply_updates (optimizer step of many parameters) |
 
+pub mod arith;
 pub mod elementwise;
 pub mod embedding;
+pub mod index;
 pub mod layer_norm;
 pub mod loss;
 pub mod matmul;
