@@ -6,12 +6,13 @@
 use crate::Result;
 use camel_nn::{
     Device, Embedding, EmbeddingOptions, LayerNorm, LayerNormOptions, Linear, LinearOptions,
-    Module, Parameter, Tensor, GELU,
+    Module, Parameter, Tensor,
 };
 use camel_optim::{Adam, Optimizer};
 use rand::{Rng, SeedableRng};
 
 /// Token embedding, one block, final LayerNorm and a projection to the vocabulary.
+#[derive(Debug)]
 pub struct BlockModel {
     embed: Embedding,
     ln1: LayerNorm,
@@ -60,7 +61,7 @@ impl BlockModel {
     pub fn forward_tokens(&self, tokens: &Tensor) -> Result<Tensor> {
         let x = self.embed.forward(tokens)?;
         let h = self.fc1.forward(&self.ln1.forward(&x)?)?;
-        let h = self.fc2.forward(&GELU.forward(&h)?)?;
+        let h = self.fc2.forward(&h.gelu()?)?;
         let x = x.add(&h)?; // residual
         Ok(self.head.forward(&self.ln_f.forward(&x)?)?)
     }

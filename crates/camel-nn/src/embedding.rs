@@ -1,7 +1,8 @@
 //! Embedding: a lookup table of learned vectors, one row per token id.
 
-use crate::{Module, Parameter};
+use crate::{Module, Parameter, TrainingFlag};
 use camel_core::{Device, Error, Generator, Result, Tensor};
+use std::fmt;
 
 /// Options of [`Embedding::with_options`].
 #[derive(Clone, Copy, Debug, Default)]
@@ -15,10 +16,18 @@ pub struct EmbeddingOptions {
 
 /// A lookup table of `num_embeddings` vectors of `dim` (PyTorch's `nn.Embedding`, initialized
 /// N(0, 1)). Its input is an i64 tensor of indices; the output appends a dim of `dim`.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Embedding {
     /// `[num_embeddings, dim]`.
     pub weight: Parameter,
+    training: TrainingFlag,
+}
+
+impl fmt::Debug for Embedding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = self.weight.tensor();
+        write!(f, "Embedding({}, {})", s.shape()[0], s.shape()[1])
+    }
 }
 
 impl Embedding {
@@ -55,6 +64,7 @@ impl Embedding {
         };
         Ok(Embedding {
             weight: Parameter::new(table)?,
+            training: TrainingFlag::new(),
         })
     }
 }
@@ -67,5 +77,13 @@ impl Module for Embedding {
 
     fn named_parameters(&self) -> Vec<(String, Parameter)> {
         vec![("weight".to_string(), self.weight.clone())]
+    }
+
+    fn set_training(&self, on: bool) {
+        self.training.set(on)
+    }
+
+    fn is_training(&self) -> bool {
+        self.training.get()
     }
 }

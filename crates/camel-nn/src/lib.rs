@@ -32,7 +32,7 @@ pub mod state;
 pub use activation::{ReLU, Sigmoid, Tanh, GELU};
 pub use embedding::{Embedding, EmbeddingOptions};
 pub use linear::{Linear, LinearOptions};
-pub use module::Module;
+pub use module::{Module, TrainingFlag};
 pub use norm::{LayerNorm, LayerNormOptions};
 pub use parameter::Parameter;
 pub use sequential::Sequential;

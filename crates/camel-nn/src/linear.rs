@@ -1,6 +1,7 @@
 use crate::init::Init;
-use crate::{Module, Parameter};
+use crate::{Module, Parameter, TrainingFlag};
 use camel_core::{Activation, Device, Error, Generator, Result, Tensor};
+use std::fmt;
 
 /// Options of [`Linear::with_options`].
 #[derive(Clone, Copy, Debug)]
@@ -34,7 +35,7 @@ impl Default for LinearOptions {
 
 /// `y = act(x · Wᵀ + b)`, with `W` of shape `[out, in]`; `x` may have any leading dims. The
 /// activation (default none) is set in [`LinearOptions`].
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Linear {
     /// `[out_features, in_features]`.
     pub weight: Parameter,
@@ -43,6 +44,23 @@ pub struct Linear {
     in_features: usize,
     out_features: usize,
     activation: Activation,
+    training: TrainingFlag,
+}
+
+impl fmt::Debug for Linear {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Linear(in_features={}, out_features={}, bias={}",
+            self.in_features,
+            self.out_features,
+            self.bias.is_some()
+        )?;
+        if self.activation != Activation::Identity {
+            write!(f, ", activation={:?}", self.activation)?;
+        }
+        f.write_str(")")
+    }
 }
 
 impl Linear {
@@ -106,6 +124,7 @@ impl Linear {
             in_features,
             out_features,
             activation: o.activation,
+            training: TrainingFlag::new(),
         })
     }
 
@@ -145,5 +164,13 @@ impl Module for Linear {
             v.push(("bias".to_string(), b.clone()));
         }
         v
+    }
+
+    fn set_training(&self, on: bool) {
+        self.training.set(on)
+    }
+
+    fn is_training(&self) -> bool {
+        self.training.get()
     }
 }

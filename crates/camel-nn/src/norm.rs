@@ -1,7 +1,8 @@
 //! LayerNorm.
 
-use crate::{Module, Parameter};
+use crate::{Module, Parameter, TrainingFlag};
 use camel_core::{Device, Error, Result, Tensor};
+use std::fmt;
 
 /// Options of [`LayerNorm::with_options`].
 #[derive(Clone, Copy, Debug)]
@@ -23,7 +24,7 @@ impl Default for LayerNormOptions {
 
 /// LayerNorm over the last dim: `(x − mean)/√(var + eps) · weight + bias`, with `weight`
 /// initialized to ones and `bias` to zeros (PyTorch's `nn.LayerNorm` with affine parameters).
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct LayerNorm {
     /// Gain γ, `[features]`.
     pub weight: Parameter,
@@ -32,6 +33,13 @@ pub struct LayerNorm {
     /// Added to the variance (1e-5 by default).
     pub eps: f32,
     features: usize,
+    training: TrainingFlag,
+}
+
+impl fmt::Debug for LayerNorm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "LayerNorm(({},), eps={:e})", self.features, self.eps)
+    }
 }
 
 impl LayerNorm {
@@ -68,6 +76,7 @@ impl LayerNorm {
             bias: Parameter::new(Tensor::zeros(&[features], device)?)?,
             eps: o.eps,
             features,
+            training: TrainingFlag::new(),
         })
     }
 
@@ -87,5 +96,13 @@ impl Module for LayerNorm {
             ("weight".to_string(), self.weight.clone()),
             ("bias".to_string(), self.bias.clone()),
         ]
+    }
+
+    fn set_training(&self, on: bool) {
+        self.training.set(on)
+    }
+
+    fn is_training(&self) -> bool {
+        self.training.get()
     }
 }

@@ -276,7 +276,8 @@ fn sequential_parameter_names_and_order() -> Result<()> {
 fn num_parameters_counts_scalars() -> Result<()> {
     let m = mlp()?;
     assert_eq!(m.num_parameters(), 8 * 4 + 8 + 6 * 8 + 6 + 3 * 6);
-    assert_eq!(ReLU.num_parameters(), 0);
+    let relu = ReLU;
+    assert_eq!(relu.num_parameters(), 0);
     assert_eq!(Linear::new(784, 256)?.num_parameters(), 784 * 256 + 256);
     Ok(())
 }
@@ -381,11 +382,12 @@ fn gradcheck_linear_wrt_weight() -> Result<()> {
 fn activation_modules_equal_tensor_methods() -> Result<()> {
     for dev in devices() {
         let x = Tensor::randn_seeded(&[3, 7], 4, dev)?;
+        let (relu, gelu, sigmoid, tanh) = (ReLU, GELU, Sigmoid, Tanh);
         let pairs: [(&dyn Module, Tensor); 4] = [
-            (&ReLU, x.relu()?),
-            (&GELU, x.gelu()?),
-            (&Sigmoid, x.sigmoid()?),
-            (&Tanh, x.tanh()?),
+            (&relu, x.relu()?),
+            (&gelu, x.gelu()?),
+            (&sigmoid, x.sigmoid()?),
+            (&tanh, x.tanh()?),
         ];
         for (m, want) in pairs {
             let got = m.forward(&x)?;
@@ -397,35 +399,69 @@ fn activation_modules_equal_tensor_methods() -> Result<()> {
         let xv = x.to_vec()?;
         let f64s = |f: fn(f64) -> f64| xv.iter().map(|&v| f(v as f64)).collect::<Vec<_>>();
         assert_close(
-            &ReLU.forward(&x)?.to_vec()?,
+            &relu.forward(&x)?.to_vec()?,
             &f64s(|v| v.max(0.0)),
             1e-6,
             "relu",
         );
         assert_close(
-            &Sigmoid.forward(&x)?.to_vec()?,
+            &sigmoid.forward(&x)?.to_vec()?,
             &f64s(|v| 1.0 / (1.0 + (-v).exp())),
             1e-6,
             "sigmoid",
         );
-        assert_close(&Tanh.forward(&x)?.to_vec()?, &f64s(f64::tanh), 1e-6, "tanh");
-        let gelu = |v: f64| {
+        assert_close(&tanh.forward(&x)?.to_vec()?, &f64s(f64::tanh), 1e-6, "tanh");
+        let gelu_ref = |v: f64| {
             let c = (2.0 / std::f64::consts::PI).sqrt();
             0.5 * v * (1.0 + (c * (v + 0.044715 * v * v * v)).tanh())
         };
-        assert_close(&GELU.forward(&x)?.to_vec()?, &f64s(gelu), 1e-5, "gelu");
+        assert_close(&gelu.forward(&x)?.to_vec()?, &f64s(gelu_ref), 1e-5, "gelu");
     }
     Ok(())
 }
 
 #[test]
 fn training_mode_propagates() {
-    let mut m = Sequential::new().add(ReLU);
+    let m = Sequential::new().add(ReLU);
     assert!(m.is_training());
     m.set_training(false);
     assert!(!m.is_training());
     m.set_training(true);
     assert!(m.is_training());
+}
+
+/// `set_training(false)` on a Linear makes `is_training()` false (it stayed true before), and
+/// `eval()`/`train()` on a container reach every module, through a shared handle.
+#[test]
+fn train_and_eval_reach_every_module() -> Result<()> {
+    let lin = Linear::new(2, 2)?;
+    lin.set_training(false);
+    assert!(!lin.is_training());
+    let model = std::sync::Arc::new(
+        Sequential::new()
+            .add(Linear::new(4, 8)?)
+            .add(ReLU)
+            .add(camel_nn::LayerNorm::new(8)?)
+            .add(Sequential::new().add(Tanh).add(Linear::new(8, 3)?)),
+    );
+    let shared: std::sync::Arc<dyn Module> = model.clone();
+    shared.eval();
+    assert!(!model.is_training());
+    let dbg = format!("{model:?}");
+    assert_eq!(
+        dbg,
+        "Sequential(\n  (0): Linear(in_features=4, out_features=8, bias=true)\n  (1): ReLU()\n  \
+         (2): LayerNorm((8,), eps=1e-5)\n  (3): Sequential(\n    (0): Tanh()\n    \
+         (1): Linear(in_features=8, out_features=3, bias=true)\n  )\n)"
+    );
+    assert!(!dbg.contains("RwLock"));
+    shared.train();
+    assert!(model.is_training());
+    let e = camel_nn::Embedding::new(5, 3)?;
+    e.eval();
+    assert!(!e.is_training());
+    assert_eq!(format!("{e:?}"), "Embedding(5, 3)");
+    Ok(())
 }
 
 /// Layers built one after another without a seed draw from the process-wide generator and get
