@@ -2,7 +2,7 @@
 //!
 //! Each op defines its primitives once, as a trait in its folder (`ops/softmax/mod.rs`:
 //! `SoftmaxKernels`) that `CpuStorage` implements in the folder's `cpu.rs` and `CudaStorage` in
-//! its `cuda.rs`. The [`dispatch!`] macro, written once here, turns a call on `Storage`s into the
+//! its `cuda.rs`. The `dispatch!` macro, written once here, turns a call on `Storage`s into the
 //! call on the device's own storage type: it checks that the operands share a device (operands
 //! on different devices are an error, never a silent copy), runs the same expression in the CPU
 //! or the CUDA arm, and wraps the result back into `Storage`. An op's `Storage` method is one

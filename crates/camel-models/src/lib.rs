@@ -1,6 +1,8 @@
 //! camel-models: the models camel trains (MLP today), their data loaders and training loops, and
 //! the `camel` command-line program.
 
+#![warn(missing_docs)]
+
 pub mod block;
 pub mod data;
 pub mod mlp;

@@ -141,7 +141,7 @@ struct RegressionArgs {
     /// cpu, cuda or cuda:N.
     #[arg(long, default_value = "cpu")]
     device: Device,
-    /// Run folder to write (default: runs/regression-<UTC time>).
+    /// Run folder to write (default: runs/regression-TIME, TIME in UTC).
     #[arg(long)]
     out: Option<PathBuf>,
 }
@@ -233,7 +233,7 @@ struct MlpArgs {
     /// Train on the first N training images only (≥ 1).
     #[arg(long, allow_negative_numbers = true)]
     subset: Option<i64>,
-    /// Run folder to write (default: runs/mlp-<UTC time>).
+    /// Run folder to write (default: runs/mlp-TIME, TIME in UTC).
     #[arg(long)]
     out: Option<PathBuf>,
 }

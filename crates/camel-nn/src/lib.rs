@@ -1,6 +1,12 @@
 //! camel-nn: modules, parameters and layers, written once against [`Tensor`] so they run on
 //! every device. It re-exports what model code needs from camel-core.
 //!
+//! Layers take their required sizes positionally and everything else through one options
+//! struct: `Linear::new(in, out)` or `Linear::with_options(in, out, LinearOptions { .. })`, and
+//! the same for [`Embedding`] and [`LayerNorm`]. Initial weights come from the process-wide
+//! generator ([`manual_seed`]) unless the options name a seed. `examples/crate-user/` in the
+//! repository is a crate of its own that depends on camel-nn and trains a model.
+//!
 //! ```
 //! use camel_nn::{Device, Linear, Module, ReLU, Sequential, Tensor};
 //! camel_nn::manual_seed(0); // makes the initial weights the same on every run
@@ -18,6 +24,8 @@
 //! }
 //! # Ok::<(), camel_nn::Error>(())
 //! ```
+
+#![warn(missing_docs)]
 
 mod activation;
 mod embedding;

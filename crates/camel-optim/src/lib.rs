@@ -20,6 +20,8 @@
 //! # Ok::<(), camel_nn::Error>(())
 //! ```
 
+#![warn(missing_docs)]
+
 use camel_nn::{no_grad_guard, Error, Parameter, Result, Tensor, UpdateRule};
 
 /// Checks one hyper-parameter: `ok` says whether `value` is valid, `want` says what is.

@@ -1,5 +1,5 @@
 //! The device backends: each one's storage type and what its ops share. [`cpu`] holds
-//! `CpuStorage`; [`cuda`] holds `CudaStorage` (device memory from the caching allocator, the
+//! `CpuStorage`; `cuda` holds `CudaStorage` (device memory from the caching allocator, the
 //! poison switch, deferred index errors, transfers). The ops themselves live in `ops/<op>/`,
 //! one `cpu.rs` and one `cuda.rs` each; [`ladder`] says which step of each kernel ladder runs.
 

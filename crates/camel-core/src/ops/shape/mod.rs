@@ -2,7 +2,7 @@
 //! `chunk`, `squeeze`, `unsqueeze` and `broadcast_to`/`expand` are views: they share the
 //! storage under a new [`Layout`](crate::layout::Layout) and launch nothing. `contiguous` copies
 //! a view into a dense tensor (only when it is not one already); `cat`, `stack` and `pad` write
-//! new tensors. Every copy here is one primitive of [`ShapeKernels`] (`cpu.rs`, `cuda.rs`).
+//! new tensors. Every copy here is one primitive of `ShapeKernels` (`cpu.rs`, `cuda.rs`).
 
 use super::{expect_f32, same_device};
 use crate::shape::{normalize_dim, numel};
