@@ -19,16 +19,16 @@ fn bench_matmul(c: &mut Criterion) {
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(5));
     for n in [256usize, 512, 1024] {
-        let a = Tensor::randn(&[n, n], 1, Device::Cpu).unwrap();
-        let b = Tensor::randn(&[n, n], 2, Device::Cpu).unwrap();
+        let a = Tensor::randn_seeded(&[n, n], 1, Device::Cpu).unwrap();
+        let b = Tensor::randn_seeded(&[n, n], 2, Device::Cpu).unwrap();
         g.throughput(Throughput::Elements(flops(n)));
         g.bench_with_input(BenchmarkId::new("nn", n), &n, |bch, _| {
             bch.iter(|| black_box(a.matmul(black_box(&b)).unwrap()))
         });
     }
     let n = 1024;
-    let a = Tensor::randn(&[n, n], 3, Device::Cpu).unwrap();
-    let w = Tensor::randn(&[n, n], 4, Device::Cpu).unwrap();
+    let a = Tensor::randn_seeded(&[n, n], 3, Device::Cpu).unwrap();
+    let w = Tensor::randn_seeded(&[n, n], 4, Device::Cpu).unwrap();
     g.throughput(Throughput::Elements(flops(n)));
     g.bench_with_input(BenchmarkId::new("nt", n), &n, |bch, _| {
         bch.iter(|| black_box(a.matmul_t(black_box(&w), false, true).unwrap()))

@@ -20,8 +20,8 @@ fn bench_train_step(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(5));
     for batch in [64usize, 256] {
         let model = Mlp::new(&[784, 256, 256, 10], 0, Device::Cpu).unwrap();
-        let mut opt = Adam::new(model.parameters(), 1e-3);
-        let x = Tensor::rand(&[batch, 784], 0.0, 1.0, 1, Device::Cpu).unwrap();
+        let mut opt = Adam::new(model.parameters(), 1e-3).unwrap();
+        let x = Tensor::rand_seeded(&[batch, 784], 0.0, 1.0, 1, Device::Cpu).unwrap();
         let mut rng = StdRng::seed_from_u64(2);
         let labels: Vec<i64> = (0..batch).map(|_| rng.gen_range(0..10)).collect();
         let y = Tensor::from_vec_i64(labels, &[batch], Device::Cpu).unwrap();

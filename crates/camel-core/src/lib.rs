@@ -2,8 +2,9 @@
 //!
 //! ```
 //! use camel_core::{Device, Tensor};
-//! let x = Tensor::randn(&[4, 3], 0, Device::Cpu)?.requires_grad_(true)?;
-//! let w = Tensor::randn(&[3, 2], 1, Device::Cpu)?.requires_grad_(true)?;
+//! camel_core::manual_seed(0);
+//! let x = Tensor::randn(&[4, 3], Device::Cpu)?.requires_grad_(true)?;
+//! let w = Tensor::randn(&[3, 2], Device::Cpu)?.requires_grad_(true)?;
 //! let loss = x.matmul(&w)?.relu()?.sum()?;
 //! loss.backward()?;
 //! assert_eq!(w.grad().unwrap().shape(), &[3, 2]);
@@ -17,16 +18,21 @@
 pub mod autograd;
 pub mod backend;
 mod device;
+pub mod display;
 mod error;
 pub mod gradcheck;
 pub mod layout;
 pub mod ops;
+pub mod rng;
 pub mod shape;
 pub mod storage;
 mod tensor;
 pub mod testing;
 
-pub use autograd::{is_grad_enabled, no_grad, no_grad_guard};
+pub use autograd::{is_grad_enabled, no_grad, no_grad_guard, GradModeGuard};
+/// The guard [`no_grad_guard`] returns: autograd records nothing until it is dropped (PyTorch's
+/// `torch.no_grad()` context).
+pub type NoGradGuard = GradModeGuard;
 pub use backend::{Activation, UpdateRule};
 /// Every `CAMEL_*` environment variable, read in one place (see its table).
 pub use camel_cuda::config;
@@ -34,4 +40,5 @@ pub use device::{cuda_available, DType, Device};
 pub use error::{Error, Result};
 pub use gradcheck::{gradcheck, GradcheckOptions};
 pub use layout::Layout;
+pub use rng::{initial_seed, manual_seed, Generator};
 pub use tensor::Tensor;

@@ -11,10 +11,9 @@ use crate::autograd::{self, BackwardFn, Node};
 use crate::backend::cpu::try_vec;
 use crate::backend::UpdateRule;
 use crate::layout::{checked_numel, Layout};
-use crate::shape::numel;
+use crate::rng::Generator;
 use crate::storage::{CpuStorage, Storage};
 use crate::{DType, Device, Error, Result};
-use rand::{Rng, SeedableRng};
 use std::fmt;
 use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -322,8 +321,9 @@ impl Tensor {
 
     /// A tensor filled with `value`.
     pub fn full(shape: &[usize], value: f32, device: Device) -> Result<Tensor> {
+        let n = checked_numel("full", shape)?;
         Ok(Tensor::from_storage(
-            Storage::full(checked_numel("full", shape)?, value, device)?,
+            Storage::full(n, value, device)?,
             shape.to_vec(),
         ))
     }
@@ -348,40 +348,110 @@ impl Tensor {
         Tensor::ones(self.shape(), self.device())
     }
 
-    /// Uniform samples in `[lo, hi)` from a seeded generator (same values on every device).
-    pub fn rand(shape: &[usize], lo: f32, hi: f32, seed: u64, device: Device) -> Result<Tensor> {
-        let mut data = try_vec("rand", checked_numel("rand", shape)?)?;
-        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-        data.extend((0..numel(shape)).map(|_| rng.gen_range(lo..hi)));
+    /// Uniform samples in `[lo, hi)` drawn from the process-wide generator (see
+    /// [`manual_seed`](crate::manual_seed)); PyTorch's `torch.empty(shape).uniform_(lo, hi)`.
+    /// `lo` and `hi` must be finite with `lo < hi`.
+    ///
+    /// ```
+    /// use camel_core::{Device, Tensor};
+    /// let x = Tensor::rand(&[2, 3], -1.0, 1.0, Device::Cpu)?;
+    /// assert!(x.to_vec()?.iter().all(|v| (-1.0..1.0).contains(v)));
+    /// assert!(Tensor::rand(&[2], 1.0, 1.0, Device::Cpu).is_err());
+    /// # Ok::<(), camel_core::Error>(())
+    /// ```
+    pub fn rand(shape: &[usize], lo: f32, hi: f32, device: Device) -> Result<Tensor> {
+        crate::rng::with_global(|g| Tensor::rand_with(shape, lo, hi, g, device))
+    }
+
+    /// [`Tensor::rand`] drawing from an explicit generator.
+    pub fn rand_with(
+        shape: &[usize],
+        lo: f32,
+        hi: f32,
+        generator: &mut Generator,
+        device: Device,
+    ) -> Result<Tensor> {
+        if !(lo.is_finite() && hi.is_finite() && lo < hi && (hi - lo).is_finite()) {
+            return Err(Error::InvalidArgument {
+                op: "rand",
+                msg: format!(
+                    "the range [{lo}, {hi}) must be finite and non-empty (lo < hi), with a finite width"
+                ),
+            });
+        }
+        let (mut data, n) = host_buffer("rand", shape)?;
+        data.extend((0..n).map(|_| generator.uniform(lo, hi)));
         Tensor::from_vec(data, shape, device)
     }
 
-    /// Normal samples with mean 0 and standard deviation 1 from a seeded generator.
-    pub fn randn(shape: &[usize], seed: u64, device: Device) -> Result<Tensor> {
-        let mut data = try_vec("randn", checked_numel("randn", shape)?)?;
-        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-        data.extend((0..numel(shape)).map(|_| rng.sample::<f32, _>(rand_distr::StandardNormal)));
+    /// [`Tensor::rand`] from a fresh generator seeded with `seed`: the same seed gives the same
+    /// values on every device.
+    pub fn rand_seeded(
+        shape: &[usize],
+        lo: f32,
+        hi: f32,
+        seed: u64,
+        device: Device,
+    ) -> Result<Tensor> {
+        Tensor::rand_with(shape, lo, hi, &mut Generator::new(seed), device)
+    }
+
+    /// Normal samples with mean 0 and standard deviation 1 drawn from the process-wide
+    /// generator (see [`manual_seed`](crate::manual_seed)); PyTorch's `torch.randn`.
+    ///
+    /// ```
+    /// use camel_core::{manual_seed, Device, Tensor};
+    /// manual_seed(1);
+    /// let a = Tensor::randn(&[4], Device::Cpu)?;
+    /// manual_seed(1);
+    /// let b = Tensor::randn(&[8], Device::Cpu)?;
+    /// assert_eq!(a.to_vec()?, b.to_vec()?[..4]);
+    /// # Ok::<(), camel_core::Error>(())
+    /// ```
+    pub fn randn(shape: &[usize], device: Device) -> Result<Tensor> {
+        crate::rng::with_global(|g| Tensor::randn_with(shape, g, device))
+    }
+
+    /// [`Tensor::randn`] drawing from an explicit generator.
+    pub fn randn_with(
+        shape: &[usize],
+        generator: &mut Generator,
+        device: Device,
+    ) -> Result<Tensor> {
+        let (mut data, n) = host_buffer("randn", shape)?;
+        data.extend((0..n).map(|_| generator.normal()));
         Tensor::from_vec(data, shape, device)
     }
 
-    /// `[start, start+step, ...)` up to (excluding) `end`, as f32.
+    /// [`Tensor::randn`] from a fresh generator seeded with `seed`: the same seed gives the same
+    /// values on every device.
+    pub fn randn_seeded(shape: &[usize], seed: u64, device: Device) -> Result<Tensor> {
+        Tensor::randn_with(shape, &mut Generator::new(seed), device)
+    }
+
+    /// `[start, start+step, ...)` up to (excluding) `end`, as f32 (PyTorch's `torch.arange`).
+    /// The bounds and step must be finite, the step non-zero and pointing from `start` to `end`.
     pub fn arange(start: f32, end: f32, step: f32, device: Device) -> Result<Tensor> {
-        if step == 0.0 || !step.is_finite() || (end - start) / step < 0.0 {
-            return Err(Error::InvalidArgument {
-                op: "arange",
-                msg: format!("cannot step from {start} to {end} by {step}"),
-            });
+        let bad = |why: &str| Error::InvalidArgument {
+            op: "arange",
+            msg: format!("cannot step from {start} to {end} by {step}: {why}"),
+        };
+        if !(start.is_finite() && end.is_finite() && step.is_finite()) {
+            return Err(bad("start, end and step must be finite"));
         }
-        let len = ((end - start) / step).ceil();
-        // NaN bounds, an infinite range or a count past usize are errors, not a saturated cast.
-        if !(len >= 0.0 && len < usize::MAX as f32) {
-            return Err(Error::InvalidArgument {
-                op: "arange",
-                msg: format!("cannot step from {start} to {end} by {step}: {len} elements"),
-            });
+        if step == 0.0 {
+            return Err(bad("the step must be non-zero"));
         }
-        let n = len as usize;
-        let mut data = try_vec("arange", n)?;
+        // In f64 so that the count of a wide f32 range is not itself infinite.
+        let count = ((end as f64 - start as f64) / step as f64).ceil();
+        if count < 0.0 {
+            return Err(bad("the step points away from end"));
+        }
+        if count > (isize::MAX as usize / std::mem::size_of::<f32>()) as f64 {
+            return Err(bad("too many elements to allocate"));
+        }
+        let n = count as usize;
+        let (mut data, _) = host_buffer("arange", &[n])?;
         data.extend((0..n).map(|i| start + i as f32 * step));
         Tensor::from_vec(data, &[n], device)
     }
@@ -668,4 +738,11 @@ impl Tensor {
         }
         Ok(())
     }
+}
+
+/// An empty host buffer with room for the elements of `shape`, and their count; or an error
+/// naming `op` when the element count overflows or the host cannot reserve the memory.
+fn host_buffer(op: &'static str, shape: &[usize]) -> Result<(Vec<f32>, usize)> {
+    let n = checked_numel(op, shape)?;
+    Ok((try_vec(op, n)?, n))
 }

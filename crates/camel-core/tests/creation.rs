@@ -40,22 +40,22 @@ proptest! {
     #[test]
     fn rand_in_range_and_seeded(shape in awkward_shape(), seed in any::<u64>(), lo in -5.0f32..5.0, w in 0.01f32..10.0) {
         let hi = lo + w;
-        let reference = Tensor::rand(&shape, lo, hi, seed, Device::Cpu).unwrap().to_vec().unwrap();
+        let reference = Tensor::rand_seeded(&shape, lo, hi, seed, Device::Cpu).unwrap().to_vec().unwrap();
         prop_assert!(reference.iter().all(|&v| v >= lo && v < hi), "rand outside [{lo}, {hi})");
         for d in devices() {
             // same seed → same values on every device
-            prop_assert_eq!(Tensor::rand(&shape, lo, hi, seed, d).unwrap().to_vec().unwrap(), reference.clone());
+            prop_assert_eq!(Tensor::rand_seeded(&shape, lo, hi, seed, d).unwrap().to_vec().unwrap(), reference.clone());
         }
     }
 }
 
 #[test]
 fn rand_seeds_differ() {
-    let a = Tensor::rand(&[100], 0.0, 1.0, 1, Device::Cpu)
+    let a = Tensor::rand_seeded(&[100], 0.0, 1.0, 1, Device::Cpu)
         .unwrap()
         .to_vec()
         .unwrap();
-    let b = Tensor::rand(&[100], 0.0, 1.0, 2, Device::Cpu)
+    let b = Tensor::rand_seeded(&[100], 0.0, 1.0, 2, Device::Cpu)
         .unwrap()
         .to_vec()
         .unwrap();
@@ -65,19 +65,19 @@ fn rand_seeds_differ() {
 #[test]
 fn randn_seeded_mean_std() {
     let n = 20_011;
-    let reference = Tensor::randn(&[7, n / 7 + 1], 42, Device::Cpu)
+    let reference = Tensor::randn_seeded(&[7, n / 7 + 1], 42, Device::Cpu)
         .unwrap()
         .to_vec()
         .unwrap();
     for d in devices() {
-        let x = Tensor::randn(&[7, n / 7 + 1], 42, d).unwrap();
+        let x = Tensor::randn_seeded(&[7, n / 7 + 1], 42, d).unwrap();
         assert_eq!(
             x.to_vec().unwrap(),
             reference,
             "randn seeded determinism on {d}"
         );
         assert_ne!(
-            Tensor::randn(&[7, n / 7 + 1], 43, d)
+            Tensor::randn_seeded(&[7, n / 7 + 1], 43, d)
                 .unwrap()
                 .to_vec()
                 .unwrap(),

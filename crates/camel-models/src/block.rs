@@ -5,12 +5,14 @@
 
 use crate::Result;
 use camel_nn::{
-    Device, Embedding, LayerNorm, Linear, LinearOptions, Module, Parameter, Tensor, GELU,
+    Device, Embedding, EmbeddingOptions, LayerNorm, LayerNormOptions, Linear, LinearOptions,
+    Module, Parameter, Tensor,
 };
 use camel_optim::{Adam, Optimizer};
 use rand::{Rng, SeedableRng};
 
 /// Token embedding, one block, final LayerNorm and a projection to the vocabulary.
+#[derive(Debug)]
 pub struct BlockModel {
     embed: Embedding,
     ln1: LayerNorm,
@@ -28,18 +30,29 @@ impl BlockModel {
                 i,
                 o,
                 LinearOptions {
-                    seed: seed ^ s,
+                    seed: Some(seed ^ s),
                     device,
                     ..Default::default()
                 },
             )
         };
+        let ln = LayerNormOptions {
+            device,
+            ..Default::default()
+        };
         Ok(BlockModel {
-            embed: Embedding::new(vocab, d, seed, device)?,
-            ln1: LayerNorm::new(d, device)?,
+            embed: Embedding::with_options(
+                vocab,
+                d,
+                EmbeddingOptions {
+                    seed: Some(seed),
+                    device,
+                },
+            )?,
+            ln1: LayerNorm::with_options(d, ln)?,
             fc1: lin(d, 4 * d, 1)?,
             fc2: lin(4 * d, d, 2)?,
-            ln_f: LayerNorm::new(d, device)?,
+            ln_f: LayerNorm::with_options(d, ln)?,
             head: lin(d, vocab, 3)?,
         })
     }
@@ -48,7 +61,7 @@ impl BlockModel {
     pub fn forward_tokens(&self, tokens: &Tensor) -> Result<Tensor> {
         let x = self.embed.forward(tokens)?;
         let h = self.fc1.forward(&self.ln1.forward(&x)?)?;
-        let h = self.fc2.forward(&GELU.forward(&h)?)?;
+        let h = self.fc2.forward(&h.gelu()?)?;
         let x = x.add(&h)?; // residual
         Ok(self.head.forward(&self.ln_f.forward(&x)?)?)
     }
@@ -84,10 +97,10 @@ pub fn train_block(
     device: Device,
 ) -> Result<Vec<f32>> {
     let model = BlockModel::new(vocab, d, seed, device)?;
-    let mut opt = Adam::new(model.parameters(), 1e-2);
+    let mut opt = Adam::new(model.parameters(), 1e-2)?;
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut losses = Vec::with_capacity(steps);
-    for _ in 0..steps {
+    for step in 1..=steps {
         let toks: Vec<i64> = (0..batch * seq)
             .map(|_| rng.gen_range(0..vocab as i64))
             .collect();
@@ -99,7 +112,9 @@ pub fn train_block(
         let loss = logits.reshape(&[batch * seq, vocab])?.cross_entropy(&y)?;
         loss.backward()?;
         opt.step()?;
-        losses.push(loss.item()?);
+        let l = loss.item()?;
+        crate::train::check_finite(l, || format!("step {step}"), opt.lr())?;
+        losses.push(l);
     }
     Ok(losses)
 }

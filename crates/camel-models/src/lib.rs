@@ -1,6 +1,8 @@
 //! camel-models: the models camel trains (MLP today), their data loaders and training loops, and
 //! the `camel` command-line program.
 
+#![warn(missing_docs)]
+
 pub mod block;
 pub mod data;
 pub mod mlp;
@@ -41,6 +43,19 @@ pub enum Error {
     /// An invalid setting or input, with what was expected.
     #[error("{0}")]
     Invalid(String),
+    /// Training diverged: the loss became NaN or infinite.
+    #[error(
+        "training diverged: the loss is {loss} at {at}; the learning rate ({lr:e}) is likely too \
+         high, or the inputs hold NaN or infinite values"
+    )]
+    Diverged {
+        /// The non-finite loss read.
+        loss: f32,
+        /// Where it was read: epoch and step.
+        at: String,
+        /// The learning rate in use.
+        lr: f32,
+    },
 }
 
 /// Result alias of camel-models.

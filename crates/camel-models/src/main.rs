@@ -141,7 +141,7 @@ struct RegressionArgs {
     /// cpu, cuda or cuda:N.
     #[arg(long, default_value = "cpu")]
     device: Device,
-    /// Run folder to write (default: runs/regression-<UTC time>).
+    /// Run folder to write (default: runs/regression-TIME, TIME in UTC).
     #[arg(long)]
     out: Option<PathBuf>,
 }
@@ -233,7 +233,7 @@ struct MlpArgs {
     /// Train on the first N training images only (≥ 1).
     #[arg(long, allow_negative_numbers = true)]
     subset: Option<i64>,
-    /// Run folder to write (default: runs/mlp-<UTC time>).
+    /// Run folder to write (default: runs/mlp-TIME, TIME in UTC).
     #[arg(long)]
     out: Option<PathBuf>,
 }
@@ -499,15 +499,15 @@ fn train_mlp(out: &Out, args: &MlpArgs) -> CliResult<()> {
     let [b1, b2] = cfg.betas;
     let mut opt: Box<dyn Optimizer> = match cfg.optimizer {
         Opt::Adam => Box::new(
-            Adam::new(params, cfg.lr)
-                .betas(b1, b2)
-                .weight_decay(cfg.weight_decay),
+            Adam::new(params, cfg.lr)?
+                .betas(b1, b2)?
+                .weight_decay(cfg.weight_decay)?,
         ),
-        Opt::Adamw => Box::new(Adam::adamw(params, cfg.lr, cfg.weight_decay).betas(b1, b2)),
+        Opt::Adamw => Box::new(Adam::adamw(params, cfg.lr, cfg.weight_decay)?.betas(b1, b2)?),
         Opt::Sgd => Box::new(
-            Sgd::new(params, cfg.lr)
-                .momentum(0.9)
-                .weight_decay(cfg.weight_decay),
+            Sgd::new(params, cfg.lr)?
+                .momentum(0.9)?
+                .weight_decay(cfg.weight_decay)?,
         ),
     };
     let loader = DataLoader::new(ds.train.n, cfg.batch_size)

@@ -5,7 +5,8 @@ use camel_nn::{
     Activation, Device, Linear, LinearOptions, Module, Parameter, Result, Sequential, Tensor,
 };
 
-/// An MLP with ReLU between its Linear layers (no activation after the last).
+/// An MLP with ReLU between its Linear layers (no activation after the last). `Debug` prints
+/// its layers.
 pub struct Mlp {
     net: Sequential,
     sizes: Vec<usize>,
@@ -25,7 +26,7 @@ impl Mlp {
             let opts = LinearOptions {
                 bias: true,
                 init: Init::KaimingUniform,
-                seed: seed.wrapping_add(i as u64 * 7919),
+                seed: Some(seed.wrapping_add(i as u64 * 7919)),
                 device,
                 // ReLU between layers, fused into the layer's GEMM epilogue on the GPU
                 activation: if i + 2 < sizes.len() {
@@ -48,6 +49,12 @@ impl Mlp {
     }
 }
 
+impl std::fmt::Debug for Mlp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Mlp{:?}", self.net)
+    }
+}
+
 impl Module for Mlp {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         self.net.forward(x)
@@ -55,7 +62,7 @@ impl Module for Mlp {
     fn named_parameters(&self) -> Vec<(String, Parameter)> {
         self.net.named_parameters()
     }
-    fn set_training(&mut self, on: bool) {
+    fn set_training(&self, on: bool) {
         self.net.set_training(on)
     }
     fn is_training(&self) -> bool {

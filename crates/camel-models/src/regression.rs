@@ -108,7 +108,7 @@ impl Regression {
             y_scale,
             device,
         };
-        let mut opt = Adam::new(reg.model.parameters(), cfg.lr);
+        let mut opt = Adam::new(reg.model.parameters(), cfg.lr)?;
         let loader = DataLoader::new(tr.len(), cfg.batch_size)?.shuffle(Some(cfg.seed));
         let start = Instant::now();
         let mut step = 0usize;
@@ -131,6 +131,11 @@ impl Regression {
                 step += 1;
             }
             let train_loss = sum.item()? / batches.max(1) as f32;
+            crate::train::check_finite(
+                train_loss,
+                || format!("epoch {epoch} (step {step})"),
+                opt.lr(),
+            )?;
             let pred = reg.predict(&x_te)?;
             let test_loss = pred
                 .iter()

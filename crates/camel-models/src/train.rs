@@ -1,7 +1,7 @@
 //! Training and evaluation loops for classifiers on MNIST-style data.
 
 use crate::data::{DataLoader, Split};
-use crate::Result;
+use crate::{Error, Result};
 use camel_nn::{no_grad, Device, Module, Tensor};
 use camel_optim::Optimizer;
 use std::time::Instant;
@@ -33,13 +33,29 @@ pub fn batch(split: &Split, idx: &[usize], device: Device) -> Result<(Tensor, Te
     ))
 }
 
+/// `Ok` when `loss` (read from the device where the loop already reads it) is finite, else
+/// [`Error::Diverged`] naming `at` (epoch and step) and the learning rate `lr`.
+pub fn check_finite(loss: f32, at: impl FnOnce() -> String, lr: f32) -> Result<()> {
+    if loss.is_finite() {
+        Ok(())
+    } else {
+        Err(Error::Diverged { loss, at: at(), lr })
+    }
+}
+
 /// Mean loss and accuracy of `model` on `split`, in batches of `batch_size`, without autograd.
+/// An empty split is an error (its mean would be NaN).
 pub fn evaluate(
     model: &dyn Module,
     split: &Split,
     batch_size: usize,
     device: Device,
 ) -> Result<(f32, f32)> {
+    if split.n == 0 {
+        return Err(Error::Invalid(
+            "evaluate: the split holds 0 examples".into(),
+        ));
+    }
     no_grad(|| {
         let loader = DataLoader::new(split.n, batch_size)?;
         let mut loss_sum = Tensor::zeros(&[], device)?;
@@ -63,7 +79,9 @@ pub fn evaluate(
 }
 
 /// Train for one epoch; `on_step(step, steps, running_loss)` is called every `report_every` steps
-/// (reading the loss is the only host sync of the loop) and after the last step.
+/// (reading the loss is the only host sync of the loop) and after the last step. A running loss
+/// that is NaN or infinite at one of those reads stops training with [`Error::Diverged`], naming
+/// the epoch and step; an epoch with no batches is an error.
 #[allow(clippy::too_many_arguments)]
 pub fn train_epoch(
     model: &dyn Module,
@@ -88,13 +106,23 @@ pub fn train_epoch(
         loss_sum = no_grad(|| loss_sum.add(&loss.detach()))?;
         steps += 1;
         if steps.is_multiple_of(report_every.max(1)) || steps == total {
-            on_step(steps, total, loss_sum.item()? / steps as f32);
+            let running = loss_sum.item()? / steps as f32;
+            // The sum is non-finite from the first non-finite batch loss on (losses are ≥ 0).
+            check_finite(
+                running,
+                || format!("epoch {epoch}, by step {steps} of {total}"),
+                opt.lr(),
+            )?;
+            on_step(steps, total, running);
         }
     }
-    let mean = if steps > 0 {
-        loss_sum.item()? / steps as f32
-    } else {
-        f32::NAN
-    };
+    if steps == 0 {
+        return Err(Error::Invalid(format!(
+            "train_epoch: epoch {epoch} has no batches (the training split holds {} examples)",
+            train.n
+        )));
+    }
+    let mean = loss_sum.item()? / steps as f32;
+    check_finite(mean, || format!("the end of epoch {epoch}"), opt.lr())?;
     Ok((mean, steps, start.elapsed().as_secs_f64()))
 }

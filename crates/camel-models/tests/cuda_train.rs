@@ -36,8 +36,8 @@ fn allocator_in_use_is_stable_over_100_steps() {
     let Some(g) = gpu() else { return };
     let dev = camel_cuda::device(0).unwrap();
     let model = Mlp::new(&[784, 256, 256, 10], 0, g).unwrap();
-    let mut opt = Adam::new(model.parameters(), 1e-3);
-    let x = Tensor::randn(&[64, 784], 1, g).unwrap();
+    let mut opt = Adam::new(model.parameters(), 1e-3).unwrap();
+    let x = Tensor::randn_seeded(&[64, 784], 1, g).unwrap();
     let y = Tensor::from_vec_i64((0..64).map(|i| i % 10).collect(), &[64], g).unwrap();
     let mut in_use = Vec::new();
     for _ in 0..100 {

@@ -323,6 +323,43 @@ fn mnist_load_checks_consistency() {
     assert!(err.to_string().contains("label 10"), "{err}");
 }
 
+/// A split with 0 images, or test images of another size than the training images, is refused
+/// at load with an error naming the files (before: NaN loss and accuracy, or a Linear shape
+/// error after a whole epoch).
+#[test]
+fn mnist_load_rejects_empty_splits_and_size_mismatch() {
+    let tmp = TempDir::new("empty-mismatch");
+    let root = tmp.0.join("mnist");
+    std::fs::create_dir_all(&root).unwrap();
+    let write = |name: &str, bytes: &[u8]| std::fs::write(root.join(name), gzip(bytes)).unwrap();
+    let px: Vec<u8> = vec![7; 2 * 28 * 28];
+    write("train-images-idx3-ubyte.gz", &idx_images(2, 28, 28, &px));
+    write("train-labels-idx1-ubyte.gz", &idx_labels(2, &[0, 1]));
+    write("t10k-images-idx3-ubyte.gz", &idx_images(0, 28, 28, &[]));
+    write("t10k-labels-idx1-ubyte.gz", &idx_labels(0, &[]));
+    let err = Mnist::load(&tmp.0, "mnist").unwrap_err();
+    assert!(matches!(err, DataError::Mismatch { .. }), "{err:?}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("t10k-images-idx3-ubyte.gz") && msg.contains("0 images"),
+        "{msg}"
+    );
+
+    write(
+        "t10k-images-idx3-ubyte.gz",
+        &idx_images(1, 14, 14, &px[..196]),
+    );
+    write("t10k-labels-idx1-ubyte.gz", &idx_labels(1, &[3]));
+    let msg = Mnist::load(&tmp.0, "mnist").unwrap_err().to_string();
+    assert!(
+        msg.contains("t10k-images-idx3-ubyte.gz")
+            && msg.contains("train-images-idx3-ubyte.gz")
+            && msg.contains("14×14")
+            && msg.contains("28×28"),
+        "{msg}"
+    );
+}
+
 // ---------------------------------------------------------------- DataLoader
 
 fn collect(loader: &DataLoader, epoch: u64) -> Vec<Vec<usize>> {

@@ -23,7 +23,7 @@ fn mlp_learns_mnist_subset() {
     ds.train = ds.train.subset(20_000);
     let device = Device::Cpu;
     let model = Mlp::new(&[784, 256, 256, 10], 0, device).unwrap();
-    let mut opt = Adam::new(model.parameters(), 1e-3);
+    let mut opt = Adam::new(model.parameters(), 1e-3).unwrap();
     let loader = DataLoader::new(ds.train.n, 64).unwrap().shuffle(Some(0));
     let (before_loss, before_acc) = evaluate(&model, &ds.test, 1000, device).unwrap();
     for epoch in 0..2 {

@@ -1,6 +1,7 @@
-//! Weight initialization. All initializers are seeded so runs are reproducible.
+//! Weight initialization. Every initializer draws from a [`Generator`]: the process-wide one
+//! (seeded by [`camel_core::manual_seed`]) unless a layer's options name a seed.
 
-use camel_core::{Device, Result, Tensor};
+use camel_core::{Device, Generator, Result, Tensor};
 
 /// How to draw a layer's initial weights, from its fan-in and fan-out.
 #[derive(Clone, Copy, Debug, PartialEq, Default)]
@@ -19,13 +20,13 @@ pub enum Init {
 }
 
 impl Init {
-    /// A tensor of `shape` drawn with this scheme.
+    /// A tensor of `shape` drawn with this scheme from `generator`.
     pub fn tensor(
         &self,
         shape: &[usize],
         fan_in: usize,
         fan_out: usize,
-        seed: u64,
+        generator: &mut Generator,
         device: Device,
     ) -> Result<Tensor> {
         let fi = fan_in.max(1) as f32;
@@ -33,18 +34,18 @@ impl Init {
         match self {
             Init::KaimingUniform => {
                 let b = (6.0 / fi).sqrt();
-                Tensor::rand(shape, -b, b, seed, device)
+                Tensor::rand_with(shape, -b, b, generator, device)
             }
             Init::KaimingNormal => {
-                Tensor::randn(shape, seed, device)?.mul_scalar((2.0 / fi).sqrt())
+                Tensor::randn_with(shape, generator, device)?.mul_scalar((2.0 / fi).sqrt())
             }
             Init::XavierUniform => {
                 let b = (6.0 / (fi + fo)).sqrt();
-                Tensor::rand(shape, -b, b, seed, device)
+                Tensor::rand_with(shape, -b, b, generator, device)
             }
             Init::TorchDefault => {
                 let b = 1.0 / fi.sqrt();
-                Tensor::rand(shape, -b, b, seed, device)
+                Tensor::rand_with(shape, -b, b, generator, device)
             }
             Init::Zeros => Tensor::zeros(shape, device),
         }

@@ -1,14 +1,21 @@
 //! camel-nn: modules, parameters and layers, written once against [`Tensor`] so they run on
 //! every device. It re-exports what model code needs from camel-core.
 //!
+//! Layers take their required sizes positionally and everything else through one options
+//! struct: `Linear::new(in, out)` or `Linear::with_options(in, out, LinearOptions { .. })`, and
+//! the same for [`Embedding`] and [`LayerNorm`]. Initial weights come from the process-wide
+//! generator ([`manual_seed`]) unless the options name a seed. `examples/crate-user/` in the
+//! repository is a crate of its own that depends on camel-nn and trains a model.
+//!
 //! ```
 //! use camel_nn::{Device, Linear, Module, ReLU, Sequential, Tensor};
+//! camel_nn::manual_seed(0); // makes the initial weights the same on every run
 //! // a 4-8-3 MLP
 //! let model = Sequential::new()
-//!     .add(Linear::new(4, 8, 0)?)
+//!     .add(Linear::new(4, 8)?)
 //!     .add(ReLU)
-//!     .add(Linear::new(8, 3, 1)?);
-//! let x = Tensor::randn(&[5, 4], 42, Device::Cpu)?;
+//!     .add(Linear::new(8, 3)?);
+//! let x = Tensor::randn_seeded(&[5, 4], 42, Device::Cpu)?;
 //! let y = Tensor::from_vec_i64(vec![0, 1, 2, 1, 0], &[5], Device::Cpu)?;
 //! let loss = model.forward(&x)?.cross_entropy(&y)?;
 //! loss.backward()?;
@@ -17,6 +24,8 @@
 //! }
 //! # Ok::<(), camel_nn::Error>(())
 //! ```
+
+#![warn(missing_docs)]
 
 mod activation;
 mod embedding;
@@ -29,15 +38,16 @@ mod sequential;
 pub mod state;
 
 pub use activation::{ReLU, Sigmoid, Tanh, GELU};
-pub use embedding::Embedding;
+pub use embedding::{Embedding, EmbeddingOptions};
 pub use linear::{Linear, LinearOptions};
-pub use module::Module;
-pub use norm::LayerNorm;
+pub use module::{Module, TrainingFlag};
+pub use norm::{LayerNorm, LayerNormOptions};
 pub use parameter::Parameter;
 pub use sequential::Sequential;
 pub use state::{load_safetensors, save_safetensors, StateDict, StateError};
 
 pub use camel_core::{
-    self as core, cuda_available, gradcheck, no_grad, no_grad_guard, testing, Activation, DType,
-    Device, Error, GradcheckOptions, Result, Tensor, UpdateRule,
+    self as core, cuda_available, gradcheck, manual_seed, no_grad, no_grad_guard, testing,
+    Activation, DType, Device, Error, Generator, GradcheckOptions, NoGradGuard, Result, Tensor,
+    UpdateRule,
 };

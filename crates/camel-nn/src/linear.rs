@@ -1,6 +1,7 @@
 use crate::init::Init;
-use crate::{Module, Parameter};
-use camel_core::{Activation, Device, Error, Result, Tensor};
+use crate::{Module, Parameter, TrainingFlag};
+use camel_core::{Activation, Device, Error, Generator, Result, Tensor};
+use std::fmt;
 
 /// Options of [`Linear::with_options`].
 #[derive(Clone, Copy, Debug)]
@@ -9,8 +10,10 @@ pub struct LinearOptions {
     pub bias: bool,
     /// Weight initialization (the bias uses PyTorch's U(−1/√fan_in, 1/√fan_in)).
     pub init: Init,
-    /// Seed of the initialization.
-    pub seed: u64,
+    /// Seed of the initialization: `None` (the default) draws from the process-wide generator
+    /// ([`camel_core::manual_seed`]), so layers built one after another differ; `Some(seed)`
+    /// draws from a private generator and gives the same weights every time.
+    pub seed: Option<u64>,
     /// Device of the parameters.
     pub device: Device,
     /// Activation applied to the output. On the GPU it is fused into the matrix product's
@@ -23,7 +26,7 @@ impl Default for LinearOptions {
         LinearOptions {
             bias: true,
             init: Init::KaimingUniform,
-            seed: 0,
+            seed: None,
             device: Device::Cpu,
             activation: Activation::Identity,
         }
@@ -32,7 +35,7 @@ impl Default for LinearOptions {
 
 /// `y = act(x · Wᵀ + b)`, with `W` of shape `[out, in]`; `x` may have any leading dims. The
 /// activation (default none) is set in [`LinearOptions`].
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Linear {
     /// `[out_features, in_features]`.
     pub weight: Parameter,
@@ -41,22 +44,43 @@ pub struct Linear {
     in_features: usize,
     out_features: usize,
     activation: Activation,
+    training: TrainingFlag,
+}
+
+impl fmt::Debug for Linear {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Linear(in_features={}, out_features={}, bias={}",
+            self.in_features,
+            self.out_features,
+            self.bias.is_some()
+        )?;
+        if self.activation != Activation::Identity {
+            write!(f, ", activation={:?}", self.activation)?;
+        }
+        f.write_str(")")
+    }
 }
 
 impl Linear {
-    /// A Kaiming-uniform initialized layer with bias, on the CPU.
-    pub fn new(in_features: usize, out_features: usize, seed: u64) -> Result<Linear> {
-        Linear::with_options(
-            in_features,
-            out_features,
-            LinearOptions {
-                seed,
-                ..Default::default()
-            },
-        )
+    /// A Kaiming-uniform initialized layer with bias, on the CPU, drawn from the process-wide
+    /// generator (PyTorch's `nn.Linear(in_features, out_features)`).
+    ///
+    /// ```
+    /// use camel_nn::{Linear, LinearOptions, Module};
+    /// let a = Linear::new(4, 3)?;
+    /// let b = Linear::new(4, 3)?; // the generator moved on: other weights
+    /// assert_ne!(a.weight.tensor().to_vec()?, b.weight.tensor().to_vec()?);
+    /// let c = Linear::with_options(4, 3, LinearOptions { bias: false, seed: Some(1), ..Default::default() })?;
+    /// assert_eq!(c.num_parameters(), 12);
+    /// # Ok::<(), camel_nn::Error>(())
+    /// ```
+    pub fn new(in_features: usize, out_features: usize) -> Result<Linear> {
+        Linear::with_options(in_features, out_features, LinearOptions::default())
     }
 
-    /// A layer with explicit options.
+    /// A layer with explicit options (bias, init, seed, device, fused activation).
     pub fn with_options(
         in_features: usize,
         out_features: usize,
@@ -68,31 +92,39 @@ impl Linear {
                 msg: format!("features must be ≥ 1, got in={in_features}, out={out_features}"),
             });
         }
-        let w = o.init.tensor(
-            &[out_features, in_features],
-            in_features,
-            out_features,
-            o.seed,
-            o.device,
-        )?;
-        let bias = if o.bias {
-            let b = Init::TorchDefault.tensor(
-                &[out_features],
+        let draw = |g: &mut Generator| -> Result<(Tensor, Option<Tensor>)> {
+            let w = o.init.tensor(
+                &[out_features, in_features],
                 in_features,
                 out_features,
-                o.seed ^ 0xb1a5,
+                g,
                 o.device,
             )?;
-            Some(Parameter::new(b)?)
-        } else {
-            None
+            let b = if o.bias {
+                Some(Init::TorchDefault.tensor(
+                    &[out_features],
+                    in_features,
+                    out_features,
+                    g,
+                    o.device,
+                )?)
+            } else {
+                None
+            };
+            Ok((w, b))
         };
+        let (w, b) = match o.seed {
+            Some(seed) => draw(&mut Generator::new(seed))?,
+            None => camel_core::rng::with_global(draw)?,
+        };
+        let bias = b.map(Parameter::new).transpose()?;
         Ok(Linear {
             weight: Parameter::new(w)?,
             bias,
             in_features,
             out_features,
             activation: o.activation,
+            training: TrainingFlag::new(),
         })
     }
 
@@ -132,5 +164,13 @@ impl Module for Linear {
             v.push(("bias".to_string(), b.clone()));
         }
         v
+    }
+
+    fn set_training(&self, on: bool) {
+        self.training.set(on)
+    }
+
+    fn is_training(&self) -> bool {
+        self.training.get()
     }
 }

@@ -1,9 +1,60 @@
 use crate::state::{StateDict, StateError};
 use crate::Parameter;
 use camel_core::{Device, Result, Tensor};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// A module's training-mode switch (PyTorch's `Module.training`), set through a shared
+/// reference so that `model.eval()` works on a model held by `&` or `Arc`. On (training) when
+/// made; a clone starts in the mode of the original.
+#[derive(Debug)]
+pub struct TrainingFlag(AtomicBool);
+
+impl TrainingFlag {
+    /// A flag in training mode.
+    pub const fn new() -> TrainingFlag {
+        TrainingFlag(AtomicBool::new(true))
+    }
+
+    /// Whether training mode is on.
+    pub fn get(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// Switch training mode on or off.
+    pub fn set(&self, on: bool) {
+        self.0.store(on, Ordering::Relaxed)
+    }
+}
+
+impl Default for TrainingFlag {
+    fn default() -> Self {
+        TrainingFlag::new()
+    }
+}
+
+impl Clone for TrainingFlag {
+    fn clone(&self) -> Self {
+        TrainingFlag(AtomicBool::new(self.get()))
+    }
+}
 
 /// A layer or model: a forward pass plus named parameters.
-pub trait Module: Send + Sync {
+///
+/// `Debug` prints the structure, as PyTorch prints a model:
+///
+/// ```
+/// use camel_nn::{Linear, Module, ReLU, Sequential};
+/// let model = Sequential::new().add(Linear::new(4, 8)?).add(ReLU).add(Linear::new(8, 3)?);
+/// assert_eq!(
+///     format!("{model:?}"),
+///     "Sequential(\n  (0): Linear(in_features=4, out_features=8, bias=true)\n  (1): ReLU()\n  \
+///      (2): Linear(in_features=8, out_features=3, bias=true)\n)"
+/// );
+/// model.eval();
+/// assert!(!model.is_training());
+/// # Ok::<(), camel_nn::Error>(())
+/// ```
+pub trait Module: Send + Sync + std::fmt::Debug {
     /// Run the module on `x`.
     fn forward(&self, x: &Tensor) -> Result<Tensor>;
 
@@ -20,12 +71,21 @@ pub trait Module: Send + Sync {
             .collect()
     }
 
-    /// Switch training mode on (`true`) or evaluation mode (`false`).
-    fn set_training(&mut self, _on: bool) {}
+    /// Switch training mode on (`true`) or evaluation mode (`false`), in this module and every
+    /// module it holds. Leaf modules keep a [`TrainingFlag`]; containers also forward the call.
+    fn set_training(&self, on: bool);
 
     /// Whether the module is in training mode.
-    fn is_training(&self) -> bool {
-        true
+    fn is_training(&self) -> bool;
+
+    /// Training mode (PyTorch's `model.train()`).
+    fn train(&self) {
+        self.set_training(true)
+    }
+
+    /// Evaluation mode (PyTorch's `model.eval()`).
+    fn eval(&self) {
+        self.set_training(false)
     }
 
     /// Move every parameter to `device`.

@@ -1,10 +1,26 @@
-use crate::{Module, Parameter};
+use crate::{Module, Parameter, TrainingFlag};
 use camel_core::{Result, Tensor};
+use std::fmt;
 
 /// Modules applied in order; parameters are named `"<index>.<name>"`.
 pub struct Sequential {
     layers: Vec<Box<dyn Module>>,
-    training: bool,
+    training: TrainingFlag,
+}
+
+impl fmt::Debug for Sequential {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Sequential(")?;
+        for (i, l) in self.layers.iter().enumerate() {
+            // Nested modules are indented one more level.
+            let child = format!("{l:?}").replace('\n', "\n  ");
+            write!(f, "\n  ({i}): {child}")?;
+        }
+        if !self.layers.is_empty() {
+            f.write_str("\n")?;
+        }
+        f.write_str(")")
+    }
 }
 
 impl Default for Sequential {
@@ -18,7 +34,7 @@ impl Sequential {
     pub fn new() -> Sequential {
         Sequential {
             layers: Vec::new(),
-            training: true,
+            training: TrainingFlag::new(),
         }
     }
 
@@ -66,12 +82,12 @@ impl Module for Sequential {
             .collect()
     }
 
-    fn set_training(&mut self, on: bool) {
-        self.training = on;
-        self.layers.iter_mut().for_each(|l| l.set_training(on));
+    fn set_training(&self, on: bool) {
+        self.training.set(on);
+        self.layers.iter().for_each(|l| l.set_training(on));
     }
 
     fn is_training(&self) -> bool {
-        self.training
+        self.training.get()
     }
 }

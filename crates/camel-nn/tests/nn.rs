@@ -6,8 +6,8 @@
 use camel_nn::init::Init;
 use camel_nn::testing::devices;
 use camel_nn::{
-    cuda_available, gradcheck, Device, Error, GradcheckOptions, Linear, LinearOptions, Module,
-    ReLU, Result, Sequential, Sigmoid, Tanh, Tensor, GELU,
+    cuda_available, gradcheck, Device, Error, Generator, GradcheckOptions, Linear, LinearOptions,
+    Module, ReLU, Result, Sequential, Sigmoid, Tanh, Tensor, GELU,
 };
 
 fn assert_close(got: &[f32], want: &[f64], tol: f64, what: &str) {
@@ -43,7 +43,7 @@ fn linear_on(inf: usize, outf: usize, bias: bool, seed: u64, device: Device) -> 
         outf,
         LinearOptions {
             bias,
-            seed,
+            seed: Some(seed),
             device,
             ..Default::default()
         },
@@ -56,7 +56,7 @@ fn linear_forward_2d_matches_reference() -> Result<()> {
         let (inf, outf) = (7, 5);
         let lin = linear_on(inf, outf, true, 3, dev)?;
         assert_eq!((lin.in_features(), lin.out_features()), (inf, outf));
-        let x = Tensor::randn(&[9, inf], 11, dev)?;
+        let x = Tensor::randn_seeded(&[9, inf], 11, dev)?;
         let y = lin.forward(&x)?;
         assert_eq!(y.shape(), &[9, outf]);
         let w = lin.weight.tensor().to_vec()?;
@@ -73,7 +73,7 @@ fn linear_forward_3d_matches_reference() -> Result<()> {
     for dev in devices() {
         let (inf, outf) = (6, 4);
         let lin = linear_on(inf, outf, true, 8, dev)?;
-        let x = Tensor::randn(&[2, 3, inf], 12, dev)?;
+        let x = Tensor::randn_seeded(&[2, 3, inf], 12, dev)?;
         let y = lin.forward(&x)?;
         assert_eq!(y.shape(), &[2, 3, outf]);
         let w = lin.weight.tensor().to_vec()?;
@@ -92,7 +92,7 @@ fn linear_without_bias() -> Result<()> {
         let names: Vec<String> = lin.named_parameters().into_iter().map(|(n, _)| n).collect();
         assert_eq!(names, ["weight"]);
         assert_eq!(lin.num_parameters(), 15);
-        let x = Tensor::randn(&[4, 5], 2, dev)?;
+        let x = Tensor::randn_seeded(&[4, 5], 2, dev)?;
         let y = lin.forward(&x)?;
         let want = linear_ref(&x.to_vec()?, &lin.weight.tensor().to_vec()?, None, 5, 3);
         assert_close(
@@ -119,7 +119,7 @@ fn init_bounds() -> Result<()> {
     ];
     for (init, bound) in cases {
         let v = init
-            .tensor(&shape, fan_in, fan_out, 7, Device::Cpu)?
+            .tensor(&shape, fan_in, fan_out, &mut Generator::new(7), Device::Cpu)?
             .to_vec()?;
         assert_eq!(v.len(), fan_in * fan_out);
         let max = v.iter().fold(0.0f64, |m, &x| m.max((x as f64).abs()));
@@ -131,7 +131,7 @@ fn init_bounds() -> Result<()> {
     }
     // Kaiming normal: std √(2/fan_in).
     let v = Init::KaimingNormal
-        .tensor(&[200, 100], 100, 200, 1, Device::Cpu)?
+        .tensor(&[200, 100], 100, 200, &mut Generator::new(1), Device::Cpu)?
         .to_vec()?;
     let var = v.iter().map(|&x| (x as f64).powi(2)).sum::<f64>() / v.len() as f64;
     assert!(
@@ -140,7 +140,7 @@ fn init_bounds() -> Result<()> {
         var.sqrt()
     );
     let z = Init::Zeros
-        .tensor(&[3, 4], 4, 3, 1, Device::Cpu)?
+        .tensor(&[3, 4], 4, 3, &mut Generator::new(1), Device::Cpu)?
         .to_vec()?;
     assert!(z.iter().all(|&x| x == 0.0));
     Ok(())
@@ -148,7 +148,7 @@ fn init_bounds() -> Result<()> {
 
 #[test]
 fn linear_init_within_kaiming_bound() -> Result<()> {
-    let lin = Linear::new(64, 32, 5)?;
+    let lin = Linear::new(64, 32)?;
     let b = (6.0f32 / 64.0).sqrt();
     assert!(lin.weight.tensor().to_vec()?.iter().all(|w| w.abs() <= b));
     let bb = 1.0 / 8.0f32;
@@ -162,9 +162,9 @@ fn linear_init_within_kaiming_bound() -> Result<()> {
 
 #[test]
 fn init_is_seeded() -> Result<()> {
-    let a = Linear::new(10, 6, 42)?;
-    let b = Linear::new(10, 6, 42)?;
-    let c = Linear::new(10, 6, 43)?;
+    let a = linear_on(10, 6, true, 42, Device::Cpu)?;
+    let b = linear_on(10, 6, true, 42, Device::Cpu)?;
+    let c = linear_on(10, 6, true, 43, Device::Cpu)?;
     let wa = a.weight.tensor().to_vec()?;
     assert_eq!(wa, b.weight.tensor().to_vec()?);
     assert_eq!(
@@ -177,9 +177,15 @@ fn init_is_seeded() -> Result<()> {
         c.bias.as_ref().unwrap().tensor().to_vec()?
     );
     for init in [Init::XavierUniform, Init::KaimingNormal] {
-        let x = init.tensor(&[4, 4], 4, 4, 9, Device::Cpu)?.to_vec()?;
-        let y = init.tensor(&[4, 4], 4, 4, 9, Device::Cpu)?.to_vec()?;
-        let z = init.tensor(&[4, 4], 4, 4, 10, Device::Cpu)?.to_vec()?;
+        let x = init
+            .tensor(&[4, 4], 4, 4, &mut Generator::new(9), Device::Cpu)?
+            .to_vec()?;
+        let y = init
+            .tensor(&[4, 4], 4, 4, &mut Generator::new(9), Device::Cpu)?
+            .to_vec()?;
+        let z = init
+            .tensor(&[4, 4], 4, 4, &mut Generator::new(10), Device::Cpu)?
+            .to_vec()?;
         assert_eq!(x, y, "{init:?}");
         assert_ne!(x, z, "{init:?}");
     }
@@ -190,7 +196,7 @@ fn init_is_seeded() -> Result<()> {
 fn wrong_input_width_is_shape_mismatch() -> Result<()> {
     for dev in devices() {
         let lin = linear_on(4, 3, true, 0, dev)?;
-        let x = Tensor::randn(&[2, 5], 0, dev)?;
+        let x = Tensor::randn_seeded(&[2, 5], 0, dev)?;
         let err = lin.forward(&x).unwrap_err();
         match &err {
             Error::ShapeMismatch { op, lhs, rhs, .. } => {
@@ -209,7 +215,7 @@ fn wrong_input_width_is_shape_mismatch() -> Result<()> {
 #[test]
 fn zero_features_is_an_error() {
     for (i, o) in [(0, 3), (3, 0), (0, 0)] {
-        match Linear::new(i, o, 0) {
+        match Linear::new(i, o) {
             Err(Error::InvalidArgument { op, msg }) => {
                 assert_eq!(op, "Linear");
                 assert!(msg.contains(&format!("in={i}")), "{msg}");
@@ -222,9 +228,9 @@ fn zero_features_is_an_error() {
 
 fn mlp() -> Result<Sequential> {
     Ok(Sequential::new()
-        .add(Linear::new(4, 8, 0)?)
+        .add(Linear::new(4, 8)?)
         .add(ReLU)
-        .add(Linear::new(8, 6, 1)?)
+        .add(Linear::new(8, 6)?)
         .add(Tanh)
         .add(linear_on(6, 3, false, 2, Device::Cpu)?))
 }
@@ -270,15 +276,16 @@ fn sequential_parameter_names_and_order() -> Result<()> {
 fn num_parameters_counts_scalars() -> Result<()> {
     let m = mlp()?;
     assert_eq!(m.num_parameters(), 8 * 4 + 8 + 6 * 8 + 6 + 3 * 6);
-    assert_eq!(ReLU.num_parameters(), 0);
-    assert_eq!(Linear::new(784, 256, 0)?.num_parameters(), 784 * 256 + 256);
+    let relu = ReLU;
+    assert_eq!(relu.num_parameters(), 0);
+    assert_eq!(Linear::new(784, 256)?.num_parameters(), 784 * 256 + 256);
     Ok(())
 }
 
 #[test]
 fn zero_grad_clears_grads() -> Result<()> {
     let m = mlp()?;
-    let x = Tensor::randn(&[5, 4], 3, Device::Cpu)?;
+    let x = Tensor::randn_seeded(&[5, 4], 3, Device::Cpu)?;
     let y = Tensor::from_vec_i64(vec![0, 1, 2, 1, 0], &[5], Device::Cpu)?;
     m.forward(&x)?.cross_entropy(&y)?.backward()?;
     for (n, p) in m.named_parameters() {
@@ -294,8 +301,8 @@ fn zero_grad_clears_grads() -> Result<()> {
 
 #[test]
 fn gradients_accumulate_until_zero_grad() -> Result<()> {
-    let lin = Linear::new(3, 2, 0)?;
-    let x = Tensor::randn(&[4, 3], 1, Device::Cpu)?;
+    let lin = Linear::new(3, 2)?;
+    let x = Tensor::randn_seeded(&[4, 3], 1, Device::Cpu)?;
     lin.forward(&x)?.sum()?.backward()?;
     let g1 = lin.weight.grad().unwrap().to_vec()?;
     lin.forward(&x)?.sum()?.backward()?;
@@ -348,7 +355,7 @@ fn gradcheck_small_sequential_wrt_input() -> Result<()> {
             .add(linear_on(3, 5, true, 21, dev)?)
             .add(GELU)
             .add(linear_on(5, 2, true, 22, dev)?);
-        let x = Tensor::randn(&[4, 3], 5, dev)?;
+        let x = Tensor::randn_seeded(&[4, 3], 5, dev)?;
         let worst = gradcheck(|xs| net.forward(&xs[0]), &[x], GradcheckOptions::default())?;
         assert!(worst.is_finite());
     }
@@ -359,9 +366,9 @@ fn gradcheck_small_sequential_wrt_input() -> Result<()> {
 fn gradcheck_linear_wrt_weight() -> Result<()> {
     // The same check against Linear's parameters: rebuild the layer's math from the leaves.
     for dev in devices() {
-        let x = Tensor::randn(&[3, 4], 1, dev)?;
-        let w = Tensor::randn(&[2, 4], 2, dev)?;
-        let b = Tensor::randn(&[2], 3, dev)?;
+        let x = Tensor::randn_seeded(&[3, 4], 1, dev)?;
+        let w = Tensor::randn_seeded(&[2, 4], 2, dev)?;
+        let b = Tensor::randn_seeded(&[2], 3, dev)?;
         gradcheck(
             |t| t[0].matmul_t(&t[1], false, true)?.add(&t[2]),
             &[x, w, b],
@@ -374,12 +381,13 @@ fn gradcheck_linear_wrt_weight() -> Result<()> {
 #[test]
 fn activation_modules_equal_tensor_methods() -> Result<()> {
     for dev in devices() {
-        let x = Tensor::randn(&[3, 7], 4, dev)?;
+        let x = Tensor::randn_seeded(&[3, 7], 4, dev)?;
+        let (relu, gelu, sigmoid, tanh) = (ReLU, GELU, Sigmoid, Tanh);
         let pairs: [(&dyn Module, Tensor); 4] = [
-            (&ReLU, x.relu()?),
-            (&GELU, x.gelu()?),
-            (&Sigmoid, x.sigmoid()?),
-            (&Tanh, x.tanh()?),
+            (&relu, x.relu()?),
+            (&gelu, x.gelu()?),
+            (&sigmoid, x.sigmoid()?),
+            (&tanh, x.tanh()?),
         ];
         for (m, want) in pairs {
             let got = m.forward(&x)?;
@@ -391,33 +399,81 @@ fn activation_modules_equal_tensor_methods() -> Result<()> {
         let xv = x.to_vec()?;
         let f64s = |f: fn(f64) -> f64| xv.iter().map(|&v| f(v as f64)).collect::<Vec<_>>();
         assert_close(
-            &ReLU.forward(&x)?.to_vec()?,
+            &relu.forward(&x)?.to_vec()?,
             &f64s(|v| v.max(0.0)),
             1e-6,
             "relu",
         );
         assert_close(
-            &Sigmoid.forward(&x)?.to_vec()?,
+            &sigmoid.forward(&x)?.to_vec()?,
             &f64s(|v| 1.0 / (1.0 + (-v).exp())),
             1e-6,
             "sigmoid",
         );
-        assert_close(&Tanh.forward(&x)?.to_vec()?, &f64s(f64::tanh), 1e-6, "tanh");
-        let gelu = |v: f64| {
+        assert_close(&tanh.forward(&x)?.to_vec()?, &f64s(f64::tanh), 1e-6, "tanh");
+        let gelu_ref = |v: f64| {
             let c = (2.0 / std::f64::consts::PI).sqrt();
             0.5 * v * (1.0 + (c * (v + 0.044715 * v * v * v)).tanh())
         };
-        assert_close(&GELU.forward(&x)?.to_vec()?, &f64s(gelu), 1e-5, "gelu");
+        assert_close(&gelu.forward(&x)?.to_vec()?, &f64s(gelu_ref), 1e-5, "gelu");
     }
     Ok(())
 }
 
 #[test]
 fn training_mode_propagates() {
-    let mut m = Sequential::new().add(ReLU);
+    let m = Sequential::new().add(ReLU);
     assert!(m.is_training());
     m.set_training(false);
     assert!(!m.is_training());
     m.set_training(true);
     assert!(m.is_training());
+}
+
+/// `set_training(false)` on a Linear makes `is_training()` false (it stayed true before), and
+/// `eval()`/`train()` on a container reach every module, through a shared handle.
+#[test]
+fn train_and_eval_reach_every_module() -> Result<()> {
+    let lin = Linear::new(2, 2)?;
+    lin.set_training(false);
+    assert!(!lin.is_training());
+    let model = std::sync::Arc::new(
+        Sequential::new()
+            .add(Linear::new(4, 8)?)
+            .add(ReLU)
+            .add(camel_nn::LayerNorm::new(8)?)
+            .add(Sequential::new().add(Tanh).add(Linear::new(8, 3)?)),
+    );
+    let shared: std::sync::Arc<dyn Module> = model.clone();
+    shared.eval();
+    assert!(!model.is_training());
+    let dbg = format!("{model:?}");
+    assert_eq!(
+        dbg,
+        "Sequential(\n  (0): Linear(in_features=4, out_features=8, bias=true)\n  (1): ReLU()\n  \
+         (2): LayerNorm((8,), eps=1e-5)\n  (3): Sequential(\n    (0): Tanh()\n    \
+         (1): Linear(in_features=8, out_features=3, bias=true)\n  )\n)"
+    );
+    assert!(!dbg.contains("RwLock"));
+    shared.train();
+    assert!(model.is_training());
+    let e = camel_nn::Embedding::new(5, 3)?;
+    e.eval();
+    assert!(!e.is_training());
+    assert_eq!(format!("{e:?}"), "Embedding(5, 3)");
+    Ok(())
+}
+
+/// Layers built one after another without a seed draw from the process-wide generator and get
+/// different weights (that `manual_seed` repeats the stream is tested in camel-core, in a
+/// process where no other test draws from the global generator).
+#[test]
+fn layers_in_sequence_differ() -> Result<()> {
+    let a = Linear::new(6, 4)?.weight.tensor().to_vec()?;
+    let b = Linear::new(6, 4)?.weight.tensor().to_vec()?;
+    assert_ne!(a, b, "two layers built in sequence got the same weights");
+    let e1 = camel_nn::Embedding::new(5, 3)?.weight.tensor().to_vec()?;
+    let e2 = camel_nn::Embedding::new(5, 3)?.weight.tensor().to_vec()?;
+    assert_ne!(e1, e2);
+    Ok(())
 }

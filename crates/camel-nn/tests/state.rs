@@ -2,16 +2,23 @@
 //! unexpected and wrongly shaped entries.
 
 use camel_nn::{
-    load_safetensors, save_safetensors, Device, Linear, Module, ReLU, Sequential, StateError,
-    Tensor,
+    load_safetensors, save_safetensors, Device, Linear, LinearOptions, Module, ReLU, Sequential,
+    StateError, Tensor,
 };
 use std::collections::HashMap;
 
+fn seeded(seed: u64) -> LinearOptions {
+    LinearOptions {
+        seed: Some(seed),
+        ..Default::default()
+    }
+}
+
 fn net(seed: u64) -> Sequential {
     Sequential::new()
-        .add(Linear::new(4, 8, seed).unwrap())
+        .add(Linear::with_options(4, 8, seeded(seed)).unwrap())
         .add(ReLU)
-        .add(Linear::new(8, 3, seed + 1).unwrap())
+        .add(Linear::with_options(8, 3, seeded(seed + 1)).unwrap())
 }
 
 fn tmp(name: &str) -> std::path::PathBuf {
@@ -28,7 +35,7 @@ fn names_are_dotted_paths() {
 fn safetensors_round_trip_restores_outputs() {
     let a = net(0);
     let b = net(10);
-    let x = Tensor::randn(&[5, 4], 3, Device::Cpu).unwrap();
+    let x = Tensor::randn_seeded(&[5, 4], 3, Device::Cpu).unwrap();
     let ya = a.forward(&x).unwrap().to_vec().unwrap();
     assert_ne!(ya, b.forward(&x).unwrap().to_vec().unwrap());
     let path = tmp("roundtrip.safetensors");

@@ -4,8 +4,75 @@
 //! parameter's device, created on the first step. The update of all parameters is one device
 //! primitive ([`camel_nn::Tensor::apply_updates`]): on a GPU, one CUDA kernel launch for the
 //! whole model (the multi-tensor kernels of `kernels/optim/`), and nothing is copied to the host.
+//!
+//! Hyper-parameters are checked when they are set (constructors and setters return `Result`):
+//! a learning rate must be finite and > 0 (a schedule may later set it to 0), momentum and betas
+//! in [0, 1), eps finite and > 0, weight decay finite and ≥ 0.
+//!
+//! ```
+//! use camel_nn::{Linear, Module};
+//! use camel_optim::{Adam, Optimizer, Sgd};
+//! let model = Linear::new(3, 2)?;
+//! let mut opt = Adam::new(model.parameters(), 1e-3)?.betas(0.9, 0.99)?;
+//! opt.zero_grad();
+//! assert!(Sgd::new(model.parameters(), f32::NAN).is_err());
+//! assert!(Adam::new(model.parameters(), 1e-3)?.betas(2.0, 2.0).is_err());
+//! # Ok::<(), camel_nn::Error>(())
+//! ```
 
-use camel_nn::{no_grad_guard, Parameter, Result, Tensor, UpdateRule};
+#![warn(missing_docs)]
+
+use camel_nn::{no_grad_guard, Error, Parameter, Result, Tensor, UpdateRule};
+
+/// Checks one hyper-parameter: `ok` says whether `value` is valid, `want` says what is.
+fn check(op: &'static str, name: &str, value: f32, ok: bool, want: &str) -> Result<()> {
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument {
+            op,
+            msg: format!("{name} must be {want}, got {value}"),
+        })
+    }
+}
+
+/// A learning rate given at construction: finite and > 0.
+fn check_lr(op: &'static str, lr: f32) -> Result<()> {
+    check(
+        op,
+        "the learning rate",
+        lr,
+        lr.is_finite() && lr > 0.0,
+        "finite and > 0",
+    )
+}
+
+/// A learning rate set later (schedules): finite and ≥ 0.
+fn check_set_lr(op: &'static str, lr: f32) -> Result<()> {
+    check(
+        op,
+        "the learning rate",
+        lr,
+        lr.is_finite() && lr >= 0.0,
+        "finite and ≥ 0",
+    )
+}
+
+/// Momentum or an Adam beta: in [0, 1).
+fn check_unit(op: &'static str, name: &str, v: f32) -> Result<()> {
+    check(op, name, v, (0.0..1.0).contains(&v), "in [0, 1)")
+}
+
+/// Weight decay: finite and ≥ 0.
+fn check_decay(op: &'static str, wd: f32) -> Result<()> {
+    check(
+        op,
+        "weight decay",
+        wd,
+        wd.is_finite() && wd >= 0.0,
+        "finite and ≥ 0",
+    )
+}
 
 /// Something that updates parameters from their gradients.
 pub trait Optimizer {
@@ -15,8 +82,8 @@ pub trait Optimizer {
     fn zero_grad(&self);
     /// The learning rate.
     fn lr(&self) -> f32;
-    /// Change the learning rate (schedules).
-    fn set_lr(&mut self, lr: f32);
+    /// Change the learning rate (schedules); it must be finite and ≥ 0.
+    fn set_lr(&mut self, lr: f32) -> Result<()>;
 }
 
 /// Parameters with their lazily created state buffers.
@@ -95,35 +162,45 @@ struct Batch {
 /// `buf = μ·buf + g + λ·p; p −= lr·buf`.
 pub struct Sgd {
     slots: Slots,
-    /// Learning rate.
-    pub lr: f32,
-    /// Momentum μ (0 disables the buffer).
-    pub momentum: f32,
-    /// L2 weight decay λ.
-    pub weight_decay: f32,
+    lr: f32,
+    momentum: f32,
+    weight_decay: f32,
 }
 
 impl Sgd {
-    /// Plain SGD.
-    pub fn new(params: Vec<Parameter>, lr: f32) -> Sgd {
-        Sgd {
+    /// Plain SGD (PyTorch's `optim.SGD(params, lr)`); `lr` must be finite and > 0.
+    pub fn new(params: Vec<Parameter>, lr: f32) -> Result<Sgd> {
+        check_lr("Sgd", lr)?;
+        Ok(Sgd {
             slots: Slots::new(params),
             lr,
             momentum: 0.0,
             weight_decay: 0.0,
-        }
+        })
     }
 
-    /// Set the momentum.
-    pub fn momentum(mut self, m: f32) -> Sgd {
+    /// Set the momentum μ, in [0, 1) (0 disables the buffer).
+    pub fn momentum(mut self, m: f32) -> Result<Sgd> {
+        check_unit("Sgd", "momentum", m)?;
         self.momentum = m;
-        self
+        Ok(self)
     }
 
-    /// Set the weight decay.
-    pub fn weight_decay(mut self, wd: f32) -> Sgd {
+    /// Set the L2 weight decay λ, finite and ≥ 0.
+    pub fn weight_decay(mut self, wd: f32) -> Result<Sgd> {
+        check_decay("Sgd", wd)?;
         self.weight_decay = wd;
-        self
+        Ok(self)
+    }
+
+    /// The momentum μ.
+    pub fn momentum_value(&self) -> f32 {
+        self.momentum
+    }
+
+    /// The weight decay λ.
+    pub fn weight_decay_value(&self) -> f32 {
+        self.weight_decay
     }
 }
 
@@ -143,31 +220,30 @@ impl Optimizer for Sgd {
     fn lr(&self) -> f32 {
         self.lr
     }
-    fn set_lr(&mut self, lr: f32) {
-        self.lr = lr
+    fn set_lr(&mut self, lr: f32) -> Result<()> {
+        check_set_lr("Sgd", lr)?;
+        self.lr = lr;
+        Ok(())
     }
 }
 
 /// Adam with bias correction; with `decoupled` weight decay it is AdamW.
 pub struct Adam {
     slots: Slots,
-    /// Learning rate.
-    pub lr: f32,
-    /// Decay of the first moment.
-    pub beta1: f32,
-    /// Decay of the second moment.
-    pub beta2: f32,
-    /// Added to the denominator.
-    pub eps: f32,
-    /// Weight decay: added to the gradient (Adam) or applied to the weights (AdamW).
-    pub weight_decay: f32,
+    lr: f32,
+    beta1: f32,
+    beta2: f32,
+    eps: f32,
+    weight_decay: f32,
     decoupled: bool,
 }
 
 impl Adam {
-    /// Adam with PyTorch's defaults (β = 0.9, 0.999; ε = 1e-8; no weight decay).
-    pub fn new(params: Vec<Parameter>, lr: f32) -> Adam {
-        Adam {
+    /// Adam with PyTorch's defaults (β = 0.9, 0.999; ε = 1e-8; no weight decay); `lr` must be
+    /// finite and > 0.
+    pub fn new(params: Vec<Parameter>, lr: f32) -> Result<Adam> {
+        check_lr("Adam", lr)?;
+        Ok(Adam {
             slots: Slots::new(params),
             lr,
             beta1: 0.9,
@@ -175,29 +251,70 @@ impl Adam {
             eps: 1e-8,
             weight_decay: 0.0,
             decoupled: false,
-        }
+        })
     }
 
-    /// AdamW: decoupled weight decay (PyTorch's default 0.01).
-    pub fn adamw(params: Vec<Parameter>, lr: f32, weight_decay: f32) -> Adam {
-        Adam {
+    /// AdamW: decoupled weight decay (PyTorch's default 0.01), finite and ≥ 0.
+    pub fn adamw(params: Vec<Parameter>, lr: f32, weight_decay: f32) -> Result<Adam> {
+        check_lr("AdamW", lr)?;
+        check_decay("AdamW", weight_decay)?;
+        Ok(Adam {
             weight_decay,
             decoupled: true,
-            ..Adam::new(params, lr)
+            ..Adam::new(params, lr)?
+        })
+    }
+
+    fn name(&self) -> &'static str {
+        if self.decoupled {
+            "AdamW"
+        } else {
+            "Adam"
         }
     }
 
-    /// Set β₁ and β₂.
-    pub fn betas(mut self, b1: f32, b2: f32) -> Adam {
+    /// Set β₁ and β₂, each in [0, 1).
+    pub fn betas(mut self, b1: f32, b2: f32) -> Result<Adam> {
+        check_unit(self.name(), "beta1", b1)?;
+        check_unit(self.name(), "beta2", b2)?;
         self.beta1 = b1;
         self.beta2 = b2;
-        self
+        Ok(self)
     }
 
-    /// Set the (L2, for Adam) weight decay.
-    pub fn weight_decay(mut self, wd: f32) -> Adam {
+    /// Set ε (added to the denominator), finite and > 0.
+    pub fn eps(mut self, eps: f32) -> Result<Adam> {
+        check(
+            self.name(),
+            "eps",
+            eps,
+            eps.is_finite() && eps > 0.0,
+            "finite and > 0",
+        )?;
+        self.eps = eps;
+        Ok(self)
+    }
+
+    /// Set the weight decay (L2 for Adam, decoupled for AdamW), finite and ≥ 0.
+    pub fn weight_decay(mut self, wd: f32) -> Result<Adam> {
+        check_decay(self.name(), wd)?;
         self.weight_decay = wd;
-        self
+        Ok(self)
+    }
+
+    /// β₁ and β₂.
+    pub fn betas_value(&self) -> (f32, f32) {
+        (self.beta1, self.beta2)
+    }
+
+    /// ε.
+    pub fn eps_value(&self) -> f32 {
+        self.eps
+    }
+
+    /// The weight decay.
+    pub fn weight_decay_value(&self) -> f32 {
+        self.weight_decay
     }
 }
 
@@ -231,7 +348,9 @@ impl Optimizer for Adam {
     fn lr(&self) -> f32 {
         self.lr
     }
-    fn set_lr(&mut self, lr: f32) {
-        self.lr = lr
+    fn set_lr(&mut self, lr: f32) -> Result<()> {
+        check_set_lr(self.name(), lr)?;
+        self.lr = lr;
+        Ok(())
     }
 }

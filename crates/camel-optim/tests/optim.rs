@@ -129,7 +129,7 @@ fn compare(got: &[Vec<f32>], want: &[Vec<f64>], what: &str) {
 #[test]
 fn sgd_plain_matches_torch() -> Result<()> {
     for dev in devices() {
-        let got = run_steps(dev, |ps| Box::new(Sgd::new(ps, 0.1)))?;
+        let got = run_steps(dev, |ps| Box::new(Sgd::new(ps, 0.1).unwrap()))?;
         compare(&got, &sgd_ref(0.1, 0.0, 0.0), &format!("SGD on {dev}"));
     }
     Ok(())
@@ -138,7 +138,9 @@ fn sgd_plain_matches_torch() -> Result<()> {
 #[test]
 fn sgd_momentum_matches_torch() -> Result<()> {
     for dev in devices() {
-        let got = run_steps(dev, |ps| Box::new(Sgd::new(ps, 0.05).momentum(0.9)))?;
+        let got = run_steps(dev, |ps| {
+            Box::new(Sgd::new(ps, 0.05).unwrap().momentum(0.9).unwrap())
+        })?;
         compare(
             &got,
             &sgd_ref(0.05, 0.9, 0.0),
@@ -151,10 +153,19 @@ fn sgd_momentum_matches_torch() -> Result<()> {
 #[test]
 fn sgd_weight_decay_matches_torch() -> Result<()> {
     for dev in devices() {
-        let got = run_steps(dev, |ps| Box::new(Sgd::new(ps, 0.1).weight_decay(0.01)))?;
+        let got = run_steps(dev, |ps| {
+            Box::new(Sgd::new(ps, 0.1).unwrap().weight_decay(0.01).unwrap())
+        })?;
         compare(&got, &sgd_ref(0.1, 0.0, 0.01), &format!("SGD wd on {dev}"));
         let got = run_steps(dev, |ps| {
-            Box::new(Sgd::new(ps, 0.05).momentum(0.9).weight_decay(0.1))
+            Box::new(
+                Sgd::new(ps, 0.05)
+                    .unwrap()
+                    .momentum(0.9)
+                    .unwrap()
+                    .weight_decay(0.1)
+                    .unwrap(),
+            )
         })?;
         compare(
             &got,
@@ -168,14 +179,21 @@ fn sgd_weight_decay_matches_torch() -> Result<()> {
 #[test]
 fn adam_matches_torch() -> Result<()> {
     for dev in devices() {
-        let got = run_steps(dev, |ps| Box::new(Adam::new(ps, 0.1)))?;
+        let got = run_steps(dev, |ps| Box::new(Adam::new(ps, 0.1).unwrap()))?;
         compare(
             &got,
             &adam_ref(0.1, 0.9, 0.999, 1e-8, 0.0, false),
             &format!("Adam on {dev}"),
         );
         let got = run_steps(dev, |ps| {
-            Box::new(Adam::new(ps, 0.01).betas(0.8, 0.99).weight_decay(0.1))
+            Box::new(
+                Adam::new(ps, 0.01)
+                    .unwrap()
+                    .betas(0.8, 0.99)
+                    .unwrap()
+                    .weight_decay(0.1)
+                    .unwrap(),
+            )
         })?;
         compare(
             &got,
@@ -189,13 +207,13 @@ fn adam_matches_torch() -> Result<()> {
 #[test]
 fn adamw_matches_torch() -> Result<()> {
     for dev in devices() {
-        let got = run_steps(dev, |ps| Box::new(AdamW::adamw(ps, 0.1, 0.01)))?;
+        let got = run_steps(dev, |ps| Box::new(AdamW::adamw(ps, 0.1, 0.01).unwrap()))?;
         compare(
             &got,
             &adam_ref(0.1, 0.9, 0.999, 1e-8, 0.01, true),
             &format!("AdamW on {dev}"),
         );
-        let got = run_steps(dev, |ps| Box::new(Adam::adamw(ps, 0.05, 0.5)))?;
+        let got = run_steps(dev, |ps| Box::new(Adam::adamw(ps, 0.05, 0.5).unwrap()))?;
         compare(
             &got,
             &adam_ref(0.05, 0.9, 0.999, 1e-8, 0.5, true),
@@ -209,9 +227,18 @@ fn adamw_matches_torch() -> Result<()> {
 fn parameters_without_grad_are_skipped() -> Result<()> {
     for dev in devices() {
         let makers: Vec<MakeOpt> = vec![
-            Box::new(|ps| Box::new(Sgd::new(ps, 0.1).momentum(0.9).weight_decay(0.1))),
-            Box::new(|ps| Box::new(Adam::new(ps, 0.1).weight_decay(0.1))),
-            Box::new(|ps| Box::new(Adam::adamw(ps, 0.1, 0.1))),
+            Box::new(|ps| {
+                Box::new(
+                    Sgd::new(ps, 0.1)
+                        .unwrap()
+                        .momentum(0.9)
+                        .unwrap()
+                        .weight_decay(0.1)
+                        .unwrap(),
+                )
+            }),
+            Box::new(|ps| Box::new(Adam::new(ps, 0.1).unwrap().weight_decay(0.1).unwrap())),
+            Box::new(|ps| Box::new(Adam::adamw(ps, 0.1, 0.1).unwrap())),
         ];
         for make in makers {
             let used = param(&P0, dev)?;
@@ -239,7 +266,7 @@ fn zero_grad_clears_every_parameter() -> Result<()> {
         let b = param(&C, dev)?;
         a.tensor().mul(&b.tensor())?.sum()?.backward()?;
         assert!(a.grad().is_some() && b.grad().is_some());
-        let opt = Adam::new(vec![a.clone(), b.clone()], 0.1);
+        let opt = Adam::new(vec![a.clone(), b.clone()], 0.1).unwrap();
         opt.zero_grad();
         assert!(a.grad().is_none() && b.grad().is_none());
         // A step with no gradients at all changes nothing.
@@ -257,12 +284,12 @@ fn set_lr_takes_effect_on_next_step() -> Result<()> {
         // SGD: one step at lr 0.1, then two at 0.02.
         let p = param(&P0, dev)?;
         let c = Tensor::from_vec(C.to_vec(), &[2, 3], dev)?;
-        let mut opt = Sgd::new(vec![p.clone()], 0.1);
+        let mut opt = Sgd::new(vec![p.clone()], 0.1).unwrap();
         assert_eq!(opt.lr(), 0.1);
         let mut want: Vec<f64> = P0.iter().map(|&x| x as f64).collect();
         for step in 0..3 {
             if step == 1 {
-                opt.set_lr(0.02);
+                opt.set_lr(0.02).unwrap();
                 assert_eq!(opt.lr(), 0.02);
             }
             let lr = if step == 0 { 0.1 } else { 0.02 };
@@ -279,8 +306,8 @@ fn set_lr_takes_effect_on_next_step() -> Result<()> {
         }
         // Adam: setting lr to 0 freezes the parameter (but the moments keep updating).
         let p = param(&P0, dev)?;
-        let mut opt = Adam::new(vec![p.clone()], 0.1);
-        opt.set_lr(0.0);
+        let mut opt = Adam::new(vec![p.clone()], 0.1).unwrap();
+        opt.set_lr(0.0).unwrap();
         assert_eq!(Optimizer::lr(&opt), 0.0);
         opt.zero_grad();
         backward(&p, &c)?;
@@ -297,13 +324,13 @@ fn adam_minimizes_a_quadratic() -> Result<()> {
         let target = Tensor::from_vec(vec![1.0, -2.0, 3.0, 0.5, -0.25, 4.0], &[2, 3], dev)?;
         let scale = Tensor::from_vec(vec![1.0, 10.0, 0.1, 3.0, 0.5, 2.0], &[2, 3], dev)?;
         let p = Parameter::new(Tensor::zeros(&[2, 3], dev)?)?;
-        let mut opt = Adam::new(vec![p.clone()], 0.1);
+        let mut opt = Adam::new(vec![p.clone()], 0.1).unwrap();
         let f = |p: &Parameter| -> Result<Tensor> {
             p.tensor().sub(&target)?.square()?.mul(&scale)?.sum()
         };
         for step in 0..2000 {
             if step == 1000 {
-                opt.set_lr(0.01);
+                opt.set_lr(0.01).unwrap();
             }
             opt.zero_grad();
             f(&p)?.backward()?;
@@ -323,7 +350,7 @@ fn adam_bias_correction_is_per_parameter() -> Result<()> {
     let a = param(&P0, dev)?;
     let late = param(&P0, dev)?;
     let c = Tensor::from_vec(C.to_vec(), &[2, 3], dev)?;
-    let mut opt = Adam::new(vec![a.clone(), late.clone()], 0.1);
+    let mut opt = Adam::new(vec![a.clone(), late.clone()], 0.1).unwrap();
     // Two steps where only `a` has a gradient.
     for _ in 0..2 {
         opt.zero_grad();
@@ -344,4 +371,51 @@ fn adam_bias_correction_is_per_parameter() -> Result<()> {
         "Adam, parameter first seen at step 3",
     );
     Ok(())
+}
+
+/// Invalid hyper-parameters are refused where they are set, with an error naming the optimizer
+/// and the value; valid edge values are accepted.
+#[test]
+fn invalid_hyper_parameters_are_errors() {
+    let p = || vec![Parameter::new(Tensor::zeros(&[2], Device::Cpu).unwrap()).unwrap()];
+    for lr in [f32::NAN, f32::INFINITY, -1.0, 0.0, -0.0] {
+        let e = Sgd::new(p(), lr).err().expect("Sgd accepted lr");
+        assert!(e.to_string().starts_with("Sgd: the learning rate"), "{e}");
+        assert!(Adam::new(p(), lr).is_err(), "Adam accepted lr {lr}");
+        assert!(
+            Adam::adamw(p(), lr, 0.01).is_err(),
+            "AdamW accepted lr {lr}"
+        );
+    }
+    for m in [-0.1, 1.0, 2.0, f32::NAN] {
+        assert!(
+            Sgd::new(p(), 0.1).unwrap().momentum(m).is_err(),
+            "momentum {m}"
+        );
+    }
+    for wd in [-0.1, f32::NAN, f32::INFINITY] {
+        assert!(Sgd::new(p(), 0.1).unwrap().weight_decay(wd).is_err());
+        assert!(Adam::new(p(), 0.1).unwrap().weight_decay(wd).is_err());
+        assert!(Adam::adamw(p(), 0.1, wd).is_err());
+    }
+    let e = Adam::new(p(), 0.1).unwrap().betas(2.0, 2.0).err().unwrap();
+    assert!(
+        e.to_string().contains("beta1 must be in [0, 1), got 2"),
+        "{e}"
+    );
+    assert!(Adam::new(p(), 0.1).unwrap().betas(0.9, 1.0).is_err());
+    for eps in [0.0, -1e-8, f32::NAN] {
+        assert!(Adam::new(p(), 0.1).unwrap().eps(eps).is_err(), "eps {eps}");
+    }
+    let mut opt = Adam::new(p(), 0.1).unwrap().betas(0.0, 0.0).unwrap();
+    assert!(opt.set_lr(f32::NAN).is_err());
+    assert!(opt.set_lr(-1.0).is_err());
+    assert_eq!(opt.lr(), 0.1, "a refused set_lr leaves the rate");
+    opt.set_lr(0.0).unwrap();
+    Sgd::new(p(), 1e-30)
+        .unwrap()
+        .momentum(0.0)
+        .unwrap()
+        .weight_decay(0.0)
+        .unwrap();
 }

@@ -14,6 +14,8 @@
 //! | `matmul/` | matmul (2-D and batched, transpose flags), linear (bias and activation fused) |
 //! | `shape/` | views (reshape, permute, transpose, narrow, split, chunk, squeeze, unsqueeze, expand), contiguous, cat, stack, pad, to_dtype |
 //! | `embedding/` | embedding (gather rows by index) |
+//! | `index/` | select, index_select (built on narrow/squeeze and the embedding gather) |
+//! | `arith.rs` | `std::ops` operators (`+ - * /`, unary `-`) on tensors and `f32` scalars |
 //! | `softmax/` | softmax, log_softmax (last dim) |
 //! | `layer_norm/` | layer_norm |
 //! | `loss.rs` | cross_entropy, mse |
@@ -29,8 +31,10 @@
 //! along an empty dim is an error. Shapes whose element count overflows `usize` are errors, and a
 //! host allocation that cannot be satisfied is [`crate::Error::OutOfMemory`].
 
+pub mod arith;
 pub mod elementwise;
 pub mod embedding;
+pub mod index;
 pub mod layer_norm;
 pub mod loss;
 pub mod matmul;

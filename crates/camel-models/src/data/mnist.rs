@@ -59,10 +59,25 @@ impl Mnist {
                 hint: MISSING_HINT.to_string(),
             });
         }
-        Ok(Mnist {
-            train: Split::load(&root, "train")?,
-            test: Split::load(&root, "t10k")?,
-        })
+        let train = Split::load(&root, "train")?;
+        let test = Split::load(&root, "t10k")?;
+        // A model sized for the training images cannot read test images of another size, so the
+        // mismatch is reported here, naming both files, rather than as a layer's shape error
+        // after a whole epoch.
+        if (train.rows, train.cols) != (test.rows, test.cols) {
+            return Err(DataError::Mismatch {
+                path: root.join("t10k-images-idx3-ubyte.gz"),
+                detail: format!(
+                    "test images are {}×{}, but {} holds {}×{} training images",
+                    test.rows,
+                    test.cols,
+                    root.join("train-images-idx3-ubyte.gz").display(),
+                    train.rows,
+                    train.cols
+                ),
+            });
+        }
+        Ok(Mnist { train, test })
     }
 }
 
@@ -74,6 +89,13 @@ impl Split {
         let labels_path = dir.join(format!("{prefix}-labels-idx1-ubyte.gz"));
         let (pixels, n, rows, cols) = read_idx_images(&images_path)?;
         let labels = read_idx_labels(&labels_path)?;
+        if n == 0 {
+            // Training or evaluating on no examples gives a NaN loss and accuracy.
+            return Err(DataError::Mismatch {
+                path: images_path,
+                detail: "holds 0 images; a split needs at least one example".into(),
+            });
+        }
         if labels.len() != n {
             return Err(DataError::Mismatch {
                 path: labels_path,
