@@ -132,10 +132,11 @@ proptest! {
             let _ = Tensor::zeros(&shape, d);
             let _ = Tensor::ones(&shape, d);
             let _ = Tensor::full(&shape, a, d);
-            let _ = Tensor::randn(&shape, seed, d);
-            // rand needs lo < hi with a finite width (its range checks belong to the random
-            // generator); every shape goes through it
-            let _ = Tensor::rand(&shape, -1.0, 1.0, seed, d);
+            let _ = Tensor::randn_seeded(&shape, seed, d);
+            let _ = Tensor::randn(&shape, d);
+            // any bounds: lo ≥ hi, NaN and infinite widths are errors
+            let _ = Tensor::rand_seeded(&shape, a, b, seed, d);
+            let _ = Tensor::rand(&shape, b, c, d);
             let _ = Tensor::arange(a, b, c, d);
             let _ = Tensor::from_vec(vec![a; len], &shape, d);
             let _ = Tensor::from_vec_i64(vec![7; len], &shape, d);

@@ -20,8 +20,8 @@ fn overflowing_shapes_are_errors() {
                 Err(Error::BadShape { .. })
             ));
             assert!(Tensor::full(&shape, 1.0, d).is_err());
-            assert!(Tensor::rand(&shape, 0.0, 1.0, 0, d).is_err());
-            assert!(Tensor::randn(&shape, 0, d).is_err());
+            assert!(Tensor::rand_seeded(&shape, 0.0, 1.0, 0, d).is_err());
+            assert!(Tensor::randn_seeded(&shape, 0, d).is_err());
             // a shape that wraps to a small count must not match a small vector
             assert!(Tensor::from_vec(vec![], &shape, d).is_err());
             let x = Tensor::zeros(&[2, 3], d).unwrap();
@@ -49,7 +49,14 @@ fn huge_host_allocation_is_out_of_memory() {
         }
         other => panic!("expected OutOfMemory, got {other}"),
     }
-    assert!(e_msg(&Tensor::rand(&[n], 0.0, 1.0, 0, camel_core::Device::Cpu)).contains("bytes"));
+    assert!(e_msg(&Tensor::rand_seeded(
+        &[n],
+        0.0,
+        1.0,
+        0,
+        camel_core::Device::Cpu
+    ))
+    .contains("bytes"));
     // a broadcast view of that size is free; making it dense is not
     let x = Tensor::zeros(&[1], camel_core::Device::Cpu).unwrap();
     let big = x.broadcast_to(&[1 << 31, 1 << 31]).unwrap();
