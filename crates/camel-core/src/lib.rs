@@ -15,6 +15,8 @@
 //! `autograd.rs` (graph and backward), `ops/` (every op's forward and backward),
 //! `storage.rs` (device dispatch), `backend/cpu.rs` (CPU reference), `backend/cuda.rs` (CUDA).
 
+#![warn(missing_docs)]
+
 pub mod autograd;
 pub mod backend;
 mod device;

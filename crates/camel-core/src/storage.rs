@@ -16,7 +16,9 @@ use crate::{DType, Device, Error, Result};
 /// A tensor's data on one device.
 #[derive(Debug)]
 pub enum Storage {
+    /// Host memory.
     Cpu(CpuStorage),
+    /// GPU memory.
     #[cfg(feature = "cuda")]
     Cuda(CudaStorage),
 }

@@ -25,7 +25,9 @@ pub(crate) fn try_filled<T: Clone>(op: &'static str, n: usize, value: T) -> Resu
 /// Host data, one variant per dtype.
 #[derive(Clone, Debug)]
 pub enum CpuStorage {
+    /// `f32` elements.
     F32(Vec<f32>),
+    /// `i64` elements.
     I64(Vec<i64>),
 }
 

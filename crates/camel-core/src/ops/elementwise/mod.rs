@@ -14,24 +14,34 @@ mod cuda;
 /// Elementwise functions of one tensor (and an optional scalar).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum UnaryOp {
+    /// `-x`.
     Neg,
     /// `max(x, 0)`; NaN stays NaN (as `torch.relu`).
     Relu,
+    /// `1 / (1 + exp(-x))`.
     Sigmoid,
+    /// `tanh(x)`.
     Tanh,
     /// GELU, tanh approximation.
     Gelu,
     /// Derivative of the tanh-approximated GELU with respect to its input.
     GeluGrad,
+    /// `exp(x)`.
     Exp,
+    /// Natural logarithm `ln(x)`.
     Log,
     /// 0 where x ≤ 0, else 1 (the derivative of ReLU). NaN gives 1, so the gradient at a NaN
     /// input passes through as in PyTorch's `threshold_backward`.
     Step,
+    /// `sqrt(x)`.
     Sqrt,
+    /// `x * x`.
     Square,
+    /// `x + c` for the scalar `c`.
     AddScalar(f32),
+    /// `x * c` for the scalar `c`.
     MulScalar(f32),
+    /// `x^c` for the scalar exponent `c`.
     PowScalar(f32),
 }
 
@@ -112,9 +122,13 @@ pub const GELU_C: f32 = 0.797_884_6;
 /// Elementwise functions of two tensors, with broadcasting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BinaryOp {
+    /// `a + b`.
     Add,
+    /// `a - b`.
     Sub,
+    /// `a * b`.
     Mul,
+    /// `a / b`.
     Div,
     /// 1 where a == b, else 0.
     Eq,

@@ -13,7 +13,9 @@ mod cuda;
 /// Reductions along one dimension.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReduceOp {
+    /// The sum of the elements.
     Sum,
+    /// The largest element.
     Max,
 }
 

@@ -16,17 +16,26 @@ mod cuda;
 pub enum UpdateRule {
     /// SGD: `buf = momentum*buf + (g + wd*p); p -= lr*buf` (buf = g + wd*p when momentum is 0).
     Sgd {
+        /// Learning rate.
         lr: f32,
+        /// Momentum factor; 0 disables the momentum buffer.
         momentum: f32,
+        /// L2 weight decay added to the gradient.
         weight_decay: f32,
     },
     /// Adam (L2 weight decay added to the gradient) or AdamW (decoupled decay), with bias correction.
     Adam {
+        /// Learning rate.
         lr: f32,
+        /// Decay rate of the first-moment (mean) estimate.
         beta1: f32,
+        /// Decay rate of the second-moment (uncentred variance) estimate.
         beta2: f32,
+        /// Added to the denominator for numerical stability.
         eps: f32,
+        /// Weight decay factor.
         weight_decay: f32,
+        /// `true` for AdamW's decoupled decay (`p -= lr*wd*p`), `false` for L2 decay on the gradient.
         decoupled: bool,
         /// 1 - beta1^t
         bc1: f32,
