@@ -291,6 +291,17 @@ impl Tensor {
     // ---------------------------------------------------------------- creation
 
     /// A tensor from host data; `data.len()` must equal the product of `shape`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use camel_core::{Device, Tensor};
+    /// let t = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3], Device::Cpu)?;
+    /// assert_eq!(t.shape(), &[2, 3]);
+    /// assert_eq!(t.to_vec()?, [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    /// assert!(Tensor::from_vec(vec![1.0, 2.0], &[3], Device::Cpu).is_err());
+    /// # Ok::<(), camel_core::Error>(())
+    /// ```
     pub fn from_vec(data: Vec<f32>, shape: &[usize], device: Device) -> Result<Tensor> {
         Tensor::from_cpu(CpuStorage::F32(data), shape, device)
     }
@@ -329,6 +340,15 @@ impl Tensor {
     }
 
     /// A tensor of zeros.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use camel_core::{Device, Tensor};
+    /// let z = Tensor::zeros(&[2, 2], Device::Cpu)?;
+    /// assert_eq!(z.to_vec()?, [0.0; 4]);
+    /// # Ok::<(), camel_core::Error>(())
+    /// ```
     pub fn zeros(shape: &[usize], device: Device) -> Result<Tensor> {
         Tensor::full(shape, 0.0, device)
     }
@@ -398,6 +418,8 @@ impl Tensor {
 
     /// Normal samples with mean 0 and standard deviation 1 drawn from the process-wide
     /// generator (see [`manual_seed`](crate::manual_seed)); PyTorch's `torch.randn`.
+    ///
+    /// # Examples
     ///
     /// ```
     /// use camel_core::{manual_seed, Device, Tensor};

@@ -40,11 +40,16 @@ impl Clone for TrainingFlag {
 
 /// A layer or model: a forward pass plus named parameters.
 ///
+/// # Examples
+///
 /// `Debug` prints the structure, as PyTorch prints a model:
 ///
 /// ```
-/// use camel_nn::{Linear, Module, ReLU, Sequential};
+/// use camel_nn::{Device, Linear, Module, ReLU, Sequential, Tensor};
 /// let model = Sequential::new().add(Linear::new(4, 8)?).add(ReLU).add(Linear::new(8, 3)?);
+/// let y = model.forward(&Tensor::zeros(&[5, 4], Device::Cpu)?)?;
+/// assert_eq!(y.shape(), &[5, 3]);
+/// assert_eq!(model.parameters().len(), 4);
 /// assert_eq!(
 ///     format!("{model:?}"),
 ///     "Sequential(\n  (0): Linear(in_features=4, out_features=8, bias=true)\n  (1): ReLU()\n  \

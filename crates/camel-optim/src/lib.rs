@@ -160,6 +160,22 @@ struct Batch {
 
 /// Stochastic gradient descent with optional momentum and L2 weight decay:
 /// `buf = μ·buf + g + λ·p; p −= lr·buf`.
+///
+/// # Examples
+///
+/// ```
+/// use camel_nn::{Device, Linear, Module, Tensor};
+/// use camel_optim::{Optimizer, Sgd};
+/// let model = Linear::new(3, 1)?;
+/// let mut opt = Sgd::new(model.parameters(), 0.1)?.momentum(0.9)?;
+/// let x = Tensor::ones(&[4, 3], Device::Cpu)?;
+/// let before = model.forward(&x)?.sum()?.item()?;
+/// opt.zero_grad();
+/// model.forward(&x)?.sum()?.backward()?;
+/// opt.step()?;
+/// assert!(model.forward(&x)?.sum()?.item()? < before);
+/// # Ok::<(), camel_nn::Error>(())
+/// ```
 pub struct Sgd {
     slots: Slots,
     lr: f32,
@@ -228,6 +244,22 @@ impl Optimizer for Sgd {
 }
 
 /// Adam with bias correction; with `decoupled` weight decay it is AdamW.
+///
+/// # Examples
+///
+/// ```
+/// use camel_nn::{Device, Linear, Module, Tensor};
+/// use camel_optim::{Adam, Optimizer};
+/// let model = Linear::new(3, 1)?;
+/// let mut opt = Adam::adamw(model.parameters(), 1e-2, 0.01)?;
+/// let x = Tensor::ones(&[4, 3], Device::Cpu)?;
+/// let before = model.forward(&x)?.sum()?.item()?;
+/// opt.zero_grad();
+/// model.forward(&x)?.sum()?.backward()?;
+/// opt.step()?;
+/// assert!(model.forward(&x)?.sum()?.item()? < before);
+/// # Ok::<(), camel_nn::Error>(())
+/// ```
 pub struct Adam {
     slots: Slots,
     lr: f32,

@@ -57,6 +57,18 @@ impl Storage {
 
 impl Tensor {
     /// `self · rhs` for `[.., m, k] · [.., k, n]`; batch dims must match, or one side is 2-D.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use camel_core::{Device, Tensor};
+    /// let a = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0], &[2, 2], Device::Cpu)?;
+    /// let b = Tensor::from_vec(vec![5.0, 6.0, 7.0, 8.0], &[2, 2], Device::Cpu)?;
+    /// assert_eq!(a.matmul(&b)?.to_vec()?, [19.0, 22.0, 43.0, 50.0]);
+    /// // Inner dimensions that disagree are a shape error, not a panic.
+    /// assert!(a.matmul(&Tensor::zeros(&[3, 2], Device::Cpu)?).is_err());
+    /// # Ok::<(), camel_core::Error>(())
+    /// ```
     pub fn matmul(&self, rhs: &Tensor) -> Result<Tensor> {
         self.matmul_t(rhs, false, false)
     }
