@@ -87,7 +87,11 @@ fn bad_launch_config_names_the_kernel() {
         // SAFETY: arguments match fill_f32(float*, long long, float); never launched anyway.
         let err = unsafe { dev.launch(&k, cfg, &[&buf.ptr(), &n, &1f32]) }.unwrap_err();
         assert!(matches!(err, Error::LaunchConfig { .. }), "{err:?}");
-        assert!(err.to_string().contains("elementwise::fill_f32"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("elementwise/01_thread_per_element::fill_f32"),
+            "{err}"
+        );
     }
     // The device is still usable afterwards.
     elementwise::fill_f32(&dev, buf.ptr(), 1024, 3.0).unwrap();
