@@ -19,29 +19,15 @@ const DEFAULT_ARCH: &str = "sm_90";
 
 /// Compiles the labs; returns an error naming every lab that failed.
 pub fn labs(args: &[String]) -> Result<(), String> {
-    let mut link = false;
-    let mut arch = DEFAULT_ARCH.to_string();
-    let mut jobs = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--link" => link = true,
-            "--arch" => {
-                arch = it
-                    .next()
-                    .filter(|v| v.starts_with("sm_"))
-                    .ok_or("--arch needs a real architecture, e.g. sm_90")?
-                    .clone()
-            }
-            "--jobs" | "-j" => {
-                jobs = it
-                    .next()
-                    .and_then(|v| v.parse().ok())
-                    .filter(|&n: &usize| n > 0)
-                    .ok_or("--jobs needs a positive number")?
-            }
-            other => return Err(format!("labs: unknown argument `{other}`")),
-        }
+    let crate::NvccArgs {
+        flag: link,
+        arch,
+        jobs,
+    } = crate::NvccArgs::parse("labs", args, "--link", DEFAULT_ARCH)?;
+    if !arch.starts_with("sm_") {
+        return Err(format!(
+            "labs: --arch must be a real architecture like sm_90, got `{arch}`"
+        ));
     }
     let root = crate::repo_root();
     let labs = lab_sources(&root.join(LABS_DIR))?;

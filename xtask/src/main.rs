@@ -134,6 +134,54 @@ fn repo_root() -> PathBuf {
 // build-kernels
 // ---------------------------------------------------------------------------------------------
 
+/// The arguments `build-kernels` and `labs` share: one on/off flag of the subcommand's own,
+/// `--arch ARCH` and `--jobs N` (parallel nvcc runs, default: the machine's cores).
+pub(crate) struct NvccArgs {
+    /// Whether the subcommand's own flag was given.
+    pub flag: bool,
+    /// The nvcc architecture.
+    pub arch: String,
+    /// How many nvcc runs at once.
+    pub jobs: usize,
+}
+
+impl NvccArgs {
+    /// Parses `args` for subcommand `cmd`, whose own flag is `flag`.
+    pub(crate) fn parse(
+        cmd: &str,
+        args: &[String],
+        flag: &str,
+        default_arch: &str,
+    ) -> Result<NvccArgs, String> {
+        let mut out = NvccArgs {
+            flag: false,
+            arch: default_arch.to_string(),
+            jobs: std::thread::available_parallelism().map_or(2, |n| n.get()),
+        };
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            match a.as_str() {
+                f if f == flag => out.flag = true,
+                "--arch" => {
+                    out.arch = it
+                        .next()
+                        .ok_or(format!("{cmd}: --arch needs a value, e.g. {default_arch}"))?
+                        .clone()
+                }
+                "--jobs" | "-j" => {
+                    out.jobs = it
+                        .next()
+                        .and_then(|v| v.parse().ok())
+                        .filter(|&n: &usize| n > 0)
+                        .ok_or("--jobs needs a positive number")?
+                }
+                other => return Err(format!("{cmd}: unknown argument `{other}`")),
+            }
+        }
+        Ok(out)
+    }
+}
+
 struct Job {
     src: PathBuf,
     ptx: PathBuf,
@@ -142,29 +190,11 @@ struct Job {
 }
 
 fn build_kernels(args: &[String]) -> Result<(), String> {
-    let mut force = false;
-    let mut arch = DEFAULT_ARCH.to_string();
-    let mut jobs = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--force" => force = true,
-            "--arch" => {
-                arch = it
-                    .next()
-                    .ok_or("--arch needs a value, e.g. compute_80")?
-                    .clone()
-            }
-            "--jobs" | "-j" => {
-                jobs = it
-                    .next()
-                    .and_then(|v| v.parse().ok())
-                    .filter(|&n: &usize| n > 0)
-                    .ok_or("--jobs needs a positive number")?
-            }
-            other => return Err(format!("build-kernels: unknown argument `{other}`")),
-        }
-    }
+    let NvccArgs {
+        flag: force,
+        arch,
+        jobs,
+    } = NvccArgs::parse("build-kernels", args, "--force", DEFAULT_ARCH)?;
     if !arch.starts_with("compute_") {
         return Err(format!(
             "--arch must be a virtual architecture like compute_80, got `{arch}`"
