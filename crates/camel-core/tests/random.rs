@@ -32,7 +32,7 @@ fn normal_f64(seed: u64, i: usize) -> f64 {
     let u2 = (word(seed, 0, pair + 1) >> 8) as f64 / 16_777_216.0;
     let r = (-2.0 * u1.ln()).sqrt();
     let theta = 2.0 * std::f64::consts::PI * u2;
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         r * theta.cos()
     } else {
         r * theta.sin()
@@ -384,10 +384,10 @@ fn dropout_edge_cases() {
         assert!(y[1].is_nan() && y[3].is_nan(), "p = 1 on {dev}: {y:?}");
         // p = 0 and eval mode: the identity, no kernel, no draw
         let mut g = Generator::new(1);
+        let x2 = Tensor::ones(&[1000], dev).unwrap();
         let before = launch_count(dev);
         let same = x.dropout_with(0.0, &mut g).unwrap();
         assert_eq!(g.offset(), 0);
-        let x2 = Tensor::ones(&[1000], dev).unwrap();
         let e = x2.dropout(0.5, false).unwrap();
         assert_eq!(
             launch_count(dev),
