@@ -121,7 +121,11 @@ fn gradcheck_masked_softmax() {
 fn masked_entries_are_zero_and_rows_sum_to_one() {
     for dev in devices() {
         let x = Tensor::randn_seeded(&[2, 4, 6], 5, dev).unwrap();
-        let y = x.scaled_masked_softmax(1.0, true).unwrap().to_vec().unwrap();
+        let y = x
+            .scaled_masked_softmax(1.0, true)
+            .unwrap()
+            .to_vec()
+            .unwrap();
         for (r, row) in y.chunks(6).enumerate() {
             let n = (r % 4) + 1 + 2;
             assert!(row[n..].iter().all(|&v| v == 0.0), "{dev} row {r}: {row:?}");
@@ -130,7 +134,11 @@ fn masked_entries_are_zero_and_rows_sum_to_one() {
         }
         // a single new query (with a cache) sees every key
         let q1 = Tensor::randn_seeded(&[1, 1, 9], 6, dev).unwrap();
-        let y1 = q1.scaled_masked_softmax(1.0, true).unwrap().to_vec().unwrap();
+        let y1 = q1
+            .scaled_masked_softmax(1.0, true)
+            .unwrap()
+            .to_vec()
+            .unwrap();
         assert!(y1.iter().all(|&v| v > 0.0), "{dev}: {y1:?}");
     }
 }
@@ -172,9 +180,15 @@ fn bad_input_is_an_error_naming_the_op() {
         let e = x.scaled_masked_softmax(1.0, true).unwrap_err();
         assert!(matches!(e, Error::BadShape { .. }), "{e}");
         let msg = e.to_string();
-        assert!(msg.contains("scaled_masked_softmax") && msg.contains("Tk ≥ Tq"), "{msg}");
+        assert!(
+            msg.contains("scaled_masked_softmax") && msg.contains("Tk ≥ Tq"),
+            "{msg}"
+        );
         // fine without the mask
-        assert_eq!(x.scaled_masked_softmax(1.0, false).unwrap().shape(), &[2, 5, 3]);
+        assert_eq!(
+            x.scaled_masked_softmax(1.0, false).unwrap().shape(),
+            &[2, 5, 3]
+        );
         // rank 1
         let e = Tensor::zeros(&[4], dev)
             .unwrap()
@@ -192,6 +206,9 @@ fn bad_input_is_an_error_naming_the_op() {
         ));
         // empty tensors are fine
         let z = Tensor::zeros(&[0, 3, 4], dev).unwrap();
-        assert_eq!(z.scaled_masked_softmax(1.0, true).unwrap().shape(), &[0, 3, 4]);
+        assert_eq!(
+            z.scaled_masked_softmax(1.0, true).unwrap().shape(),
+            &[0, 3, 4]
+        );
     }
 }

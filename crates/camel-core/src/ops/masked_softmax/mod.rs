@@ -107,7 +107,7 @@ impl Tensor {
                 ),
             });
         }
-        let rows = if tk == 0 { 0 } else { self.numel() / tk };
+        let rows = self.numel().checked_div(tk).unwrap_or(0);
         let m = MaskedRows {
             rows,
             tq: tq.max(1),
