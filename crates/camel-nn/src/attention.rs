@@ -105,24 +105,15 @@ impl fmt::Debug for MultiHeadAttention {
 
 /// Dropout of `x` with probability `p` in training mode; the identity in eval mode or at 0.
 pub(crate) fn dropout(x: &Tensor, p: f32, training: bool) -> Result<Tensor> {
-    if p == 0.0 || !training {
-        return Ok(x.clone());
-    }
-    Err(Error::InvalidArgument {
-        op: "dropout",
-        msg: format!(
-            "dropout {p} in training mode needs Tensor::dropout (input {:?})",
-            x.shape()
-        ),
-    })
+    x.dropout(p, training)
 }
 
-/// Error unless `p` is a probability in [0, 1).
+/// Error unless `p` is a probability in [0, 1], as [`crate::Dropout`] takes.
 pub(crate) fn check_dropout(op: &'static str, p: f32) -> Result<()> {
-    if !(0.0..1.0).contains(&p) {
+    if !(0.0..=1.0).contains(&p) {
         return Err(Error::InvalidArgument {
             op,
-            msg: format!("dropout must be in [0, 1), got {p}"),
+            msg: format!("dropout must be in [0, 1], got {p}"),
         });
     }
     Ok(())

@@ -320,7 +320,7 @@ fn bad_sizes_and_inputs_are_errors_naming_them() -> Result<()> {
         8,
         2,
         BlockOptions {
-            dropout: 1.0,
+            dropout: 1.5,
             ..Default::default()
         },
     )
@@ -591,5 +591,43 @@ fn buffer_is_a_shared_debug_printable_handle() -> Result<()> {
     assert_eq!(b.id(), c.id());
     assert!(format!("{b:?}").contains("Buffer"));
     assert!(b.set(&Tensor::zeros(&[3], Device::Cpu)?).is_err());
+    Ok(())
+}
+
+#[test]
+fn dropout_applies_in_training_only() -> Result<()> {
+    let opts = |dropout: f32, dev: Device| BlockOptions {
+        dropout,
+        seed: Some(4),
+        device: dev,
+        ..Default::default()
+    };
+    for dev in devices() {
+        let x = Tensor::randn_seeded(&[2, 6, 8], 1, dev)?;
+        let plain = Block::with_options(8, 2, opts(0.0, dev))?
+            .forward(&x)?
+            .to_vec()?;
+        let block = Block::with_options(8, 2, opts(0.3, dev))?;
+        // eval mode: the identity, the same output as without dropout
+        block.eval();
+        assert_eq!(block.forward(&x)?.to_vec()?, plain, "{dev}");
+        let mut cache = KvCache::new();
+        assert!(max_diff(&block.forward_cached(&x, &mut cache)?.to_vec()?, &plain) <= 1e-5);
+        // training mode: dropped, and the same for the same seed
+        block.train();
+        camel_nn::manual_seed(11);
+        let a = block.forward(&x)?.to_vec()?;
+        camel_nn::manual_seed(11);
+        let b = block.forward(&x)?.to_vec()?;
+        assert_eq!(a, b, "{dev}: one seed, one mask");
+        assert!(
+            max_diff(&a, &plain) > 1e-3,
+            "{dev}: dropout changed nothing"
+        );
+        // and gradients flow through the dropped attention
+        let xl = x.detach().requires_grad_(true)?;
+        block.forward(&xl)?.sum()?.backward()?;
+        assert!(xl.grad().unwrap().to_vec()?.iter().all(|v| v.is_finite()));
+    }
     Ok(())
 }

@@ -27,6 +27,7 @@ pub mod loss;
 pub mod masked_softmax;
 pub mod matmul;
 pub mod optim;
+pub mod random;
 pub mod reduce;
 pub mod rows;
 pub mod shape;
