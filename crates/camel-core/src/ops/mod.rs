@@ -17,6 +17,7 @@
 //! | `index/` | select, index_select (built on narrow/squeeze and the embedding gather) |
 //! | `arith.rs` | `std::ops` operators (`+ - * /`, unary `-`) on tensors and `f32` scalars |
 //! | `softmax/` | softmax, log_softmax (last dim) |
+//! | `filter/` | filter2d, filter2d_separable (2-D image filter, zero padding) |
 //! | `layer_norm/` | layer_norm |
 //! | `loss.rs` | cross_entropy, mse |
 //! | `update.rs` | apply_updates (optimizer step of many parameters) |
@@ -34,6 +35,7 @@
 pub mod arith;
 pub mod elementwise;
 pub mod embedding;
+pub mod filter;
 pub mod index;
 pub mod layer_norm;
 pub mod loss;

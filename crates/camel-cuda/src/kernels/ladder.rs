@@ -23,6 +23,8 @@ pub enum Family {
     Optim,
     /// LayerNorm forward and backward.
     LayerNorm,
+    /// The 2-D image filter (`filter2d`, `filter2d_separable`).
+    Filter,
 }
 
 /// One step of a family's ladder.
@@ -268,9 +270,47 @@ const LAYERNORM: &[StepInfo] = &[
     ),
 ];
 
+const FILTER: &[StepInfo] = &[
+    s(
+        Step::One,
+        "naive",
+        "a thread per output pixel, every tap read from global memory",
+        &["filter::naive"],
+        "radius ≤ 8",
+    ),
+    s(
+        Step::Two,
+        "smem_tiles",
+        "a shared-memory tile with its apron, loaded once per block",
+        &["filter::smem_tiles"],
+        "radius ≤ 8",
+    ),
+    s(
+        Step::Three,
+        "separable",
+        "a row pass then a column pass through an intermediate buffer",
+        &["filter::separable"],
+        "a separable filter (a 2-D filter is factored on the host; one that is not rank 1 is refused)",
+    ),
+    s(
+        Step::Four,
+        "coalesced",
+        "warp-wide tile rows: coalesced loads, no shared-memory bank conflicts",
+        &["filter::coalesced"],
+        "as step 3",
+    ),
+    s(
+        Step::Five,
+        "tuned",
+        "radius as a template parameter, taps in registers, register blocking",
+        &["filter::tuned", "filter::tuned_separable"],
+        "radius ≤ 8; a 2-D filter runs the 2-D kernel, row and column vectors the two passes",
+    ),
+];
+
 impl Family {
     /// Every family.
-    pub const ALL: [Family; 7] = [
+    pub const ALL: [Family; 8] = [
         Family::Elementwise,
         Family::Reduce,
         Family::Softmax,
@@ -278,6 +318,7 @@ impl Family {
         Family::Embedding,
         Family::Optim,
         Family::LayerNorm,
+        Family::Filter,
     ];
 
     /// The family's ladder, in step order.
@@ -290,6 +331,7 @@ impl Family {
             Family::Embedding => EMBEDDING,
             Family::Optim => OPTIM,
             Family::LayerNorm => LAYERNORM,
+            Family::Filter => FILTER,
         }
     }
 
@@ -303,6 +345,7 @@ impl Family {
             Family::Embedding => "embedding",
             Family::Optim => "optim",
             Family::LayerNorm => "layernorm",
+            Family::Filter => "filter",
         }
     }
 
@@ -316,14 +359,17 @@ impl Family {
             Family::Embedding => "CAMEL_EMBEDDING",
             Family::Optim => "CAMEL_OPTIM",
             Family::LayerNorm => "CAMEL_LAYERNORM",
+            Family::Filter => "CAMEL_FILTER",
         }
     }
 
     /// The step the library runs by default: the family's fastest measured step
-    /// (docs/kernels/), step 4 for LayerNorm, the embedding and cross-entropy, step 3 for
-    /// the rest, and the highest step a family has when it has no step 3.
+    /// (docs/kernels/), step 5 for the image filter, step 4 for LayerNorm, the embedding and
+    /// cross-entropy, step 3 for the rest, and the highest step a family has when it has no
+    /// step 3.
     pub fn default_step(&self) -> Step {
         let want = match self {
+            Family::Filter => Step::Five,
             Family::LayerNorm | Family::Embedding | Family::CrossEntropy => Step::Four,
             _ => Step::Three,
         };
@@ -342,12 +388,14 @@ impl Family {
             .map_or(step, |i| i.step)
     }
 
-    /// The step named `s`: its number (`1` … `4`) or its name in [`Family::steps`].
+    /// The step named `s`: its number (`1` … `4`, or up to the family's last step where that
+    /// is higher) or its name in [`Family::steps`].
     pub fn parse_step(&self, s: &str) -> Option<Step> {
         let s = s.trim();
+        let max = self.max_number();
         Step::ALL
             .into_iter()
-            .find(|st| st.number().to_string() == s)
+            .find(|st| st.number() <= max && st.number().to_string() == s)
             .or_else(|| {
                 self.steps()
                     .iter()
@@ -359,7 +407,13 @@ impl Family {
     /// The values [`Family::parse_step`] accepts, for error messages and the configuration table.
     pub fn accepted(&self) -> String {
         let names: Vec<&str> = self.steps().iter().map(|i| i.name).collect();
-        format!("1, 2, 3, 4 or {}", names.join(", "))
+        let numbers: Vec<String> = (1..=self.max_number()).map(|n| n.to_string()).collect();
+        format!("{} or {}", numbers.join(", "), names.join(", "))
+    }
+
+    /// The highest step number the family's variable accepts: 4, or its last step if higher.
+    fn max_number(&self) -> u32 {
+        self.steps().last().map_or(4, |i| i.step.number()).max(4)
     }
 }
 
@@ -409,6 +463,10 @@ mod tests {
             super::super::optim::STEPS.map(|k| k.step).to_vec(),
             steps(Family::Optim)
         );
+        assert_eq!(
+            super::super::filter::STEPS.map(|k| k.step).to_vec(),
+            steps(Family::Filter)
+        );
     }
 
     #[test]
@@ -437,5 +495,7 @@ mod tests {
             Some(Step::Three)
         );
         assert_eq!(Family::Softmax.parse_step("5"), None);
+        assert_eq!(Family::Filter.parse_step("5"), Some(Step::Five));
+        assert_eq!(Family::Filter.parse_step("separable"), Some(Step::Three));
     }
 }
