@@ -169,6 +169,24 @@ fn filter_grad(x: &Tensor, g: &Tensor, r: usize) -> Result<Tensor> {
     Tensor::stack(&refs, 0)?.reshape(&[k, k])
 }
 
+/// The primitive [`FilterKernels::filter2d`] of `x`'s and `f`'s storages.
+fn filter2d_storage(x: &Tensor, f: &Tensor, h: usize, w: usize, r: usize) -> Result<Storage> {
+    x.storage()?.filter2d(&*f.storage()?, h, w, r)
+}
+
+/// The primitive [`FilterKernels::filter2d_sep`] of the tensors' storages.
+fn sep_storage(
+    x: &Tensor,
+    row: &Tensor,
+    col: &Tensor,
+    h: usize,
+    w: usize,
+    r: usize,
+) -> Result<Storage> {
+    x.storage()?
+        .filter2d_sep(&*row.storage()?, &*col.storage()?, h, w, r)
+}
+
 impl Tensor {
     /// The 2-D correlation of this `[H, W]` image with a `[2r+1, 2r+1]` filter, zero padding,
     /// an output `[H, W]`: `F.conv2d(x[None, None], w[None, None], padding=r)[0, 0]` in
@@ -198,7 +216,7 @@ impl Tensor {
         check_radius(op, self.device(), r, filter.shape())?;
         let s = step(Family::Filter);
         let y = if kernels_of(s).0 {
-            self.storage()?.filter2d(&*filter.storage()?, h, w, r)?
+            filter2d_storage(self, filter, h, w, r)?
         } else {
             let k = 2 * r + 1;
             let (col, row) =
@@ -215,9 +233,7 @@ impl Tensor {
                 })?;
             let row = Tensor::from_vec(row, &[k], self.device())?;
             let col = Tensor::from_vec(col, &[k], self.device())?;
-            let (st, rs, cs) = (self.storage()?, row.storage()?, col.storage()?);
-            let y = st.filter2d_sep(&rs, &cs, h, w, r)?;
-            y
+            sep_storage(self, &row, &col, h, w, r)?
         };
         let y = Tensor::from_storage(y, vec![h, w]);
         let (xd, fd) = (self.detach(), filter.detach());
@@ -270,16 +286,13 @@ impl Tensor {
         let r = k / 2;
         check_radius(op, self.device(), r, &[k, k])?;
         let y = if kernels_of(step(Family::Filter)).1 {
-            let st = self.storage()?;
-            st.filter2d_sep(&*row.storage()?, &*col.storage()?, h, w, r)?
+            sep_storage(self, row, col, h, w, r)?
         } else {
             let outer = col
                 .detach()
                 .reshape(&[k, 1])?
                 .mul(&row.detach().reshape(&[1, k])?)?;
-            let (st, os) = (self.storage()?, outer.storage()?);
-            let y = st.filter2d(&os, h, w, r)?;
-            y
+            filter2d_storage(self, &outer, h, w, r)?
         };
         let y = Tensor::from_storage(y, vec![h, w]);
         let (xd, rd, cd) = (self.detach(), row.detach(), col.detach());
