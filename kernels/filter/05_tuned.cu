@@ -35,7 +35,9 @@ __device__ __forceinline__ void filter2d_tuned(const float* __restrict__ x, cons
 #pragma unroll
     for (int j = 0; j < RB; j++) acc[j] = 0.0f;
     const float* base = tile + threadIdx.y * RB * TW + threadIdx.x;
-#pragma unroll
+    // the loop over filter columns stays rolled: unrolled too, 17 copies of the body exceed
+    // what the compiler keeps in registers and the window spills to local memory
+#pragma unroll 1
     for (int b = 0; b < K; b++) {
         float win[RB + 2 * R];
 #pragma unroll
