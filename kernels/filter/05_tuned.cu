@@ -1,6 +1,6 @@
 // Image filter, step 5: unrolled and tuned. The radius is a template parameter (one kernel per
-// radius 0 … 8, chosen at launch), so every loop over the taps unrolls completely and the tile
-// offsets are constants. The taps are read once per thread through the read-only path into
+// radius 0 … 8, chosen at launch), so the loops over the taps unroll and the tile offsets are
+// constants. The taps are read once per thread through the read-only path into
 // registers (the separable passes) or once per block into shared memory, where a warp reads
 // one tap with one broadcast (the 2-D kernel: 289 taps do not fit registers). The filter stays
 // a device tensor: constant memory or kernel parameters would need its values on the host, a
