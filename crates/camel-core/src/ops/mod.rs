@@ -19,6 +19,7 @@
 //! | `random/` | rand, randn, bernoulli, multinomial, dropout (Philox, the same stream on every device) |
 //! | `softmax/` | softmax, log_softmax (last dim) |
 //! | `masked_softmax/` | scaled_masked_softmax (attention scores: scale, causal mask, softmax in one pass) |
+//! | `filter/` | filter2d, filter2d_separable (2-D image filter, zero padding) |
 //! | `layer_norm/` | layer_norm |
 //! | `loss.rs` | cross_entropy, mse |
 //! | `update.rs` | apply_updates (optimizer step of many parameters) |
@@ -36,6 +37,7 @@
 pub mod arith;
 pub mod elementwise;
 pub mod embedding;
+pub mod filter;
 pub mod index;
 pub mod layer_norm;
 pub mod loss;

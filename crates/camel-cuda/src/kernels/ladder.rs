@@ -25,6 +25,8 @@ pub enum Family {
     LayerNorm,
     /// The scaled, causally masked softmax of attention scores, forward and backward.
     MaskedSoftmax,
+    /// The 2-D image filter (`filter2d`, `filter2d_separable`).
+    Filter,
 }
 
 /// One step of a family's ladder.
@@ -277,10 +279,47 @@ const MASKED_SOFTMAX: &[StepInfo] = &[s(
     &["masked_softmax::registers", "masked_softmax::registers_bwd"],
     "nothing (rows longer than SOFTMAX3_MAX_COLS run a block per row)",
 )];
+const FILTER: &[StepInfo] = &[
+    s(
+        Step::One,
+        "naive",
+        "a thread per output pixel, every tap read from global memory",
+        &["filter::naive"],
+        "radius ≤ 8",
+    ),
+    s(
+        Step::Two,
+        "smem_tiles",
+        "a shared-memory tile with its apron, loaded once per block",
+        &["filter::smem_tiles"],
+        "radius ≤ 8",
+    ),
+    s(
+        Step::Three,
+        "separable",
+        "a row pass then a column pass through an intermediate buffer",
+        &["filter::separable"],
+        "a separable filter (a 2-D filter is factored on the host; one that is not rank 1 is refused)",
+    ),
+    s(
+        Step::Four,
+        "coalesced",
+        "warp-wide tile rows: coalesced loads, no shared-memory bank conflicts",
+        &["filter::coalesced"],
+        "as step 3",
+    ),
+    s(
+        Step::Five,
+        "tuned",
+        "radius as a template parameter, taps in registers, register blocking",
+        &["filter::tuned", "filter::tuned_separable"],
+        "radius ≤ 8; a 2-D filter runs the 2-D kernel, row and column vectors the two passes",
+    ),
+];
 
 impl Family {
     /// Every family.
-    pub const ALL: [Family; 8] = [
+    pub const ALL: [Family; 9] = [
         Family::Elementwise,
         Family::Reduce,
         Family::Softmax,
@@ -289,6 +328,7 @@ impl Family {
         Family::Optim,
         Family::LayerNorm,
         Family::MaskedSoftmax,
+        Family::Filter,
     ];
 
     /// The family's ladder, in step order.
@@ -302,6 +342,7 @@ impl Family {
             Family::Optim => OPTIM,
             Family::LayerNorm => LAYERNORM,
             Family::MaskedSoftmax => MASKED_SOFTMAX,
+            Family::Filter => FILTER,
         }
     }
 
@@ -316,6 +357,7 @@ impl Family {
             Family::Optim => "optim",
             Family::LayerNorm => "layernorm",
             Family::MaskedSoftmax => "masked_softmax",
+            Family::Filter => "filter",
         }
     }
 
@@ -330,14 +372,17 @@ impl Family {
             Family::Optim => "CAMEL_OPTIM",
             Family::LayerNorm => "CAMEL_LAYERNORM",
             Family::MaskedSoftmax => "CAMEL_MASKED_SOFTMAX",
+            Family::Filter => "CAMEL_FILTER",
         }
     }
 
     /// The step the library runs by default: the family's fastest measured step
-    /// (docs/kernels/), step 4 for LayerNorm, the embedding and cross-entropy, step 3 for
-    /// the rest, and the highest step a family has when it has no step 3.
+    /// (docs/kernels/), step 5 for the image filter, step 4 for LayerNorm, the embedding and
+    /// cross-entropy, step 3 for the rest, and the highest step a family has when it has no
+    /// step 3.
     pub fn default_step(&self) -> Step {
         let want = match self {
+            Family::Filter => Step::Five,
             Family::LayerNorm | Family::Embedding | Family::CrossEntropy => Step::Four,
             _ => Step::Three,
         };
@@ -356,12 +401,14 @@ impl Family {
             .map_or(step, |i| i.step)
     }
 
-    /// The step named `s`: its number (`1` … `4`) or its name in [`Family::steps`].
+    /// The step named `s`: its number (`1` … `4`, or up to the family's last step where that
+    /// is higher) or its name in [`Family::steps`].
     pub fn parse_step(&self, s: &str) -> Option<Step> {
         let s = s.trim();
+        let max = self.max_number();
         Step::ALL
             .into_iter()
-            .find(|st| st.number().to_string() == s)
+            .find(|st| st.number() <= max && st.number().to_string() == s)
             .or_else(|| {
                 self.steps()
                     .iter()
@@ -373,7 +420,13 @@ impl Family {
     /// The values [`Family::parse_step`] accepts, for error messages and the configuration table.
     pub fn accepted(&self) -> String {
         let names: Vec<&str> = self.steps().iter().map(|i| i.name).collect();
-        format!("1, 2, 3, 4 or {}", names.join(", "))
+        let numbers: Vec<String> = (1..=self.max_number()).map(|n| n.to_string()).collect();
+        format!("{} or {}", numbers.join(", "), names.join(", "))
+    }
+
+    /// The highest step number the family's variable accepts: 4, or its last step if higher.
+    fn max_number(&self) -> u32 {
+        self.steps().last().map_or(4, |i| i.step.number()).max(4)
     }
 }
 
@@ -427,6 +480,10 @@ mod tests {
             super::super::masked_softmax::STEPS.map(|k| k.step).to_vec(),
             steps(Family::MaskedSoftmax)
         );
+        assert_eq!(
+            super::super::filter::STEPS.map(|k| k.step).to_vec(),
+            steps(Family::Filter)
+        );
     }
 
     #[test]
@@ -455,5 +512,7 @@ mod tests {
             Some(Step::Three)
         );
         assert_eq!(Family::Softmax.parse_step("5"), None);
+        assert_eq!(Family::Filter.parse_step("5"), Some(Step::Five));
+        assert_eq!(Family::Filter.parse_step("separable"), Some(Step::Three));
     }
 }

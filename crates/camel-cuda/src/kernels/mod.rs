@@ -21,6 +21,7 @@ macro_rules! launchers {
 
 pub mod elementwise;
 pub mod embedding;
+pub mod filter;
 pub mod ladder;
 pub mod layernorm;
 pub mod loss;

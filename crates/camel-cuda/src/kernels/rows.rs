@@ -55,18 +55,21 @@ pub enum Step {
     Three,
     /// Step 4.
     Four,
+    /// Step 5 (the image-filter ladder).
+    Five,
 }
 
 impl Step {
     /// Every step, in ladder order.
-    pub const ALL: [Step; 4] = [Step::One, Step::Two, Step::Three, Step::Four];
-    /// The step's number (1, 2, 3, 4).
+    pub const ALL: [Step; 5] = [Step::One, Step::Two, Step::Three, Step::Four, Step::Five];
+    /// The step's number (1 … 5).
     pub fn number(&self) -> u32 {
         match self {
             Step::One => 1,
             Step::Two => 2,
             Step::Three => 3,
             Step::Four => 4,
+            Step::Five => 5,
         }
     }
 }

@@ -5,6 +5,8 @@
 //! Shakespeare are committed in the repository's `datasets/`, larger sets are fetched by
 //! `camel data fetch`; see `datasets/README.md` at the workspace root.
 
+mod augment;
+mod cifar;
 pub mod fetch;
 mod idx;
 mod loader;
@@ -13,6 +15,12 @@ mod table;
 
 use std::path::{Path, PathBuf};
 
+pub use augment::{hflip, Augment};
+pub use cifar::{
+    parse_cifar_batch, read_cifar_batch, read_cifar_batches, Cifar10, CifarSplit, CIFAR10_CLASSES,
+    CIFAR10_IMAGE_LEN, CIFAR10_MEAN, CIFAR10_RECORD_BYTES, CIFAR10_STD, CIFAR10_TEST_FILE,
+    CIFAR10_TRAIN_FILES,
+};
 pub use idx::{read_idx_images, read_idx_labels};
 pub use loader::{Batches, DataLoader, LoaderError};
 pub use mnist::{Mnist, Split, MNIST_MEAN, MNIST_STD};
