@@ -137,7 +137,7 @@ proptest! {
             // any bounds: lo ≥ hi, NaN and infinite widths are errors
             let _ = Tensor::rand_seeded(&shape, a, b, seed, d);
             let _ = Tensor::rand(&shape, b, c, d);
-            let _ = Tensor::arange(a, b, c, d);
+            let _ = Tensor::arange_f32(a, b, c, d);
             let _ = Tensor::from_vec(vec![a; len], &shape, d);
             let _ = Tensor::from_vec_i64(vec![7; len], &shape, d);
             // a device that is not there
