@@ -98,7 +98,10 @@ fn arange_rejects_non_finite_and_huge_ranges() {
         "arange",
     );
     assert_eq!(
-        Tensor::arange_f32(0.0, 2.0, 0.5, d).unwrap().to_vec().unwrap(),
+        Tensor::arange_f32(0.0, 2.0, 0.5, d)
+            .unwrap()
+            .to_vec()
+            .unwrap(),
         vec![0.0, 0.5, 1.0, 1.5]
     );
     assert_eq!(Tensor::arange_f32(1.0, 1.0, 1.0, d).unwrap().shape(), &[0]);

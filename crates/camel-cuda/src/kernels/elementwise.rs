@@ -198,7 +198,15 @@ pub fn triangle_f32(
 ) -> Result<()> {
     let (ni, r, c, up) = (n as i64, rows as i64, cols as i64, upper as i32);
     // SAFETY: matches `triangle_f32(const float*, float*, long long ×4, int)`; n floats each.
-    unsafe { launch_elems(dev, STEP1, "triangle_f32", n, &[&x, &y, &ni, &r, &c, &k, &up]) }
+    unsafe {
+        launch_elems(
+            dev,
+            STEP1,
+            "triangle_f32",
+            n,
+            &[&x, &y, &ni, &r, &c, &k, &up],
+        )
+    }
 }
 
 /// `y = clamp(x, lo, hi)` (`grad == false`) or its derivative mask, 1.0 where `lo ≤ x ≤ hi`

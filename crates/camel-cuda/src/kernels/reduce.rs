@@ -131,7 +131,11 @@ pub fn var_rows_f32(
     if rows == 0 {
         return Ok(());
     }
-    let (r, c, k) = (rows as i64, cols as i64, correction.min(i64::MAX as usize) as i64);
+    let (r, c, k) = (
+        rows as i64,
+        cols as i64,
+        correction.min(i64::MAX as usize) as i64,
+    );
     // SAFETY: matches `var_rows_f32(const float*, float*, long long, long long, long long)`;
     // rows × cols floats at x, rows at y.
     unsafe {

@@ -50,7 +50,11 @@ impl ElementwiseKernels for CpuStorage {
                     *o += q * s[d];
                 }
             }
-            out.push(if m[off[0]] != 0.0 { a[off[1]] } else { b[off[2]] });
+            out.push(if m[off[0]] != 0.0 {
+                a[off[1]]
+            } else {
+                b[off[2]]
+            });
         }
         Ok(CpuStorage::F32(out))
     }

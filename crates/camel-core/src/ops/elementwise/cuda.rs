@@ -54,7 +54,16 @@ impl ElementwiseKernels for CudaStorage {
     fn triangle(&self, rows: usize, cols: usize, k: i64, upper: bool) -> Result<Self> {
         expect("triangle", self, DType::F32)?;
         let out = like(self, self.len, DType::F32)?;
-        k::elementwise::triangle_f32(&self.dev, self.ptr(), out.ptr(), self.len, rows, cols, k, upper)?;
+        k::elementwise::triangle_f32(
+            &self.dev,
+            self.ptr(),
+            out.ptr(),
+            self.len,
+            rows,
+            cols,
+            k,
+            upper,
+        )?;
         Ok(out)
     }
 

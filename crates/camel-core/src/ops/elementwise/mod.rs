@@ -301,7 +301,13 @@ impl Storage {
     }
 
     /// [`ElementwiseKernels::triangle`] on this storage's device.
-    pub(crate) fn triangle(&self, rows: usize, cols: usize, k: i64, upper: bool) -> Result<Storage> {
+    pub(crate) fn triangle(
+        &self,
+        rows: usize,
+        cols: usize,
+        k: i64,
+        upper: bool,
+    ) -> Result<Storage> {
         dispatch!("triangle"; x = self => x.triangle(rows, cols, k, upper))
     }
 
