@@ -90,8 +90,10 @@ fn err_names(r: Result<Tensor>, parts: &[&str]) {
 
 type Cmp = fn(&Tensor, &Tensor) -> Result<Tensor>;
 type CmpS = fn(&Tensor, f32) -> Result<Tensor>;
+/// A comparison: its name, tensor form, scalar form and f64 reference.
+type Comparison = (&'static str, Cmp, CmpS, fn(f64, f64) -> bool);
 
-fn comparisons() -> [(&'static str, Cmp, CmpS, fn(f64, f64) -> bool); 6] {
+fn comparisons() -> [Comparison; 6] {
     [
         ("eq", Tensor::eq, Tensor::eq_scalar, |a, b| a == b),
         ("ne", Tensor::ne, Tensor::ne_scalar, |a, b| a != b),
