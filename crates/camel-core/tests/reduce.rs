@@ -353,6 +353,20 @@ fn multi_dim_edge_cases_and_errors() {
             }
         }
         // the output is a fresh tensor, never the input's storage
+        // a strided view reads through its layout: [[1, 4], [2, 5], [3, 6]]
+        let xt = x.transpose(0, 1).unwrap();
+        assert_eq!(
+            xt.sum_dims(&[0], false).unwrap().to_vec().unwrap(),
+            [6.0, 15.0]
+        );
+        assert_eq!(
+            xt.mean_dims(&[1], true).unwrap().to_vec().unwrap(),
+            [2.5, 3.5, 4.5]
+        );
+        assert_eq!(
+            xt.var_dims(&[1], 0, false).unwrap().to_vec().unwrap(),
+            [2.25; 3]
+        );
         let x0 = t(&[4.0], &[], d);
         assert!(!x0.sum_dims(&[0], false).unwrap().shares_storage(&x0));
     }

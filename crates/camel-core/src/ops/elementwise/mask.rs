@@ -105,6 +105,17 @@ impl Tensor {
     /// three broadcast together. A select: an inf or NaN in the branch not taken never reaches
     /// the output. The gradient goes to `on_true` where the mask is set and to `on_false` where
     /// it is not (summed back to each one's shape); the mask gets none.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use camel_core::{Device, Tensor};
+    /// let x = Tensor::from_vec(vec![-1.0, 2.0, -3.0], &[3], Device::Cpu)?;
+    /// let zero = Tensor::zeros(&[], Device::Cpu)?;
+    /// let y = x.gt_scalar(0.0)?.where_cond(&x, &zero)?; // relu, written as a select
+    /// assert_eq!(y.to_vec()?, [0.0, 2.0, 0.0]);
+    /// # Ok::<(), camel_core::Error>(())
+    /// ```
     pub fn where_cond(&self, on_true: &Tensor, on_false: &Tensor) -> Result<Tensor> {
         const OP: &str = "where_cond";
         for t in [self, on_true, on_false] {
@@ -147,6 +158,18 @@ impl Tensor {
     /// `value` where `mask` is non-zero, else this tensor (`torch.Tensor.masked_fill`). The mask
     /// broadcasts to this tensor's shape; `value` may be ±inf (the usual `-inf` before a
     /// softmax). The gradient passes where the mask is 0 and is 0 where it is set.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use camel_core::{Device, Tensor};
+    /// // a causal mask: key j is hidden from query i when j > i
+    /// let scores = Tensor::zeros(&[3, 3], Device::Cpu)?;
+    /// let future = Tensor::ones(&[3, 3], Device::Cpu)?.triu(1)?;
+    /// let p = scores.masked_fill(&future, f32::NEG_INFINITY)?.softmax()?;
+    /// assert_eq!(p.to_vec()?[..3], [1.0, 0.0, 0.0]);
+    /// # Ok::<(), camel_core::Error>(())
+    /// ```
     pub fn masked_fill(&self, mask: &Tensor, value: f32) -> Result<Tensor> {
         const OP: &str = "masked_fill";
         expect_f32(OP, self)?;

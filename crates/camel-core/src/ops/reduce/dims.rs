@@ -124,6 +124,16 @@ impl Tensor {
     /// PyTorch. Same dims rules as [`Tensor::sum_dims`]. Computed in two passes (f64 on the CPU);
     /// see the module docs for the layout. The gradient is `2 (x − mean) / (N − correction)`
     /// times the upstream gradient.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use camel_core::{Device, Tensor};
+    /// let x = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0], &[2, 2], Device::Cpu)?;
+    /// assert_eq!(x.var_dims(&[0, 1], 0, false)?.item()?, 1.25); // population
+    /// assert_eq!(x.var_dims(&[-1], 1, true)?.to_vec()?, [0.5, 0.5]); // unbiased, per row
+    /// # Ok::<(), camel_core::Error>(())
+    /// ```
     pub fn var_dims(&self, dims: &[isize], correction: usize, keepdim: bool) -> Result<Tensor> {
         const OP: &str = "var_dims";
         expect_f32(OP, self)?;
