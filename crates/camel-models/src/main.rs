@@ -428,8 +428,37 @@ impl Out {
     }
 }
 
+/// Parses the command line. Under `--json` a usage error is one JSON line on stderr (exit 2),
+/// like every other error; `--help` and `--version` print as text either way.
+fn parse_cli() -> std::result::Result<Cli, ExitCode> {
+    use clap::error::ErrorKind;
+    match Cli::try_parse() {
+        Ok(cli) => Ok(cli),
+        Err(e) => {
+            let json = std::env::args()
+                .skip(1)
+                .take_while(|a| a != "--")
+                .any(|a| a == "--json");
+            let plain = matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion);
+            if !json || plain {
+                e.exit();
+            }
+            let msg = e.render().to_string();
+            let msg = msg.trim().trim_start_matches("error: ");
+            eprintln!(
+                "{}",
+                json!({ "event": "error", "kind": "usage", "message": msg })
+            );
+            Err(ExitCode::from(2))
+        }
+    }
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match parse_cli() {
+        Ok(cli) => cli,
+        Err(code) => return code,
+    };
     let out = Out {
         quiet: cli.quiet,
         json: cli.json,
@@ -810,11 +839,23 @@ fn data_cmd(out: &Out, cmd: DataCmd) -> CliResult<()> {
                         (format!("downloaded from {url}, checksum OK"), Some(url))
                     }
                 };
+                let fresh = from.is_some();
                 out.info(
                     &format!("{}: {text}", folder.join(f.name).display()),
                     json!({"event": "file", "set": set.name, "file": f.name, "path": folder.join(f.name),
                            "url": from, "sha256": f.sha256}),
                 )?;
+                let target = folder.join(set.unpacks_to);
+                if f.name.ends_with(".tar.gz")
+                    && !set.unpacks_to.is_empty()
+                    && (fresh || !target.is_dir())
+                {
+                    let wrote = fetch::unpack_tar_gz(&folder.join(f.name), &folder).map_err(err)?;
+                    out.info(
+                        &format!("{}: unpacked into {}", f.name, target.display()),
+                        json!({"event": "unpacked", "set": set.name, "file": f.name, "paths": wrote}),
+                    )?;
+                }
             }
             out.result(
                 &format!(
@@ -870,10 +911,25 @@ fn data_cmd(out: &Out, cmd: DataCmd) -> CliResult<()> {
                                "expected": f.sha256, "found": found}),
                     )?;
                 }
+                if !set.unpacks_to.is_empty() {
+                    let path = dir.join(set.name).join(set.unpacks_to);
+                    let word = if path.is_dir() { "OK" } else { "MISSING" };
+                    checked += 1;
+                    if !path.is_dir() {
+                        bad += 1;
+                    }
+                    out.result(
+                        &format!(
+                            "{word:<8} {} (unpacked by camel data fetch)",
+                            path.display()
+                        ),
+                        json!({"set": set.name, "path": path, "status": word, "unpacked": true}),
+                    )?;
+                }
             }
             if bad > 0 {
                 return Err(CliError::Run(camel_models::Error::Invalid(format!(
-                    "{bad} of {checked} files failed verification"
+                    "{bad} of {checked} checks failed"
                 ))));
             }
             Ok(())

@@ -143,6 +143,27 @@ fn json_errors_are_json() {
     let v: serde_json::Value = serde_json::from_str(err.trim()).expect("one JSON line");
     assert_eq!(v["event"], "error");
     assert!(v["message"].as_str().unwrap().contains("--lr"), "{err}");
+
+    // errors found by the argument parser itself are JSON too, with the usage exit code
+    for args in [
+        &["--json", "train", "mlp", "--epochs", "many"][..],
+        &["--json", "trian"][..],
+        &["data", "fetch", "--json"][..],
+    ] {
+        let out = camel(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = text(&out.stderr);
+        let v: serde_json::Value = serde_json::from_str(err.trim()).expect("one JSON line");
+        assert_eq!(
+            (v["event"].as_str(), v["kind"].as_str()),
+            (Some("error"), Some("usage"))
+        );
+        assert!(!v["message"].as_str().unwrap().is_empty(), "{err}");
+    }
+    // without --json they stay clap's text
+    let out = camel(&["train", "mlp", "--epochs", "many"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).starts_with("error:"));
 }
 
 /// Trains a small MLP into a fresh run folder and checks every file there.

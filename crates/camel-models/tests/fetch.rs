@@ -296,6 +296,13 @@ fn cli_fetch_list_and_verify() {
         "--from",
         &format!("{server}/good/"),
     ]);
+    // the served text is not the CIFAR-10 archive: refused by size, nothing written
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("pins no SHA-256"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cifar-10-binary.tar.gz") && err.contains("wrong size"),
+        "{err}"
+    );
+    assert!(!tmp.0.join("cifar-10/cifar-10-binary.tar.gz").exists());
+    assert!(!tmp.0.join("cifar-10/cifar-10-batches-bin").exists());
 }

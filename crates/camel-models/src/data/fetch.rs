@@ -35,6 +35,9 @@ pub struct KnownSet {
     pub files: &'static [KnownFile],
     /// Why the set cannot be fetched, when `files` is empty.
     pub note: &'static str,
+    /// The folder its one archive (a `.tar.gz` among `files`) unpacks to inside the set's
+    /// folder, or empty when the files are used as they are.
+    pub unpacks_to: &'static str,
 }
 
 const MNIST_FILES: [KnownFile; 4] = [
@@ -89,6 +92,14 @@ const SHAKESPEARE_FILES: [KnownFile; 1] = [KnownFile {
     sha256: "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed",
 }];
 
+/// The SHA-256 is the one TensorFlow Datasets pins for this URL
+/// (`tensorflow_datasets/url_checksums/cifar10.txt`); the authors publish only an MD5.
+const CIFAR10_FILES: [KnownFile; 1] = [KnownFile {
+    name: "cifar-10-binary.tar.gz",
+    bytes: 170_052_171,
+    sha256: "c4a38c50a1bc5f3a1c5537f2155ab9d68f9f25eb1ed8d9ddda3db29a59bca1dd",
+}];
+
 /// Every data set camel knows, in the order `camel data list` shows them.
 pub const KNOWN_SETS: [KnownSet; 4] = [
     KnownSet {
@@ -102,6 +113,7 @@ pub const KNOWN_SETS: [KnownSet; 4] = [
         ],
         files: &MNIST_FILES,
         note: "",
+        unpacks_to: "",
     },
     KnownSet {
         name: "fashion-mnist",
@@ -113,16 +125,16 @@ pub const KNOWN_SETS: [KnownSet; 4] = [
         ],
         files: &FASHION_FILES,
         note: "",
+        unpacks_to: "",
     },
     KnownSet {
         name: "cifar-10",
         about: "60,000 32×32 colour images, 10 classes (binary version, one tar.gz)",
         committed: false,
         urls: &["https://www.cs.toronto.edu/~kriz/"],
-        files: &[],
-        note: "camel pins no SHA-256 for cifar-10-binary.tar.gz yet, so it does not fetch it; \
-               download https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz yourself \
-               (its authors publish the MD5 c32a1d4ab5d03f1284b67883e8d87530)",
+        files: &CIFAR10_FILES,
+        note: "",
+        unpacks_to: "cifar-10-batches-bin",
     },
     KnownSet {
         name: "tinyshakespeare",
@@ -131,6 +143,7 @@ pub const KNOWN_SETS: [KnownSet; 4] = [
         urls: &["https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/"],
         files: &SHAKESPEARE_FILES,
         note: "",
+        unpacks_to: "",
     },
 ];
 
@@ -171,6 +184,14 @@ pub enum FetchError {
         path: PathBuf,
         /// `URL: reason` per attempt.
         tries: Vec<String>,
+    },
+    /// An archive is corrupt, truncated or holds an entry camel refuses to write.
+    #[error("{}: cannot unpack: {detail}", .path.display())]
+    Archive {
+        /// The archive.
+        path: PathBuf,
+        /// What was wrong.
+        detail: String,
     },
     /// A local file could not be read or written.
     #[error("{}: {source}", .path.display())]
@@ -330,4 +351,154 @@ fn download(
         ));
     }
     Ok(())
+}
+
+/// Unpacks the gzip-compressed tar `archive` into `dest_dir` and returns the top-level paths it
+/// wrote. Everything is written into a temporary folder beside them first and renamed into place
+/// only once the whole archive has been read, so a corrupt or truncated archive leaves nothing
+/// behind. Only plain files and folders with relative paths inside the archive are accepted;
+/// absolute paths, `..` components and links are refused.
+pub fn unpack_tar_gz(archive: &Path, dest_dir: &Path) -> Result<Vec<PathBuf>, FetchError> {
+    let tmp = dest_dir.join(format!(".unpack-{}", std::process::id()));
+    let bad = |detail: String| FetchError::Archive {
+        path: archive.to_path_buf(),
+        detail,
+    };
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| FetchError::Io { path, source }
+    };
+    let result = (|| {
+        if tmp.exists() {
+            std::fs::remove_dir_all(&tmp).map_err(io(&tmp))?;
+        }
+        std::fs::create_dir_all(&tmp).map_err(io(&tmp))?;
+        let file = std::fs::File::open(archive).map_err(io(archive))?;
+        let gz = flate2::read::GzDecoder::new(std::io::BufReader::new(file));
+        let mut tar = tar::Archive::new(gz);
+        let entries = tar.entries().map_err(|e| bad(e.to_string()))?;
+        for entry in entries {
+            let mut entry = entry.map_err(|e| bad(e.to_string()))?;
+            let name = entry.path().map_err(|e| bad(e.to_string()))?.into_owned();
+            let plain = name.components().all(|c| {
+                matches!(
+                    c,
+                    std::path::Component::Normal(_) | std::path::Component::CurDir
+                )
+            });
+            if !plain {
+                return Err(bad(format!("entry {name:?} leaves the folder")));
+            }
+            let kind = entry.header().entry_type();
+            if !(kind.is_file() || kind.is_dir()) {
+                return Err(bad(format!(
+                    "entry {name:?} is a {kind:?}, not a file or folder"
+                )));
+            }
+            let inside = entry
+                .unpack_in(&tmp)
+                .map_err(|e| bad(format!("entry {name:?}: {e}")))?;
+            if !inside {
+                return Err(bad(format!("entry {name:?} leaves the folder")));
+            }
+        }
+        let mut written = Vec::new();
+        for item in std::fs::read_dir(&tmp).map_err(io(&tmp))? {
+            let item = item.map_err(io(&tmp))?;
+            let dest = dest_dir.join(item.file_name());
+            if dest.is_dir() {
+                std::fs::remove_dir_all(&dest).map_err(io(&dest))?;
+            } else if dest.exists() {
+                std::fs::remove_file(&dest).map_err(io(&dest))?;
+            }
+            std::fs::rename(item.path(), &dest).map_err(io(&dest))?;
+            written.push(dest);
+        }
+        written.sort();
+        Ok(written)
+    })();
+    let _ = std::fs::remove_dir_all(&tmp);
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn temp_dir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("camel-unpack-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    /// A tar.gz holding `entries` (raw names, so a test can write names a builder refuses).
+    fn archive(entries: &[(&str, &[u8])]) -> Vec<u8> {
+        let gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        let mut b = tar::Builder::new(gz);
+        for (name, data) in entries {
+            let mut h = tar::Header::new_gnu();
+            h.as_gnu_mut().unwrap().name[..name.len()].copy_from_slice(name.as_bytes());
+            h.set_size(data.len() as u64);
+            h.set_mode(0o644);
+            h.set_entry_type(tar::EntryType::Regular);
+            h.set_cksum();
+            b.append(&h, *data).unwrap();
+        }
+        b.into_inner().unwrap().finish().unwrap()
+    }
+
+    #[test]
+    fn unpacks_files_into_place() {
+        let d = temp_dir("ok");
+        let a = d.join("set.tar.gz");
+        std::fs::write(
+            &a,
+            archive(&[("batches/a.bin", b"abc"), ("batches/b.bin", b"de")]),
+        )
+        .unwrap();
+        let got = unpack_tar_gz(&a, &d).unwrap();
+        assert_eq!(got, vec![d.join("batches")]);
+        assert_eq!(std::fs::read(d.join("batches/a.bin")).unwrap(), b"abc");
+        assert_eq!(std::fs::read(d.join("batches/b.bin")).unwrap(), b"de");
+        // unpacking again replaces the folder
+        std::fs::write(d.join("batches/stale.bin"), b"x").unwrap();
+        unpack_tar_gz(&a, &d).unwrap();
+        assert!(!d.join("batches/stale.bin").exists());
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn truncated_or_escaping_archives_leave_nothing() {
+        let d = temp_dir("bad");
+        let full = archive(&[("batches/a.bin", &[7u8; 5000])]);
+        let a = d.join("cut.tar.gz");
+        std::fs::File::create(&a)
+            .unwrap()
+            .write_all(&full[..full.len() / 2])
+            .unwrap();
+        let e = unpack_tar_gz(&a, &d).unwrap_err().to_string();
+        assert!(
+            e.contains("cut.tar.gz") && e.contains("cannot unpack"),
+            "{e}"
+        );
+        let evil = d.join("evil.tar.gz");
+        std::fs::write(&evil, archive(&[("../escaped.bin", b"x")])).unwrap();
+        let e = unpack_tar_gz(&evil, &d).unwrap_err().to_string();
+        assert!(e.contains("leaves the folder"), "{e}");
+        assert!(!d.join("../escaped.bin").exists());
+        let left: Vec<_> = std::fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        let mut left = left;
+        left.sort();
+        assert_eq!(
+            left,
+            ["cut.tar.gz", "evil.tar.gz"],
+            "nothing but the archives remains"
+        );
+        let _ = std::fs::remove_dir_all(&d);
+    }
 }
