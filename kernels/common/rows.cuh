@@ -24,11 +24,13 @@ __device__ __forceinline__ int group_size() {
     return WARP ? WARP_SIZE : blockDim.x;
 }
 
-// Reduction combine: op 0 sum, 1 max (NaN wins, as in PyTorch and the CPU reference).
+// Reduction combine: op 0 sum, 1 max, 2 min (NaN wins, as in PyTorch and the CPU reference).
 __device__ __forceinline__ float combine(int op, float a, float b) {
-    return op == 0 ? a + b : ((b > a || isnan(b)) ? b : a);
+    if (op == 0) return a + b;
+    if (op == 1) return (b > a || isnan(b)) ? b : a;
+    return (b < a || isnan(b)) ? b : a;
 }
-__device__ __forceinline__ float identity(int op) { return op == 0 ? 0.0f : -INFINITY; }
+__device__ __forceinline__ float identity(int op) { return op == 0 ? 0.0f : (op == 1 ? -INFINITY : INFINITY); }
 
 __device__ __forceinline__ float warp_reduce(int op, float v) {
 #pragma unroll

@@ -1,6 +1,10 @@
 // Elementwise step 1: one thread per element in a grid-stride loop, so any grid covers any n.
 // The plain form every later step is measured against: a warp issues one 4-byte load per lane
 // and stream. Launchers: crates/camel-cuda/src/kernels/elementwise.rs.
+// The masking kernels (`where_f32`, `triangle_f32`, `clamp_f32`, `arange_i64`) live only in this
+// step: like `binary_bcast_f32` they index through shapes (broadcast strides, row/column of a
+// matrix) or produce integers, where float4 loads of step 2 do not apply; every step's table
+// runs them from here.
 
 #include "elementwise/elementwise.cuh"
 
@@ -51,4 +55,55 @@ extern "C" __global__ void binary2_f32(const float* __restrict__ a, const float*
                                        float* __restrict__ out, long long n, int op) {
     CAMEL_PDL_WAIT();
     GRID_STRIDE_LOOP(i, n) out[i] = binary_apply2(op, a[i], b[i]);
+}
+
+struct WhereArgs {
+    long long ndim;
+    long long shape[BCAST_MAX_DIMS];  // output shape
+    long long sm[BCAST_MAX_DIMS];     // the mask's strides against the output (0 where broadcast)
+    long long sa[BCAST_MAX_DIMS];     // on_true's
+    long long sb[BCAST_MAX_DIMS];     // on_false's
+};
+
+// out[i] = mask[i] != 0 ? a[i] : b[i], each operand broadcast through its strides. A select, not
+// arithmetic, so an inf or NaN in the branch not taken never reaches the output.
+extern "C" __global__ void where_f32(const float* __restrict__ m, const float* __restrict__ a,
+                                     const float* __restrict__ b, float* __restrict__ out, long long n, WhereArgs p) {
+    CAMEL_PDL_WAIT();
+    GRID_STRIDE_LOOP(i, n) {
+        long long rem = i, im = 0, ia = 0, ib = 0;
+        for (int d = (int)p.ndim - 1; d >= 0; --d) {
+            long long q = rem % p.shape[d];
+            rem /= p.shape[d];
+            im += q * p.sm[d];
+            ia += q * p.sa[d];
+            ib += q * p.sb[d];
+        }
+        out[i] = m[im] != 0.0f ? a[ia] : b[ib];
+    }
+}
+
+// triu / tril over the last two dims of x viewed as [batch, rows, cols]: element (r, c) is kept
+// when c - r >= k (upper) or c - r <= k (lower), else written as 0.
+extern "C" __global__ void triangle_f32(const float* __restrict__ x, float* __restrict__ y, long long n,
+                                        long long rows, long long cols, long long k, int upper) {
+    CAMEL_PDL_WAIT();
+    GRID_STRIDE_LOOP(i, n) {
+        long long c = i % cols, r = (i / cols) % rows;
+        bool keep = upper ? (c - r >= k) : (c - r <= k);
+        y[i] = keep ? x[i] : 0.0f;
+    }
+}
+
+// y[i] = clamp(x[i], lo, hi) (mode 0) or its derivative mask (mode 1); see clamp_apply.
+extern "C" __global__ void clamp_f32(const float* __restrict__ x, float* __restrict__ y, long long n, float lo,
+                                     float hi, int mode) {
+    CAMEL_PDL_WAIT();
+    GRID_STRIDE_LOOP(i, n) y[i] = clamp_apply(x[i], lo, hi, mode);
+}
+
+// out[i] = start + i * step (the host checks that the last value fits in i64).
+extern "C" __global__ void arange_i64(long long* __restrict__ out, long long n, long long start, long long step) {
+    CAMEL_PDL_WAIT();
+    GRID_STRIDE_LOOP(i, n) out[i] = start + i * step;
 }

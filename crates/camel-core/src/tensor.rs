@@ -367,9 +367,10 @@ impl Tensor {
         Tensor::ones(self.shape(), self.device())
     }
 
-    /// `[start, start+step, ...)` up to (excluding) `end`, as f32 (PyTorch's `torch.arange`).
-    /// The bounds and step must be finite, the step non-zero and pointing from `start` to `end`.
-    pub fn arange(start: f32, end: f32, step: f32, device: Device) -> Result<Tensor> {
+    /// `[start, start+step, ...)` up to (excluding) `end`, as f32 (PyTorch's `torch.arange` with
+    /// float arguments; the i64 form is [`Tensor::arange`]). The bounds and step must be finite,
+    /// the step non-zero and pointing from `start` to `end`.
+    pub fn arange_f32(start: f32, end: f32, step: f32, device: Device) -> Result<Tensor> {
         let bad = |why: &str| Error::InvalidArgument {
             op: "arange",
             msg: format!("cannot step from {start} to {end} by {step}: {why}"),

@@ -16,7 +16,7 @@ fn display_shows_values_like_pytorch() {
     assert_eq!(n.to_string(), "tensor([    nan, -1.5000,     inf])");
     let i = Tensor::from_vec_i64(vec![3, -10], &[2], d).unwrap();
     assert_eq!(i.to_string(), "tensor([  3, -10], dtype=i64)");
-    let c = Tensor::arange(0.0, 8.0, 1.0, d)
+    let c = Tensor::arange_f32(0.0, 8.0, 1.0, d)
         .unwrap()
         .reshape(&[2, 2, 2])
         .unwrap();

@@ -117,31 +117,31 @@ fn arange_values() {
         &[5],
         &[0.0, 1.0, 2.0, 3.0, 4.0],
         EXACT,
-        |d| Tensor::arange(0.0, 5.0, 1.0, d),
+        |d| Tensor::arange_f32(0.0, 5.0, 1.0, d),
     );
     check(
         "arange(1,2,0.25)",
         &[4],
         &[1.0, 1.25, 1.5, 1.75],
         EXACT,
-        |d| Tensor::arange(1.0, 2.0, 0.25, d),
+        |d| Tensor::arange_f32(1.0, 2.0, 0.25, d),
     );
     check("arange(3,0,-1)", &[3], &[3.0, 2.0, 1.0], EXACT, |d| {
-        Tensor::arange(3.0, 0.0, -1.0, d)
+        Tensor::arange_f32(3.0, 0.0, -1.0, d)
     });
     check("arange(0,5.5,2)", &[3], &[0.0, 2.0, 4.0], EXACT, |d| {
-        Tensor::arange(0.0, 5.5, 2.0, d)
+        Tensor::arange_f32(0.0, 5.5, 2.0, d)
     });
     check("arange(2,2,1) is empty", &[0], &[], EXACT, |d| {
-        Tensor::arange(2.0, 2.0, 1.0, d)
+        Tensor::arange_f32(2.0, 2.0, 1.0, d)
     });
     let want: Vec<f64> = (0..1031).map(|i| i as f64).collect();
     check("arange(0,1031,1)", &[1031], &want, EXACT, |d| {
-        Tensor::arange(0.0, 1031.0, 1.0, d)
+        Tensor::arange_f32(0.0, 1031.0, 1.0, d)
     });
     for d in devices() {
         for (s, e, st) in [(0.0, 1.0, 0.0), (0.0, 1.0, -1.0), (0.0, 1.0, f32::NAN)] {
-            let err = Tensor::arange(s, e, st, d).unwrap_err();
+            let err = Tensor::arange_f32(s, e, st, d).unwrap_err();
             assert!(
                 matches!(err, Error::InvalidArgument { op: "arange", .. }),
                 "{err}"

@@ -137,7 +137,9 @@ proptest! {
             // any bounds: lo ≥ hi, NaN and infinite widths are errors
             let _ = Tensor::rand_seeded(&shape, a, b, seed, d);
             let _ = Tensor::rand(&shape, b, c, d);
-            let _ = Tensor::arange(a, b, c, d);
+            let _ = Tensor::arange_f32(a, b, c, d);
+            let _ = Tensor::arange(seed as i64, (seed >> 7) as i64 - len as i64, (seed >> 3) as i64, d);
+            let _ = Tensor::arange(i64::MIN, i64::MAX, len as i64, d);
             let _ = Tensor::from_vec(vec![a; len], &shape, d);
             let _ = Tensor::from_vec_i64(vec![7; len], &shape, d);
             // a device that is not there
@@ -173,6 +175,10 @@ proptest! {
                 x.sum(), x.mean(), x.max(), x.argmax_last(),
                 x.sum_dim(d0, keep), x.mean_dim(d0, keep), x.max_dim(d0, keep),
                 x.softmax(), x.log_softmax(),
+                x.min(), x.argmin_last(), x.min_dim(d0, keep), x.abs(), x.clamp(s, vals[0]),
+                x.triu(d0 as i64), x.tril(d1 as i64), x.eq_scalar(s), x.ne_scalar(s),
+                x.lt_scalar(s), x.le_scalar(s), x.gt_scalar(s), x.ge_scalar(s),
+                x.sum_dims(&dims, keep), x.mean_dims(&dims, keep), x.var_dims(&dims, us[0], keep),
                 x.reshape(&target), x.flatten(us[0]), x.contiguous(),
                 x.permute(&us), x.permute(&sizes), x.transpose(d0, d1),
                 x.narrow(us[0], us[1], us[2]),
@@ -229,6 +235,9 @@ proptest! {
                 a.layer_norm(&b, &b, eps),
                 Tensor::cat(&[&a, &b], dim), Tensor::stack(&[&a, &b], dim),
                 a.sum_to(b.shape()), a.broadcast_to(b.shape()),
+                a.eq(&b), a.ne(&b), a.lt(&b), a.le(&b), a.gt(&b), a.ge(&b),
+                a.minimum(&b), a.maximum(&b), a.where_cond(&a, &b), b.where_cond(&a, &a),
+                a.masked_fill(&b, eps),
             ];
             if let Some(ib) = &ib {
                 results.push(a.cross_entropy(ib));
@@ -236,6 +245,10 @@ proptest! {
                 results.push(a.add(ib));
                 results.push(ib.relu());
                 results.push(ib.argmax_last());
+                results.push(ib.argmin_last());
+                results.push(a.where_cond(ib, &a));
+                results.push(a.masked_fill(ib, eps));
+                results.push(ib.lt(&a));
                 results.push(Tensor::cat(&[&a, ib], dim));
             }
             for r in results.into_iter().flatten() {

@@ -114,20 +114,23 @@ fn rand_rejects_empty_and_non_finite_ranges() {
 #[test]
 fn arange_rejects_non_finite_and_huge_ranges() {
     let d = Device::Cpu;
-    invalid(Tensor::arange(0.0, f32::INFINITY, 1.0, d), "arange");
-    invalid(Tensor::arange(f32::NAN, 1.0, 1.0, d), "arange");
-    invalid(Tensor::arange(0.0, 1.0, f32::NAN, d), "arange");
-    invalid(Tensor::arange(0.0, 1.0, 0.0, d), "arange");
-    invalid(Tensor::arange(1.0, 0.0, 1.0, d), "arange");
+    invalid(Tensor::arange_f32(0.0, f32::INFINITY, 1.0, d), "arange");
+    invalid(Tensor::arange_f32(f32::NAN, 1.0, 1.0, d), "arange");
+    invalid(Tensor::arange_f32(0.0, 1.0, f32::NAN, d), "arange");
+    invalid(Tensor::arange_f32(0.0, 1.0, 0.0, d), "arange");
+    invalid(Tensor::arange_f32(1.0, 0.0, 1.0, d), "arange");
     invalid(
-        Tensor::arange(-f32::MAX, f32::MAX, f32::MIN_POSITIVE, d),
+        Tensor::arange_f32(-f32::MAX, f32::MAX, f32::MIN_POSITIVE, d),
         "arange",
     );
     assert_eq!(
-        Tensor::arange(0.0, 2.0, 0.5, d).unwrap().to_vec().unwrap(),
+        Tensor::arange_f32(0.0, 2.0, 0.5, d)
+            .unwrap()
+            .to_vec()
+            .unwrap(),
         vec![0.0, 0.5, 1.0, 1.5]
     );
-    assert_eq!(Tensor::arange(1.0, 1.0, 1.0, d).unwrap().shape(), &[0]);
+    assert_eq!(Tensor::arange_f32(1.0, 1.0, 1.0, d).unwrap().shape(), &[0]);
 }
 
 #[test]

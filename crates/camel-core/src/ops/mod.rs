@@ -9,8 +9,9 @@
 //!
 //! | folder | ops |
 //! |---|---|
-//! | `elementwise/` | add, sub, mul, div (broadcasting), neg, scalar ops, relu, sigmoid, tanh, gelu, exp, log, sqrt, square |
-//! | `reduce/` | sum, mean, max (all or along a dim, keepdim), argmax, sum_to |
+//! | `elementwise/` | add, sub, mul, div (broadcasting), neg, scalar ops, relu, sigmoid, tanh, gelu, exp, log, sqrt, square, abs, clamp, minimum, maximum |
+//! | `elementwise/mask.rs` | comparisons eq, ne, lt, le, gt, ge (tensor and `*_scalar`) giving a 0/1 f32 mask, where_cond, masked_fill, triu, tril, the i64 arange |
+//! | `reduce/` | sum, mean, max, min (all or along a dim, keepdim), argmax, argmin, sum_to; sum_dims, mean_dims, var_dims over several dims |
 //! | `matmul/` | matmul (2-D and batched, transpose flags), linear (bias and activation fused) |
 //! | `shape/` | views (reshape, permute, transpose, narrow, split, chunk, squeeze, unsqueeze, expand), contiguous, cat, stack, pad, to_dtype |
 //! | `embedding/` | embedding (gather rows by index) |
@@ -31,7 +32,12 @@
 //! upstream gradient; the max of a slice holding a NaN is NaN; `argmax_last` returns the index of
 //! a row's first NaN; softmax, log-softmax, cross-entropy and layer norm give NaN in the rows
 //! that hold one. The mean of an empty tensor (or along an empty dim) is NaN; the max or argmax
-//! along an empty dim is an error. Shapes whose element count overflows `usize` are errors, and a
+//! along an empty dim is an error. `min`, `min_dim` and `argmin_last` mirror them (a NaN wins).
+//! Comparisons are IEEE: every comparison with a NaN gives 0 except `ne`, which gives 1;
+//! `minimum`/`maximum` give NaN where either side is NaN; `clamp` and `abs` keep a NaN (a NaN
+//! clamp bound is an error); `where_cond`/`masked_fill` select, so a NaN or inf in the branch not
+//! taken never reaches the output, and `triu`/`tril` write 0 over a NaN outside the triangle. The
+//! variance over fewer elements than `correction` + 1 is NaN (or inf), as `torch.var`. Shapes whose element count overflows `usize` are errors, and a
 //! host allocation that cannot be satisfied is [`crate::Error::OutOfMemory`].
 
 pub mod arith;

@@ -139,6 +139,100 @@ pub fn binary_bcast_f32(
     unsafe { launch_elems(dev, STEP1, name, n, &[&a, &b, &out, &ni, &code, &p]) }
 }
 
+/// Kernel argument of `where_f32` (layout of `WhereArgs` in kernels/elementwise/01_thread_per_element.cu).
+#[repr(C)]
+#[derive(Clone, Copy, cust_core::DeviceCopy)]
+struct WhereArgs {
+    ndim: i64,
+    shape: [i64; MAX_DIMS],
+    sm: [i64; MAX_DIMS],
+    sa: [i64; MAX_DIMS],
+    sb: [i64; MAX_DIMS],
+}
+
+/// `out = mask != 0 ? a : b` elementwise, each operand read through its strides against
+/// `out_shape` (0 along broadcast dims). One thread per output element (step 1's form in every
+/// step).
+#[allow(clippy::too_many_arguments)]
+pub fn where_f32(
+    dev: &CudaDevice,
+    mask: DevPtr,
+    a: DevPtr,
+    b: DevPtr,
+    out: DevPtr,
+    out_shape: &[usize],
+    sm: &[usize],
+    sa: &[usize],
+    sb: &[usize],
+) -> Result<()> {
+    let n: usize = out_shape.iter().product();
+    if n == 0 {
+        return Ok(());
+    }
+    let name = "where_f32";
+    let p = WhereArgs {
+        ndim: out_shape.len() as i64,
+        shape: dims_array(name, out_shape)?,
+        sm: dims_array(name, sm)?,
+        sa: dims_array(name, sa)?,
+        sb: dims_array(name, sb)?,
+    };
+    let ni = n as i64;
+    // SAFETY: matches `where_f32(const float*, const float*, const float*, float*, long long,
+    // WhereArgs)`; the strides keep every read inside mask, a and b.
+    unsafe { launch_elems(dev, STEP1, name, n, &[&mask, &a, &b, &out, &ni, &p]) }
+}
+
+/// `y = triu(x, k)` (`upper`) or `tril(x, k)` over the last two dims of `x` viewed as
+/// `[n / (rows·cols), rows, cols]`: elements outside the triangle are written as 0.
+#[allow(clippy::too_many_arguments)]
+pub fn triangle_f32(
+    dev: &CudaDevice,
+    x: DevPtr,
+    y: DevPtr,
+    n: usize,
+    rows: usize,
+    cols: usize,
+    k: i64,
+    upper: bool,
+) -> Result<()> {
+    let (ni, r, c, up) = (n as i64, rows as i64, cols as i64, upper as i32);
+    // SAFETY: matches `triangle_f32(const float*, float*, long long ×4, int)`; n floats each.
+    unsafe {
+        launch_elems(
+            dev,
+            STEP1,
+            "triangle_f32",
+            n,
+            &[&x, &y, &ni, &r, &c, &k, &up],
+        )
+    }
+}
+
+/// `y = clamp(x, lo, hi)` (`grad == false`) or its derivative mask, 1.0 where `lo ≤ x ≤ hi`
+/// (`grad == true`), for `n` floats.
+pub fn clamp_f32(
+    dev: &CudaDevice,
+    x: DevPtr,
+    y: DevPtr,
+    n: usize,
+    lo: f32,
+    hi: f32,
+    grad: bool,
+) -> Result<()> {
+    let (ni, mode) = (n as i64, grad as i32);
+    // SAFETY: matches `clamp_f32(const float*, float*, long long, float, float, int)`.
+    unsafe { launch_elems(dev, STEP1, "clamp_f32", n, &[&x, &y, &ni, &lo, &hi, &mode]) }
+}
+
+/// `out[i] = start + i·step` for `n` i64 values at `out`; the caller checks that the last value
+/// fits in i64.
+pub fn arange_i64(dev: &CudaDevice, out: DevPtr, n: usize, start: i64, step: i64) -> Result<()> {
+    let ni = n as i64;
+    // SAFETY: matches `arange_i64(long long*, long long, long long, long long)`; n i64 at out.
+    unsafe { launch_elems(dev, STEP1, "arange_i64", n, &[&out, &ni, &start, &step]) }
+}
+
 /// Binary op code of the fused GELU backward: `out = b · gelu'(a)` (a = x, b = upstream grad).
 pub const GELU_BWD: i32 = 5;
 

@@ -16,7 +16,7 @@ launchers! {
     // the reduction of each step (the Reduce type)
     (dev: &CudaDevice, x: DevPtr, y: DevPtr, outer: usize, dim: usize, inner: usize, op: i32);
 
-    /// `y[o, i] = reduce_d x[o, d, i]` (op 0 = sum, 1 = max), one block per output element.
+    /// `y[o, i] = reduce_d x[o, d, i]` (op 0 = sum, 1 = max, 2 = min), one block per output element.
     pub fn block_per_output(..) {
         let outputs = outer * inner;
         if outputs == 0 {
@@ -84,14 +84,63 @@ pub fn argmax_last_f32(
     rows: usize,
     cols: usize,
 ) -> Result<()> {
+    arg_extreme(dev, "argmax_last_f32", x, out, rows, cols)
+}
+
+/// `out[r] = argmin_c x[r, c]` (i64 output), one block per row.
+pub fn argmin_last_f32(
+    dev: &CudaDevice,
+    x: DevPtr,
+    out: DevPtr,
+    rows: usize,
+    cols: usize,
+) -> Result<()> {
+    arg_extreme(dev, "argmin_last_f32", x, out, rows, cols)
+}
+
+/// Launches `argmax_last_f32` or `argmin_last_f32` (same parameters), one block per row.
+fn arg_extreme(
+    dev: &CudaDevice,
+    name: &str,
+    x: DevPtr,
+    out: DevPtr,
+    rows: usize,
+    cols: usize,
+) -> Result<()> {
     if rows == 0 {
         return Ok(());
     }
     let (r, c) = (rows as i64, cols as i64);
-    // SAFETY: matches `argmax_last_f32(const float*, long long*, long long, long long)`.
+    // SAFETY: matches `arg{max,min}_last_f32(const float*, long long*, long long, long long)`.
     unsafe {
         let args: [&dyn crate::KernelArg; 4] = [&x, &out, &r, &c];
-        launch_rows(dev, STEP1, "argmax_last_f32", rows, THREADS, &args)
+        launch_rows(dev, STEP1, name, rows, THREADS, &args)
+    }
+}
+
+/// `y[r] = Σ_c (x[r, c] − mean_r)² / (cols − correction)` over `[rows, cols]`, one block per
+/// row, two passes over the row in f32.
+pub fn var_rows_f32(
+    dev: &CudaDevice,
+    x: DevPtr,
+    y: DevPtr,
+    rows: usize,
+    cols: usize,
+    correction: usize,
+) -> Result<()> {
+    if rows == 0 {
+        return Ok(());
+    }
+    let (r, c, k) = (
+        rows as i64,
+        cols as i64,
+        correction.min(i64::MAX as usize) as i64,
+    );
+    // SAFETY: matches `var_rows_f32(const float*, float*, long long, long long, long long)`;
+    // rows × cols floats at x, rows at y.
+    unsafe {
+        let args: [&dyn crate::KernelArg; 5] = [&x, &y, &r, &c, &k];
+        launch_rows(dev, STEP1, "var_rows_f32", rows, THREADS, &args)
     }
 }
 

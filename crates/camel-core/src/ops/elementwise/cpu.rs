@@ -23,6 +23,80 @@ impl ElementwiseKernels for CpuStorage {
             a, a_shape, b, b_shape, out_shape, op,
         )?))
     }
+
+    fn where_select(
+        &self,
+        a: &Self,
+        b: &Self,
+        m_shape: &[usize],
+        a_shape: &[usize],
+        b_shape: &[usize],
+        out_shape: &[usize],
+    ) -> Result<Self> {
+        let (m, a, b) = (self.f32("where")?, a.f32("where")?, b.f32("where")?);
+        let n = numel(out_shape);
+        let strides = [
+            broadcast_strides(m_shape, out_shape),
+            broadcast_strides(a_shape, out_shape),
+            broadcast_strides(b_shape, out_shape),
+        ];
+        let mut out = crate::backend::cpu::try_vec("where", n)?;
+        for i in 0..n {
+            let (mut rem, mut off) = (i, [0usize; 3]);
+            for d in (0..out_shape.len()).rev() {
+                let q = rem % out_shape[d];
+                rem /= out_shape[d];
+                for (o, s) in off.iter_mut().zip(&strides) {
+                    *o += q * s[d];
+                }
+            }
+            out.push(if m[off[0]] != 0.0 {
+                a[off[1]]
+            } else {
+                b[off[2]]
+            });
+        }
+        Ok(CpuStorage::F32(out))
+    }
+
+    fn triangle(&self, rows: usize, cols: usize, k: i64, upper: bool) -> Result<Self> {
+        let x = self.f32("triangle")?;
+        let mut out = crate::backend::cpu::try_vec("triangle", x.len())?;
+        out.extend(x.iter().enumerate().map(|(i, &v)| {
+            let (c, r) = ((i % cols) as i64, ((i / cols) % rows) as i64);
+            let keep = if upper { c - r >= k } else { c - r <= k };
+            if keep {
+                v
+            } else {
+                0.0
+            }
+        }));
+        Ok(CpuStorage::F32(out))
+    }
+
+    fn clamp(&self, lo: f32, hi: f32, grad: bool) -> Result<Self> {
+        let x = self.f32("clamp")?;
+        let mut out = crate::backend::cpu::try_vec("clamp", x.len())?;
+        out.extend(x.iter().map(|&v| clamp_apply(v, lo, hi, grad)));
+        Ok(CpuStorage::F32(out))
+    }
+}
+
+/// `clamp(x, lo, hi)` (NaN stays NaN; `lo > hi` gives `hi`, as `torch.clamp`), or with `grad`
+/// its derivative mask: 1 where `lo ≤ x ≤ hi`, else 0 (0 at NaN).
+pub fn clamp_apply(x: f32, lo: f32, hi: f32, grad: bool) -> f32 {
+    if grad {
+        return (x >= lo && x <= hi) as i32 as f32;
+    }
+    if x.is_nan() {
+        return x;
+    }
+    let y = if x < lo { lo } else { x };
+    if y > hi {
+        hi
+    } else {
+        y
+    }
 }
 
 /// `y = f(x)` elementwise.

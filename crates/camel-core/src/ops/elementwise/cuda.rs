@@ -21,6 +21,66 @@ impl ElementwiseKernels for CudaStorage {
     ) -> Result<Self> {
         binary(self, rhs, a_shape, b_shape, out_shape, op)
     }
+
+    fn where_select(
+        &self,
+        a: &Self,
+        b: &Self,
+        m_shape: &[usize],
+        a_shape: &[usize],
+        b_shape: &[usize],
+        out_shape: &[usize],
+    ) -> Result<Self> {
+        for s in [self, a, b] {
+            expect("where", s, DType::F32)?;
+        }
+        let n: usize = out_shape.iter().product();
+        let out = like(self, n, DType::F32)?;
+        let strides = |s: &[usize]| crate::shape::broadcast_strides(s, out_shape);
+        k::elementwise::where_f32(
+            &self.dev,
+            self.ptr(),
+            a.ptr(),
+            b.ptr(),
+            out.ptr(),
+            out_shape,
+            &strides(m_shape),
+            &strides(a_shape),
+            &strides(b_shape),
+        )?;
+        Ok(out)
+    }
+
+    fn triangle(&self, rows: usize, cols: usize, k: i64, upper: bool) -> Result<Self> {
+        expect("triangle", self, DType::F32)?;
+        let out = like(self, self.len, DType::F32)?;
+        k::elementwise::triangle_f32(
+            &self.dev,
+            self.ptr(),
+            out.ptr(),
+            self.len,
+            rows,
+            cols,
+            k,
+            upper,
+        )?;
+        Ok(out)
+    }
+
+    fn clamp(&self, lo: f32, hi: f32, grad: bool) -> Result<Self> {
+        expect("clamp", self, DType::F32)?;
+        let out = like(self, self.len, DType::F32)?;
+        k::elementwise::clamp_f32(&self.dev, self.ptr(), out.ptr(), self.len, lo, hi, grad)?;
+        Ok(out)
+    }
+}
+
+/// `n` i64 values `start + i·step` on the GPU `ordinal` (the i64 `arange`).
+pub(crate) fn arange_i64(ordinal: usize, n: usize, start: i64, step: i64) -> Result<CudaStorage> {
+    let dev = crate::backend::cuda::device(ordinal)?;
+    let out = crate::backend::cuda::alloc(&dev, n, DType::I64)?;
+    k::elementwise::arange_i64(&dev, out.ptr(), n, start, step)?;
+    Ok(out)
 }
 
 /// Elementwise `f(x)`.

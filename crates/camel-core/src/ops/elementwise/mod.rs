@@ -1,6 +1,8 @@
 //! Elementwise ops: unary functions (relu, gelu, exp, scalar ops, …) and binary ones (add, mul,
 //! …) that broadcast NumPy-style; a binary op's backward sums the gradient back to each input's
-//! shape (`sum_to`). The CPU reference is `cpu.rs`, the CUDA launches `cuda.rs`.
+//! shape (`sum_to`). The masking family (comparisons, `where_cond`, `masked_fill`, `triu`/`tril`,
+//! `clamp`, `abs`, `minimum`/`maximum`, the i64 `arange`) is in `mask.rs`. The CPU reference is
+//! `cpu.rs`, the CUDA launches `cuda.rs`.
 
 use super::{expect_f32, same_device};
 use crate::shape::broadcast_shape;
@@ -10,6 +12,7 @@ use crate::{Result, Tensor};
 mod cpu;
 #[cfg(feature = "cuda")]
 mod cuda;
+mod mask;
 
 /// Elementwise functions of one tensor (and an optional scalar).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -43,6 +46,22 @@ pub enum UnaryOp {
     MulScalar(f32),
     /// `x^c` for the scalar exponent `c`.
     PowScalar(f32),
+    /// 1 where `x == c`, else 0.
+    EqScalar(f32),
+    /// 1 where `x != c`, else 0 (1 for a NaN `x`).
+    NeScalar(f32),
+    /// 1 where `x < c`, else 0.
+    LtScalar(f32),
+    /// 1 where `x <= c`, else 0.
+    LeScalar(f32),
+    /// 1 where `x > c`, else 0.
+    GtScalar(f32),
+    /// 1 where `x >= c`, else 0.
+    GeScalar(f32),
+    /// `|x|`.
+    Abs,
+    /// The sign of `x`: 1, -1, 0 at ±0; NaN stays NaN.
+    Sign,
 }
 
 impl UnaryOp {
@@ -63,6 +82,14 @@ impl UnaryOp {
             UnaryOp::AddScalar(s) => (11, s),
             UnaryOp::MulScalar(s) => (12, s),
             UnaryOp::PowScalar(s) => (13, s),
+            UnaryOp::EqScalar(s) => (14, s),
+            UnaryOp::NeScalar(s) => (15, s),
+            UnaryOp::LtScalar(s) => (16, s),
+            UnaryOp::LeScalar(s) => (17, s),
+            UnaryOp::GtScalar(s) => (18, s),
+            UnaryOp::GeScalar(s) => (19, s),
+            UnaryOp::Abs => (20, 0.0),
+            UnaryOp::Sign => (21, 0.0),
         }
     }
 
@@ -112,6 +139,22 @@ impl UnaryOp {
             UnaryOp::AddScalar(s) => x + s,
             UnaryOp::MulScalar(s) => x * s,
             UnaryOp::PowScalar(s) => x.powf(s),
+            UnaryOp::EqScalar(s) => (x == s) as i32 as f32,
+            UnaryOp::NeScalar(s) => (x != s) as i32 as f32,
+            UnaryOp::LtScalar(s) => (x < s) as i32 as f32,
+            UnaryOp::LeScalar(s) => (x <= s) as i32 as f32,
+            UnaryOp::GtScalar(s) => (x > s) as i32 as f32,
+            UnaryOp::GeScalar(s) => (x >= s) as i32 as f32,
+            UnaryOp::Abs => x.abs(),
+            UnaryOp::Sign => {
+                if x > 0.0 {
+                    1.0
+                } else if x < 0.0 {
+                    -1.0
+                } else {
+                    x
+                }
+            }
         }
     }
 }
@@ -134,6 +177,20 @@ pub enum BinaryOp {
     Eq,
     /// The fused GELU backward `b · gelu'(a)` (a = x, b = upstream gradient; equal shapes).
     GeluBwd,
+    /// 1 where a != b, else 0 (1 where either is NaN).
+    Ne,
+    /// 1 where a < b, else 0.
+    Lt,
+    /// 1 where a <= b, else 0.
+    Le,
+    /// 1 where a > b, else 0.
+    Gt,
+    /// 1 where a >= b, else 0.
+    Ge,
+    /// The smaller of a and b; NaN where either is NaN.
+    Minimum,
+    /// The larger of a and b; NaN where either is NaN.
+    Maximum,
 }
 
 impl BinaryOp {
@@ -152,6 +209,29 @@ impl BinaryOp {
             BinaryOp::Div => a / b,
             BinaryOp::Eq => (a == b) as i32 as f32,
             BinaryOp::GeluBwd => b * UnaryOp::GeluGrad.apply(a),
+            BinaryOp::Ne => (a != b) as i32 as f32,
+            BinaryOp::Lt => (a < b) as i32 as f32,
+            BinaryOp::Le => (a <= b) as i32 as f32,
+            BinaryOp::Gt => (a > b) as i32 as f32,
+            BinaryOp::Ge => (a >= b) as i32 as f32,
+            BinaryOp::Minimum => {
+                if a.is_nan() || b.is_nan() {
+                    a + b
+                } else if a < b {
+                    a
+                } else {
+                    b
+                }
+            }
+            BinaryOp::Maximum => {
+                if a.is_nan() || b.is_nan() {
+                    a + b
+                } else if a > b {
+                    a
+                } else {
+                    b
+                }
+            }
         }
     }
 }
@@ -169,6 +249,22 @@ pub(crate) trait ElementwiseKernels: Sized {
         out_shape: &[usize],
         op: BinaryOp,
     ) -> Result<Self>;
+    /// `mask != 0 ? a : b` elementwise (`self` is the mask), each broadcast to `out_shape`.
+    #[allow(clippy::too_many_arguments)]
+    fn where_select(
+        &self,
+        a: &Self,
+        b: &Self,
+        m_shape: &[usize],
+        a_shape: &[usize],
+        b_shape: &[usize],
+        out_shape: &[usize],
+    ) -> Result<Self>;
+    /// Zero the elements outside the upper (`upper`) or lower triangle of each `[rows, cols]`
+    /// matrix: `(r, c)` is kept when `c − r ≥ k` (upper) or `c − r ≤ k` (lower).
+    fn triangle(&self, rows: usize, cols: usize, k: i64, upper: bool) -> Result<Self>;
+    /// `clamp(x, lo, hi)`, or with `grad` its derivative mask (1 where `lo ≤ x ≤ hi`).
+    fn clamp(&self, lo: f32, hi: f32, grad: bool) -> Result<Self>;
 }
 
 impl Storage {
@@ -188,10 +284,41 @@ impl Storage {
     ) -> Result<Storage> {
         dispatch!("binary"; a = self, b = rhs => a.binary(b, a_shape, b_shape, out_shape, op))
     }
+
+    /// [`ElementwiseKernels::where_select`] on the operands' device.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn where_select(
+        &self,
+        a: &Storage,
+        b: &Storage,
+        m_shape: &[usize],
+        a_shape: &[usize],
+        b_shape: &[usize],
+        out_shape: &[usize],
+    ) -> Result<Storage> {
+        dispatch!("where"; m = self, a = a, b = b =>
+            m.where_select(a, b, m_shape, a_shape, b_shape, out_shape))
+    }
+
+    /// [`ElementwiseKernels::triangle`] on this storage's device.
+    pub(crate) fn triangle(
+        &self,
+        rows: usize,
+        cols: usize,
+        k: i64,
+        upper: bool,
+    ) -> Result<Storage> {
+        dispatch!("triangle"; x = self => x.triangle(rows, cols, k, upper))
+    }
+
+    /// [`ElementwiseKernels::clamp`] on this storage's device.
+    pub(crate) fn clamp(&self, lo: f32, hi: f32, grad: bool) -> Result<Storage> {
+        dispatch!("clamp"; x = self => x.clamp(lo, hi, grad))
+    }
 }
 
 impl Tensor {
-    fn binary_op(
+    pub(crate) fn binary_op(
         &self,
         rhs: &Tensor,
         op: BinaryOp,
@@ -266,10 +393,10 @@ impl Tensor {
         }))
     }
 
-    /// 1.0 where `self == rhs`, else 0.0 (broadcasting; not differentiable).
+    /// The same as [`Tensor::eq`]: 1.0 where `self == rhs`, else 0.0 (broadcasting; not
+    /// differentiable).
     pub fn eq_mask(&self, rhs: &Tensor) -> Result<Tensor> {
-        let (s, shape) = self.binary_op(rhs, BinaryOp::Eq, "eq")?;
-        Ok(Tensor::from_storage(s, shape))
+        self.eq(rhs)
     }
 
     /// Apply a unary primitive; `grad` maps (input, output, upstream grad) to the input's grad.

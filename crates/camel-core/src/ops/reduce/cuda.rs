@@ -14,6 +14,20 @@ impl ReduceKernels for CudaStorage {
     fn argmax_last(&self, rows: usize, cols: usize) -> Result<Self> {
         argmax_last(self, rows, cols)
     }
+
+    fn argmin_last(&self, rows: usize, cols: usize) -> Result<Self> {
+        expect("argmin", self, DType::F32)?;
+        let out = like(self, rows, DType::I64)?;
+        k::reduce::argmin_last_f32(&self.dev, self.ptr(), out.ptr(), rows, cols)?;
+        Ok(out)
+    }
+
+    fn var_rows(&self, rows: usize, cols: usize, correction: usize) -> Result<Self> {
+        expect("var", self, DType::F32)?;
+        let out = like(self, rows, DType::F32)?;
+        k::reduce::var_rows_f32(&self.dev, self.ptr(), out.ptr(), rows, cols, correction)?;
+        Ok(out)
+    }
 }
 
 /// Reduce `[outer, dim, inner]` along the middle axis.

@@ -1,5 +1,6 @@
-//! Reductions: sum, mean and max over all elements or along one dimension, argmax, and
-//! `sum_to` (the backward of broadcasting).
+//! Reductions: sum, mean, max and min over all elements or along one dimension, argmax and
+//! argmin, `sum_to` (the backward of broadcasting), and sum, mean and variance over several
+//! dimensions (`dims.rs`).
 
 use super::expect_f32;
 use crate::shape::{normalize_dim, split_at_dim};
@@ -9,6 +10,7 @@ use crate::{DType, Error, Result, Tensor};
 mod cpu;
 #[cfg(feature = "cuda")]
 mod cuda;
+mod dims;
 
 /// Reductions along one dimension.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -17,6 +19,8 @@ pub enum ReduceOp {
     Sum,
     /// The largest element.
     Max,
+    /// The smallest element.
+    Min,
 }
 
 impl ReduceOp {
@@ -32,6 +36,10 @@ pub(crate) trait ReduceKernels: Sized {
     fn reduce(&self, outer: usize, dim: usize, inner: usize, op: ReduceOp) -> Result<Self>;
     /// Index of each row's largest element of `[rows, cols]`, as i64 `[rows]`.
     fn argmax_last(&self, rows: usize, cols: usize) -> Result<Self>;
+    /// Index of each row's smallest element of `[rows, cols]`, as i64 `[rows]`.
+    fn argmin_last(&self, rows: usize, cols: usize) -> Result<Self>;
+    /// The variance of each row of `[rows, cols]`: `Σ (x − mean)² / (cols − correction)`.
+    fn var_rows(&self, rows: usize, cols: usize, correction: usize) -> Result<Self>;
 }
 
 impl Storage {
@@ -50,11 +58,21 @@ impl Storage {
     pub(crate) fn argmax_last(&self, rows: usize, cols: usize) -> Result<Storage> {
         dispatch!("argmax"; x = self => x.argmax_last(rows, cols))
     }
+
+    /// [`ReduceKernels::argmin_last`] on this storage's device.
+    pub(crate) fn argmin_last(&self, rows: usize, cols: usize) -> Result<Storage> {
+        dispatch!("argmin"; x = self => x.argmin_last(rows, cols))
+    }
+
+    /// [`ReduceKernels::var_rows`] on this storage's device.
+    pub(crate) fn var_rows(&self, rows: usize, cols: usize, correction: usize) -> Result<Storage> {
+        dispatch!("var"; x = self => x.var_rows(rows, cols, correction))
+    }
 }
 
 impl Tensor {
     /// Reduce along `dim` with the primitive; returns the keepdim-shaped result (no autograd).
-    fn reduce_plain(&self, dim: usize, op: ReduceOp) -> Result<Tensor> {
+    pub(crate) fn reduce_plain(&self, dim: usize, op: ReduceOp) -> Result<Tensor> {
         let (outer, d, inner) = split_at_dim(self.shape(), dim);
         let s = self.storage()?.reduce(outer, d, inner, op)?;
         let mut shape = self.shape().to_vec();
@@ -115,16 +133,33 @@ impl Tensor {
     /// Maximum along `dim` (`torch.amax`). The gradient is shared equally among tied maxima.
     /// NaN propagates: the maximum of a slice holding a NaN is NaN. An empty `dim` is an error.
     pub fn max_dim(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
-        expect_f32("max", self)?;
-        let d = normalize_dim("max", dim, self.rank())?;
+        self.extreme_dim(dim, keepdim, ReduceOp::Max, "max")
+    }
+
+    /// Minimum along `dim` (`torch.amin`). The gradient is shared equally among tied minima.
+    /// NaN propagates: the minimum of a slice holding a NaN is NaN. An empty `dim` is an error.
+    pub fn min_dim(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
+        self.extreme_dim(dim, keepdim, ReduceOp::Min, "min")
+    }
+
+    /// [`Tensor::max_dim`] or [`Tensor::min_dim`].
+    fn extreme_dim(
+        &self,
+        dim: isize,
+        keepdim: bool,
+        op: ReduceOp,
+        name: &'static str,
+    ) -> Result<Tensor> {
+        expect_f32(name, self)?;
+        let d = normalize_dim(name, dim, self.rank())?;
         if self.shape().get(d) == Some(&0) {
             return Err(Error::BadShape {
-                op: "max",
+                op: name,
                 shape: self.shape().to_vec(),
                 expected: format!("a non-empty dim {d}"),
             });
         }
-        let r = self.reduce_plain(d, ReduceOp::Max)?;
+        let r = self.reduce_plain(d, op)?;
         let x = self.detach();
         let keep = r.detach();
         let out_shape = Tensor::drop_dim(self.shape(), d, keepdim);
@@ -132,10 +167,10 @@ impl Tensor {
         Ok(Tensor::op_output(
             storage,
             out_shape,
-            "max",
+            name,
             &[self],
             Box::new(move |g| {
-                let mask = x.eq_mask(&keep)?;
+                let mask = x.eq(&keep)?;
                 let count = mask.reduce_plain(d, ReduceOp::Sum)?;
                 let gk = g.reshape(keep.shape())?.div(&count)?;
                 Ok(vec![Some(mask.mul(&gk)?)])
@@ -148,25 +183,47 @@ impl Tensor {
         self.reshape(&[self.numel()])?.max_dim(0, false)
     }
 
+    /// Minimum of all elements (shape `[]`); NaN if any element is NaN, an error if empty.
+    pub fn min(&self) -> Result<Tensor> {
+        self.reshape(&[self.numel()])?.min_dim(0, false)
+    }
+
     /// Index of the maximum along the last dimension, as i64 (not differentiable;
     /// `torch.argmax(x, -1)`). The first maximum on ties; the index of the first NaN in a row
     /// that holds one. An empty last dimension is an error, as for [`Tensor::max_dim`].
     pub fn argmax_last(&self) -> Result<Tensor> {
-        expect_f32("argmax", self)?;
+        self.arg_extreme_last("argmax")
+    }
+
+    /// Index of the minimum along the last dimension, as i64 (not differentiable;
+    /// `torch.argmin(x, -1)`). The first minimum on ties; the index of the first NaN in a row
+    /// that holds one. An empty last dimension is an error, as for [`Tensor::min_dim`].
+    pub fn argmin_last(&self) -> Result<Tensor> {
+        self.arg_extreme_last("argmin")
+    }
+
+    /// [`Tensor::argmax_last`] (`name` "argmax") or [`Tensor::argmin_last`] ("argmin").
+    fn arg_extreme_last(&self, name: &'static str) -> Result<Tensor> {
+        expect_f32(name, self)?;
         let cols = *self.shape().last().ok_or_else(|| Error::BadShape {
-            op: "argmax",
+            op: name,
             shape: vec![],
             expected: "rank ≥ 1".into(),
         })?;
         if cols == 0 {
             return Err(Error::BadShape {
-                op: "argmax",
+                op: name,
                 shape: self.shape().to_vec(),
                 expected: "a non-empty last dim".into(),
             });
         }
         let rows = self.numel() / cols;
-        let s = self.storage()?.argmax_last(rows, cols)?;
+        let st = self.storage()?;
+        let s = if name == "argmin" {
+            st.argmin_last(rows, cols)?
+        } else {
+            st.argmax_last(rows, cols)?
+        };
         debug_assert_eq!(s.dtype(), DType::I64);
         Ok(Tensor::from_storage(
             s,
