@@ -20,6 +20,8 @@
 //! | `layer_norm/` | layer_norm |
 //! | `loss.rs` | cross_entropy, mse |
 //! | `update.rs` | apply_updates (optimizer step of many parameters) |
+//! | `conv2d/` | conv2d, conv2d_relu (NCHW; stride, padding, dilation, groups) |
+//! | `pool/` | max_pool2d (saves the argmax), avg_pool2d, adaptive_avg_pool2d_1x1 |
 //!
 //! ## NaN, infinities and edge cases
 //!
@@ -32,12 +34,14 @@
 //! host allocation that cannot be satisfied is [`crate::Error::OutOfMemory`].
 
 pub mod arith;
+pub mod conv2d;
 pub mod elementwise;
 pub mod embedding;
 pub mod index;
 pub mod layer_norm;
 pub mod loss;
 pub mod matmul;
+pub mod pool;
 pub mod reduce;
 pub mod shape;
 pub mod softmax;

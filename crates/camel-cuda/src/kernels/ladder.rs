@@ -23,6 +23,8 @@ pub enum Family {
     Optim,
     /// LayerNorm forward and backward.
     LayerNorm,
+    /// 2-D convolution for networks (NCHW), forward and backward.
+    Conv2d,
 }
 
 /// One step of a family's ladder.
@@ -268,9 +270,34 @@ const LAYERNORM: &[StepInfo] = &[
     ),
 ];
 
+const CONV2D: &[StepInfo] = &[
+    s(
+        Step::One,
+        "im2col_gemm",
+        "patches written to a column matrix, one SGEMM batched over the groups, bias pass; col2im backward",
+        &[
+            "conv2d::im2col_gemm",
+            "conv2d::im2col_gemm_bwd_input",
+            "conv2d::im2col_gemm_bwd_weight",
+        ],
+        "nothing",
+    ),
+    s(
+        Step::Two,
+        "implicit_gemm",
+        "one tiled GEMM kernel reading patches from the input, bias and ReLU in its epilogue; step 1's backward",
+        &[
+            "conv2d::implicit_gemm",
+            "conv2d::im2col_gemm_bwd_input",
+            "conv2d::im2col_gemm_bwd_weight",
+        ],
+        "nothing",
+    ),
+];
+
 impl Family {
     /// Every family.
-    pub const ALL: [Family; 7] = [
+    pub const ALL: [Family; 8] = [
         Family::Elementwise,
         Family::Reduce,
         Family::Softmax,
@@ -278,6 +305,7 @@ impl Family {
         Family::Embedding,
         Family::Optim,
         Family::LayerNorm,
+        Family::Conv2d,
     ];
 
     /// The family's ladder, in step order.
@@ -290,6 +318,7 @@ impl Family {
             Family::Embedding => EMBEDDING,
             Family::Optim => OPTIM,
             Family::LayerNorm => LAYERNORM,
+            Family::Conv2d => CONV2D,
         }
     }
 
@@ -303,6 +332,7 @@ impl Family {
             Family::Embedding => "embedding",
             Family::Optim => "optim",
             Family::LayerNorm => "layernorm",
+            Family::Conv2d => "conv2d",
         }
     }
 
@@ -316,6 +346,7 @@ impl Family {
             Family::Embedding => "CAMEL_EMBEDDING",
             Family::Optim => "CAMEL_OPTIM",
             Family::LayerNorm => "CAMEL_LAYERNORM",
+            Family::Conv2d => "CAMEL_CONV2D",
         }
     }
 
@@ -408,6 +439,10 @@ mod tests {
         assert_eq!(
             super::super::optim::STEPS.map(|k| k.step).to_vec(),
             steps(Family::Optim)
+        );
+        assert_eq!(
+            super::super::conv2d::STEPS.map(|k| k.step).to_vec(),
+            steps(Family::Conv2d)
         );
     }
 

@@ -19,6 +19,7 @@ macro_rules! launchers {
     };
 }
 
+pub mod conv2d;
 pub mod elementwise;
 pub mod embedding;
 pub mod ladder;
@@ -26,6 +27,7 @@ pub mod layernorm;
 pub mod loss;
 pub mod matmul;
 pub mod optim;
+pub mod pool;
 pub mod reduce;
 pub mod rows;
 pub mod shape;
