@@ -110,6 +110,10 @@ const CASES: &[Case] = &[
     case(2, 1, 28, 28, 6, (5, 5), (1, 1), (2, 2), (1, 1), 1),
     // 30·7·7 = 1470 taps: more than step 2's tap table holds, so step 2 runs step 1
     case(2, 30, 9, 8, 3, (7, 7), (1, 1), (1, 2), (1, 1), 1),
+    // more input channels per group than step 2's 16-row input-gradient tile, stride 2
+    case(2, 40, 7, 9, 8, (3, 3), (2, 2), (1, 1), (1, 1), 2),
+    // 120·3·3 = 1080 output taps: more than step 2's input gradient tabulates (step 1's runs)
+    case(1, 4, 6, 5, 120, (3, 3), (1, 1), (1, 1), (1, 1), 1),
 ];
 
 /// The direct definition in f64: `y[n,o,oy,ox] = b[o] + Σ_{c,i,j} w[o,c,i,j]·x[n, g·cg + c,
@@ -183,6 +187,124 @@ fn forward_matches_the_direct_reference_on_every_step() {
                 |d| t(&x, &xs, d).conv2d_relu(&t(&w, &ws, d), Some(&t(&b, &[cs.o], d)), cs.opts()),
             );
         });
+    }
+}
+
+/// The input and weight gradients of `Σ dy ⊙ conv2d(x, w)` in f64: `dx = convᵀ(dy)`,
+/// `dw[o, c, i, j] = Σ dy · x[…]`.
+fn reference_grads(cs: &Case, x: &[f32], w: &[f32], dy: &[f32]) -> (Vec<f64>, Vec<f64>) {
+    let (oh, ow) = cs.out();
+    let (cg, og) = (cs.c / cs.groups, cs.o / cs.groups);
+    let (mut dx, mut dw) = (vec![0.0; x.len()], vec![0.0; w.len()]);
+    for n in 0..cs.n {
+        for o in 0..cs.o {
+            let g = o / og;
+            for oy in 0..oh {
+                for ox in 0..ow {
+                    let d = dy[((n * cs.o + o) * oh + oy) * ow + ox] as f64;
+                    for c in 0..cg {
+                        for i in 0..cs.k.0 {
+                            for j in 0..cs.k.1 {
+                                let iy = (oy * cs.stride.0 + i * cs.dilation.0) as isize
+                                    - cs.padding.0 as isize;
+                                let ix = (ox * cs.stride.1 + j * cs.dilation.1) as isize
+                                    - cs.padding.1 as isize;
+                                if iy < 0 || ix < 0 || iy >= cs.h as isize || ix >= cs.w as isize {
+                                    continue;
+                                }
+                                let xi = ((n * cs.c + g * cg + c) * cs.h + iy as usize) * cs.w
+                                    + ix as usize;
+                                let wi = ((o * cg + c) * cs.k.0 + i) * cs.k.1 + j;
+                                dx[xi] += d * w[wi] as f64;
+                                dw[wi] += d * x[xi] as f64;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    (dx, dw)
+}
+
+/// The input, weight and bias gradients at every forward case against the f64 reference, on
+/// every device and step (the gradchecks below cover small cases only).
+#[test]
+fn backward_matches_the_direct_reference_on_every_step() {
+    for (ci, cs) in CASES.iter().enumerate() {
+        let (xs, ws) = (cs.x_shape(), cs.w_shape());
+        let (oh, ow) = cs.out();
+        let x = rand_vec(numel(&xs), -1.0, 1.0, 110 + ci as u64);
+        let w = rand_vec(numel(&ws), -1.0, 1.0, 120 + ci as u64);
+        let dy = rand_vec(cs.n * cs.o * oh * ow, -1.0, 1.0, 130 + ci as u64);
+        let (rdx, rdw) = reference_grads(cs, &x, &w, &dy);
+        let rdb: Vec<f64> = (0..cs.o)
+            .map(|o| {
+                (0..cs.n)
+                    .map(|n| {
+                        dy[(n * cs.o + o) * oh * ow..][..oh * ow]
+                            .iter()
+                            .map(|&v| v as f64)
+                            .sum::<f64>()
+                    })
+                    .sum()
+            })
+            .collect();
+        let mut cpu: Option<[Vec<f32>; 3]> = None;
+        for d in devices() {
+            for_each_step(Family::Conv2d, |step| {
+                let what = format!("conv2d backward on {d}, step {} {cs:?}", step.name);
+                let xt = t(&x, &xs, d).requires_grad_(true).unwrap();
+                let wt = t(&w, &ws, d).requires_grad_(true).unwrap();
+                let bt = Tensor::zeros(&[cs.o], d)
+                    .unwrap()
+                    .requires_grad_(true)
+                    .unwrap();
+                let y = xt.conv2d(&wt, Some(&bt), cs.opts()).unwrap();
+                y.mul(&t(&dy, y.shape(), d))
+                    .unwrap()
+                    .sum()
+                    .unwrap()
+                    .backward()
+                    .unwrap();
+                let got = [xt, wt, bt].map(|l| l.grad().unwrap().to_vec().unwrap());
+                assert_close(&format!("{what}: dx"), &got[0], &rdx, CONV);
+                assert_close(
+                    &format!("{what}: dw"),
+                    &got[1],
+                    &rdw,
+                    Tol {
+                        atol: 1e-3,
+                        rtol: 1e-4,
+                    },
+                );
+                assert_close(
+                    &format!("{what}: db"),
+                    &got[2],
+                    &rdb,
+                    Tol {
+                        atol: 1e-3,
+                        rtol: 1e-4,
+                    },
+                );
+                match &cpu {
+                    None => cpu = Some(got),
+                    Some(c) => {
+                        for i in 0..3 {
+                            assert_close(
+                                &format!("{what}: grad {i} vs cpu"),
+                                &got[i],
+                                &f64s(&c[i]),
+                                Tol {
+                                    atol: 1e-3,
+                                    rtol: 1e-4,
+                                },
+                            );
+                        }
+                    }
+                }
+            });
+        }
     }
 }
 

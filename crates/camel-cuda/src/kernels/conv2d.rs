@@ -7,8 +7,9 @@
 //!   folds the product `Wᵀ · dy` back onto the input (col2im, a gather: no atomics).
 //! - Step 2 (`implicit_gemm`, `kernels/conv2d/02_implicit_gemm.cu`): the forward is one tiled
 //!   GEMM kernel that reads the patches straight from the input into shared memory (the column
-//!   matrix is never written) and adds the bias and the activation in its epilogue. Its
-//!   backward is step 1's.
+//!   matrix is never written) and adds the bias and the activation in its epilogue; the input
+//!   gradient is the same kind of kernel over the transposed convolution. The weight gradient
+//!   is step 1's.
 //!
 //! Columns are laid out `[groups][C/g·kH·kW][images·OH·OW]`, so one GEMM batched over the
 //! groups covers a chunk of images; chunks bound the column matrix to [`WORKSPACE_BYTES`].
@@ -206,14 +207,26 @@ fn workspace(dev: &CudaDevice, floats: usize) -> Result<Buffer> {
 /// `kernels/conv2d/02_implicit_gemm.cu`).
 pub const IMPLICIT_MAX_TAPS: usize = 1024;
 
-/// Whether step 2's kernel takes `g`: at most [`IMPLICIT_MAX_TAPS`] taps and an image whose
-/// offsets fit 32 bits (else step 2 runs step 1).
+/// Whether step 2's forward takes `g`: at most [`IMPLICIT_MAX_TAPS`] taps `c/groups·kh·kw` and
+/// offsets within an image and a weight that fit 32 bits (else step 2 runs step 1).
 pub fn implicit_fits(g: &Conv2dGeom) -> bool {
+    g.kg() <= IMPLICIT_MAX_TAPS && offsets_fit(g)
+}
+
+/// Whether step 2's input gradient takes `g`: at most [`IMPLICIT_MAX_TAPS`] taps
+/// `o/groups·kh·kw` and 32-bit offsets (else step 2 runs step 1's).
+pub fn implicit_dgrad_fits(g: &Conv2dGeom) -> bool {
+    g.og().saturating_mul(g.kh).saturating_mul(g.kw) <= IMPLICIT_MAX_TAPS && offsets_fit(g)
+}
+
+fn offsets_fit(g: &Conv2dGeom) -> bool {
     let lim = i32::MAX as usize;
-    g.kg() <= IMPLICIT_MAX_TAPS
-        && g.c.saturating_mul(g.h).saturating_mul(g.w) <= lim
-        && g.h + 2 * g.ph <= lim
-        && g.w + 2 * g.pw <= lim
+    let m = |a: usize, b: usize, c: usize| a.saturating_mul(b).saturating_mul(c);
+    m(g.c, g.h, g.w) <= lim
+        && m(g.o, g.oh, g.ow) <= lim
+        && m(g.o, g.kg(), 1) <= lim
+        && g.h.saturating_add(2 * g.ph) <= lim
+        && g.w.saturating_add(2 * g.pw) <= lim
 }
 
 /// The column matrix of images `n0 .. n0 + nb` of `x`: `[groups][kg][nb·oh·ow]`.
@@ -451,6 +464,38 @@ launchers! {
         }
         Ok(())
     }
+
+    /// Step 2's input gradient: the transposed convolution as one implicit-GEMM kernel (input
+    /// channels × input pixels of the batch, over the `o/groups·kh·kw` taps), reading `dy` and
+    /// the weight in place: no column gradient is written and nothing is folded back.
+    /// Geometries beyond [`implicit_dgrad_fits`] run [`im2col_gemm_bwd_input`].
+    pub fn implicit_gemm_bwd_input(..) {
+        if !implicit_dgrad_fits(g) {
+            return im2col_gemm_bwd_input(dev, dy, w, dx, g);
+        }
+        let (name, bm, bn) = if g.cg() <= 16 {
+            ("conv2d_implicit_dgrad_m16_f32", 16, 128)
+        } else {
+            ("conv2d_implicit_dgrad_m64_f32", 64, 128)
+        };
+        check_geom(name, g)?;
+        let q = g.n * g.h * g.w;
+        if q == 0 {
+            return Ok(());
+        }
+        let (gx, gy) = (q.div_ceil(bn), g.cg().div_ceil(bm));
+        if gx > i32::MAX as usize || gy > 65_535 || g.groups > 65_535 {
+            return Err(Error::LaunchConfig {
+                kernel: name.to_string(),
+                msg: format!("grid {gx} × {gy} × {} is too large", g.groups),
+            });
+        }
+        let cfg = LaunchConfig::new(Dim3::xyz(gx as u32, gy as u32, g.groups as u32), Dim3::x(256));
+        let a = g.args();
+        // SAFETY: matches `conv2d_implicit_dgrad_*_f32(const float*, const float*, float*,
+        // ConvArgs)`; `dy`, `w`, `dx` hold the output, weight and input of `g`.
+        unsafe { launch(dev, STEP2, name, cfg, &[&dy, &w, &dx, &a]) }
+    }
 }
 
 launchers! {
@@ -534,7 +579,7 @@ pub const STEPS: [Kernels; 2] = [
     Kernels {
         step: Step::Two,
         forward: implicit_gemm,
-        backward_input: im2col_gemm_bwd_input,
+        backward_input: implicit_gemm_bwd_input,
         backward_weight: im2col_gemm_bwd_weight,
     },
 ];

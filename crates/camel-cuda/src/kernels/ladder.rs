@@ -285,13 +285,13 @@ const CONV2D: &[StepInfo] = &[
     s(
         Step::Two,
         "implicit_gemm",
-        "one tiled GEMM kernel reading patches from the input, bias and ReLU in its epilogue; step 1's backward",
+        "implicit GEMM (no column matrix) forward with bias and ReLU in the epilogue, and for the input gradient",
         &[
             "conv2d::implicit_gemm",
-            "conv2d::im2col_gemm_bwd_input",
+            "conv2d::implicit_gemm_bwd_input",
             "conv2d::im2col_gemm_bwd_weight",
         ],
-        "at most IMPLICIT_MAX_TAPS (1024) taps c/groups·kh·kw and images under 2^31 elements (else step 1)",
+        "at most IMPLICIT_MAX_TAPS (1024) taps and 32-bit offsets (else step 1's launcher)",
     ),
 ];
 
