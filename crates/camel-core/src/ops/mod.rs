@@ -24,6 +24,8 @@
 //! | `layer_norm/` | layer_norm |
 //! | `loss.rs` | cross_entropy, mse |
 //! | `update.rs` | apply_updates (optimizer step of many parameters) |
+//! | `conv2d/` | conv2d, conv2d_relu (NCHW; stride, padding, dilation, groups) |
+//! | `pool/` | max_pool2d (saves the argmax), avg_pool2d, adaptive_avg_pool2d_1x1 |
 //!
 //! ## NaN, infinities and edge cases
 //!
@@ -41,6 +43,7 @@
 //! host allocation that cannot be satisfied is [`crate::Error::OutOfMemory`].
 
 pub mod arith;
+pub mod conv2d;
 pub mod elementwise;
 pub mod embedding;
 pub mod filter;
@@ -49,6 +52,7 @@ pub mod layer_norm;
 pub mod loss;
 pub mod masked_softmax;
 pub mod matmul;
+pub mod pool;
 pub mod random;
 pub mod reduce;
 pub mod shape;

@@ -27,6 +27,8 @@ pub enum Family {
     MaskedSoftmax,
     /// The 2-D image filter (`filter2d`, `filter2d_separable`).
     Filter,
+    /// 2-D convolution for networks (NCHW), forward and backward.
+    Conv2d,
 }
 
 /// One step of a family's ladder.
@@ -317,9 +319,34 @@ const FILTER: &[StepInfo] = &[
     ),
 ];
 
+const CONV2D: &[StepInfo] = &[
+    s(
+        Step::One,
+        "im2col_gemm",
+        "patches written to a column matrix, one SGEMM batched over the groups, bias pass; col2im backward",
+        &[
+            "conv2d::im2col_gemm",
+            "conv2d::im2col_gemm_bwd_input",
+            "conv2d::im2col_gemm_bwd_weight",
+        ],
+        "nothing",
+    ),
+    s(
+        Step::Two,
+        "implicit_gemm",
+        "implicit GEMM (no column matrix) forward with bias and ReLU in the epilogue, and for the input gradient",
+        &[
+            "conv2d::implicit_gemm",
+            "conv2d::implicit_gemm_bwd_input",
+            "conv2d::im2col_gemm_bwd_weight",
+        ],
+        "at most IMPLICIT_MAX_TAPS (1024) taps and 32-bit offsets (else step 1's launcher)",
+    ),
+];
+
 impl Family {
     /// Every family.
-    pub const ALL: [Family; 9] = [
+    pub const ALL: [Family; 10] = [
         Family::Elementwise,
         Family::Reduce,
         Family::Softmax,
@@ -329,6 +356,7 @@ impl Family {
         Family::LayerNorm,
         Family::MaskedSoftmax,
         Family::Filter,
+        Family::Conv2d,
     ];
 
     /// The family's ladder, in step order.
@@ -343,6 +371,7 @@ impl Family {
             Family::LayerNorm => LAYERNORM,
             Family::MaskedSoftmax => MASKED_SOFTMAX,
             Family::Filter => FILTER,
+            Family::Conv2d => CONV2D,
         }
     }
 
@@ -358,6 +387,7 @@ impl Family {
             Family::LayerNorm => "layernorm",
             Family::MaskedSoftmax => "masked_softmax",
             Family::Filter => "filter",
+            Family::Conv2d => "conv2d",
         }
     }
 
@@ -373,6 +403,7 @@ impl Family {
             Family::LayerNorm => "CAMEL_LAYERNORM",
             Family::MaskedSoftmax => "CAMEL_MASKED_SOFTMAX",
             Family::Filter => "CAMEL_FILTER",
+            Family::Conv2d => "CAMEL_CONV2D",
         }
     }
 
@@ -483,6 +514,10 @@ mod tests {
         assert_eq!(
             super::super::filter::STEPS.map(|k| k.step).to_vec(),
             steps(Family::Filter)
+        );
+        assert_eq!(
+            super::super::conv2d::STEPS.map(|k| k.step).to_vec(),
+            steps(Family::Conv2d)
         );
     }
 

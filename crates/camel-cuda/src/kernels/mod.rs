@@ -19,6 +19,7 @@ macro_rules! launchers {
     };
 }
 
+pub mod conv2d;
 pub mod elementwise;
 pub mod embedding;
 pub mod filter;
@@ -28,6 +29,7 @@ pub mod loss;
 pub mod masked_softmax;
 pub mod matmul;
 pub mod optim;
+pub mod pool;
 pub mod random;
 pub mod reduce;
 pub mod rows;
