@@ -18,6 +18,7 @@
 //! | `arith.rs` | `std::ops` operators (`+ - * /`, unary `-`) on tensors and `f32` scalars |
 //! | `softmax/` | softmax, log_softmax (last dim) |
 //! | `layer_norm/` | layer_norm |
+//! | `batch_norm/` | batch_norm (training, with the batch statistics), batch_norm_eval |
 //! | `loss.rs` | cross_entropy, mse |
 //! | `update.rs` | apply_updates (optimizer step of many parameters) |
 //!
@@ -32,6 +33,7 @@
 //! host allocation that cannot be satisfied is [`crate::Error::OutOfMemory`].
 
 pub mod arith;
+pub mod batch_norm;
 pub mod elementwise;
 pub mod embedding;
 pub mod index;

@@ -23,6 +23,8 @@ pub enum Family {
     Optim,
     /// LayerNorm forward and backward.
     LayerNorm,
+    /// BatchNorm forward (training and eval) and backward.
+    BatchNorm,
 }
 
 /// One step of a family's ladder.
@@ -268,9 +270,21 @@ const LAYERNORM: &[StepInfo] = &[
     ),
 ];
 
+const BATCHNORM: &[StepInfo] = &[s(
+    Step::One,
+    "block_per_channel",
+    "a block per channel: Welford statistics, then normalize; both backward sums, then dx",
+    &[
+        "batchnorm::block_per_channel",
+        "batchnorm::block_per_channel_eval",
+        "batchnorm::block_per_channel_bwd",
+    ],
+    "nothing",
+)];
+
 impl Family {
     /// Every family.
-    pub const ALL: [Family; 7] = [
+    pub const ALL: [Family; 8] = [
         Family::Elementwise,
         Family::Reduce,
         Family::Softmax,
@@ -278,6 +292,7 @@ impl Family {
         Family::Embedding,
         Family::Optim,
         Family::LayerNorm,
+        Family::BatchNorm,
     ];
 
     /// The family's ladder, in step order.
@@ -290,6 +305,7 @@ impl Family {
             Family::Embedding => EMBEDDING,
             Family::Optim => OPTIM,
             Family::LayerNorm => LAYERNORM,
+            Family::BatchNorm => BATCHNORM,
         }
     }
 
@@ -303,6 +319,7 @@ impl Family {
             Family::Embedding => "embedding",
             Family::Optim => "optim",
             Family::LayerNorm => "layernorm",
+            Family::BatchNorm => "batchnorm",
         }
     }
 
@@ -316,6 +333,7 @@ impl Family {
             Family::Embedding => "CAMEL_EMBEDDING",
             Family::Optim => "CAMEL_OPTIM",
             Family::LayerNorm => "CAMEL_LAYERNORM",
+            Family::BatchNorm => "CAMEL_BATCHNORM",
         }
     }
 
@@ -408,6 +426,10 @@ mod tests {
         assert_eq!(
             super::super::optim::STEPS.map(|k| k.step).to_vec(),
             steps(Family::Optim)
+        );
+        assert_eq!(
+            super::super::batchnorm::STEPS.map(|k| k.step).to_vec(),
+            steps(Family::BatchNorm)
         );
     }
 
