@@ -15,6 +15,7 @@
 //! | `CAMEL_EMBEDDING` | step number or name | `grouped_one_launch` | The embedding ladder step. |
 //! | `CAMEL_OPTIM` | step number or name | `loads_first_sgd` | The optimizer-update ladder step. |
 //! | `CAMEL_LAYERNORM` | step number or name | `streaming` | The LayerNorm ladder step. |
+//! | `CAMEL_MASKED_SOFTMAX` | step number or name | `registers` | The masked-softmax step (a single-step family). |
 //! | `CAMEL_BATCHNORM` | step number or name | `block_per_channel` | The BatchNorm step (a single-step family). |
 //! | `CAMEL_NO_STUB_RPATH` | `1/0/on/off/true/false` (build time) | `0` | Never put camel's no-driver stub `libcuda` on the run-time library path (read by camel-cuda's build.rs). |
 //! | `CAMEL_PLOT_FONT` | a font file (tool) | DejaVu Sans or Liberation Sans | The font of the plots `cargo xtask gemm-report` draws (read by xtask). |
@@ -134,6 +135,12 @@ pub const VARS: &[Var] = &[
         values: STEP,
         default: "streaming",
         purpose: "The LayerNorm ladder step.",
+    },
+    Var {
+        name: "CAMEL_MASKED_SOFTMAX",
+        values: STEP,
+        default: "registers",
+        purpose: "The masked-softmax step (a single-step family).",
     },
     Var {
         name: "CAMEL_BATCHNORM",

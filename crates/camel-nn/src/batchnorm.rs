@@ -118,7 +118,10 @@ impl BatchNorm {
             return Err(Error::BadShape {
                 op,
                 shape: x.shape().to_vec(),
-                expected: format!("{} channels (dim 1), as the layer was made with", self.features),
+                expected: format!(
+                    "{} channels (dim 1), as the layer was made with",
+                    self.features
+                ),
             });
         }
         let (w, b) = (
@@ -126,9 +129,13 @@ impl BatchNorm {
             self.bias.as_ref().map(|p| p.tensor()),
         );
         match (&self.running, self.training.get()) {
-            (Some(r), false) => {
-                x.batch_norm_eval(&r.mean.tensor(), &r.var.tensor(), w.as_ref(), b.as_ref(), self.eps)
-            }
+            (Some(r), false) => x.batch_norm_eval(
+                &r.mean.tensor(),
+                &r.var.tensor(),
+                w.as_ref(),
+                b.as_ref(),
+                self.eps,
+            ),
             (running, _) => {
                 let (y, mean, var) = x.batch_norm(w.as_ref(), b.as_ref(), self.eps)?;
                 if let (Some(r), true) = (running, self.training.get()) {

@@ -17,6 +17,7 @@
 //! | `index/` | select, index_select (built on narrow/squeeze and the embedding gather) |
 //! | `arith.rs` | `std::ops` operators (`+ - * /`, unary `-`) on tensors and `f32` scalars |
 //! | `softmax/` | softmax, log_softmax (last dim) |
+//! | `masked_softmax/` | scaled_masked_softmax (attention scores: scale, causal mask, softmax in one pass) |
 //! | `layer_norm/` | layer_norm |
 //! | `batch_norm/` | batch_norm (training, with the batch statistics), batch_norm_eval |
 //! | `loss.rs` | cross_entropy, mse |
@@ -39,6 +40,7 @@ pub mod embedding;
 pub mod index;
 pub mod layer_norm;
 pub mod loss;
+pub mod masked_softmax;
 pub mod matmul;
 pub mod reduce;
 pub mod shape;

@@ -23,6 +23,8 @@ pub enum Family {
     Optim,
     /// LayerNorm forward and backward.
     LayerNorm,
+    /// The scaled, causally masked softmax of attention scores, forward and backward.
+    MaskedSoftmax,
     /// BatchNorm forward (training and eval) and backward.
     BatchNorm,
 }
@@ -270,6 +272,14 @@ const LAYERNORM: &[StepInfo] = &[
     ),
 ];
 
+const MASKED_SOFTMAX: &[StepInfo] = &[s(
+    Step::One,
+    "registers",
+    "scale, causal mask and softmax in one pass, the row in registers (softmax step 3's shapes)",
+    &["masked_softmax::registers", "masked_softmax::registers_bwd"],
+    "nothing (rows longer than SOFTMAX3_MAX_COLS run a block per row)",
+)];
+
 const BATCHNORM: &[StepInfo] = &[s(
     Step::One,
     "block_per_channel",
@@ -284,7 +294,7 @@ const BATCHNORM: &[StepInfo] = &[s(
 
 impl Family {
     /// Every family.
-    pub const ALL: [Family; 8] = [
+    pub const ALL: [Family; 9] = [
         Family::Elementwise,
         Family::Reduce,
         Family::Softmax,
@@ -292,6 +302,7 @@ impl Family {
         Family::Embedding,
         Family::Optim,
         Family::LayerNorm,
+        Family::MaskedSoftmax,
         Family::BatchNorm,
     ];
 
@@ -305,6 +316,7 @@ impl Family {
             Family::Embedding => EMBEDDING,
             Family::Optim => OPTIM,
             Family::LayerNorm => LAYERNORM,
+            Family::MaskedSoftmax => MASKED_SOFTMAX,
             Family::BatchNorm => BATCHNORM,
         }
     }
@@ -319,6 +331,7 @@ impl Family {
             Family::Embedding => "embedding",
             Family::Optim => "optim",
             Family::LayerNorm => "layernorm",
+            Family::MaskedSoftmax => "masked_softmax",
             Family::BatchNorm => "batchnorm",
         }
     }
@@ -333,6 +346,7 @@ impl Family {
             Family::Embedding => "CAMEL_EMBEDDING",
             Family::Optim => "CAMEL_OPTIM",
             Family::LayerNorm => "CAMEL_LAYERNORM",
+            Family::MaskedSoftmax => "CAMEL_MASKED_SOFTMAX",
             Family::BatchNorm => "CAMEL_BATCHNORM",
         }
     }
@@ -426,6 +440,10 @@ mod tests {
         assert_eq!(
             super::super::optim::STEPS.map(|k| k.step).to_vec(),
             steps(Family::Optim)
+        );
+        assert_eq!(
+            super::super::masked_softmax::STEPS.map(|k| k.step).to_vec(),
+            steps(Family::MaskedSoftmax)
         );
         assert_eq!(
             super::super::batchnorm::STEPS.map(|k| k.step).to_vec(),
