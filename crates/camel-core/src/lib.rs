@@ -42,5 +42,6 @@ pub use device::{cuda_available, DType, Device};
 pub use error::{Error, Result};
 pub use gradcheck::{gradcheck, GradcheckOptions};
 pub use layout::Layout;
+pub use ops::conv2d::Conv2dOptions;
 pub use rng::{initial_seed, manual_seed, Generator};
 pub use tensor::Tensor;

@@ -15,6 +15,7 @@
 //! | `CAMEL_EMBEDDING` | step number or name | `grouped_one_launch` | The embedding ladder step. |
 //! | `CAMEL_OPTIM` | step number or name | `loads_first_sgd` | The optimizer-update ladder step. |
 //! | `CAMEL_LAYERNORM` | step number or name | `streaming` | The LayerNorm ladder step. |
+//! | `CAMEL_CONV2D` | step number or name | `implicit_gemm` | The conv2d ladder step. |
 //! | `CAMEL_MASKED_SOFTMAX` | step number or name | `registers` | The masked-softmax step (a single-step family). |
 //! | `CAMEL_BATCHNORM` | step number or name | `block_per_channel` | The BatchNorm step (a single-step family). |
 //! | `CAMEL_NO_STUB_RPATH` | `1/0/on/off/true/false` (build time) | `0` | Never put camel's no-driver stub `libcuda` on the run-time library path (read by camel-cuda's build.rs). |
@@ -135,6 +136,12 @@ pub const VARS: &[Var] = &[
         values: STEP,
         default: "streaming",
         purpose: "The LayerNorm ladder step.",
+    },
+    Var {
+        name: "CAMEL_CONV2D",
+        values: STEP,
+        default: "implicit_gemm",
+        purpose: "The conv2d ladder step.",
     },
     Var {
         name: "CAMEL_MASKED_SOFTMAX",

@@ -32,12 +32,14 @@ mod attention;
 mod batchnorm;
 mod block;
 mod buffer;
+mod conv;
 mod embedding;
 pub mod init;
 mod linear;
 mod module;
 mod norm;
 mod parameter;
+mod pool;
 mod positional;
 mod sequential;
 pub mod state;
@@ -47,17 +49,19 @@ pub use attention::{AttentionOptions, KvCache, MultiHeadAttention};
 pub use batchnorm::{BatchNorm1d, BatchNorm2d, BatchNormOptions};
 pub use block::{Block, BlockOptions, Mlp};
 pub use buffer::Buffer;
+pub use conv::{Conv2d, Conv2dLayerOptions, Size2d};
 pub use embedding::{Embedding, EmbeddingOptions};
 pub use linear::{Linear, LinearOptions};
 pub use module::{Module, TrainingFlag};
 pub use norm::{LayerNorm, LayerNormOptions};
 pub use parameter::Parameter;
+pub use pool::{AdaptiveAvgPool2d, AvgPool2d, Flatten, MaxPool2d};
 pub use positional::PositionalEncoding;
 pub use sequential::{ModuleList, Sequential};
 pub use state::{load_safetensors, save_safetensors, StateDict, StateError};
 
 pub use camel_core::{
     self as core, cuda_available, gradcheck, manual_seed, no_grad, no_grad_guard, testing,
-    Activation, DType, Device, Error, Generator, GradcheckOptions, NoGradGuard, Result, Tensor,
-    UpdateRule,
+    Activation, Conv2dOptions, DType, Device, Error, Generator, GradcheckOptions, NoGradGuard,
+    Result, Tensor, UpdateRule,
 };

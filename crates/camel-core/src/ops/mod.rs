@@ -22,6 +22,8 @@
 //! | `batch_norm/` | batch_norm (training, with the batch statistics), batch_norm_eval |
 //! | `loss.rs` | cross_entropy, mse |
 //! | `update.rs` | apply_updates (optimizer step of many parameters) |
+//! | `conv2d/` | conv2d, conv2d_relu (NCHW; stride, padding, dilation, groups) |
+//! | `pool/` | max_pool2d (saves the argmax), avg_pool2d, adaptive_avg_pool2d_1x1 |
 //!
 //! ## NaN, infinities and edge cases
 //!
@@ -35,6 +37,7 @@
 
 pub mod arith;
 pub mod batch_norm;
+pub mod conv2d;
 pub mod elementwise;
 pub mod embedding;
 pub mod index;
@@ -42,6 +45,7 @@ pub mod layer_norm;
 pub mod loss;
 pub mod masked_softmax;
 pub mod matmul;
+pub mod pool;
 pub mod reduce;
 pub mod shape;
 pub mod softmax;

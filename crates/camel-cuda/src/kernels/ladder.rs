@@ -23,6 +23,8 @@ pub enum Family {
     Optim,
     /// LayerNorm forward and backward.
     LayerNorm,
+    /// 2-D convolution for networks (NCHW), forward and backward.
+    Conv2d,
     /// The scaled, causally masked softmax of attention scores, forward and backward.
     MaskedSoftmax,
     /// BatchNorm forward (training and eval) and backward.
@@ -272,6 +274,31 @@ const LAYERNORM: &[StepInfo] = &[
     ),
 ];
 
+const CONV2D: &[StepInfo] = &[
+    s(
+        Step::One,
+        "im2col_gemm",
+        "patches written to a column matrix, one SGEMM batched over the groups, bias pass; col2im backward",
+        &[
+            "conv2d::im2col_gemm",
+            "conv2d::im2col_gemm_bwd_input",
+            "conv2d::im2col_gemm_bwd_weight",
+        ],
+        "nothing",
+    ),
+    s(
+        Step::Two,
+        "implicit_gemm",
+        "one tiled GEMM kernel reading patches from the input, bias and ReLU in its epilogue; step 1's backward",
+        &[
+            "conv2d::implicit_gemm",
+            "conv2d::im2col_gemm_bwd_input",
+            "conv2d::im2col_gemm_bwd_weight",
+        ],
+        "nothing",
+    ),
+];
+
 const MASKED_SOFTMAX: &[StepInfo] = &[s(
     Step::One,
     "registers",
@@ -294,7 +321,7 @@ const BATCHNORM: &[StepInfo] = &[s(
 
 impl Family {
     /// Every family.
-    pub const ALL: [Family; 9] = [
+    pub const ALL: [Family; 10] = [
         Family::Elementwise,
         Family::Reduce,
         Family::Softmax,
@@ -302,6 +329,7 @@ impl Family {
         Family::Embedding,
         Family::Optim,
         Family::LayerNorm,
+        Family::Conv2d,
         Family::MaskedSoftmax,
         Family::BatchNorm,
     ];
@@ -316,6 +344,7 @@ impl Family {
             Family::Embedding => EMBEDDING,
             Family::Optim => OPTIM,
             Family::LayerNorm => LAYERNORM,
+            Family::Conv2d => CONV2D,
             Family::MaskedSoftmax => MASKED_SOFTMAX,
             Family::BatchNorm => BATCHNORM,
         }
@@ -331,6 +360,7 @@ impl Family {
             Family::Embedding => "embedding",
             Family::Optim => "optim",
             Family::LayerNorm => "layernorm",
+            Family::Conv2d => "conv2d",
             Family::MaskedSoftmax => "masked_softmax",
             Family::BatchNorm => "batchnorm",
         }
@@ -346,6 +376,7 @@ impl Family {
             Family::Embedding => "CAMEL_EMBEDDING",
             Family::Optim => "CAMEL_OPTIM",
             Family::LayerNorm => "CAMEL_LAYERNORM",
+            Family::Conv2d => "CAMEL_CONV2D",
             Family::MaskedSoftmax => "CAMEL_MASKED_SOFTMAX",
             Family::BatchNorm => "CAMEL_BATCHNORM",
         }
@@ -440,6 +471,10 @@ mod tests {
         assert_eq!(
             super::super::optim::STEPS.map(|k| k.step).to_vec(),
             steps(Family::Optim)
+        );
+        assert_eq!(
+            super::super::conv2d::STEPS.map(|k| k.step).to_vec(),
+            steps(Family::Conv2d)
         );
         assert_eq!(
             super::super::masked_softmax::STEPS.map(|k| k.step).to_vec(),

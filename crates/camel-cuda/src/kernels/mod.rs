@@ -20,6 +20,7 @@ macro_rules! launchers {
 }
 
 pub mod batchnorm;
+pub mod conv2d;
 pub mod elementwise;
 pub mod embedding;
 pub mod ladder;
@@ -28,6 +29,7 @@ pub mod loss;
 pub mod masked_softmax;
 pub mod matmul;
 pub mod optim;
+pub mod pool;
 pub mod reduce;
 pub mod rows;
 pub mod shape;

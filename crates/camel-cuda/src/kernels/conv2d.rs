@@ -1,0 +1,518 @@
+//! Launchers for `kernels/conv2d/`: the conv2d ladder of NCHW convolutions for networks.
+//!
+//! - Step 1 (`im2col_gemm`, `kernels/conv2d/01_im2col.cu`): the input's patches are written to
+//!   a column matrix (im2col), multiplied by the weight with camel's SGEMM ladder (one batched
+//!   GEMM over the groups), and a last pass adds the bias, applies the activation and moves the
+//!   result to NCHW. The backward multiplies by the same column matrix (weight gradient) and
+//!   folds the product `Wᵀ · dy` back onto the input (col2im, a gather: no atomics).
+//! - Step 2 (`implicit_gemm`, `kernels/conv2d/02_implicit_gemm.cu`): the forward is one tiled
+//!   GEMM kernel that reads the patches straight from the input into shared memory (the column
+//!   matrix is never written) and adds the bias and the activation in its epilogue. Its
+//!   backward is step 1's.
+//!
+//! Columns are laid out `[groups][C/g·kH·kW][images·OH·OW]`, so one GEMM batched over the
+//! groups covers a chunk of images; chunks bound the column matrix to [`WORKSPACE_BYTES`].
+
+use super::matmul::{sgemm, Gemm};
+use super::{launch, launch_elems, rows::Step};
+use crate::{Buffer, CudaDevice, DevPtr, Dim3, Error, LaunchConfig, Result};
+
+/// PTX module of step 1: `kernels/conv2d/01_im2col.cu`.
+const STEP1: &str = "conv2d/01_im2col";
+/// PTX module of step 2: `kernels/conv2d/02_implicit_gemm.cu`.
+const STEP2: &str = "conv2d/02_implicit_gemm";
+
+/// The most bytes of column matrix (and GEMM output) step 1 holds at once; larger batches run
+/// in chunks of images.
+pub const WORKSPACE_BYTES: usize = 256 << 20;
+
+/// The geometry of a 2-D convolution: input `[n, c, h, w]`, weight `[o, c/groups, kh, kw]`,
+/// output `[n, o, oh, ow]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Conv2dGeom {
+    /// Images.
+    pub n: usize,
+    /// Input channels.
+    pub c: usize,
+    /// Input height.
+    pub h: usize,
+    /// Input width.
+    pub w: usize,
+    /// Output channels.
+    pub o: usize,
+    /// Kernel height.
+    pub kh: usize,
+    /// Kernel width.
+    pub kw: usize,
+    /// Vertical stride.
+    pub sh: usize,
+    /// Horizontal stride.
+    pub sw: usize,
+    /// Zero padding above and below.
+    pub ph: usize,
+    /// Zero padding left and right.
+    pub pw: usize,
+    /// Vertical dilation.
+    pub dh: usize,
+    /// Horizontal dilation.
+    pub dw: usize,
+    /// Groups: input and output channels split into this many independent convolutions.
+    pub groups: usize,
+    /// Output height.
+    pub oh: usize,
+    /// Output width.
+    pub ow: usize,
+}
+
+impl Conv2dGeom {
+    /// Output length along one axis: `⌊(in + 2·pad − dil·(k − 1) − 1) / stride⌋ + 1`, or `None`
+    /// when the dilated kernel does not fit the padded input (or a parameter is 0).
+    pub fn out_len(input: usize, k: usize, stride: usize, pad: usize, dil: usize) -> Option<usize> {
+        if k == 0 || stride == 0 || dil == 0 {
+            return None;
+        }
+        let span = dil.checked_mul(k - 1)?.checked_add(1)?;
+        let padded = input.checked_add(pad.checked_mul(2)?)?;
+        padded.checked_sub(span).map(|r| r / stride + 1)
+    }
+
+    /// Input channels per group.
+    pub fn cg(&self) -> usize {
+        self.c / self.groups.max(1)
+    }
+
+    /// Output channels per group.
+    pub fn og(&self) -> usize {
+        self.o / self.groups.max(1)
+    }
+
+    /// The GEMM's inner dimension: `c/groups · kh · kw`.
+    pub fn kg(&self) -> usize {
+        self.cg() * self.kh * self.kw
+    }
+
+    /// Output pixels per image and channel: `oh · ow`.
+    pub fn pixels(&self) -> usize {
+        self.oh * self.ow
+    }
+
+    fn args(&self) -> ConvArgs {
+        let i = |v: usize| v as i64;
+        ConvArgs {
+            n: i(self.n),
+            c: i(self.c),
+            h: i(self.h),
+            w: i(self.w),
+            o: i(self.o),
+            kh: i(self.kh),
+            kw: i(self.kw),
+            sh: i(self.sh),
+            sw: i(self.sw),
+            ph: i(self.ph),
+            pw: i(self.pw),
+            dh: i(self.dh),
+            dw: i(self.dw),
+            groups: i(self.groups),
+            oh: i(self.oh),
+            ow: i(self.ow),
+        }
+    }
+
+    /// Images per chunk of step 1, so that a chunk's column matrix (and the GEMM output beside
+    /// it) stays within [`WORKSPACE_BYTES`]; at least 1.
+    pub fn chunk(&self) -> usize {
+        let per_image = 4 * self.pixels() * (self.groups * self.kg()).max(self.o);
+        (WORKSPACE_BYTES / per_image.max(1)).clamp(1, self.n.max(1))
+    }
+}
+
+/// `ConvArgs` of `kernels/conv2d/conv2d.cuh`, passed by value.
+#[repr(C)]
+#[derive(Clone, Copy, cust_core::DeviceCopy)]
+struct ConvArgs {
+    n: i64,
+    c: i64,
+    h: i64,
+    w: i64,
+    o: i64,
+    kh: i64,
+    kw: i64,
+    sh: i64,
+    sw: i64,
+    ph: i64,
+    pw: i64,
+    dh: i64,
+    dw: i64,
+    groups: i64,
+    oh: i64,
+    ow: i64,
+}
+
+fn empty(g: &Conv2dGeom) -> bool {
+    g.n == 0 || g.o == 0 || g.pixels() == 0
+}
+
+fn check_geom(kernel: &str, g: &Conv2dGeom) -> Result<()> {
+    let ok = g.groups > 0
+        && g.c % g.groups == 0
+        && g.o % g.groups == 0
+        && g.c > 0
+        && g.kh > 0
+        && g.kw > 0
+        && g.sh > 0
+        && g.sw > 0
+        && g.dh > 0
+        && g.dw > 0
+        && Conv2dGeom::out_len(g.h, g.kh, g.sh, g.ph, g.dh) == Some(g.oh)
+        && Conv2dGeom::out_len(g.w, g.kw, g.sw, g.pw, g.dw) == Some(g.ow);
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::LaunchConfig {
+            kernel: kernel.to_string(),
+            msg: format!("inconsistent convolution geometry {g:?}"),
+        })
+    }
+}
+
+fn workspace(dev: &CudaDevice, floats: usize) -> Result<Buffer> {
+    dev.alloc(floats.max(1) * 4)
+}
+
+/// The column matrix of images `n0 .. n0 + nb` of `x`: `[groups][kg][nb·oh·ow]`.
+fn im2col(
+    dev: &CudaDevice,
+    x: DevPtr,
+    col: DevPtr,
+    g: &Conv2dGeom,
+    n0: usize,
+    nb: usize,
+) -> Result<()> {
+    let a = g.args();
+    let total = g.groups * g.kg() * nb * g.pixels();
+    let (n0, nb) = (n0 as i64, nb as i64);
+    // SAFETY: matches `conv2d_im2col_f32(const float*, float*, ConvArgs, long long, long long)`;
+    // `x` holds the input of `g` and `col` `total` floats.
+    unsafe {
+        launch_elems(
+            dev,
+            STEP1,
+            "conv2d_im2col_f32",
+            total,
+            &[&x, &col, &a, &n0, &nb],
+        )
+    }
+}
+
+/// `y[n0 + i, o, p] = act(tmp[o][i·P + p] + bias[o])`: the GEMM's `[o][images·pixels]` output
+/// moved to NCHW, with the bias and the activation.
+#[allow(clippy::too_many_arguments)]
+fn bias_act(
+    dev: &CudaDevice,
+    tmp: DevPtr,
+    bias: Option<DevPtr>,
+    y: DevPtr,
+    g: &Conv2dGeom,
+    n0: usize,
+    nb: usize,
+    relu: bool,
+) -> Result<()> {
+    let a = g.args();
+    let total = nb * g.o * g.pixels();
+    let (has_bias, relu) = (bias.is_some() as i32, relu as i32);
+    let b = bias.unwrap_or(tmp);
+    let (n0, nb) = (n0 as i64, nb as i64);
+    // SAFETY: matches `conv2d_bias_act_f32(const float*, const float*, float*, ConvArgs, long
+    // long, long long, int, int)`; `tmp` holds `o·nb·P` floats, `bias` `o` (read only when
+    // `has_bias`), `y` the output of `g`.
+    unsafe {
+        launch_elems(
+            dev,
+            STEP1,
+            "conv2d_bias_act_f32",
+            total,
+            &[&tmp, &b, &y, &a, &n0, &nb, &has_bias, &relu],
+        )
+    }
+}
+
+/// `dyt[o][i·P + p] = dy[n0 + i, o, p]`: the upstream gradient of a chunk in the GEMM's layout.
+fn gather_grad(
+    dev: &CudaDevice,
+    dy: DevPtr,
+    dyt: DevPtr,
+    g: &Conv2dGeom,
+    n0: usize,
+    nb: usize,
+) -> Result<()> {
+    let a = g.args();
+    let total = nb * g.o * g.pixels();
+    let (n0, nb) = (n0 as i64, nb as i64);
+    // SAFETY: matches `conv2d_gather_grad_f32(const float*, float*, ConvArgs, long long, long
+    // long)`; `dy` holds the output of `g`, `dyt` `o·nb·P` floats.
+    unsafe {
+        launch_elems(
+            dev,
+            STEP1,
+            "conv2d_gather_grad_f32",
+            total,
+            &[&dy, &dyt, &a, &n0, &nb],
+        )
+    }
+}
+
+/// `dx` of images `n0 .. n0 + nb` from the column gradient `dcol` (col2im as a gather).
+fn col2im(
+    dev: &CudaDevice,
+    dcol: DevPtr,
+    dx: DevPtr,
+    g: &Conv2dGeom,
+    n0: usize,
+    nb: usize,
+) -> Result<()> {
+    let a = g.args();
+    let total = nb * g.c * g.h * g.w;
+    let (n0, nb) = (n0 as i64, nb as i64);
+    // SAFETY: matches `conv2d_col2im_f32(const float*, float*, ConvArgs, long long, long long)`;
+    // `dcol` holds `groups·kg·nb·P` floats, `dx` the input of `g`.
+    unsafe {
+        launch_elems(
+            dev,
+            STEP1,
+            "conv2d_col2im_f32",
+            total,
+            &[&dcol, &dx, &a, &n0, &nb],
+        )
+    }
+}
+
+/// `dst[i] += src[i]` for `n` floats.
+fn accumulate(dev: &CudaDevice, dst: DevPtr, src: DevPtr, n: usize) -> Result<()> {
+    let ni = n as i64;
+    // SAFETY: matches `conv2d_accumulate_f32(float*, const float*, long long)`; both hold `n`
+    // floats.
+    unsafe { launch_elems(dev, STEP1, "conv2d_accumulate_f32", n, &[&dst, &src, &ni]) }
+}
+
+fn sgemm_kernel() -> super::matmul::SgemmKernel {
+    crate::config::sgemm_kernel()
+}
+
+launchers! {
+    // the forward launchers: (dev, x, w, bias, y, geometry, relu)
+    (dev: &CudaDevice, x: DevPtr, w: DevPtr, bias: Option<DevPtr>, y: DevPtr, g: &Conv2dGeom, relu: bool);
+
+    /// Step 1: `y = act(conv2d(x, w) + bias)` by im2col, one SGEMM batched over the groups
+    /// (camel's SGEMM ladder at the selected step) and a pass that adds the bias, applies the
+    /// activation (`relu`) and writes NCHW; in chunks of [`Conv2dGeom::chunk`] images.
+    pub fn im2col_gemm(..) {
+        check_geom("conv2d_im2col_f32", g)?;
+        if empty(g) {
+            return Ok(());
+        }
+        let chunk = g.chunk();
+        let (p, kg, og) = (g.pixels(), g.kg(), g.og());
+        let col = workspace(dev, g.groups * kg * chunk * p)?;
+        let tmp = workspace(dev, g.o * chunk * p)?;
+        let mut n0 = 0;
+        while n0 < g.n {
+            let nb = chunk.min(g.n - n0);
+            let q = nb * p;
+            im2col(dev, x, col.ptr(), g, n0, nb)?;
+            let gemm = Gemm {
+                batch: g.groups,
+                m: og,
+                n: q,
+                k: kg,
+                trans_a: false,
+                trans_b: false,
+                stride_a: og * kg,
+                stride_b: kg * q,
+            };
+            sgemm(dev, sgemm_kernel(), &gemm, w, col.ptr(), tmp.ptr())?;
+            bias_act(dev, tmp.ptr(), bias, y, g, n0, nb, relu)?;
+            n0 += nb;
+        }
+        Ok(())
+    }
+
+    /// Step 2: `y = act(conv2d(x, w) + bias)` in one kernel: a tiled GEMM (output channels ×
+    /// output pixels of the whole batch) whose input tile is read from `x` through the patch
+    /// indexing (the column matrix is never written), with the bias and the activation in its
+    /// epilogue. Groups of at most 16 output channels run the 16-row tile, others the 64-row.
+    pub fn implicit_gemm(..) {
+        let (name, bm, bn) = if g.og() <= 16 {
+            ("conv2d_implicit_gemm_m16_f32", 16, 128)
+        } else {
+            ("conv2d_implicit_gemm_m64_f32", 64, 64)
+        };
+        check_geom(name, g)?;
+        if empty(g) {
+            return Ok(());
+        }
+        let q = g.n * g.pixels();
+        let (gx, gy) = (q.div_ceil(bn), g.og().div_ceil(bm));
+        if gx > i32::MAX as usize || gy > 65_535 || g.groups > 65_535 {
+            return Err(Error::LaunchConfig {
+                kernel: name.to_string(),
+                msg: format!("grid {gx} × {gy} × {} is too large", g.groups),
+            });
+        }
+        let cfg = LaunchConfig::new(Dim3::xyz(gx as u32, gy as u32, g.groups as u32), Dim3::x(256));
+        let a = g.args();
+        let (has_bias, relu) = (bias.is_some() as i32, relu as i32);
+        let b = bias.unwrap_or(w);
+        // SAFETY: matches `conv2d_implicit_gemm_*_f32(const float*, const float*, const float*,
+        // float*, ConvArgs, int, int)`; `x`, `w`, `y` hold the tensors of `g`, `bias` `o` floats
+        // (read only when `has_bias`).
+        unsafe { launch(dev, STEP2, name, cfg, &[&x, &w, &b, &y, &a, &has_bias, &relu]) }
+    }
+}
+
+launchers! {
+    // the input-gradient launchers: (dev, dy, w, dx, geometry)
+    (dev: &CudaDevice, dy: DevPtr, w: DevPtr, dx: DevPtr, g: &Conv2dGeom);
+
+    /// The input gradient: `dcol = Wᵀ · dy` (one SGEMM batched over the groups) folded onto
+    /// `dx` by col2im, in chunks of images.
+    pub fn im2col_gemm_bwd_input(..) {
+        check_geom("conv2d_col2im_f32", g)?;
+        if g.n == 0 {
+            return Ok(());
+        }
+        let elems = g.n * g.c * g.h * g.w;
+        if g.o == 0 || g.pixels() == 0 {
+            return super::elementwise::fill_f32(dev, dx, elems, 0.0);
+        }
+        let chunk = g.chunk();
+        let (p, kg, og) = (g.pixels(), g.kg(), g.og());
+        let dcol = workspace(dev, g.groups * kg * chunk * p)?;
+        let dyt = workspace(dev, g.o * chunk * p)?;
+        let mut n0 = 0;
+        while n0 < g.n {
+            let nb = chunk.min(g.n - n0);
+            let q = nb * p;
+            gather_grad(dev, dy, dyt.ptr(), g, n0, nb)?;
+            let gemm = Gemm {
+                batch: g.groups,
+                m: kg,
+                n: q,
+                k: og,
+                trans_a: true,
+                trans_b: false,
+                stride_a: og * kg,
+                stride_b: og * q,
+            };
+            sgemm(dev, sgemm_kernel(), &gemm, w, dyt.ptr(), dcol.ptr())?;
+            col2im(dev, dcol.ptr(), dx, g, n0, nb)?;
+            n0 += nb;
+        }
+        Ok(())
+    }
+}
+
+launchers! {
+    // the weight-gradient launchers: (dev, dy, x, dw, geometry)
+    (dev: &CudaDevice, dy: DevPtr, x: DevPtr, dw: DevPtr, g: &Conv2dGeom);
+
+    /// The weight gradient: `dW = Σ dy · colᵀ`, one SGEMM batched over the groups per chunk of
+    /// images (summed over the chunks).
+    pub fn im2col_gemm_bwd_weight(..) {
+        check_geom("conv2d_im2col_f32", g)?;
+        let wlen = g.o * g.kg();
+        if empty(g) {
+            return super::elementwise::fill_f32(dev, dw, wlen, 0.0);
+        }
+        let chunk = g.chunk();
+        let (p, kg, og) = (g.pixels(), g.kg(), g.og());
+        let col = workspace(dev, g.groups * kg * chunk * p)?;
+        let dyt = workspace(dev, g.o * chunk * p)?;
+        let part = if chunk < g.n { Some(workspace(dev, wlen)?) } else { None };
+        let mut n0 = 0;
+        while n0 < g.n {
+            let nb = chunk.min(g.n - n0);
+            let q = nb * p;
+            im2col(dev, x, col.ptr(), g, n0, nb)?;
+            gather_grad(dev, dy, dyt.ptr(), g, n0, nb)?;
+            let gemm = Gemm {
+                batch: g.groups,
+                m: og,
+                n: kg,
+                k: q,
+                trans_a: false,
+                trans_b: true,
+                stride_a: og * q,
+                stride_b: kg * q,
+            };
+            let out = match (&part, n0) {
+                (Some(b), n0) if n0 > 0 => b.ptr(),
+                _ => dw,
+            };
+            sgemm(dev, sgemm_kernel(), &gemm, dyt.ptr(), col.ptr(), out)?;
+            if out != dw {
+                accumulate(dev, dw, out, wlen)?;
+            }
+            n0 += nb;
+        }
+        Ok(())
+    }
+}
+
+// ------------------------------------------------------------------ the ladder's table
+
+/// A conv2d forward launcher: `(dev, x, w, bias, y, geometry, relu)`.
+pub type Forward =
+    fn(&CudaDevice, DevPtr, DevPtr, Option<DevPtr>, DevPtr, &Conv2dGeom, bool) -> Result<()>;
+/// An input-gradient launcher: `(dev, dy, w, dx, geometry)`.
+pub type BackwardInput = fn(&CudaDevice, DevPtr, DevPtr, DevPtr, &Conv2dGeom) -> Result<()>;
+/// A weight-gradient launcher: `(dev, dy, x, dw, geometry)`.
+pub type BackwardWeight = fn(&CudaDevice, DevPtr, DevPtr, DevPtr, &Conv2dGeom) -> Result<()>;
+
+/// The launchers of one step of the conv2d ladder.
+#[derive(Clone, Copy, Debug)]
+pub struct Kernels {
+    /// The step (described in [`super::ladder::Family::Conv2d`]'s table).
+    pub step: Step,
+    /// Its forward (bias and activation included).
+    pub forward: Forward,
+    /// Its input gradient.
+    pub backward_input: BackwardInput,
+    /// Its weight gradient.
+    pub backward_weight: BackwardWeight,
+}
+
+/// The conv2d ladder: the one table the backend, the benchmarks and the tests run.
+pub const STEPS: [Kernels; 2] = [
+    Kernels {
+        step: Step::One,
+        forward: im2col_gemm,
+        backward_input: im2col_gemm_bwd_input,
+        backward_weight: im2col_gemm_bwd_weight,
+    },
+    Kernels {
+        step: Step::Two,
+        forward: implicit_gemm,
+        backward_input: im2col_gemm_bwd_input,
+        backward_weight: im2col_gemm_bwd_weight,
+    },
+];
+
+/// The launchers of `step` (the highest step at or below it).
+pub fn at(step: Step) -> &'static Kernels {
+    super::ladder::pick(&STEPS, step, |k| k.step)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Conv2dGeom;
+
+    #[test]
+    fn output_lengths_follow_pytorch() {
+        assert_eq!(Conv2dGeom::out_len(28, 5, 1, 2, 1), Some(28));
+        assert_eq!(Conv2dGeom::out_len(14, 5, 1, 0, 1), Some(10));
+        assert_eq!(Conv2dGeom::out_len(7, 3, 2, 1, 2), Some(3));
+        assert_eq!(Conv2dGeom::out_len(2, 5, 1, 1, 1), None);
+        assert_eq!(Conv2dGeom::out_len(5, 3, 0, 0, 1), None);
+        assert_eq!(Conv2dGeom::out_len(5, 3, 1, 0, 0), None);
+    }
+}
