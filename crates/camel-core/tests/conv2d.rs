@@ -108,6 +108,8 @@ const CASES: &[Case] = &[
     case(3, 3, 33, 37, 17, (3, 3), (1, 1), (1, 1), (1, 1), 1),
     case(1, 6, 15, 17, 70, (3, 3), (2, 2), (0, 1), (1, 1), 1),
     case(2, 1, 28, 28, 6, (5, 5), (1, 1), (2, 2), (1, 1), 1),
+    // 30·7·7 = 1470 taps: more than step 2's tap table holds, so step 2 runs step 1
+    case(2, 30, 9, 8, 3, (7, 7), (1, 1), (1, 2), (1, 1), 1),
 ];
 
 /// The direct definition in f64: `y[n,o,oy,ox] = b[o] + Σ_{c,i,j} w[o,c,i,j]·x[n, g·cg + c,
@@ -431,6 +433,52 @@ fn empty_batch() {
             assert_eq!(y.shape(), &[0, 3, 3, 3]);
             y.sum().unwrap().backward().unwrap();
             assert_eq!(w.grad().unwrap().to_vec().unwrap(), vec![0.0; 54]);
+        });
+    }
+}
+
+/// Step 1 in chunks of images (a workspace bound of a few images) gives the unchunked result,
+/// forward and backward.
+#[test]
+fn chunked_im2col_matches_the_reference() {
+    use camel_cuda::kernels::conv2d::with_workspace_bytes;
+    let cs = case(5, 3, 9, 10, 4, (3, 3), (1, 1), (1, 1), (1, 1), 1);
+    let (xs, ws) = (cs.x_shape(), cs.w_shape());
+    let x = rand_vec(numel(&xs), -1.0, 1.0, 90);
+    let w = rand_vec(numel(&ws), -1.0, 1.0, 91);
+    let b = rand_vec(cs.o, -1.0, 1.0, 92);
+    let (oh, ow) = cs.out();
+    // one image's column matrix is 3·9·90 floats: 4 KiB bounds a chunk at one image, 10 KiB at two
+    for bytes in [4096, 10 << 10] {
+        with_workspace_bytes(bytes, || {
+            camel_core::config::with_step(
+                Family::Conv2d,
+                camel_core::backend::ladder::Step::One,
+                || {
+                    check(
+                        &format!("chunked conv2d, {bytes} B"),
+                        &[cs.n, cs.o, oh, ow],
+                        &reference(&cs, &x, &w, Some(&b), false),
+                        CONV,
+                        |d| {
+                            t(&x, &xs, d).conv2d(
+                                &t(&w, &ws, d),
+                                Some(&t(&b, &[cs.o], d)),
+                                cs.opts(),
+                            )
+                        },
+                    );
+                    gradcheck_all(
+                        &format!("chunked conv2d, {bytes} B"),
+                        |v| v[0].conv2d(&v[1], Some(&v[2]), cs.opts()),
+                        &[
+                            hf(x.clone(), &xs),
+                            hf(w.clone(), &ws),
+                            hf(b.clone(), &[cs.o]),
+                        ],
+                    );
+                },
+            );
         });
     }
 }

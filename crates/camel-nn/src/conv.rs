@@ -154,7 +154,10 @@ impl Conv2d {
                  kernel={kernel:?}"
             )));
         }
-        if o.groups == 0 || in_channels % o.groups != 0 || out_channels % o.groups != 0 {
+        if o.groups == 0
+            || !in_channels.is_multiple_of(o.groups)
+            || !out_channels.is_multiple_of(o.groups)
+        {
             return Err(bad(format!(
                 "groups ({}) must be ≥ 1 and divide in_channels ({in_channels}) and out_channels \
                  ({out_channels})",

@@ -26,6 +26,29 @@ const STEP2: &str = "conv2d/02_implicit_gemm";
 /// in chunks of images.
 pub const WORKSPACE_BYTES: usize = 256 << 20;
 
+thread_local! {
+    static WORKSPACE_OVERRIDE: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+}
+
+/// Runs `body` with step 1's workspace bound at `bytes` on the calling thread instead of
+/// [`WORKSPACE_BYTES`] (tests use it to run the chunked path at small sizes).
+pub fn with_workspace_bytes<R>(bytes: usize, body: impl FnOnce() -> R) -> R {
+    struct Restore(Option<usize>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            WORKSPACE_OVERRIDE.with(|o| o.set(self.0));
+        }
+    }
+    let _restore = Restore(WORKSPACE_OVERRIDE.with(|o| o.replace(Some(bytes))));
+    body()
+}
+
+fn workspace_bytes() -> usize {
+    WORKSPACE_OVERRIDE
+        .with(|o| o.get())
+        .unwrap_or(WORKSPACE_BYTES)
+}
+
 /// The geometry of a 2-D convolution: input `[n, c, h, w]`, weight `[o, c/groups, kh, kw]`,
 /// output `[n, o, oh, ow]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -119,10 +142,10 @@ impl Conv2dGeom {
     }
 
     /// Images per chunk of step 1, so that a chunk's column matrix (and the GEMM output beside
-    /// it) stays within [`WORKSPACE_BYTES`]; at least 1.
+    /// it) stays within [`WORKSPACE_BYTES`] (or [`with_workspace_bytes`]'s bound); at least 1.
     pub fn chunk(&self) -> usize {
         let per_image = 4 * self.pixels() * (self.groups * self.kg()).max(self.o);
-        (WORKSPACE_BYTES / per_image.max(1)).clamp(1, self.n.max(1))
+        (workspace_bytes() / per_image.max(1)).clamp(1, self.n.max(1))
     }
 }
 
@@ -177,6 +200,20 @@ fn check_geom(kernel: &str, g: &Conv2dGeom) -> Result<()> {
 
 fn workspace(dev: &CudaDevice, floats: usize) -> Result<Buffer> {
     dev.alloc(floats.max(1) * 4)
+}
+
+/// Most taps (`c/groups · kh · kw`) step 2's kernel tabulates (`KTAB` in
+/// `kernels/conv2d/02_implicit_gemm.cu`).
+pub const IMPLICIT_MAX_TAPS: usize = 1024;
+
+/// Whether step 2's kernel takes `g`: at most [`IMPLICIT_MAX_TAPS`] taps and an image whose
+/// offsets fit 32 bits (else step 2 runs step 1).
+pub fn implicit_fits(g: &Conv2dGeom) -> bool {
+    let lim = i32::MAX as usize;
+    g.kg() <= IMPLICIT_MAX_TAPS
+        && g.c.saturating_mul(g.h).saturating_mul(g.w) <= lim
+        && g.h + 2 * g.ph <= lim
+        && g.w + 2 * g.pw <= lim
 }
 
 /// The column matrix of images `n0 .. n0 + nb` of `x`: `[groups][kg][nb·oh·ow]`.
@@ -340,11 +377,16 @@ launchers! {
     /// output pixels of the whole batch) whose input tile is read from `x` through the patch
     /// indexing (the column matrix is never written), with the bias and the activation in its
     /// epilogue. Groups of at most 16 output channels run the 16-row tile, others the 64-row.
+    /// Geometries the kernel's tap table or 32-bit offsets cannot hold ([`implicit_fits`]) run
+    /// [`im2col_gemm`].
     pub fn implicit_gemm(..) {
+        if !implicit_fits(g) {
+            return im2col_gemm(dev, x, w, bias, y, g, relu);
+        }
         let (name, bm, bn) = if g.og() <= 16 {
             ("conv2d_implicit_gemm_m16_f32", 16, 128)
         } else {
-            ("conv2d_implicit_gemm_m64_f32", 64, 64)
+            ("conv2d_implicit_gemm_m64_f32", 64, 128)
         };
         check_geom(name, g)?;
         if empty(g) {

@@ -295,7 +295,7 @@ const CONV2D: &[StepInfo] = &[
             "conv2d::im2col_gemm_bwd_input",
             "conv2d::im2col_gemm_bwd_weight",
         ],
-        "nothing",
+        "at most IMPLICIT_MAX_TAPS (1024) taps c/groups·kh·kw and images under 2^31 elements (else step 1)",
     ),
 ];
 

@@ -188,9 +188,10 @@ pub fn conv2d_geom(
 
 impl Tensor {
     /// 2-D convolution of `self` `[N, C, H, W]` with `weight` `[O, C/groups, kH, kW]` plus
-    /// `bias` `[O]`: output `[N, O, OH, OW]` with `OH = ⌊(H + 2·pad − dil·(kH − 1) − 1) / stride⌋
-    /// + 1` (and the same for `OW`). PyTorch's `F.conv2d(x, weight, bias, stride, padding,
-    /// dilation, groups)`. Differentiable in the input, the weight and the bias.
+    /// `bias` `[O]`: output `[N, O, OH, OW]` with
+    /// `OH = ⌊(H + 2·pad − dil·(kH − 1) − 1) / stride⌋ + 1` (and the same for `OW`). PyTorch's
+    /// `F.conv2d(x, weight, bias, stride, padding, dilation, groups)`. Differentiable in the
+    /// input, the weight and the bias.
     ///
     /// # Examples
     ///
