@@ -494,16 +494,24 @@ fn main() -> ExitCode {
     ExitCode::from(code)
 }
 
+/// A classifier built from its name, with what the run says about it.
+struct Built {
+    model: Box<dyn Module>,
+    /// Its description on the start line (`MLP [784, 256, 10]`, `LeNet-5` ...).
+    label: String,
+    /// The checkpoint's metadata: the model's name (and an MLP's sizes).
+    meta: HashMap<String, String>,
+}
+
 /// The classifier `model` names (`mlp` with `hidden` widths, `lenet`, `cnn`) for the images of
-/// `split`, initialized from `seed`, with its description for the start line and the
-/// checkpoint's metadata.
+/// `split`, initialized from `seed`.
 fn build_model(
     model: &str,
     hidden: &[usize],
     split: &Split,
     seed: u64,
     device: Device,
-) -> camel_models::Result<(Box<dyn Module>, String, HashMap<String, String>)> {
+) -> camel_models::Result<Built> {
     let mut meta = HashMap::from([("model".to_string(), model.to_string())]);
     let built: (Box<dyn Module>, String) = match model {
         "mlp" => {
@@ -534,7 +542,11 @@ fn build_model(
             )))
         }
     };
-    Ok((built.0, built.1, meta))
+    Ok(Built {
+        model: built.0,
+        label: built.1,
+        meta,
+    })
 }
 
 /// `camel train mlp|lenet|cnn`: trains the classifier `cfg` describes on an MNIST-style set,
@@ -553,7 +565,8 @@ fn train_classifier(out: &Out, cfg: &ClassifierConfig, args: &ClassifierArgs) ->
     if let Some(n) = cfg.subset {
         ds.train = ds.train.subset(n);
     }
-    let (model, label, meta) = build_model(cfg.model, &cfg.hidden, &ds.train, cfg.seed, device)?;
+    let Built { model, label, meta } =
+        build_model(cfg.model, &cfg.hidden, &ds.train, cfg.seed, device)?;
     let model = model.as_ref();
     let argv: Vec<String> = std::env::args().collect();
     let mut record = RunDir::create(&run_path, &argv, &config)?;
@@ -680,7 +693,7 @@ fn eval(out: &Out, dir: &Path, device: Device) -> CliResult<()> {
         .map(PathBuf::from)
         .unwrap_or_else(data_dir);
     let ds = Mnist::load(&data_root, &data).map_err(camel_models::Error::from)?;
-    let (model, _, _) = build_model(&model_name, &hidden, &ds.test, 0, device)?;
+    let model = build_model(&model_name, &hidden, &ds.test, 0, device)?.model;
     let (state, _) =
         load_safetensors(&dir.join(run::CHECKPOINT), device).map_err(camel_models::Error::from)?;
     model
