@@ -9,8 +9,9 @@ use crate::{CudaDevice, DevPtr, Dim3, Error, KernelArg, LaunchConfig, Result};
 /// PTX module of step 1: `kernels/batchnorm/01_block_per_channel.cu`.
 const STEP1: &str = "batchnorm/01_block_per_channel";
 
-/// Threads of a block per channel.
-const CHANNEL_THREADS: u32 = 256;
+/// Threads of a block per channel: a channel is read by one block, so a large block keeps more
+/// loads in flight (at most 1024, the kernels' shared slots hold 32 warps).
+const CHANNEL_THREADS: u32 = 512;
 
 /// The grid of a block per channel: `c` blocks on x.
 fn channel_config(kernel: &str, c: usize) -> Result<LaunchConfig> {
