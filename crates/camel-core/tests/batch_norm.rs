@@ -336,3 +336,29 @@ fn bad_input_is_an_error() {
         assert!(matches!(e, Error::DeviceMismatch { .. }), "{e}");
     }
 }
+
+proptest::proptest! {
+    #![proptest_config(cfg())]
+
+    /// Any shape (empty dims too), any eps, any per-channel lengths: `Ok` or a typed error,
+    /// forward and backward, never a panic.
+    #[test]
+    fn never_panics(
+        shape in proptest::collection::vec(0usize..4, 0..5),
+        lens in proptest::collection::vec(0usize..4, 4),
+        eps in proptest::sample::select(vec![1e-5f32, 0.0, -1.0, f32::NAN, f32::INFINITY]),
+        affine in proptest::bool::ANY,
+    ) {
+        for d in devices() {
+            let x = t(&vec![0.5; shape.iter().product()], &shape, d).requires_grad_(true).unwrap();
+            let p: Vec<Tensor> = lens.iter().map(|&n| t(&vec![1.0; n], &[n], d)).collect();
+            let (w, b) = if affine { (Some(&p[0]), Some(&p[1])) } else { (None, None) };
+            if let Ok((y, _, _)) = x.batch_norm(w, b, eps) {
+                let _ = y.sum().and_then(|s| s.backward());
+            }
+            if let Ok(y) = x.batch_norm_eval(&p[2], &p[3], w, b, eps) {
+                let _ = y.sum().and_then(|s| s.backward());
+            }
+        }
+    }
+}
