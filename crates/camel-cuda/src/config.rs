@@ -18,6 +18,7 @@
 //! | `CAMEL_MASKED_SOFTMAX` | step number or name | `registers` | The masked-softmax step (a single-step family). |
 //! | `CAMEL_FILTER` | step number or name | `tuned` | The image-filter ladder step (`filter2d`). |
 //! | `CAMEL_CONV2D` | step number or name | `implicit_gemm` | The conv2d ladder step. |
+//! | `CAMEL_BATCHNORM` | step number or name | `block_per_channel` | The BatchNorm step (a single-step family). |
 //! | `CAMEL_NO_STUB_RPATH` | `1/0/on/off/true/false` (build time) | `0` | Never put camel's no-driver stub `libcuda` on the run-time library path (read by camel-cuda's build.rs). |
 //! | `CAMEL_PLOT_FONT` | a font file (tool) | DejaVu Sans or Liberation Sans | The font of the plots `cargo xtask gemm-report` draws (read by xtask). |
 //!
@@ -154,6 +155,12 @@ pub const VARS: &[Var] = &[
         values: STEP,
         default: "implicit_gemm",
         purpose: "The conv2d ladder step.",
+    },
+    Var {
+        name: "CAMEL_BATCHNORM",
+        values: STEP,
+        default: "block_per_channel",
+        purpose: "The BatchNorm step (a single-step family).",
     },
     Var {
         name: "CAMEL_NO_STUB_RPATH",

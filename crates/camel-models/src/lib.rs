@@ -1,9 +1,10 @@
-//! camel-models: the models camel trains (MLP today), their data loaders and training loops, and
-//! the `camel` command-line program.
+//! camel-models: the models camel trains (MLP, LeNet-5, a small CNN with BatchNorm), their data
+//! loaders and training loops, and the `camel` command-line program.
 
 #![warn(missing_docs)]
 
 pub mod block;
+pub mod cnn;
 pub mod data;
 pub mod mlp;
 pub mod plot;
@@ -12,6 +13,7 @@ pub mod run;
 pub mod train;
 pub mod xor;
 
+pub use cnn::{LeNet5, SimpleCnn, SimpleCnnConfig};
 pub use mlp::Mlp;
 
 /// Errors of model code: a tensor error or a data error.

@@ -2,17 +2,19 @@
 //!
 //! ```text
 //! camel train mlp --data mnist --epochs 5 --batch-size 64 --lr 1e-3 --seed 0 [--device cuda]
+//! camel train lenet --data mnist --epochs 8 [--device cuda]
+//! camel train cnn --data fashion-mnist --epochs 10 [--device cuda]
 //! camel eval --checkpoint runs/mlp-…
 //! ```
 //!
 //! Every argument is checked before any data is read; `--quiet` and `--json` work on every
 //! subcommand; a closed pipe on stdout ends the program quietly.
 
-use camel_models::data::{data_dir, DataLoader, Mnist};
+use camel_models::data::{data_dir, DataLoader, Mnist, Split};
 use camel_models::regression::{Regression, RegressionConfig};
 use camel_models::run::{self, Metrics, RunDir};
 use camel_models::train::{evaluate, train_epoch};
-use camel_models::Mlp;
+use camel_models::{LeNet5, Mlp, SimpleCnn, SimpleCnnConfig};
 use camel_nn::{load_safetensors, Device, Module, Tensor};
 use camel_optim::{Adam, Optimizer, Sgd};
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -52,7 +54,7 @@ enum Cmd {
         #[command(subcommand)]
         cmd: DataCmd,
     },
-    /// Re-evaluate a saved classifier on its test set.
+    /// Re-evaluate a saved classifier (mlp, lenet, cnn) on its test set.
     Eval {
         /// Run folder written by `camel train` (holding config.json and model.safetensors).
         #[arg(long)]
@@ -104,6 +106,11 @@ enum Opt {
 enum Model {
     /// A multi-layer perceptron on MNIST-style images (784-256-256-10 by default).
     Mlp(MlpArgs),
+    /// LeNet-5 on MNIST-style 28×28 images (conv 6 and 16 channels, then 120-84-10).
+    Lenet(ClassifierArgs),
+    /// A small CNN with BatchNorm on MNIST-style images (Conv-BatchNorm-ReLU-MaxPool blocks of
+    /// 32 and 64 channels, then 128-10).
+    Cnn(ClassifierArgs),
     /// A linear model (or an MLP with --hidden) fitted with MSE to one column of a TSV/CSV table.
     Regression(RegressionArgs),
 }
@@ -185,10 +192,26 @@ impl RegressionArgs {
     }
 }
 
-/// Arguments of `camel train mlp`, as parsed. Numbers are parsed wide and signed so that a bad
-/// value reaches [`MlpArgs::validate`] and gets a message saying what is expected.
+/// Arguments of `camel train mlp`: those of every image classifier, and the hidden widths.
 #[derive(Args)]
 struct MlpArgs {
+    #[command(flatten)]
+    common: ClassifierArgs,
+    /// Hidden layer widths, comma-separated (each ≥ 1).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "256,256",
+        allow_negative_numbers = true
+    )]
+    hidden: Vec<i64>,
+}
+
+/// Arguments of `camel train mlp|lenet|cnn`, as parsed. Numbers are parsed wide and signed so
+/// that a bad value reaches [`ClassifierArgs::validate`] and gets a message saying what is
+/// expected.
+#[derive(Args)]
+struct ClassifierArgs {
     /// Data set: mnist or fashion-mnist.
     #[arg(long, default_value = "mnist")]
     data: String,
@@ -220,27 +243,20 @@ struct MlpArgs {
     /// cpu, cuda or cuda:N.
     #[arg(long, default_value = "cpu")]
     device: Device,
-    /// Hidden layer widths, comma-separated (each ≥ 1).
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "256,256",
-        allow_negative_numbers = true
-    )]
-    hidden: Vec<i64>,
     #[arg(long, value_enum, default_value_t = Opt::Adam)]
     optimizer: Opt,
     /// Train on the first N training images only (≥ 1).
     #[arg(long, allow_negative_numbers = true)]
     subset: Option<i64>,
-    /// Run folder to write (default: runs/mlp-TIME, TIME in UTC).
+    /// Run folder to write (default: runs/MODEL-TIME, TIME in UTC).
     #[arg(long)]
     out: Option<PathBuf>,
 }
 
-/// A validated `camel train mlp` configuration; written to the run folder's config.json.
+/// A validated `camel train mlp|lenet|cnn` configuration; written to the run folder's
+/// config.json.
 #[derive(serde::Serialize)]
-struct MlpConfig {
+struct ClassifierConfig {
     model: &'static str,
     data: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -252,6 +268,8 @@ struct MlpConfig {
     weight_decay: f32,
     seed: u64,
     device: String,
+    /// The MLP's hidden widths (none for the other models).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     hidden: Vec<usize>,
     optimizer: Opt,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -313,7 +331,19 @@ fn check_device(device: Device) -> CliResult<()> {
 }
 
 impl MlpArgs {
-    fn validate(&self) -> CliResult<MlpConfig> {
+    fn validate(&self) -> CliResult<ClassifierConfig> {
+        let hidden = self
+            .hidden
+            .iter()
+            .map(|&h| at_least_one("--hidden (each width)", h))
+            .collect::<CliResult<Vec<_>>>()?;
+        self.common.validate("mlp", hidden)
+    }
+}
+
+impl ClassifierArgs {
+    /// The configuration of training `model` (`mlp` with its `hidden` widths, `lenet`, `cnn`).
+    fn validate(&self, model: &'static str, hidden: Vec<usize>) -> CliResult<ClassifierConfig> {
         if !Mnist::NAMES.contains(&self.data.as_str()) {
             return Err(CliError::Usage(format!(
                 "--data must be one of {}, got {:?}",
@@ -347,18 +377,13 @@ impl MlpArgs {
             (None, Opt::Adamw) => 0.01,
             (None, _) => 0.0,
         };
-        let hidden = self
-            .hidden
-            .iter()
-            .map(|&h| at_least_one("--hidden (each width)", h))
-            .collect::<CliResult<Vec<_>>>()?;
         let subset = self
             .subset
             .map(|n| at_least_one("--subset", n))
             .transpose()?;
         check_device(self.device)?;
-        Ok(MlpConfig {
-            model: "mlp",
+        Ok(ClassifierConfig {
+            model,
             data: self.data.clone(),
             data_dir: self.data_dir.clone(),
             epochs,
@@ -466,7 +491,19 @@ fn main() -> ExitCode {
     let result = match cli.cmd {
         Cmd::Train {
             model: Model::Mlp(args),
-        } => train_mlp(&out, &args),
+        } => args
+            .validate()
+            .and_then(|cfg| train_classifier(&out, &cfg, &args.common)),
+        Cmd::Train {
+            model: Model::Lenet(args),
+        } => args
+            .validate("lenet", vec![])
+            .and_then(|cfg| train_classifier(&out, &cfg, &args)),
+        Cmd::Train {
+            model: Model::Cnn(args),
+        } => args
+            .validate("cnn", vec![])
+            .and_then(|cfg| train_classifier(&out, &cfg, &args)),
         Cmd::Train {
             model: Model::Regression(args),
         } => train_regression(&out, &args),
@@ -486,32 +523,85 @@ fn main() -> ExitCode {
     ExitCode::from(code)
 }
 
-fn train_mlp(out: &Out, args: &MlpArgs) -> CliResult<()> {
-    let cfg = args.validate()?;
+/// A classifier built from its name, with what the run says about it.
+struct Built {
+    model: Box<dyn Module>,
+    /// Its description on the start line (`MLP [784, 256, 10]`, `LeNet-5` ...).
+    label: String,
+    /// The checkpoint's metadata: the model's name (and an MLP's sizes).
+    meta: HashMap<String, String>,
+}
+
+/// The classifier `model` names (`mlp` with `hidden` widths, `lenet`, `cnn`) for the images of
+/// `split`, initialized from `seed`.
+fn build_model(
+    model: &str,
+    hidden: &[usize],
+    split: &Split,
+    seed: u64,
+    device: Device,
+) -> camel_models::Result<Built> {
+    let mut meta = HashMap::from([("model".to_string(), model.to_string())]);
+    let built: (Box<dyn Module>, String) = match model {
+        "mlp" => {
+            let mut sizes = vec![split.rows * split.cols];
+            sizes.extend(hidden);
+            sizes.push(10);
+            meta.insert(
+                "sizes".to_string(),
+                serde_json::to_string(&sizes).unwrap_or_default(),
+            );
+            (
+                Box::new(Mlp::new(&sizes, seed, device)?),
+                format!("MLP {sizes:?}"),
+            )
+        }
+        "lenet" => (Box::new(LeNet5::new(10, seed, device)?), "LeNet-5".into()),
+        "cnn" => {
+            let c = SimpleCnnConfig {
+                image_size: split.rows,
+                ..SimpleCnnConfig::default()
+            };
+            let label = format!("SimpleCnn (blocks of {:?} channels)", c.channels);
+            (Box::new(SimpleCnn::new(&c, seed, device)?), label)
+        }
+        other => {
+            return Err(camel_models::Error::Invalid(format!(
+                "model {other:?} is not a classifier camel knows (expected mlp, lenet or cnn)"
+            )))
+        }
+    };
+    Ok(Built {
+        model: built.0,
+        label: built.1,
+        meta,
+    })
+}
+
+/// `camel train mlp|lenet|cnn`: trains the classifier `cfg` describes on an MNIST-style set,
+/// evaluating and checkpointing after every epoch.
+fn train_classifier(out: &Out, cfg: &ClassifierConfig, args: &ClassifierArgs) -> CliResult<()> {
     let device = args.device;
     let dir = cfg.data_dir.clone().unwrap_or_else(data_dir);
     let run_path = args
         .out
         .clone()
-        .unwrap_or_else(|| run::default_run_dir("mlp"));
-    let config = serde_json::to_value(&cfg).map_err(|e| CliError::Usage(e.to_string()))?;
+        .unwrap_or_else(|| run::default_run_dir(cfg.model));
+    let config = serde_json::to_value(cfg).map_err(|e| CliError::Usage(e.to_string()))?;
     RunDir::check_new(&run_path).map_err(|e| CliError::Usage(e.to_string()))?;
     let t0 = std::time::Instant::now();
     let mut ds = Mnist::load(&dir, &cfg.data).map_err(camel_models::Error::from)?;
     if let Some(n) = cfg.subset {
         ds.train = ds.train.subset(n);
     }
-    let d_in = ds.train.rows * ds.train.cols;
-    let mut sizes = vec![d_in];
-    sizes.extend(&cfg.hidden);
-    sizes.push(10);
-    let model = Mlp::new(&sizes, cfg.seed, device)?;
+    let Built { model, label, meta } =
+        build_model(cfg.model, &cfg.hidden, &ds.train, cfg.seed, device)?;
+    let model = model.as_ref();
     let argv: Vec<String> = std::env::args().collect();
     let mut record = RunDir::create(&run_path, &argv, &config)?;
     out.info(
         &format!(
-            "camel: MLP {:?} ({} parameters) on {} ({} train / {} test, loaded in {:.1}s), device {device}, batch {}, lr {}, run folder {}",
-            sizes,
+            "camel: {label} ({} parameters) on {} ({} train / {} test, loaded in {:.1}s), device {device}, batch {}, lr {}, run folder {}",
             model.num_parameters(),
             cfg.data,
             ds.train.n,
@@ -521,7 +611,7 @@ fn train_mlp(out: &Out, args: &MlpArgs) -> CliResult<()> {
             cfg.lr,
             run_path.display()
         ),
-        json!({"event": "start", "model": "mlp", "sizes": sizes, "parameters": model.num_parameters(),
+        json!({"event": "start", "model": cfg.model, "sizes": meta.get("sizes").and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok()), "parameters": model.num_parameters(),
                "train": ds.train.n, "test": ds.test.n, "run": run_path, "config": config}),
     )?;
     let params = model.parameters();
@@ -545,17 +635,10 @@ fn train_mlp(out: &Out, args: &MlpArgs) -> CliResult<()> {
     let epochs = cfg.epochs;
     let mut step = 0usize;
     let mut best = f32::NEG_INFINITY;
-    let meta = HashMap::from([
-        ("model".to_string(), "mlp".to_string()),
-        (
-            "sizes".to_string(),
-            serde_json::to_string(&sizes).unwrap_or_default(),
-        ),
-    ]);
     for epoch in 1..=epochs {
         let bar = out.progress(loader.num_batches() as u64, format!("{epoch}/{epochs}"));
         let (train_loss, steps, secs) = train_epoch(
-            &model,
+            model,
             opt.as_mut(),
             &ds.train,
             &loader,
@@ -569,7 +652,7 @@ fn train_mlp(out: &Out, args: &MlpArgs) -> CliResult<()> {
         )?;
         bar.finish_and_clear();
         step += steps;
-        let (test_loss, test_acc) = evaluate(&model, &ds.test, 1000, device)?;
+        let (test_loss, test_acc) = evaluate(model, &ds.test, 1000, device)?;
         let m = Metrics {
             step,
             epoch,
@@ -580,7 +663,7 @@ fn train_mlp(out: &Out, args: &MlpArgs) -> CliResult<()> {
         };
         if test_acc > best {
             best = test_acc;
-            record.save_checkpoint(&model, meta.clone())?;
+            record.save_checkpoint(model, meta.clone())?;
         }
         record.log(m.clone())?;
         out.result(
@@ -619,32 +702,33 @@ fn eval(out: &Out, dir: &Path, device: Device) -> CliResult<()> {
         )))
     };
     let config = run::read_config(dir)?;
-    if config["model"] != "mlp" {
-        return Err(bad(
-            "model is not a classifier camel eval knows (expected \"mlp\")",
-        ));
-    }
+    let model_name = match config["model"].as_str() {
+        Some(m @ ("mlp" | "lenet" | "cnn")) => m.to_string(),
+        _ => return Err(bad(
+            "model is not a classifier camel eval knows (expected \"mlp\", \"lenet\" or \"cnn\")",
+        )),
+    };
     let data = config["data"]
         .as_str()
         .ok_or_else(|| bad("no \"data\" entry"))?
         .to_string();
-    let hidden: Vec<usize> = serde_json::from_value(config["hidden"].clone())
-        .map_err(|_| bad("\"hidden\" is not a list of widths"))?;
+    let hidden: Vec<usize> = match &config["hidden"] {
+        serde_json::Value::Null => Vec::new(),
+        h => serde_json::from_value(h.clone())
+            .map_err(|_| bad("\"hidden\" is not a list of widths"))?,
+    };
     let data_root = config["data_dir"]
         .as_str()
         .map(PathBuf::from)
         .unwrap_or_else(data_dir);
     let ds = Mnist::load(&data_root, &data).map_err(camel_models::Error::from)?;
-    let mut sizes = vec![ds.test.rows * ds.test.cols];
-    sizes.extend(hidden);
-    sizes.push(10);
-    let model = Mlp::new(&sizes, 0, device)?;
+    let model = build_model(&model_name, &hidden, &ds.test, 0, device)?.model;
     let (state, _) =
         load_safetensors(&dir.join(run::CHECKPOINT), device).map_err(camel_models::Error::from)?;
     model
         .load_state_dict(&state)
         .map_err(camel_models::Error::from)?;
-    let (test_loss, test_acc) = evaluate(&model, &ds.test, 1000, device)?;
+    let (test_loss, test_acc) = evaluate(model.as_ref(), &ds.test, 1000, device)?;
     out.result(
         &format!(
             "eval {}: {data} test loss {test_loss:.4}  test acc {:.2}%  ({} images)",

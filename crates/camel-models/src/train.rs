@@ -43,8 +43,9 @@ pub fn check_finite(loss: f32, at: impl FnOnce() -> String, lr: f32) -> Result<(
     }
 }
 
-/// Mean loss and accuracy of `model` on `split`, in batches of `batch_size`, without autograd.
-/// An empty split is an error (its mean would be NaN).
+/// Mean loss and accuracy of `model` on `split`, in batches of `batch_size`, without autograd,
+/// in eval mode (BatchNorm's running statistics, no dropout); the model's mode is restored
+/// afterwards. An empty split is an error (its mean would be NaN).
 pub fn evaluate(
     model: &dyn Module,
     split: &Split,
@@ -56,7 +57,9 @@ pub fn evaluate(
             "evaluate: the split holds 0 examples".into(),
         ));
     }
-    no_grad(|| {
+    let was_training = model.is_training();
+    model.eval();
+    let result = no_grad(|| {
         let loader = DataLoader::new(split.n, batch_size)?;
         let mut loss_sum = Tensor::zeros(&[], device)?;
         let mut correct = 0usize;
@@ -75,13 +78,15 @@ pub fn evaluate(
             loss_sum.item()? / split.n as f32,
             correct as f32 / split.n as f32,
         ))
-    })
+    });
+    model.set_training(was_training);
+    result
 }
 
 /// Train for one epoch; `on_step(step, steps, running_loss)` is called every `report_every` steps
 /// (reading the loss is the only host sync of the loop) and after the last step. A running loss
 /// that is NaN or infinite at one of those reads stops training with [`Error::Diverged`], naming
-/// the epoch and step; an epoch with no batches is an error.
+/// the epoch and step; an epoch with no batches is an error. The model runs in training mode.
 #[allow(clippy::too_many_arguments)]
 pub fn train_epoch(
     model: &dyn Module,
@@ -94,6 +99,7 @@ pub fn train_epoch(
     mut on_step: impl FnMut(usize, usize, f32),
 ) -> Result<(f32, usize, f64)> {
     let start = Instant::now();
+    model.train();
     let total = loader.num_batches();
     let mut loss_sum = Tensor::zeros(&[], device)?;
     let mut steps = 0usize;

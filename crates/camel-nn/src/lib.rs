@@ -29,6 +29,7 @@
 
 mod activation;
 mod attention;
+mod batchnorm;
 mod block;
 mod buffer;
 mod conv;
@@ -46,6 +47,7 @@ pub mod state;
 
 pub use activation::{ReLU, Sigmoid, Tanh, GELU};
 pub use attention::{AttentionOptions, KvCache, MultiHeadAttention};
+pub use batchnorm::{BatchNorm1d, BatchNorm2d, BatchNormOptions};
 pub use block::{Block, BlockOptions, Mlp};
 pub use buffer::Buffer;
 pub use conv::{Conv2d, Conv2dLayerOptions, Size2d};

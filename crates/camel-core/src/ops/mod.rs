@@ -22,6 +22,7 @@
 //! | `masked_softmax/` | scaled_masked_softmax (attention scores: scale, causal mask, softmax in one pass) |
 //! | `filter/` | filter2d, filter2d_separable (2-D image filter, zero padding) |
 //! | `layer_norm/` | layer_norm |
+//! | `batch_norm/` | batch_norm (training, with the batch statistics), batch_norm_eval |
 //! | `loss.rs` | cross_entropy, mse |
 //! | `update.rs` | apply_updates (optimizer step of many parameters) |
 //! | `conv2d/` | conv2d, conv2d_relu (NCHW; stride, padding, dilation, groups) |
@@ -43,6 +44,7 @@
 //! host allocation that cannot be satisfied is [`crate::Error::OutOfMemory`].
 
 pub mod arith;
+pub mod batch_norm;
 pub mod conv2d;
 pub mod elementwise;
 pub mod embedding;

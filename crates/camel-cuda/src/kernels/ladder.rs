@@ -29,6 +29,8 @@ pub enum Family {
     Filter,
     /// 2-D convolution for networks (NCHW), forward and backward.
     Conv2d,
+    /// BatchNorm forward (training and eval) and backward.
+    BatchNorm,
 }
 
 /// One step of a family's ladder.
@@ -344,9 +346,21 @@ const CONV2D: &[StepInfo] = &[
     ),
 ];
 
+const BATCHNORM: &[StepInfo] = &[s(
+    Step::One,
+    "block_per_channel",
+    "a block per channel: Welford statistics, then normalize; both backward sums, then dx",
+    &[
+        "batchnorm::block_per_channel",
+        "batchnorm::block_per_channel_eval",
+        "batchnorm::block_per_channel_bwd",
+    ],
+    "nothing",
+)];
+
 impl Family {
     /// Every family.
-    pub const ALL: [Family; 10] = [
+    pub const ALL: [Family; 11] = [
         Family::Elementwise,
         Family::Reduce,
         Family::Softmax,
@@ -357,6 +371,7 @@ impl Family {
         Family::MaskedSoftmax,
         Family::Filter,
         Family::Conv2d,
+        Family::BatchNorm,
     ];
 
     /// The family's ladder, in step order.
@@ -372,6 +387,7 @@ impl Family {
             Family::MaskedSoftmax => MASKED_SOFTMAX,
             Family::Filter => FILTER,
             Family::Conv2d => CONV2D,
+            Family::BatchNorm => BATCHNORM,
         }
     }
 
@@ -388,6 +404,7 @@ impl Family {
             Family::MaskedSoftmax => "masked_softmax",
             Family::Filter => "filter",
             Family::Conv2d => "conv2d",
+            Family::BatchNorm => "batchnorm",
         }
     }
 
@@ -404,6 +421,7 @@ impl Family {
             Family::MaskedSoftmax => "CAMEL_MASKED_SOFTMAX",
             Family::Filter => "CAMEL_FILTER",
             Family::Conv2d => "CAMEL_CONV2D",
+            Family::BatchNorm => "CAMEL_BATCHNORM",
         }
     }
 
@@ -518,6 +536,10 @@ mod tests {
         assert_eq!(
             super::super::conv2d::STEPS.map(|k| k.step).to_vec(),
             steps(Family::Conv2d)
+        );
+        assert_eq!(
+            super::super::batchnorm::STEPS.map(|k| k.step).to_vec(),
+            steps(Family::BatchNorm)
         );
     }
 
