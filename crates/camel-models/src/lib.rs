@@ -26,6 +26,9 @@ pub enum Error {
     /// From the batch loader.
     #[error(transparent)]
     Loader(#[from] data::LoaderError),
+    /// From encoding or decoding text.
+    #[error(transparent)]
+    Tokenizer(#[from] data::TokenizerError),
     /// From fetching or verifying a data set.
     #[error(transparent)]
     Fetch(#[from] data::fetch::FetchError),
