@@ -11,7 +11,6 @@ use crate::autograd::{self, BackwardFn, Node};
 use crate::backend::cpu::try_vec;
 use crate::backend::UpdateRule;
 use crate::layout::{checked_numel, Layout};
-use crate::rng::Generator;
 use crate::storage::{CpuStorage, Storage};
 use crate::{DType, Device, Error, Result};
 use std::fmt;
@@ -366,89 +365,6 @@ impl Tensor {
     /// Ones with this tensor's shape and device.
     pub fn ones_like(&self) -> Result<Tensor> {
         Tensor::ones(self.shape(), self.device())
-    }
-
-    /// Uniform samples in `[lo, hi)` drawn from the process-wide generator (see
-    /// [`manual_seed`](crate::manual_seed)); PyTorch's `torch.empty(shape).uniform_(lo, hi)`.
-    /// `lo` and `hi` must be finite with `lo < hi`.
-    ///
-    /// ```
-    /// use camel_core::{Device, Tensor};
-    /// let x = Tensor::rand(&[2, 3], -1.0, 1.0, Device::Cpu)?;
-    /// assert!(x.to_vec()?.iter().all(|v| (-1.0..1.0).contains(v)));
-    /// assert!(Tensor::rand(&[2], 1.0, 1.0, Device::Cpu).is_err());
-    /// # Ok::<(), camel_core::Error>(())
-    /// ```
-    pub fn rand(shape: &[usize], lo: f32, hi: f32, device: Device) -> Result<Tensor> {
-        crate::rng::with_global(|g| Tensor::rand_with(shape, lo, hi, g, device))
-    }
-
-    /// [`Tensor::rand`] drawing from an explicit generator.
-    pub fn rand_with(
-        shape: &[usize],
-        lo: f32,
-        hi: f32,
-        generator: &mut Generator,
-        device: Device,
-    ) -> Result<Tensor> {
-        if !(lo.is_finite() && hi.is_finite() && lo < hi && (hi - lo).is_finite()) {
-            return Err(Error::InvalidArgument {
-                op: "rand",
-                msg: format!(
-                    "the range [{lo}, {hi}) must be finite and non-empty (lo < hi), with a finite width"
-                ),
-            });
-        }
-        let (mut data, n) = host_buffer("rand", shape)?;
-        data.extend((0..n).map(|_| generator.uniform(lo, hi)));
-        Tensor::from_vec(data, shape, device)
-    }
-
-    /// [`Tensor::rand`] from a fresh generator seeded with `seed`: the same seed gives the same
-    /// values on every device.
-    pub fn rand_seeded(
-        shape: &[usize],
-        lo: f32,
-        hi: f32,
-        seed: u64,
-        device: Device,
-    ) -> Result<Tensor> {
-        Tensor::rand_with(shape, lo, hi, &mut Generator::new(seed), device)
-    }
-
-    /// Normal samples with mean 0 and standard deviation 1 drawn from the process-wide
-    /// generator (see [`manual_seed`](crate::manual_seed)); PyTorch's `torch.randn`.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use camel_core::{manual_seed, Device, Tensor};
-    /// manual_seed(1);
-    /// let a = Tensor::randn(&[4], Device::Cpu)?;
-    /// manual_seed(1);
-    /// let b = Tensor::randn(&[8], Device::Cpu)?;
-    /// assert_eq!(a.to_vec()?, b.to_vec()?[..4]);
-    /// # Ok::<(), camel_core::Error>(())
-    /// ```
-    pub fn randn(shape: &[usize], device: Device) -> Result<Tensor> {
-        crate::rng::with_global(|g| Tensor::randn_with(shape, g, device))
-    }
-
-    /// [`Tensor::randn`] drawing from an explicit generator.
-    pub fn randn_with(
-        shape: &[usize],
-        generator: &mut Generator,
-        device: Device,
-    ) -> Result<Tensor> {
-        let (mut data, n) = host_buffer("randn", shape)?;
-        data.extend((0..n).map(|_| generator.normal()));
-        Tensor::from_vec(data, shape, device)
-    }
-
-    /// [`Tensor::randn`] from a fresh generator seeded with `seed`: the same seed gives the same
-    /// values on every device.
-    pub fn randn_seeded(shape: &[usize], seed: u64, device: Device) -> Result<Tensor> {
-        Tensor::randn_with(shape, &mut Generator::new(seed), device)
     }
 
     /// `[start, start+step, ...)` up to (excluding) `end`, as f32 (PyTorch's `torch.arange`).

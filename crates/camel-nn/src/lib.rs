@@ -28,6 +28,7 @@
 #![warn(missing_docs)]
 
 mod activation;
+mod dropout;
 mod embedding;
 pub mod init;
 mod linear;
@@ -38,6 +39,7 @@ mod sequential;
 pub mod state;
 
 pub use activation::{ReLU, Sigmoid, Tanh, GELU};
+pub use dropout::Dropout;
 pub use embedding::{Embedding, EmbeddingOptions};
 pub use linear::{Linear, LinearOptions};
 pub use module::{Module, TrainingFlag};

@@ -153,6 +153,19 @@ pub fn check_index_errors(dev: &Arc<CudaDevice>) -> Result<()> {
         return Ok(());
     }
     dev.memset_zero(&slot.buf)?;
+    if v[1] == 4 {
+        // a multinomial row that cannot be sampled: index = the row, size = the reason
+        let msg = if v[3] == 2 {
+            "has fewer positive weights than the samples asked without replacement"
+        } else {
+            "holds a weight that is negative, NaN or infinite, or does not sum to a positive \
+             finite number"
+        };
+        return Err(Error::InvalidArgument {
+            op: "multinomial",
+            msg: format!("row {} of the weights {msg}", v[2]),
+        });
+    }
     let op = match v[1] {
         1 => "embedding",
         2 => "embedding backward",

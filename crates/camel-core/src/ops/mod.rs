@@ -16,6 +16,7 @@
 //! | `embedding/` | embedding (gather rows by index) |
 //! | `index/` | select, index_select (built on narrow/squeeze and the embedding gather) |
 //! | `arith.rs` | `std::ops` operators (`+ - * /`, unary `-`) on tensors and `f32` scalars |
+//! | `random/` | rand, randn, bernoulli, multinomial, dropout (Philox, the same stream on every device) |
 //! | `softmax/` | softmax, log_softmax (last dim) |
 //! | `layer_norm/` | layer_norm |
 //! | `loss.rs` | cross_entropy, mse |
@@ -38,6 +39,7 @@ pub mod index;
 pub mod layer_norm;
 pub mod loss;
 pub mod matmul;
+pub mod random;
 pub mod reduce;
 pub mod shape;
 pub mod softmax;

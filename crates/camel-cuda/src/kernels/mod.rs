@@ -26,6 +26,7 @@ pub mod layernorm;
 pub mod loss;
 pub mod matmul;
 pub mod optim;
+pub mod random;
 pub mod reduce;
 pub mod rows;
 pub mod shape;
