@@ -60,6 +60,32 @@ fn explicit_generator_matches_seeded_and_advances() {
     assert!(r.iter().all(|v| (-2.0..2.0).contains(v)));
 }
 
+#[test]
+fn one_stream_across_devices_and_clones_fork_it() {
+    // a generator is (seed, offset), not a device's state: drawing part of a stream on one
+    // device and the rest on another gives the values of one draw
+    let whole = Tensor::rand_seeded(&[12], 0.0, 1.0, 4, Device::Cpu)
+        .unwrap()
+        .to_vec()
+        .unwrap();
+    for d in camel_core::testing::devices() {
+        let mut g = Generator::new(4);
+        let a = Tensor::rand_with(&[4], 0.0, 1.0, &mut g, Device::Cpu).unwrap();
+        let mut fork = g.clone();
+        let b = Tensor::rand_with(&[8], 0.0, 1.0, &mut g, d).unwrap();
+        let mut joined = a.to_vec().unwrap();
+        joined.extend(b.to_vec().unwrap());
+        assert_eq!(joined, whole, "on {d}");
+        // the fork repeats what the original drew after the clone
+        let c = Tensor::rand_with(&[8], 0.0, 1.0, &mut fork, d).unwrap();
+        assert_eq!(c.to_vec().unwrap(), b.to_vec().unwrap(), "on {d}");
+        assert_eq!((fork.offset(), g.offset()), (3, 3));
+        // seeding another generator from this one moves the stream on
+        let s1 = g.next_u64();
+        assert_ne!(s1, g.next_u64());
+    }
+}
+
 fn invalid(r: camel_core::Result<Tensor>, op: &str) {
     match r {
         Err(e @ (Error::InvalidArgument { .. } | Error::BadShape { .. })) => {

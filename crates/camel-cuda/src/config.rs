@@ -15,6 +15,7 @@
 //! | `CAMEL_EMBEDDING` | step number or name | `grouped_one_launch` | The embedding ladder step. |
 //! | `CAMEL_OPTIM` | step number or name | `loads_first_sgd` | The optimizer-update ladder step. |
 //! | `CAMEL_LAYERNORM` | step number or name | `streaming` | The LayerNorm ladder step. |
+//! | `CAMEL_MASKED_SOFTMAX` | step number or name | `registers` | The masked-softmax step (a single-step family). |
 //! | `CAMEL_NO_STUB_RPATH` | `1/0/on/off/true/false` (build time) | `0` | Never put camel's no-driver stub `libcuda` on the run-time library path (read by camel-cuda's build.rs). |
 //! | `CAMEL_PLOT_FONT` | a font file (tool) | DejaVu Sans or Liberation Sans | The font of the plots `cargo xtask gemm-report` draws (read by xtask). |
 //!
@@ -133,6 +134,12 @@ pub const VARS: &[Var] = &[
         values: STEP,
         default: "streaming",
         purpose: "The LayerNorm ladder step.",
+    },
+    Var {
+        name: "CAMEL_MASKED_SOFTMAX",
+        values: STEP,
+        default: "registers",
+        purpose: "The masked-softmax step (a single-step family).",
     },
     Var {
         name: "CAMEL_NO_STUB_RPATH",
@@ -269,8 +276,8 @@ pub fn data_dir() -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
-fn env_steps() -> &'static [Step; 7] {
-    static STEPS: OnceLock<[Step; 7]> = OnceLock::new();
+fn env_steps() -> &'static [Step; Family::ALL.len()] {
+    static STEPS: OnceLock<[Step; Family::ALL.len()]> = OnceLock::new();
     STEPS.get_or_init(|| {
         Family::ALL.map(|f| match raw(f.env_var()).map(|v| parse_step(f, &v)) {
             None => f.default_step(),
@@ -296,7 +303,7 @@ fn env_sgemm() -> SgemmKernel {
 }
 
 thread_local! {
-    static STEP_OVERRIDE: Cell<[Option<Step>; 7]> = const { Cell::new([None; 7]) };
+    static STEP_OVERRIDE: Cell<[Option<Step>; Family::ALL.len()]> = const { Cell::new([None; Family::ALL.len()]) };
     static SGEMM_OVERRIDE: Cell<Option<SgemmKernel>> = const { Cell::new(None) };
 }
 

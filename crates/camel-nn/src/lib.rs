@@ -28,6 +28,9 @@
 #![warn(missing_docs)]
 
 mod activation;
+mod attention;
+mod block;
+mod buffer;
 mod dropout;
 mod embedding;
 pub mod init;
@@ -35,17 +38,22 @@ mod linear;
 mod module;
 mod norm;
 mod parameter;
+mod positional;
 mod sequential;
 pub mod state;
 
 pub use activation::{ReLU, Sigmoid, Tanh, GELU};
+pub use attention::{AttentionOptions, KvCache, MultiHeadAttention};
+pub use block::{Block, BlockOptions, Mlp};
+pub use buffer::Buffer;
 pub use dropout::Dropout;
 pub use embedding::{Embedding, EmbeddingOptions};
 pub use linear::{Linear, LinearOptions};
 pub use module::{Module, TrainingFlag};
 pub use norm::{LayerNorm, LayerNormOptions};
 pub use parameter::Parameter;
-pub use sequential::Sequential;
+pub use positional::PositionalEncoding;
+pub use sequential::{ModuleList, Sequential};
 pub use state::{load_safetensors, save_safetensors, StateDict, StateError};
 
 pub use camel_core::{

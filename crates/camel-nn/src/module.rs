@@ -1,5 +1,5 @@
 use crate::state::{StateDict, StateError};
-use crate::Parameter;
+use crate::{Buffer, Parameter};
 use camel_core::{Device, Result, Tensor};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -68,6 +68,18 @@ pub trait Module: Send + Sync + std::fmt::Debug {
         Vec::new()
     }
 
+    /// Buffers (non-trainable tensors such as a sinusoidal position table) with dotted names,
+    /// in a stable order. Saved in [`Module::state_dict`] and moved by [`Module::to`] with the
+    /// parameters, never trained.
+    fn named_buffers(&self) -> Vec<(String, Buffer)> {
+        Vec::new()
+    }
+
+    /// The buffers alone.
+    fn buffers(&self) -> Vec<Buffer> {
+        self.named_buffers().into_iter().map(|(_, b)| b).collect()
+    }
+
     /// The parameters alone.
     fn parameters(&self) -> Vec<Parameter> {
         self.named_parameters()
@@ -93,10 +105,13 @@ pub trait Module: Send + Sync + std::fmt::Debug {
         self.set_training(false)
     }
 
-    /// Move every parameter to `device`.
+    /// Move every parameter and buffer to `device`.
     fn to(&self, device: Device) -> Result<()> {
         for p in self.parameters() {
             p.to(device)?;
+        }
+        for b in self.buffers() {
+            b.to(device)?;
         }
         Ok(())
     }
@@ -106,24 +121,66 @@ pub trait Module: Send + Sync + std::fmt::Debug {
         self.parameters().iter().for_each(|p| p.zero_grad());
     }
 
-    /// Every parameter by its dotted name (`layers.0.weight`), detached: the checkpoint of the
-    /// module. The tensors stay on their device and share storage with the parameters.
+    /// Every parameter and buffer by its dotted name (`layers.0.weight`), detached: the
+    /// checkpoint of the module. The tensors stay on their device and share storage with the
+    /// parameters and buffers.
     fn state_dict(&self) -> StateDict {
         self.named_parameters()
             .into_iter()
             .map(|(n, p)| (n, p.tensor().detach()))
+            .chain(
+                self.named_buffers()
+                    .into_iter()
+                    .map(|(n, b)| (n, b.tensor().detach())),
+            )
             .collect()
     }
 
-    /// Copies `state` into the parameters (each on its own device). Missing, unexpected and
-    /// wrongly shaped entries are errors naming the entries, and nothing changes unless every
-    /// entry fits.
+    /// Copies `state` into the parameters and buffers (each on its own device). Missing,
+    /// unexpected and wrongly shaped entries are errors naming the entries, and nothing changes
+    /// unless every entry fits.
     fn load_state_dict(&self, state: &StateDict) -> std::result::Result<(), StateError> {
-        crate::state::apply(self.named_parameters(), state)
+        crate::state::apply(self.named_parameters(), self.named_buffers(), state)
     }
 
     /// Total number of trainable scalars.
     fn num_parameters(&self) -> usize {
         self.parameters().iter().map(|p| p.numel()).sum()
+    }
+}
+
+/// A boxed module is a module, so containers hold any mix of layers (`ModuleList<Box<dyn
+/// Module>>`).
+impl Module for Box<dyn Module> {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        (**self).forward(x)
+    }
+
+    fn named_parameters(&self) -> Vec<(String, Parameter)> {
+        (**self).named_parameters()
+    }
+
+    fn named_buffers(&self) -> Vec<(String, Buffer)> {
+        (**self).named_buffers()
+    }
+
+    fn set_training(&self, on: bool) {
+        (**self).set_training(on)
+    }
+
+    fn is_training(&self) -> bool {
+        (**self).is_training()
+    }
+
+    fn to(&self, device: Device) -> Result<()> {
+        (**self).to(device)
+    }
+
+    fn state_dict(&self) -> StateDict {
+        (**self).state_dict()
+    }
+
+    fn load_state_dict(&self, state: &StateDict) -> std::result::Result<(), StateError> {
+        (**self).load_state_dict(state)
     }
 }

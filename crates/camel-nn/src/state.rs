@@ -63,21 +63,32 @@ pub enum StateError {
     Tensor(#[from] camel_core::Error),
 }
 
-/// Checks `state` against the module's named parameters (`params`), then copies each entry into
-/// its parameter on the parameter's device. Nothing changes unless every check passes.
+/// Checks `state` against the module's parameters and buffers by name, then copies each entry
+/// into its parameter or buffer on that one's device. Missing, unexpected and wrongly shaped or
+/// typed entries are errors naming them, and nothing changes unless every check passes.
 pub(crate) fn apply(
     params: Vec<(String, crate::Parameter)>,
+    buffers: Vec<(String, crate::Buffer)>,
     state: &StateDict,
-) -> Result<(), StateError> {
-    let missing: Vec<String> = params
+) -> std::result::Result<(), StateError> {
+    let shapes: Vec<(&str, Vec<usize>)> = params
         .iter()
-        .filter(|(n, _)| !state.contains_key(n))
-        .map(|(n, _)| n.clone())
+        .map(|(n, p)| (n.as_str(), p.tensor().shape().to_vec()))
+        .chain(
+            buffers
+                .iter()
+                .map(|(n, b)| (n.as_str(), b.tensor().shape().to_vec())),
+        )
+        .collect();
+    let missing: Vec<String> = shapes
+        .iter()
+        .filter(|(n, _)| !state.contains_key(*n))
+        .map(|(n, _)| n.to_string())
         .collect();
     if !missing.is_empty() {
         return Err(StateError::Missing(missing));
     }
-    let known: std::collections::HashSet<&str> = params.iter().map(|(n, _)| n.as_str()).collect();
+    let known: std::collections::HashSet<&str> = shapes.iter().map(|(n, _)| *n).collect();
     let unexpected: Vec<String> = state
         .keys()
         .filter(|k| !known.contains(k.as_str()))
@@ -86,26 +97,28 @@ pub(crate) fn apply(
     if !unexpected.is_empty() {
         return Err(StateError::Unexpected(unexpected));
     }
-    for (name, p) in &params {
-        let t = &state[name];
-        let have = p.tensor();
-        if t.shape() != have.shape() {
+    for (name, shape) in &shapes {
+        let t = &state[*name];
+        if t.shape() != shape.as_slice() {
             return Err(StateError::Shape {
-                name: name.clone(),
-                expected: have.shape().to_vec(),
+                name: name.to_string(),
+                expected: shape.clone(),
                 found: t.shape().to_vec(),
             });
         }
         if t.dtype() != DType::F32 {
             return Err(StateError::DType {
                 op: "load_state_dict",
-                name: name.clone(),
+                name: name.to_string(),
                 found: format!("{:?}", t.dtype()),
             });
         }
     }
     for (name, p) in &params {
         p.set(&state[name])?;
+    }
+    for (name, b) in &buffers {
+        b.set(&state[name])?;
     }
     Ok(())
 }

@@ -18,6 +18,7 @@
 //! | `arith.rs` | `std::ops` operators (`+ - * /`, unary `-`) on tensors and `f32` scalars |
 //! | `random/` | rand, randn, bernoulli, multinomial, dropout (Philox, the same stream on every device) |
 //! | `softmax/` | softmax, log_softmax (last dim) |
+//! | `masked_softmax/` | scaled_masked_softmax (attention scores: scale, causal mask, softmax in one pass) |
 //! | `layer_norm/` | layer_norm |
 //! | `loss.rs` | cross_entropy, mse |
 //! | `update.rs` | apply_updates (optimizer step of many parameters) |
@@ -38,6 +39,7 @@ pub mod embedding;
 pub mod index;
 pub mod layer_norm;
 pub mod loss;
+pub mod masked_softmax;
 pub mod matmul;
 pub mod random;
 pub mod reduce;

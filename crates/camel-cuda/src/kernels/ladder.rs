@@ -23,6 +23,8 @@ pub enum Family {
     Optim,
     /// LayerNorm forward and backward.
     LayerNorm,
+    /// The scaled, causally masked softmax of attention scores, forward and backward.
+    MaskedSoftmax,
 }
 
 /// One step of a family's ladder.
@@ -268,9 +270,17 @@ const LAYERNORM: &[StepInfo] = &[
     ),
 ];
 
+const MASKED_SOFTMAX: &[StepInfo] = &[s(
+    Step::One,
+    "registers",
+    "scale, causal mask and softmax in one pass, the row in registers (softmax step 3's shapes)",
+    &["masked_softmax::registers", "masked_softmax::registers_bwd"],
+    "nothing (rows longer than SOFTMAX3_MAX_COLS run a block per row)",
+)];
+
 impl Family {
     /// Every family.
-    pub const ALL: [Family; 7] = [
+    pub const ALL: [Family; 8] = [
         Family::Elementwise,
         Family::Reduce,
         Family::Softmax,
@@ -278,6 +288,7 @@ impl Family {
         Family::Embedding,
         Family::Optim,
         Family::LayerNorm,
+        Family::MaskedSoftmax,
     ];
 
     /// The family's ladder, in step order.
@@ -290,6 +301,7 @@ impl Family {
             Family::Embedding => EMBEDDING,
             Family::Optim => OPTIM,
             Family::LayerNorm => LAYERNORM,
+            Family::MaskedSoftmax => MASKED_SOFTMAX,
         }
     }
 
@@ -303,6 +315,7 @@ impl Family {
             Family::Embedding => "embedding",
             Family::Optim => "optim",
             Family::LayerNorm => "layernorm",
+            Family::MaskedSoftmax => "masked_softmax",
         }
     }
 
@@ -316,6 +329,7 @@ impl Family {
             Family::Embedding => "CAMEL_EMBEDDING",
             Family::Optim => "CAMEL_OPTIM",
             Family::LayerNorm => "CAMEL_LAYERNORM",
+            Family::MaskedSoftmax => "CAMEL_MASKED_SOFTMAX",
         }
     }
 
@@ -408,6 +422,10 @@ mod tests {
         assert_eq!(
             super::super::optim::STEPS.map(|k| k.step).to_vec(),
             steps(Family::Optim)
+        );
+        assert_eq!(
+            super::super::masked_softmax::STEPS.map(|k| k.step).to_vec(),
+            steps(Family::MaskedSoftmax)
         );
     }
 

@@ -24,6 +24,7 @@ pub mod embedding;
 pub mod ladder;
 pub mod layernorm;
 pub mod loss;
+pub mod masked_softmax;
 pub mod matmul;
 pub mod optim;
 pub mod random;
