@@ -7,7 +7,7 @@
 #include "optim/optim.cuh"
 
 extern "C" __global__ void adam_multi_f32(const __grid_constant__ MultiTable tab, int count, float lr, float beta1,
-                                          float beta2, float eps, float wd, int decoupled) {
+                                          float beta2, float eps, int decoupled) {
     CAMEL_PDL_WAIT();
     long long b = blockIdx.x + (long long)blockIdx.y * gridDim.x;
     const MultiTensor* ts = tab.t;
@@ -23,10 +23,10 @@ extern "C" __global__ void adam_multi_f32(const __grid_constant__ MultiTable tab
         float4* v4 = reinterpret_cast<float4*>(t.s2 + start);
         for (int i = threadIdx.x; i < MT_CHUNK / 4; i += blockDim.x) {
             float4 p = p4[i], g = g4[i], m = m4[i], v = v4[i];
-            adam_one(p.x, g.x, m.x, v.x, lr, beta1, beta2, eps, wd, decoupled, t.bc1, t.bc2);
-            adam_one(p.y, g.y, m.y, v.y, lr, beta1, beta2, eps, wd, decoupled, t.bc1, t.bc2);
-            adam_one(p.z, g.z, m.z, v.z, lr, beta1, beta2, eps, wd, decoupled, t.bc1, t.bc2);
-            adam_one(p.w, g.w, m.w, v.w, lr, beta1, beta2, eps, wd, decoupled, t.bc1, t.bc2);
+            adam_one(p.x, g.x, m.x, v.x, lr, beta1, beta2, eps, t.wd, decoupled, t.bc1, t.bc2);
+            adam_one(p.y, g.y, m.y, v.y, lr, beta1, beta2, eps, t.wd, decoupled, t.bc1, t.bc2);
+            adam_one(p.z, g.z, m.z, v.z, lr, beta1, beta2, eps, t.wd, decoupled, t.bc1, t.bc2);
+            adam_one(p.w, g.w, m.w, v.w, lr, beta1, beta2, eps, t.wd, decoupled, t.bc1, t.bc2);
             p4[i] = p;
             m4[i] = m;
             v4[i] = v;
@@ -34,7 +34,7 @@ extern "C" __global__ void adam_multi_f32(const __grid_constant__ MultiTable tab
     } else {
         for (long long i = start + threadIdx.x; i < end; i += blockDim.x) {
             float p = t.p[i], m = t.s1[i], v = t.s2[i];
-            adam_one(p, t.g[i], m, v, lr, beta1, beta2, eps, wd, decoupled, t.bc1, t.bc2);
+            adam_one(p, t.g[i], m, v, lr, beta1, beta2, eps, t.wd, decoupled, t.bc1, t.bc2);
             t.p[i] = p;
             t.s1[i] = m;
             t.s2[i] = v;
@@ -42,8 +42,7 @@ extern "C" __global__ void adam_multi_f32(const __grid_constant__ MultiTable tab
     }
 }
 
-extern "C" __global__ void sgd_multi_f32(const __grid_constant__ MultiTable tab, int count, float lr, float momentum,
-                                         float wd) {
+extern "C" __global__ void sgd_multi_f32(const __grid_constant__ MultiTable tab, int count, float lr, float momentum) {
     CAMEL_PDL_WAIT();
     long long b = blockIdx.x + (long long)blockIdx.y * gridDim.x;
     const MultiTensor* ts = tab.t;
@@ -55,7 +54,7 @@ extern "C" __global__ void sgd_multi_f32(const __grid_constant__ MultiTable tab,
     float dummy = 0.0f;
     for (long long i = start + threadIdx.x; i < end; i += blockDim.x) {
         float p = t.p[i];
-        sgd_one(p, t.g[i], momentum != 0.0f ? &t.s1[i] : &dummy, lr, momentum, wd);
+        sgd_one(p, t.g[i], momentum != 0.0f ? &t.s1[i] : &dummy, lr, momentum, t.wd);
         t.p[i] = p;
     }
 }

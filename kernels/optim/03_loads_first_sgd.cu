@@ -76,8 +76,7 @@ __device__ __forceinline__ void sgd3_any(float* __restrict__ p, const float* __r
 }
 
 extern "C" __global__ void __launch_bounds__(MT3_THREADS) sgd_multi3_f32(const __grid_constant__ MultiTable tab,
-                                                                         int count, float lr, float momentum,
-                                                                         float wd) {
+                                                                         int count, float lr, float momentum) {
     CAMEL_PDL_WAIT();
     const long long b = blockIdx.x + (long long)blockIdx.y * gridDim.x;
     const MultiTensor* ts = tab.t;
@@ -85,6 +84,7 @@ extern "C" __global__ void __launch_bounds__(MT3_THREADS) sgd_multi3_f32(const _
     const long long start = (b - t.first_block) * MT_CHUNK;
     if (start >= t.n) return;
     const int len = (int)min(t.n - start, (long long)MT_CHUNK);
+    const float wd = t.wd;
     float* p = t.p + start;
     const float* g = t.g + start;
     MT3_GLOBAL(p);

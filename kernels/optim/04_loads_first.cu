@@ -63,8 +63,7 @@ __device__ __forceinline__ void adam3_chunk(float* __restrict__ p, const float* 
 
 extern "C" __global__ void __launch_bounds__(MT3_THREADS) adam_multi3_f32(const __grid_constant__ MultiTable tab,
                                                                           int count, float lr, float beta1,
-                                                                          float beta2, float eps, float wd,
-                                                                          int decoupled) {
+                                                                          float beta2, float eps, int decoupled) {
     CAMEL_PDL_WAIT();
     const long long b = blockIdx.x + (long long)blockIdx.y * gridDim.x;
     const MultiTensor* ts = tab.t;
@@ -72,6 +71,7 @@ extern "C" __global__ void __launch_bounds__(MT3_THREADS) adam_multi3_f32(const 
     const long long start = (b - t.first_block) * MT_CHUNK;
     if (start >= t.n) return;
     const int len = (int)min(t.n - start, (long long)MT_CHUNK);
+    const float wd = t.wd;
     float* p = t.p + start;
     const float* g = t.g + start;
     float* m = t.s1 + start;

@@ -1,6 +1,7 @@
 // The multi-tensor table of optimizer steps 2–4 and the per-element update rules they share.
 // The host passes a table of tensors (pointers, length, first block, per-tensor bias
-// corrections); each block finds its tensor by binary search over `first_block` and updates one
+// corrections and weight decay, so parameter groups with different decay share one launch);
+// each block finds its tensor by binary search over `first_block` and updates one
 // chunk of MT_CHUNK elements of it. Launchers: crates/camel-cuda/src/kernels/optim.rs.
 #pragma once
 
@@ -14,15 +15,17 @@ struct MultiTensor {
     long long n;
     long long first_block;
     float bc1, bc2;  // Adam's 1 − β₁ᵗ, 1 − β₂ᵗ for this tensor
+    float wd;        // this tensor's weight decay (its parameter group's)
 };
 
 #define MT_CHUNK 4096  // elements per block (256 threads × 4 float4)
 
 // The table travels in the launch's parameters (no upload, no allocation per optimizer step):
-// up to MT_PARAM_MAX tensors a launch, 3584 bytes, within the 4 KB kernel-parameter space;
+// up to MT_PARAM_MAX tensors a launch, 3840 bytes (64 a tensor), within the 4 KB
+// kernel-parameter space with the scalar arguments;
 // more tensors take more launches. __grid_constant__ lets the kernel index it in place
 // (constant bank) instead of copying it to each thread's local memory.
-#define MT_PARAM_MAX 64
+#define MT_PARAM_MAX 60
 struct MultiTable {
     MultiTensor t[MT_PARAM_MAX];
 };

@@ -671,6 +671,8 @@ fn run() -> Result<()> {
                     n: sizes[i],
                     bc1: 0.1,
                     bc2: 0.001,
+                    // the Adam rows' decay (SGD does the same arithmetic at any decay)
+                    wd: 0.01,
                 })
                 .collect();
             sets_of.push(ts);
@@ -686,11 +688,11 @@ fn run() -> Result<()> {
             Ok(())
         })?;
         b.row("adam", "10M", 2, 28.0 * tf, k, &mut |i| {
-            optim::adam_multi_f32(d, &sets_of[i], 1e-4, 0.9, 0.999, 1e-8, 0.01, true)
+            optim::adam_multi_f32(d, &sets_of[i], 1e-4, 0.9, 0.999, 1e-8, true)
         })?;
         // Adam's loads-first kernel is its step 4 (opt-in): at step 3 the backend keeps step 2's
         b.row("adam", "10M", 4, 28.0 * tf, k, &mut |i| {
-            optim::adam_multi_loads_first(d, &sets_of[i], 1e-4, 0.9, 0.999, 1e-8, 0.01, true)
+            optim::adam_multi_loads_first(d, &sets_of[i], 1e-4, 0.9, 0.999, 1e-8, true)
         })?;
         b.row("sgd_momentum", "10M", 1, 20.0 * tf, k, &mut |i| {
             for t in &sets_of[i] {
@@ -699,17 +701,17 @@ fn run() -> Result<()> {
             Ok(())
         })?;
         b.row("sgd_momentum", "10M", 2, 20.0 * tf, k, &mut |i| {
-            optim::sgd_multi_f32(d, &sets_of[i], 1e-4, 0.9, 0.0)
+            optim::sgd_multi_f32(d, &sets_of[i], 1e-4, 0.9)
         })?;
         b.row("sgd_momentum", "10M", 3, 20.0 * tf, k, &mut |i| {
-            optim::sgd_multi_loads_first(d, &sets_of[i], 1e-4, 0.9, 0.0)
+            optim::sgd_multi_loads_first(d, &sets_of[i], 1e-4, 0.9)
         })?;
         // plain SGD (momentum 0: no buffer read or written): p and g read, p written
         b.row("sgd", "10M", 2, 12.0 * tf, k, &mut |i| {
-            optim::sgd_multi_f32(d, &sets_of[i], 1e-4, 0.0, 0.0)
+            optim::sgd_multi_f32(d, &sets_of[i], 1e-4, 0.0)
         })?;
         b.row("sgd", "10M", 3, 12.0 * tf, k, &mut |i| {
-            optim::sgd_multi_loads_first(d, &sets_of[i], 1e-4, 0.0, 0.0)
+            optim::sgd_multi_loads_first(d, &sets_of[i], 1e-4, 0.0)
         })?;
         drop(keep);
     }

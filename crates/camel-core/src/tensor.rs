@@ -565,6 +565,11 @@ impl Tensor {
         *self.0.grad.lock().expect("grad lock") = None;
     }
 
+    /// Replace the accumulated gradient (gradient clipping gives a shared gradient its own copy).
+    pub(crate) fn set_grad(&self, g: Option<Tensor>) {
+        *self.0.grad.lock().expect("grad lock") = g;
+    }
+
     pub(crate) fn accumulate_grad(&self, g: Tensor) -> Result<()> {
         let g = g.detach();
         let mut slot = self.0.grad.lock().expect("grad lock");

@@ -125,6 +125,7 @@ fn run(dev: &CudaDevice, st: &State, kind: Kind, via: Via, offset: usize) -> Sta
             // per-tensor bias corrections (tensor k at step k + 1)
             bc1: 1.0 - 0.9f32.powi(k as i32 + 1),
             bc2: 1.0 - 0.999f32.powi(k as i32 + 1),
+            wd,
         })
         .collect();
     let (b1, b2, eps) = (0.9f32, 0.999f32, 1e-8f32);
@@ -135,10 +136,10 @@ fn run(dev: &CudaDevice, st: &State, kind: Kind, via: Via, offset: usize) -> Sta
             }
         }
         (Kind::Sgd { momentum }, Via::Multi2) => {
-            optim::sgd_multi_f32(dev, &ts, lr, momentum, wd).unwrap()
+            optim::sgd_multi_f32(dev, &ts, lr, momentum).unwrap()
         }
         (Kind::Sgd { momentum }, Via::Multi3) => {
-            optim::sgd_multi_loads_first(dev, &ts, lr, momentum, wd).unwrap()
+            optim::sgd_multi_loads_first(dev, &ts, lr, momentum).unwrap()
         }
         (Kind::Adam { decoupled }, Via::PerTensor) => {
             for t in &ts {
@@ -149,10 +150,10 @@ fn run(dev: &CudaDevice, st: &State, kind: Kind, via: Via, offset: usize) -> Sta
             }
         }
         (Kind::Adam { decoupled }, Via::Multi2) => {
-            optim::adam_multi_f32(dev, &ts, lr, b1, b2, eps, wd, decoupled).unwrap()
+            optim::adam_multi_f32(dev, &ts, lr, b1, b2, eps, decoupled).unwrap()
         }
         (Kind::Adam { decoupled }, Via::Multi3) => {
-            optim::adam_multi_loads_first(dev, &ts, lr, b1, b2, eps, wd, decoupled).unwrap()
+            optim::adam_multi_loads_first(dev, &ts, lr, b1, b2, eps, decoupled).unwrap()
         }
     }
     let down = |b: &camel_cuda::Buffer, n: usize| -> Vec<f32> {

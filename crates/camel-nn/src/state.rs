@@ -61,6 +61,15 @@ pub enum StateError {
     /// A tensor operation failed (device move, copy to the host).
     #[error(transparent)]
     Tensor(#[from] camel_core::Error),
+    /// Applying the state of a checkpoint file failed (a missing, unexpected or wrongly shaped
+    /// entry, an optimizer state that does not fit): the error, with the file it came from.
+    #[error("{}: {source}", .path.display())]
+    Checkpoint {
+        /// File involved.
+        path: PathBuf,
+        /// What was wrong.
+        source: Box<StateError>,
+    },
 }
 
 /// Checks `state` against the module's parameters and buffers by name, then copies each entry
@@ -164,8 +173,67 @@ pub fn save_safetensors(
     std::fs::rename(&tmp, path).map_err(io)
 }
 
+/// Checks the layout of a safetensors file before the `safetensors` crate reads it, so that each
+/// error names the tensor at fault: the header's length and JSON, then every tensor (in file
+/// order) for its dtype (f32), a byte length that matches its shape, and data within the file.
+fn check_layout(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
+    let format = |detail: String| StateError::Format {
+        path: path.to_path_buf(),
+        detail,
+    };
+    let Some((len, rest)) = bytes.split_first_chunk::<8>() else {
+        return Err(format(format!(
+            "{} bytes, fewer than the 8 of the header's length: the file is truncated",
+            bytes.len()
+        )));
+    };
+    let n = u64::from_le_bytes(*len);
+    if n > rest.len() as u64 {
+        return Err(format(format!(
+            "corrupt header: its length field says {n} bytes, {} follow it (truncated or not safetensors)",
+            rest.len()
+        )));
+    }
+    let (header, data) = rest.split_at(n as usize);
+    let header = std::str::from_utf8(header).map_err(|e| format(format!("corrupt header: {e}")))?;
+    let meta: safetensors::tensor::Metadata =
+        serde_json::from_str(header).map_err(|e| format(format!("corrupt header: {e}")))?;
+    let mut infos: Vec<(String, &safetensors::tensor::TensorInfo)> =
+        meta.tensors().into_iter().collect();
+    infos.sort_by_key(|(name, i)| (i.data_offsets, name.clone()));
+    for (name, info) in infos {
+        if info.dtype != safetensors::Dtype::F32 {
+            return Err(format(format!(
+                "tensor {name:?} has dtype {:?}, camel loads F32",
+                info.dtype
+            )));
+        }
+        let (s, e) = info.data_offsets;
+        let want = info
+            .shape
+            .iter()
+            .try_fold(4usize, |a, &d| a.checked_mul(d))
+            .ok_or_else(|| format(format!("tensor {name:?}: shape {:?} overflows", info.shape)))?;
+        if e < s || e - s != want {
+            return Err(format(format!(
+                "tensor {name:?}: shape {:?} needs {want} bytes, its data offsets [{s}, {e}) hold {}",
+                info.shape,
+                e.saturating_sub(s)
+            )));
+        }
+        if e > data.len() {
+            return Err(format(format!(
+                "tensor {name:?}: its data ends at byte {e} of a data section of {} bytes: the file is truncated",
+                data.len()
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Reads a safetensors file into a state dict of f32 tensors on `device`, with the header's
-/// metadata.
+/// metadata. A truncated file, a corrupt header, a tensor of another dtype or whose byte length
+/// disagrees with its shape is a [`StateError::Format`] naming the file and the tensor.
 pub fn load_safetensors(
     path: &Path,
     device: Device,
@@ -174,6 +242,7 @@ pub fn load_safetensors(
         path: path.to_path_buf(),
         source,
     })?;
+    check_layout(path, &bytes)?;
     let format = |detail: String| StateError::Format {
         path: path.to_path_buf(),
         detail,

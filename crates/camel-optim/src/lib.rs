@@ -1,4 +1,7 @@
-//! camel-optim: SGD (momentum, weight decay), Adam and AdamW.
+//! camel-optim: SGD (momentum, weight decay), Adam and AdamW with parameter groups,
+//! learning-rate schedules ([`LrSchedule`]), gradient clipping by global norm
+//! ([`clip_grad_norm`]), the optimizers' state ([`Optimizer::state_dict`]) and checkpoints of a
+//! model with its optimizer ([`save_checkpoint`], [`load_checkpoint`]).
 //!
 //! Each optimizer keeps per-parameter state (momentum, or Adam's first and second moments) on the
 //! parameter's device, created on the first step. The update of all parameters is one device
@@ -22,7 +25,16 @@
 
 #![warn(missing_docs)]
 
-use camel_nn::{no_grad_guard, Error, Parameter, Result, Tensor, UpdateRule};
+mod checkpoint;
+mod clip;
+mod schedule;
+mod state;
+
+pub use checkpoint::{load_checkpoint, save_checkpoint, save_checkpoint_with};
+pub use clip::clip_grad_norm;
+pub use schedule::LrSchedule;
+
+use camel_nn::{no_grad_guard, Error, Parameter, Result, StateDict, Tensor, UpdateRule};
 
 /// Checks one hyper-parameter: `ok` says whether `value` is valid, `want` says what is.
 fn check(op: &'static str, name: &str, value: f32, ok: bool, want: &str) -> Result<()> {
@@ -84,11 +96,72 @@ pub trait Optimizer {
     fn lr(&self) -> f32;
     /// Change the learning rate (schedules); it must be finite and ≥ 0.
     fn set_lr(&mut self, lr: f32) -> Result<()>;
+    /// The optimizer's state, as PyTorch's `optimizer.state_dict()["state"]`: for the parameter
+    /// at index `i` (in the order given at construction, duplicates removed),
+    /// `state.{i}.step` (its update count, a `[1]` tensor) and its buffers once created
+    /// (`state.{i}.momentum_buffer` for SGD with momentum; `state.{i}.exp_avg` and
+    /// `state.{i}.exp_avg_sq` for Adam), each a copy on the parameter's device.
+    fn state_dict(&self) -> Result<StateDict>;
+    /// Restores a state from [`Optimizer::state_dict`]: every parameter's step count and
+    /// buffers, copied to the parameter's device. A missing, unexpected, wrongly shaped or
+    /// non-f32 entry, or a step that is not a whole number ≥ 0, is an error naming the entry,
+    /// and then nothing changes.
+    fn load_state_dict(&mut self, state: &StateDict) -> Result<()>;
 }
 
-/// Parameters with their lazily created state buffers.
+/// Parameters that share one weight decay (PyTorch's `param_groups` entries), for
+/// [`Adam::adamw_groups`]; [`decay_groups`] builds nanoGPT's two.
+#[derive(Clone, Debug)]
+pub struct ParamGroup {
+    /// The group's parameters.
+    pub params: Vec<Parameter>,
+    /// Its weight decay (decoupled for AdamW), finite and ≥ 0.
+    pub weight_decay: f32,
+}
+
+/// nanoGPT's parameter groups: every parameter of rank ≥ 2 (the matrices of `Linear`,
+/// embeddings) decayed by `weight_decay`, the others (biases, LayerNorm gains) not, in that
+/// order. A parameter listed under several names (tied weights) is taken once.
+///
+/// ```
+/// use camel_nn::{Linear, Module};
+/// use camel_optim::{decay_groups, Adam};
+/// let model = Linear::new(3, 2)?;
+/// let groups = decay_groups(model.named_parameters(), 0.1);
+/// assert_eq!((groups[0].params.len(), groups[1].params.len()), (1, 1));
+/// let opt = Adam::adamw_groups(groups, 1e-3)?;
+/// # Ok::<(), camel_nn::Error>(())
+/// ```
+pub fn decay_groups(named: Vec<(String, Parameter)>, weight_decay: f32) -> Vec<ParamGroup> {
+    let mut seen = std::collections::HashSet::new();
+    let (mut decay, mut no_decay) = (Vec::new(), Vec::new());
+    for (_, p) in named {
+        if !seen.insert(p.id()) {
+            continue;
+        }
+        if p.tensor().rank() >= 2 {
+            decay.push(p);
+        } else {
+            no_decay.push(p);
+        }
+    }
+    vec![
+        ParamGroup {
+            params: decay,
+            weight_decay,
+        },
+        ParamGroup {
+            params: no_decay,
+            weight_decay: 0.0,
+        },
+    ]
+}
+
+/// Parameters with their weight decay and their lazily created state buffers.
 struct Slots {
     params: Vec<Parameter>,
+    /// Each parameter's weight decay (its group's).
+    wd: Vec<f32>,
     state: Vec<Vec<Tensor>>,
     /// Updates applied to each parameter so far (Adam's bias correction counts per parameter,
     /// as in PyTorch: a parameter that first gets a gradient at step 3 is at its step 1).
@@ -96,10 +169,15 @@ struct Slots {
 }
 
 impl Slots {
-    fn new(params: Vec<Parameter>) -> Slots {
+    /// Slots of `params` (a parameter listed twice is kept once, as PyTorch's
+    /// `model.parameters()` does), each with weight decay `wd`.
+    fn new(params: Vec<Parameter>, wd: f32) -> Slots {
+        let mut seen = std::collections::HashSet::new();
+        let params: Vec<Parameter> = params.into_iter().filter(|p| seen.insert(p.id())).collect();
         let n = params.len();
         Slots {
             params,
+            wd: vec![wd; n],
             state: vec![Vec::new(); n],
             steps: vec![0; n],
         }
@@ -109,18 +187,20 @@ impl Slots {
         self.params.iter().for_each(|p| p.zero_grad());
     }
 
-    /// Apply `rule(t)` to every parameter with a gradient, `t` being that parameter's own
-    /// 1-based update count, with `nbuf` state buffers each. All parameters go to the device
-    /// in one call ([`Tensor::apply_updates`]): on a GPU, one kernel launch for the whole model.
-    fn step(&mut self, nbuf: usize, rule: impl Fn(u32) -> UpdateRule) -> Result<()> {
+    /// Apply `rule(t, wd)` to every parameter with a gradient, `t` being that parameter's own
+    /// 1-based update count and `wd` its weight decay, with `nbuf` state buffers each. All
+    /// parameters go to the device in one call ([`Tensor::apply_updates`]): on a GPU, one
+    /// kernel launch for the whole model (the weight decay travels per tensor).
+    fn step(&mut self, nbuf: usize, rule: impl Fn(u32, f32) -> UpdateRule) -> Result<()> {
         let _ng = no_grad_guard();
         // Grouped by device (a model normally lives on one).
         let mut groups: Vec<(camel_nn::Device, Batch)> = Vec::new();
-        for ((p, st), t_p) in self
+        for (((p, st), t_p), &wd) in self
             .params
             .iter()
             .zip(self.state.iter_mut())
             .zip(self.steps.iter_mut())
+            .zip(&self.wd)
         {
             let t = p.tensor();
             let Some(g) = t.grad() else { continue };
@@ -140,7 +220,7 @@ impl Slots {
             b.params.push(t);
             b.grads.push(g);
             b.states.push(st.clone());
-            b.rules.push(rule(*t_p));
+            b.rules.push(rule(*t_p, wd));
         }
         for (_, b) in groups {
             Tensor::apply_updates(&b.params, &b.grads, &b.states, &b.rules)?;
@@ -188,7 +268,7 @@ impl Sgd {
     pub fn new(params: Vec<Parameter>, lr: f32) -> Result<Sgd> {
         check_lr("Sgd", lr)?;
         Ok(Sgd {
-            slots: Slots::new(params),
+            slots: Slots::new(params, 0.0),
             lr,
             momentum: 0.0,
             weight_decay: 0.0,
@@ -206,6 +286,7 @@ impl Sgd {
     pub fn weight_decay(mut self, wd: f32) -> Result<Sgd> {
         check_decay("Sgd", wd)?;
         self.weight_decay = wd;
+        self.slots.wd.iter_mut().for_each(|w| *w = wd);
         Ok(self)
     }
 
@@ -218,17 +299,26 @@ impl Sgd {
     pub fn weight_decay_value(&self) -> f32 {
         self.weight_decay
     }
+
+    /// The names of the state buffers in [`Optimizer::state_dict`] (PyTorch's).
+    fn buffer_names(&self) -> &'static [&'static str] {
+        if self.momentum != 0.0 {
+            &["momentum_buffer"]
+        } else {
+            &[]
+        }
+    }
 }
 
 impl Optimizer for Sgd {
     fn step(&mut self) -> Result<()> {
-        let rule = UpdateRule::Sgd {
-            lr: self.lr,
-            momentum: self.momentum,
-            weight_decay: self.weight_decay,
-        };
-        let nbuf = usize::from(self.momentum != 0.0);
-        self.slots.step(nbuf, |_| rule)
+        let (lr, momentum) = (self.lr, self.momentum);
+        let nbuf = usize::from(momentum != 0.0);
+        self.slots.step(nbuf, |_, weight_decay| UpdateRule::Sgd {
+            lr,
+            momentum,
+            weight_decay,
+        })
     }
     fn zero_grad(&self) {
         self.slots.zero_grad()
@@ -240,6 +330,14 @@ impl Optimizer for Sgd {
         check_set_lr("Sgd", lr)?;
         self.lr = lr;
         Ok(())
+    }
+    fn state_dict(&self) -> Result<StateDict> {
+        self.slots.state_dict(self.buffer_names())
+    }
+    fn load_state_dict(&mut self, state: &StateDict) -> Result<()> {
+        let names = self.buffer_names();
+        self.slots
+            .load_state_dict("Sgd::load_state_dict", names, state)
     }
 }
 
@@ -276,7 +374,7 @@ impl Adam {
     pub fn new(params: Vec<Parameter>, lr: f32) -> Result<Adam> {
         check_lr("Adam", lr)?;
         Ok(Adam {
-            slots: Slots::new(params),
+            slots: Slots::new(params, 0.0),
             lr,
             beta1: 0.9,
             beta2: 0.999,
@@ -291,10 +389,40 @@ impl Adam {
         check_lr("AdamW", lr)?;
         check_decay("AdamW", weight_decay)?;
         Ok(Adam {
+            slots: Slots::new(params, weight_decay),
             weight_decay,
             decoupled: true,
-            ..Adam::new(params, lr)?
+            ..Adam::new(Vec::new(), lr)?
         })
+    }
+
+    /// AdamW over parameter groups, each with its own decoupled weight decay (PyTorch's
+    /// `AdamW([{"params": …, "weight_decay": …}, …], lr)`; nanoGPT's groups come from
+    /// [`decay_groups`]). On a GPU all groups still update in one kernel launch. A parameter in
+    /// two groups, or a decay that is not finite and ≥ 0, is an error.
+    pub fn adamw_groups(groups: Vec<ParamGroup>, lr: f32) -> Result<Adam> {
+        check_lr("AdamW", lr)?;
+        let mut seen = std::collections::HashSet::new();
+        let (mut params, mut wd) = (Vec::new(), Vec::new());
+        for (gi, g) in groups.iter().enumerate() {
+            check_decay("AdamW", g.weight_decay)?;
+            for p in &g.params {
+                if !seen.insert(p.id()) {
+                    return Err(Error::InvalidArgument {
+                        op: "AdamW",
+                        msg: format!(
+                            "parameter group {gi} lists a parameter (shape {:?}) that an earlier group or entry lists too",
+                            p.tensor().shape()
+                        ),
+                    });
+                }
+                params.push(p.clone());
+                wd.push(g.weight_decay);
+            }
+        }
+        let mut opt = Adam::adamw(params, lr, groups.first().map_or(0.0, |g| g.weight_decay))?;
+        opt.slots.wd = wd;
+        Ok(opt)
     }
 
     fn name(&self) -> &'static str {
@@ -327,11 +455,19 @@ impl Adam {
         Ok(self)
     }
 
-    /// Set the weight decay (L2 for Adam, decoupled for AdamW), finite and ≥ 0.
+    /// Set the weight decay (L2 for Adam, decoupled for AdamW) of every parameter, finite and
+    /// ≥ 0.
     pub fn weight_decay(mut self, wd: f32) -> Result<Adam> {
         check_decay(self.name(), wd)?;
         self.weight_decay = wd;
+        self.slots.wd.iter_mut().for_each(|w| *w = wd);
         Ok(self)
+    }
+
+    /// Each parameter's weight decay, in the optimizer's parameter order (its group's, with
+    /// [`Adam::adamw_groups`]).
+    pub fn weight_decays(&self) -> &[f32] {
+        &self.slots.wd
     }
 
     /// β₁ and β₂.
@@ -344,7 +480,8 @@ impl Adam {
         self.eps
     }
 
-    /// The weight decay.
+    /// The weight decay given at construction or by [`Adam::weight_decay`] (the first group's
+    /// with [`Adam::adamw_groups`]; see [`Adam::weight_decays`]).
     pub fn weight_decay_value(&self) -> f32 {
         self.weight_decay
     }
@@ -355,15 +492,9 @@ pub type AdamW = Adam;
 
 impl Optimizer for Adam {
     fn step(&mut self) -> Result<()> {
-        let (lr, beta1, beta2, eps, weight_decay, decoupled) = (
-            self.lr,
-            self.beta1,
-            self.beta2,
-            self.eps,
-            self.weight_decay,
-            self.decoupled,
-        );
-        self.slots.step(2, |t| UpdateRule::Adam {
+        let (lr, beta1, beta2, eps, decoupled) =
+            (self.lr, self.beta1, self.beta2, self.eps, self.decoupled);
+        self.slots.step(2, |t, weight_decay| UpdateRule::Adam {
             lr,
             beta1,
             beta2,
@@ -384,5 +515,17 @@ impl Optimizer for Adam {
         check_set_lr(self.name(), lr)?;
         self.lr = lr;
         Ok(())
+    }
+    fn state_dict(&self) -> Result<StateDict> {
+        self.slots.state_dict(&["exp_avg", "exp_avg_sq"])
+    }
+    fn load_state_dict(&mut self, state: &StateDict) -> Result<()> {
+        let op = if self.decoupled {
+            "AdamW::load_state_dict"
+        } else {
+            "Adam::load_state_dict"
+        };
+        self.slots
+            .load_state_dict(op, &["exp_avg", "exp_avg_sq"], state)
     }
 }

@@ -59,8 +59,9 @@ pub fn adam_f32(
 }
 
 /// One tensor of a multi-tensor update: parameter, gradient, state buffers (SGD: `s1` =
-/// momentum, may be null when momentum is 0; Adam: `s1` = m, `s2` = v) and Adam's bias
-/// corrections for this tensor's own step count.
+/// momentum, may be null when momentum is 0; Adam: `s1` = m, `s2` = v), Adam's bias
+/// corrections for this tensor's own step count, and this tensor's weight decay (its parameter
+/// group's, so groups with different decay share one launch).
 #[derive(Clone, Copy, Debug)]
 pub struct MultiTensor {
     /// Parameter (updated in place).
@@ -77,6 +78,8 @@ pub struct MultiTensor {
     pub bc1: f32,
     /// 1 − β₂ᵗ (Adam).
     pub bc2: f32,
+    /// Weight decay of this tensor (L2 for SGD and Adam, decoupled for AdamW).
+    pub wd: f32,
 }
 
 /// Layout of `MultiTensor` in kernels/optim/optim.cuh.
@@ -91,13 +94,16 @@ struct MultiTensorC {
     first_block: i64,
     bc1: f32,
     bc2: f32,
+    wd: f32,
+    /// The C struct's tail padding (its alignment is 8), written as zero.
+    pad: f32,
 }
 
 /// Elements per block (`MT_CHUNK` in kernels/optim/optim.cuh).
 const MT_CHUNK: usize = 4096;
 
 /// Tensors per launch (`MT_PARAM_MAX` in kernels/optim/optim.cuh): the table is a kernel parameter.
-const MT_PARAM_MAX: usize = 64;
+const MT_PARAM_MAX: usize = 60;
 
 /// Layout of `MultiTable` in kernels/optim/optim.cuh: the table passed by value in the launch parameters.
 #[repr(C)]
@@ -106,12 +112,13 @@ struct MultiTable {
     t: [MultiTensorC; MT_PARAM_MAX],
 }
 
-/// The tables of the non-empty tensors of `ts`, at most [`MT_PARAM_MAX`] a launch, each with
-/// its tensor count and launch configuration (block numbers restart in every table).
-fn multi_tables(
-    name: &str,
-    ts: &[MultiTensor],
-) -> Result<Vec<(MultiTable, i32, crate::LaunchConfig)>> {
+/// One launch's table: the table, its tensor count, its number of chunks (blocks) and its
+/// launch configuration.
+type Table = (MultiTable, i32, usize, crate::LaunchConfig);
+
+/// The tables of the non-empty tensors of `ts`, at most [`MT_PARAM_MAX`] a launch (block
+/// numbers restart in every table).
+fn multi_tables(name: &str, ts: &[MultiTensor]) -> Result<Vec<Table>> {
     let live: Vec<&MultiTensor> = ts.iter().filter(|t| t.n > 0).collect();
     let zero = MultiTensorC {
         p: 0,
@@ -122,6 +129,8 @@ fn multi_tables(
         first_block: i64::MAX,
         bc1: 1.0,
         bc2: 1.0,
+        wd: 0.0,
+        pad: 0.0,
     };
     live.chunks(MT_PARAM_MAX)
         .map(|chunk| {
@@ -139,12 +148,14 @@ fn multi_tables(
                     first_block: blocks as i64,
                     bc1: t.bc1,
                     bc2: t.bc2,
+                    wd: t.wd,
+                    pad: 0.0,
                 };
                 blocks += t.n.div_ceil(MT_CHUNK);
             }
             let cfg =
                 crate::LaunchConfig::new(super::rows_grid(name, blocks)?, crate::Dim3::x(256));
-            Ok((table, chunk.len() as i32, cfg))
+            Ok((table, chunk.len() as i32, blocks, cfg))
         })
         .collect()
 }
@@ -152,13 +163,14 @@ fn multi_tables(
 launchers! {
     // Adam over many tensors (the AdamMulti type)
     (
-        dev: &CudaDevice, ts: &[MultiTensor], lr: f32, beta1: f32, beta2: f32, eps: f32, wd: f32,
+        dev: &CudaDevice, ts: &[MultiTensor], lr: f32, beta1: f32, beta2: f32, eps: f32,
         decoupled: bool,
     );
 
-    /// Adam / AdamW over every tensor of `ts` in one launch (step 2 of [`adam_f32`]).
+    /// Adam / AdamW over every tensor of `ts` in one launch (step 2 of [`adam_f32`]), each with
+    /// its own weight decay `ts[i].wd`.
     pub fn adam_multi_f32(..) {
-        let hyper = [lr, beta1, beta2, eps, wd];
+        let hyper = [lr, beta1, beta2, eps];
         adam_multi(dev, STEP2, "adam_multi_f32", ts, hyper, decoupled)
     }
 
@@ -167,18 +179,19 @@ launchers! {
     /// of its chunk (4 each of p, g, m, v) before any arithmetic or store. The tensors' buffers
     /// must not overlap one another.
     pub fn adam_multi_loads_first(..) {
-        let hyper = [lr, beta1, beta2, eps, wd];
+        let hyper = [lr, beta1, beta2, eps];
         adam_multi(dev, STEP4, "adam_multi3_f32", ts, hyper, decoupled)
     }
 }
 
 launchers! {
     // SGD over many tensors (the SgdMulti type)
-    (dev: &CudaDevice, ts: &[MultiTensor], lr: f32, momentum: f32, wd: f32);
+    (dev: &CudaDevice, ts: &[MultiTensor], lr: f32, momentum: f32);
 
-    /// SGD (momentum, weight decay) over every tensor of `ts` in one launch (step 2 of [`sgd_f32`]).
+    /// SGD (momentum, weight decay `ts[i].wd`) over every tensor of `ts` in one launch (step 2
+    /// of [`sgd_f32`]).
     pub fn sgd_multi_f32(..) {
-        sgd_multi(dev, STEP2, "sgd_multi_f32", ts, lr, momentum, wd)
+        sgd_multi(dev, STEP2, "sgd_multi_f32", ts, lr, momentum)
     }
 
     /// Step 3 of [`sgd_multi_f32`] (same table, arguments and formula; results agree to a few
@@ -186,25 +199,25 @@ launchers! {
     /// before any arithmetic or store. With `momentum == 0` the buffers `s1` are never touched and
     /// may be null. The tensors' buffers must not overlap one another.
     pub fn sgd_multi_loads_first(..) {
-        sgd_multi(dev, STEP3, "sgd_multi3_f32", ts, lr, momentum, wd)
+        sgd_multi(dev, STEP3, "sgd_multi3_f32", ts, lr, momentum)
     }
 }
 
 /// Launches the multi-tensor Adam kernel `name` of PTX module `module` (steps 2 and 4 share
-/// the signature `(MultiTable, int, float lr, β₁, β₂, eps, wd, int decoupled)` and 256-thread
-/// blocks).
+/// the signature `(MultiTable, int, float lr, β₁, β₂, eps, int decoupled)` and 256-thread
+/// blocks; the weight decay is the table's, per tensor).
 fn adam_multi(
     dev: &CudaDevice,
     module: &str,
     name: &'static str,
     ts: &[MultiTensor],
-    [lr, beta1, beta2, eps, wd]: [f32; 5],
+    [lr, beta1, beta2, eps]: [f32; 4],
     decoupled: bool,
 ) -> Result<()> {
     let k = dev.function(module, name)?;
     let dec = decoupled as i32;
-    for (table, count, cfg) in multi_tables(name, ts)? {
-        let args: [&dyn KernelArg; 8] = [&table, &count, &lr, &beta1, &beta2, &eps, &wd, &dec];
+    for (table, count, _, cfg) in multi_tables(name, ts)? {
+        let args: [&dyn KernelArg; 7] = [&table, &count, &lr, &beta1, &beta2, &eps, &dec];
         // SAFETY: matches the signature above; the table lists buffers of n floats each.
         unsafe { dev.launch(&k, cfg, &args)? };
     }
@@ -212,7 +225,8 @@ fn adam_multi(
 }
 
 /// Launches the multi-tensor SGD kernel `name` of PTX module `module` (steps 2 and 3 share
-/// the signature `(MultiTable, int, float lr, float momentum, float wd)` and 256-thread blocks).
+/// the signature `(MultiTable, int, float lr, float momentum)` and 256-thread blocks; the weight
+/// decay is the table's, per tensor).
 fn sgd_multi(
     dev: &CudaDevice,
     module: &str,
@@ -220,23 +234,104 @@ fn sgd_multi(
     ts: &[MultiTensor],
     lr: f32,
     momentum: f32,
-    wd: f32,
 ) -> Result<()> {
     let k = dev.function(module, name)?;
-    for (table, count, cfg) in multi_tables(name, ts)? {
+    for (table, count, _, cfg) in multi_tables(name, ts)? {
         // SAFETY: matches the signature above.
-        unsafe { dev.launch(&k, cfg, &[&table, &count, &lr, &momentum, &wd])? };
+        unsafe { dev.launch(&k, cfg, &[&table, &count, &lr, &momentum])? };
+    }
+    Ok(())
+}
+
+// ------------------------------------------------------------------ gradient clipping
+
+/// PTX module of the gradient-norm kernels: `kernels/optim/grad_norm.cu` (not a ladder step).
+const GRAD_NORM: &str = "optim/grad_norm";
+
+/// The gradients as a multi-tensor list (the table's `p` is the gradient, nothing else is used).
+fn grad_list(grads: &[(DevPtr, usize)]) -> Vec<MultiTensor> {
+    grads
+        .iter()
+        .map(|&(g, n)| MultiTensor {
+            p: g,
+            g: DevPtr(0),
+            s1: DevPtr(0),
+            s2: DevPtr(0),
+            n,
+            bc1: 1.0,
+            bc2: 1.0,
+            wd: 0.0,
+        })
+        .collect()
+}
+
+/// Floats of scratch [`grad_norm_clip`] needs for `grads` (`(pointer, elements)` each): one
+/// partial sum per chunk of `MT_CHUNK` elements, and the scale.
+pub fn grad_norm_scratch_len(grads: &[(DevPtr, usize)]) -> usize {
+    grads
+        .iter()
+        .map(|&(_, n)| n.div_ceil(MT_CHUNK))
+        .sum::<usize>()
+        + 1
+}
+
+/// Clips gradients by their global L2 norm (PyTorch's `clip_grad_norm_`) without a host
+/// read: writes `‖g‖₂` over every element of `grads` to `norm[0]`, then multiplies every
+/// gradient in place by `min(1, max_norm / (‖g‖₂ + 1e-6))` (NaN when the norm is NaN). The sum
+/// of squares is accumulated in f32 per chunk and the partials are added in a fixed order, so
+/// the result is the same on every run. `scratch` holds `scratch_len` floats, at least
+/// [`grad_norm_scratch_len`]. Three launches (two more per [`MT_PARAM_MAX`] tensors past the
+/// first table). The gradients must not overlap one another.
+pub fn grad_norm_clip(
+    dev: &CudaDevice,
+    grads: &[(DevPtr, usize)],
+    max_norm: f32,
+    scratch: DevPtr,
+    scratch_len: usize,
+    norm: DevPtr,
+) -> Result<()> {
+    let need = grad_norm_scratch_len(grads);
+    if scratch_len < need {
+        return Err(crate::Error::LaunchConfig {
+            kernel: "grad_sumsq_f32".into(),
+            msg: format!("scratch of {scratch_len} floats, {need} needed"),
+        });
+    }
+    let ts = grad_list(grads);
+    let tables = multi_tables("grad_sumsq_f32", &ts)?;
+    let sumsq = dev.function(GRAD_NORM, "grad_sumsq_f32")?;
+    let mut offset = 0usize;
+    for (table, count, blocks, cfg) in &tables {
+        let partial = DevPtr(scratch.0 + 4 * offset as u64);
+        let nb = *blocks as i64;
+        // SAFETY: matches `grad_sumsq_f32(MultiTable, int, float*, long long)`; `partial` has
+        // `blocks` floats left (checked against `need` above).
+        unsafe { dev.launch(&sumsq, *cfg, &[table, count, &partial, &nb])? };
+        offset += blocks;
+    }
+    let scale = DevPtr(scratch.0 + 4 * offset as u64);
+    let finish = dev.function(GRAD_NORM, "grad_norm_finish_f32")?;
+    let nb = offset as i64;
+    let cfg = crate::LaunchConfig::new(crate::Dim3::x(1), crate::Dim3::x(1024));
+    // SAFETY: matches `grad_norm_finish_f32(const float*, long long, float, float*, float*)`:
+    // `offset` partials then the scale slot in `scratch`, one float at `norm`.
+    unsafe { dev.launch(&finish, cfg, &[&scratch, &nb, &max_norm, &norm, &scale])? };
+    let scale_k = dev.function(GRAD_NORM, "grad_scale_f32")?;
+    for (table, count, _, cfg) in &tables {
+        // SAFETY: matches `grad_scale_f32(MultiTable, int, const float*)`.
+        unsafe { dev.launch(&scale_k, *cfg, &[table, count, &scale])? };
     }
     Ok(())
 }
 
 // ------------------------------------------------------------------ the ladder's table
 
-/// An SGD launcher over many tensors: `(dev, tensors, lr, momentum, weight_decay)`.
-pub type SgdMulti = fn(&CudaDevice, &[MultiTensor], f32, f32, f32) -> Result<()>;
-/// An Adam launcher over many tensors: `(dev, tensors, lr, beta1, beta2, eps, weight_decay,
-/// decoupled)`.
-pub type AdamMulti = fn(&CudaDevice, &[MultiTensor], f32, f32, f32, f32, f32, bool) -> Result<()>;
+/// An SGD launcher over many tensors: `(dev, tensors, lr, momentum)`; each tensor carries its
+/// weight decay.
+pub type SgdMulti = fn(&CudaDevice, &[MultiTensor], f32, f32) -> Result<()>;
+/// An Adam launcher over many tensors: `(dev, tensors, lr, beta1, beta2, eps, decoupled)`;
+/// each tensor carries its weight decay.
+pub type AdamMulti = fn(&CudaDevice, &[MultiTensor], f32, f32, f32, f32, bool) -> Result<()>;
 
 /// The launchers of one step of the optimizer ladder.
 #[derive(Clone, Copy, Debug)]
@@ -285,16 +380,22 @@ mod tests {
             include_str!("../../../../kernels/optim/02_multi_tensor.cu"),
             include_str!("../../../../kernels/optim/03_loads_first_sgd.cu"),
             include_str!("../../../../kernels/optim/04_loads_first.cu"),
+            include_str!("../../../../kernels/optim/grad_norm.cu"),
         );
         assert!(src.contains(&format!("#define MT_CHUNK {}", super::MT_CHUNK)));
         assert!(src.contains(&format!("#define MT_PARAM_MAX {}", super::MT_PARAM_MAX)));
-        assert_eq!(std::mem::size_of::<super::MultiTable>(), 64 * 56); // within 4 KB of parameters
+        assert_eq!(std::mem::size_of::<super::MultiTable>(), 60 * 64); // within 4 KB of parameters
         assert!(src.contains("#define MT3_THREADS 256"));
+        assert!(src.contains("#define GN_THREADS 256"));
+        assert!(src.contains("#define GN_FINISH_THREADS 1024"));
         for k in [
             "sgd_multi_f32",
             "adam_multi_f32",
             "sgd_multi3_f32",
             "adam_multi3_f32",
+            "grad_sumsq_f32",
+            "grad_norm_finish_f32",
+            "grad_scale_f32",
         ] {
             assert!(src.contains(&format!(" {k}(")), "{k}");
         }

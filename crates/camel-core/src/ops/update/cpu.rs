@@ -28,6 +28,30 @@ impl UpdateKernels for CpuStorage {
         }
         Ok(())
     }
+
+    fn grad_norm_clip(gs: &mut [&mut Self], max_norm: f32) -> Result<Self> {
+        let op = "clip_grad_norm";
+        // The reference: squares summed in f64, so the f32 kernels are checked against it.
+        let mut sumsq = 0.0f64;
+        for g in gs.iter() {
+            sumsq += g
+                .f32(op)?
+                .iter()
+                .map(|&x| f64::from(x) * f64::from(x))
+                .sum::<f64>();
+        }
+        let norm = sumsq.sqrt() as f32;
+        let scale = super::clip_scale(norm, max_norm);
+        if scale != 1.0 {
+            for g in gs.iter_mut() {
+                match &mut **g {
+                    CpuStorage::F32(v) => v.iter_mut().for_each(|x| *x *= scale),
+                    CpuStorage::I64(_) => return Err(dtype_err(op)),
+                }
+            }
+        }
+        Ok(CpuStorage::F32(vec![norm]))
+    }
 }
 
 fn dtype_err(op: &'static str) -> Error {

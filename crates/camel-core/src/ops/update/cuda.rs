@@ -2,7 +2,7 @@
 //! many tensors.
 
 use super::{UpdateKernels, UpdateRule};
-use crate::backend::cuda::{expect, CudaStorage, Family};
+use crate::backend::cuda::{alloc, expect, CudaStorage, Family};
 use crate::config::step;
 use crate::{DType, Result};
 use camel_cuda::kernels as k;
@@ -21,6 +21,20 @@ impl UpdateKernels for CudaStorage {
             .map(|st| st.iter().map(|s| &**s).collect())
             .collect();
         update_multi(&pc, gs, &sc, rules)
+    }
+
+    fn grad_norm_clip(gs: &mut [&mut Self], max_norm: f32) -> Result<Self> {
+        let op = "clip_grad_norm";
+        for g in gs.iter() {
+            expect(op, g, DType::F32)?;
+        }
+        let list: Vec<(DevPtr, usize)> = gs.iter().map(|g| (g.ptr(), g.len)).collect();
+        let dev = &gs[0].dev;
+        let scratch_len = k::optim::grad_norm_scratch_len(&list);
+        let scratch = alloc(dev, scratch_len, DType::F32)?;
+        let norm = alloc(dev, 1, DType::F32)?;
+        k::optim::grad_norm_clip(dev, &list, max_norm, scratch.ptr(), scratch_len, norm.ptr())?;
+        Ok(norm)
     }
 }
 
@@ -86,8 +100,8 @@ fn update(
 
 /// Optimizer updates of many parameters. At a step with multi-tensor kernels (2 to 4, see
 /// `k::optim::STEPS`), and when every rule is of one kind with the same hyper-parameters
-/// (Adam's bias corrections may differ per tensor), one launch for all of them; otherwise one
-/// [`update`] per tensor.
+/// (Adam's bias corrections and every weight decay may differ per tensor: the table carries
+/// them), one launch for all of them; otherwise one [`update`] per tensor.
 fn update_multi(
     ps: &[&CudaStorage],
     gs: &[&CudaStorage],
@@ -103,15 +117,19 @@ fn update_multi(
     let Some(first) = rules.first() else {
         return Ok(());
     };
-    let strip = |r: &UpdateRule| match *r {
-        UpdateRule::Adam { .. } => {
-            let mut r = *r;
-            if let UpdateRule::Adam { bc1, bc2, .. } = &mut r {
-                (*bc1, *bc2) = (1.0, 1.0);
-            }
-            r
+    // The rule without what the table carries per tensor.
+    let strip = |r: &UpdateRule| {
+        let mut r = *r;
+        match &mut r {
+            UpdateRule::Adam {
+                bc1,
+                bc2,
+                weight_decay,
+                ..
+            } => (*bc1, *bc2, *weight_decay) = (1.0, 1.0, 0.0),
+            UpdateRule::Sgd { weight_decay, .. } => *weight_decay = 0.0,
         }
-        sgd => sgd,
+        r
     };
     let uniform = rules.iter().all(|r| strip(r) == strip(first));
     let Some((sgd_multi, adam_multi)) = k::optim::at(step(Family::Optim)).multi else {
@@ -127,9 +145,14 @@ fn update_multi(
     let dev = &ps[0].dev;
     let mut ts = Vec::with_capacity(ps.len());
     for i in 0..ps.len() {
-        let (bc1, bc2) = match rules[i] {
-            UpdateRule::Adam { bc1, bc2, .. } => (bc1, bc2),
-            UpdateRule::Sgd { .. } => (1.0, 1.0),
+        let (bc1, bc2, wd) = match rules[i] {
+            UpdateRule::Adam {
+                bc1,
+                bc2,
+                weight_decay,
+                ..
+            } => (bc1, bc2, weight_decay),
+            UpdateRule::Sgd { weight_decay, .. } => (1.0, 1.0, weight_decay),
         };
         let st = &states[i];
         ts.push(k::optim::MultiTensor {
@@ -140,23 +163,19 @@ fn update_multi(
             n: ps[i].len,
             bc1,
             bc2,
+            wd,
         });
     }
     match *first {
-        UpdateRule::Sgd {
-            lr,
-            momentum,
-            weight_decay,
-        } => sgd_multi(dev, &ts, lr, momentum, weight_decay)?,
+        UpdateRule::Sgd { lr, momentum, .. } => sgd_multi(dev, &ts, lr, momentum)?,
         UpdateRule::Adam {
             lr,
             beta1,
             beta2,
             eps,
-            weight_decay,
             decoupled,
             ..
-        } => adam_multi(dev, &ts, lr, beta1, beta2, eps, weight_decay, decoupled)?,
+        } => adam_multi(dev, &ts, lr, beta1, beta2, eps, decoupled)?,
     }
     Ok(())
 }
