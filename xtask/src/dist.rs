@@ -2,7 +2,7 @@
 //! tests and programs: the release test binaries and the `camel` program built with
 //! `--features cuda`, stripped, plus `run-gpu-tests.sh`, in `dist/gpu/` (well under 64 MiB).
 //! Also the benchmark programs of `bench/` (camel-bench: `gemm_bench`, `gemm_tune`,
-//! `bench_memory`) in `bin/`, the PyTorch comparison scripts in `bench/torch/`, and `bench-gemm.sh`,
+//! `bench_memory`, `gpt_bench`) in `bin/`, the PyTorch comparison scripts in `bench/torch/`, and `bench-gemm.sh`,
 //! which runs `gemm_bench` and `bench/torch/gemm_torch.py` and leaves their CSVs for
 //! `cargo xtask gemm-report`. And the labs: `dev/labs/` with the kernel sources they include
 //! (`kernels/**/*.cu`, `*.cuh`), so `OUT=dir bash dev/labs/X_lab.sh` runs from `dist/gpu/` on a
@@ -19,7 +19,7 @@ use std::process::Command;
 
 const OUT: &str = "dist/gpu";
 /// The benchmark programs of camel-bench (`bench/`) copied into `bin/`.
-const BENCH_PROGRAMS: &[&str] = &["gemm_bench", "gemm_tune", "bench_memory"];
+const BENCH_PROGRAMS: &[&str] = &["gemm_bench", "gemm_tune", "bench_memory", "gpt_bench"];
 
 const BENCH_GEMM_SCRIPT: &str = r#"#!/usr/bin/env bash
 # GEMM benchmark: camel's SGEMM ladder (bin/gemm_bench) and cuBLAS through PyTorch

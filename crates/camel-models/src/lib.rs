@@ -1,10 +1,11 @@
-//! camel-models: the models camel trains (MLP today), their data loaders and training loops, and
-//! the `camel` command-line program.
+//! camel-models: the models camel trains (an MLP and the character-level GPT-mini), their data
+//! loaders and training loops, and the `camel` command-line program.
 
 #![warn(missing_docs)]
 
 pub mod block;
 pub mod data;
+pub mod gpt;
 pub mod mlp;
 pub mod plot;
 pub mod regression;
@@ -12,6 +13,8 @@ pub mod run;
 pub mod train;
 pub mod xor;
 
+pub use data::CharTokenizer;
+pub use gpt::{GptConfig, GptMini};
 pub use mlp::Mlp;
 
 /// Errors of model code: a tensor error or a data error.

@@ -17,11 +17,11 @@ use std::path::{Path, PathBuf};
 pub use idx::{read_idx_images, read_idx_labels};
 pub use loader::{Batches, DataLoader, LoaderError};
 pub use mnist::{Mnist, Split, MNIST_MEAN, MNIST_STD};
-pub use text::{uniform_index, CharTokenizer, TextData, TextSplit, TokenizerError};
 pub use table::{
     sales_example_tsv, train_test_split, SalesFormula, Selection, Standardizer, Table,
     SALES_COLUMNS, SALES_FORMULA,
 };
+pub use text::{uniform_index, CharTokenizer, TextData, TextSplit, TokenizerError};
 
 /// Environment variable that names the folder holding the data sets (read by
 /// `camel_core::config::data_dir`).

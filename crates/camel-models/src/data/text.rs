@@ -67,7 +67,11 @@ impl CharTokenizer {
                 w[0], w[1]
             )));
         }
-        let index = chars.iter().enumerate().map(|(i, &c)| (c, i as i64)).collect();
+        let index = chars
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| (c, i as i64))
+            .collect();
         Ok(CharTokenizer { chars, index })
     }
 
