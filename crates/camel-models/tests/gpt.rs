@@ -553,6 +553,68 @@ fn tiny_gpt_learns_tiny_shakespeare_on_the_cpu() {
     );
 }
 
+/// The same run on every device: the same initial weights and batches give the same first
+/// evaluation, and a few steps lower the loss on each.
+#[test]
+fn training_runs_alike_on_every_device() {
+    let Some(data) = shakespeare() else { return };
+    let cfg = GptTrainConfig {
+        model: GptConfig {
+            vocab_size: data.tokenizer.vocab_size(),
+            block_size: 24,
+            n_layer: 2,
+            n_head: 3,
+            n_embd: 48,
+            dropout: 0.1,
+            bias: true,
+            tie_weights: true,
+        },
+        batch_size: 7,
+        lr: 3e-3,
+        min_lr: 3e-4,
+        warmup: 5,
+        iters: 40,
+        eval_interval: 40,
+        eval_iters: 3,
+        weight_decay: 0.1,
+        grad_clip: 1.0,
+        betas: [0.9, 0.99],
+        seed: 1,
+    };
+    let mut first = Vec::new();
+    for dev in devices() {
+        camel_nn::manual_seed(1);
+        let model = GptMini::with_seed(&cfg.model, 1, dev).unwrap();
+        let mut evals = Vec::new();
+        train_gpt(
+            &model,
+            &data,
+            &cfg,
+            dev,
+            |_| {},
+            |e| {
+                evals.push(*e);
+                Ok(())
+            },
+        )
+        .unwrap();
+        eprintln!("{dev}: {evals:?}");
+        assert_eq!(evals.len(), 2, "{dev}");
+        assert!(
+            evals[1].val_loss < evals[0].val_loss - 0.5,
+            "{dev}: {evals:?}"
+        );
+        first.push((dev, evals[0].val_loss, evals[0].train_loss));
+    }
+    let (_, v0, t0) = first[0];
+    for &(dev, v, t) in &first[1..] {
+        assert!(
+            (v - v0).abs() < 1e-3 && (t - t0).abs() < 1e-3,
+            "{dev}: {v} {t} vs cpu {v0} {t0}"
+        );
+    }
+}
+
 // ---------------------------------------------------------------- the camel program
 
 fn camel_exe() -> PathBuf {
