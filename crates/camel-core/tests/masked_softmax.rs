@@ -212,3 +212,25 @@ fn bad_input_is_an_error_naming_the_op() {
         );
     }
 }
+
+#[test]
+fn a_strided_view_reads_like_its_dense_copy() {
+    for dev in devices() {
+        let x = Tensor::randn_seeded(&[2, 9, 7], 4, dev).unwrap();
+        let view = x.transpose(-2, -1).unwrap(); // [2, 7, 9], not contiguous
+        assert!(!view.is_contiguous());
+        let a = view
+            .scaled_masked_softmax(0.5, true)
+            .unwrap()
+            .to_vec()
+            .unwrap();
+        let b = view
+            .contiguous()
+            .unwrap()
+            .scaled_masked_softmax(0.5, true)
+            .unwrap()
+            .to_vec()
+            .unwrap();
+        assert_eq!(a, b, "{dev}");
+    }
+}
