@@ -660,3 +660,36 @@ fn a_seed_repeats_and_seeds_differ() {
         assert_ne!(draw(1).0, draw(2).0, "on {dev}");
     }
 }
+
+#[test]
+fn draws_on_a_gpu_run_as_kernels_there() {
+    // a host draw and an upload would launch no kernel: each op must launch at least one
+    for dev in devices().into_iter().filter(|d| d.is_cuda()) {
+        let mut g = Generator::new(1);
+        let x = Tensor::ones(&[1031], dev).unwrap();
+        let half = x.mul_scalar(0.5).unwrap();
+        let w = Tensor::ones(&[3, 7], dev).unwrap();
+        type Draw<'a> = &'a dyn Fn(&mut Generator) -> Tensor;
+        let ops: [(&str, Draw); 6] = [
+            ("rand", &|g| {
+                Tensor::rand_with(&[1031], 0.0, 1.0, g, dev).unwrap()
+            }),
+            ("randn", &|g| Tensor::randn_with(&[1031], g, dev).unwrap()),
+            ("bernoulli_full", &|g| {
+                Tensor::bernoulli_full_with(&[1031], 0.5, g, dev).unwrap()
+            }),
+            ("bernoulli", &|g| half.bernoulli_with(g).unwrap()),
+            ("dropout", &|g| x.dropout_with(0.5, g).unwrap()),
+            ("multinomial", &|g| w.multinomial_with(4, true, g).unwrap()),
+        ];
+        for (name, op) in ops {
+            let before = launch_count(dev);
+            let out = op(&mut g);
+            assert_eq!(out.device(), dev, "{name}");
+            assert!(
+                launch_count(dev) > before,
+                "{name} launched no kernel on {dev}"
+            );
+        }
+    }
+}
