@@ -197,7 +197,7 @@ fn a_shared_gradient_counts_for_each_parameter_and_nothing_else_changes() -> Res
         assert_eq!(c.to_vec()?, before, "{dev:?}: an input changed");
 
         // the same parameter listed twice counts once
-        let ps = with_grads(&[before.clone()], dev)?;
+        let ps = with_grads(std::slice::from_ref(&before), dev)?;
         let one = clip_grad_norm(&ps, f32::INFINITY)?.item()?;
         let twice = clip_grad_norm(&[ps[0].clone(), ps[0].clone()], f32::INFINITY)?.item()?;
         assert_eq!(one, twice, "{dev:?}");

@@ -136,7 +136,7 @@ fn adamw_groups_decay_only_their_parameters() -> Result<()> {
             for (i, (g, w)) in got.iter().zip(&want).enumerate() {
                 for (j, (&a, &b)) in g.iter().zip(w).enumerate() {
                     assert!(
-                        (f64::from(a) - b).abs() <= 2e-6 * b.abs().max(1e-2),
+                        (f64::from(a) - b).abs() <= 1e-5 * b.abs().max(1e-2),
                         "{dev:?} step {}: tensor {i} (decay {}) element {j}: {a}, want {b}",
                         step.name,
                         WDS[i % 3]

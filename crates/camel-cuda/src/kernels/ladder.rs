@@ -225,7 +225,7 @@ const OPTIM: &[StepInfo] = &[
         "multi_tensor",
         "one launch for every tensor of a group",
         &["optim::sgd_multi_f32", "optim::adam_multi_f32"],
-        "one rule and one set of hyper-parameters for the group (else per tensor)",
+        "one rule and one set of hyper-parameters for the group, weight decay per tensor (else per tensor)",
     ),
     s(
         Step::Three,

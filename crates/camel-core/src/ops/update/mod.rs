@@ -292,7 +292,11 @@ impl Tensor {
             });
         }
         let mut grads: Vec<(usize, Tensor)> = Vec::new();
+        let mut ids = HashSet::new();
         for (i, p) in params.iter().enumerate() {
+            if !ids.insert(p.id()) {
+                continue; // a parameter listed twice counts once
+            }
             let Some(g) = p.grad() else { continue };
             if g.dtype() != crate::DType::F32 {
                 return Err(Error::DTypeMismatch {
@@ -326,8 +330,7 @@ impl Tensor {
             let cell = g.storage_arc();
             let dense = g.layout().is_dense(g.raw_storage().len());
             if dense && Arc::strong_count(cell) == 1 {
-                // Only this gradient holds the storage: a second sighting is the same
-                // parameter listed twice, which counts once.
+                // Only this gradient holds the storage, so it is never locked twice.
                 if seen.insert(Arc::as_ptr(cell) as usize) {
                     owned.push(g);
                 }
