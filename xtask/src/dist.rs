@@ -26,6 +26,7 @@ const BENCH_PROGRAMS: &[&str] = &[
     "bench_memory",
     "filter_bench",
     "conv_bench",
+    "gpt_bench",
 ];
 
 const BENCH_GEMM_SCRIPT: &str = r#"#!/usr/bin/env bash

@@ -1,11 +1,13 @@
-//! camel-models: the models camel trains (MLP, LeNet-5, a small CNN with BatchNorm), their data
-//! loaders and training loops, and the `camel` command-line program.
+//! camel-models: the models camel trains (an MLP, LeNet-5, a small CNN with BatchNorm and the
+//! character-level GPT-mini), their data loaders and training loops, and the `camel`
+//! command-line program.
 
 #![warn(missing_docs)]
 
 pub mod block;
 pub mod cnn;
 pub mod data;
+pub mod gpt;
 pub mod mlp;
 pub mod plot;
 pub mod regression;
@@ -14,6 +16,8 @@ pub mod train;
 pub mod xor;
 
 pub use cnn::{LeNet5, SimpleCnn, SimpleCnnConfig};
+pub use data::CharTokenizer;
+pub use gpt::{GptConfig, GptMini};
 pub use mlp::Mlp;
 
 /// Errors of model code: a tensor error or a data error.
@@ -28,6 +32,9 @@ pub enum Error {
     /// From the batch loader.
     #[error(transparent)]
     Loader(#[from] data::LoaderError),
+    /// From encoding or decoding text.
+    #[error(transparent)]
+    Tokenizer(#[from] data::TokenizerError),
     /// From fetching or verifying a data set.
     #[error(transparent)]
     Fetch(#[from] data::fetch::FetchError),

@@ -5,6 +5,8 @@
 //! camel train lenet --data mnist --epochs 8 [--device cuda]
 //! camel train cnn --data fashion-mnist --epochs 10 [--device cuda]
 //! camel eval --checkpoint runs/mlp-…
+//! camel train gpt --preset shakespeare-char --device cuda --out runs/shakespeare
+//! camel generate --checkpoint runs/shakespeare --prompt "ROMEO:" --tokens 500 --seed 1
 //! ```
 //!
 //! Every argument is checked before any data is read; `--quiet` and `--json` work on every
@@ -24,6 +26,9 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+
+mod gpt_cli;
+use gpt_cli::{GenerateArgs, GptArgs};
 
 #[derive(Parser)]
 #[command(
@@ -54,6 +59,8 @@ enum Cmd {
         #[command(subcommand)]
         cmd: DataCmd,
     },
+    /// Write text with a GPT checkpoint (a run folder of `camel train gpt`).
+    Generate(GenerateArgs),
     /// Re-evaluate a saved classifier (mlp, lenet, cnn) on its test set.
     Eval {
         /// Run folder written by `camel train` (holding config.json and model.safetensors).
@@ -113,6 +120,9 @@ enum Model {
     Cnn(ClassifierArgs),
     /// A linear model (or an MLP with --hidden) fitted with MSE to one column of a TSV/CSV table.
     Regression(RegressionArgs),
+    /// A character-level GPT on Tiny Shakespeare (4 layers, 4 heads, 128 wide, block 128 by
+    /// default; --preset shakespeare-char for nanoGPT's recipe).
+    Gpt(GptArgs),
 }
 
 /// Arguments of `camel train regression`, as parsed (checked by [`RegressionArgs::validate`]).
@@ -507,6 +517,10 @@ fn main() -> ExitCode {
         Cmd::Train {
             model: Model::Regression(args),
         } => train_regression(&out, &args),
+        Cmd::Train {
+            model: Model::Gpt(args),
+        } => gpt_cli::train_gpt(&out, &args),
+        Cmd::Generate(args) => gpt_cli::generate(&out, &args),
         Cmd::Eval { checkpoint, device } => eval(&out, &checkpoint, device),
         Cmd::Data { cmd } => data_cmd(&out, cmd),
     };

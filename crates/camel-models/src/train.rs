@@ -132,3 +132,182 @@ pub fn train_epoch(
     check_finite(mean, || format!("the end of epoch {epoch}"), opt.lr())?;
     Ok((mean, steps, start.elapsed().as_secs_f64()))
 }
+
+/// Settings of a GPT-mini training run (nanoGPT's `train.py` loop).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct GptTrainConfig {
+    /// The model; its `vocab_size` is the data's.
+    pub model: crate::gpt::GptConfig,
+    /// Sequences per step.
+    pub batch_size: usize,
+    /// Peak learning rate (after warm-up).
+    pub lr: f32,
+    /// Floor of the cosine decay.
+    pub min_lr: f32,
+    /// Steps of linear warm-up.
+    pub warmup: usize,
+    /// Number of optimizer steps (nanoGPT's `max_iters`).
+    pub iters: usize,
+    /// Evaluate every this many steps (and at the last).
+    pub eval_interval: usize,
+    /// Batches averaged per evaluation of each split.
+    pub eval_iters: usize,
+    /// AdamW's decoupled weight decay, applied to matrices only.
+    pub weight_decay: f32,
+    /// Clip the gradients' global norm to this; 0 turns clipping off.
+    pub grad_clip: f32,
+    /// AdamW's β₁ and β₂.
+    pub betas: [f32; 2],
+    /// Seed of the initialisation, the batches and dropout.
+    pub seed: u64,
+}
+
+/// An evaluation during [`train_gpt`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GptEval {
+    /// Steps taken before this evaluation.
+    pub iter: usize,
+    /// Mean loss over `eval_iters` training batches.
+    pub train_loss: f32,
+    /// Mean loss over `eval_iters` validation batches.
+    pub val_loss: f32,
+    /// Learning rate of the step about to run.
+    pub lr: f32,
+    /// Milliseconds per training step since the previous evaluation (0 at the first).
+    pub ms_per_step: f64,
+}
+
+/// Mean loss of `model` over `iters` random batches of `split`, in evaluation mode and without
+/// autograd; the losses are summed on the device and read once.
+pub fn gpt_estimate_loss(
+    model: &crate::gpt::GptMini,
+    data: &crate::data::TextData,
+    split: crate::data::TextSplit,
+    batch_size: usize,
+    iters: usize,
+    g: &mut camel_nn::Generator,
+    device: Device,
+) -> Result<f32> {
+    if iters == 0 {
+        return Err(Error::Invalid(
+            "gpt_estimate_loss: iters must be at least 1".into(),
+        ));
+    }
+    let was = model.is_training();
+    model.set_training(false);
+    let block = model.config().block_size;
+    let out = no_grad(|| {
+        let mut sum = Tensor::zeros(&[], device)?;
+        for _ in 0..iters {
+            let (x, y) = data.batch(split, batch_size, block, g, device)?;
+            let loss = crate::gpt::GptMini::loss(&model.logits(&x)?, &y)?;
+            sum = sum.add(&loss)?;
+        }
+        Ok(sum.item()? / iters as f32)
+    });
+    model.set_training(was);
+    out
+}
+
+/// Trains `model` on `data` for `cfg.iters` steps with AdamW (weight decay on matrices
+/// only), the warm-up + cosine schedule and gradient clipping, as nanoGPT does. Before the
+/// steps `0, eval_interval, 2·eval_interval, …` and after the last step, it estimates both splits'
+/// losses and calls `on_eval` (which saves checkpoints, logs, prints); `on_step(iter)` is called
+/// after every step without reading anything from the device. A non-finite loss at an
+/// evaluation stops training with [`Error::Diverged`]. Returns the best validation loss.
+pub fn train_gpt(
+    model: &crate::gpt::GptMini,
+    data: &crate::data::TextData,
+    cfg: &GptTrainConfig,
+    device: Device,
+    mut on_step: impl FnMut(usize),
+    mut on_eval: impl FnMut(&GptEval) -> Result<()>,
+) -> Result<f32> {
+    use camel_optim::{clip_grad_norm, decay_groups, Adam, LrSchedule};
+    let sched = LrSchedule::WarmupCosine {
+        max_lr: cfg.lr,
+        min_lr: cfg.min_lr,
+        warmup: cfg.warmup,
+        total: cfg.iters,
+    };
+    let groups = decay_groups(model.named_parameters(), cfg.weight_decay);
+    let mut opt = Adam::adamw_groups(groups, cfg.lr)?.betas(cfg.betas[0], cfg.betas[1])?;
+    let params = model.parameters();
+    let mut g_train = camel_nn::Generator::new(cfg.seed);
+    let mut g_eval = camel_nn::Generator::new(cfg.seed ^ 0x5eed_e7a1);
+    let block = model.config().block_size;
+    let interval = cfg.eval_interval.max(1);
+    let mut best = f32::INFINITY;
+    let mut t_last = Instant::now();
+    let mut steps_since = 0usize;
+    model.set_training(true);
+    for iter in 0..=cfg.iters {
+        let lr = sched.lr(iter);
+        if iter % interval == 0 || iter == cfg.iters {
+            let step_ms = if steps_since > 0 {
+                t_last.elapsed().as_secs_f64() * 1e3 / steps_since as f64
+            } else {
+                0.0
+            };
+            let train_loss = gpt_estimate_loss(
+                model,
+                data,
+                crate::data::TextSplit::Train,
+                cfg.batch_size,
+                cfg.eval_iters,
+                &mut g_eval,
+                device,
+            )?;
+            let val_loss = gpt_estimate_loss(
+                model,
+                data,
+                crate::data::TextSplit::Val,
+                cfg.batch_size,
+                cfg.eval_iters,
+                &mut g_eval,
+                device,
+            )?;
+            check_finite(
+                train_loss,
+                || format!("the evaluation before step {iter}"),
+                lr,
+            )?;
+            check_finite(
+                val_loss,
+                || format!("the evaluation before step {iter}"),
+                lr,
+            )?;
+            best = best.min(val_loss);
+            on_eval(&GptEval {
+                iter,
+                train_loss,
+                val_loss,
+                lr,
+                ms_per_step: step_ms,
+            })?;
+            t_last = Instant::now();
+            steps_since = 0;
+        }
+        if iter == cfg.iters {
+            break;
+        }
+        let (x, y) = data.batch(
+            crate::data::TextSplit::Train,
+            cfg.batch_size,
+            block,
+            &mut g_train,
+            device,
+        )?;
+        opt.set_lr(lr)?;
+        opt.zero_grad();
+        let loss = crate::gpt::GptMini::loss(&model.logits(&x)?, &y)?;
+        loss.backward()?;
+        if cfg.grad_clip > 0.0 {
+            clip_grad_norm(&params, cfg.grad_clip)?;
+        }
+        opt.step()?;
+        steps_since += 1;
+        on_step(iter);
+    }
+    Ok(best)
+}

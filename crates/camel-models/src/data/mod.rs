@@ -12,6 +12,7 @@ mod idx;
 mod loader;
 mod mnist;
 mod table;
+mod text;
 
 use std::path::{Path, PathBuf};
 
@@ -28,6 +29,7 @@ pub use table::{
     sales_example_tsv, train_test_split, SalesFormula, Selection, Standardizer, Table,
     SALES_COLUMNS, SALES_FORMULA,
 };
+pub use text::{uniform_index, CharTokenizer, TextData, TextSplit, TokenizerError};
 
 /// Environment variable that names the folder holding the data sets (read by
 /// `camel_core::config::data_dir`).
