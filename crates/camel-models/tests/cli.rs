@@ -1,22 +1,10 @@
 //! The `camel` program as a user runs it: arguments checked before any data is read, run
 //! folders that reload, `--json` output, and a closed pipe that ends quietly.
 
+mod common;
+use common::camel_exe;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-
-/// The `camel` program: where cargo built it, or, in a `cargo xtask dist` bundle run on another
-/// machine, `bin/camel` beside the `tests/` folder holding this test.
-fn camel_exe() -> PathBuf {
-    let built = PathBuf::from(env!("CARGO_BIN_EXE_camel"));
-    if built.exists() {
-        return built;
-    }
-    let here = std::env::current_exe().expect("test executable path");
-    here.parent()
-        .and_then(Path::parent)
-        .map(|d| d.join("bin").join("camel"))
-        .unwrap_or(built)
-}
 
 fn camel(args: &[&str]) -> Output {
     Command::new(camel_exe())

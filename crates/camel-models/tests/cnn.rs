@@ -2,13 +2,14 @@
 //! trip, bad input; LeNet-5 learning an MNIST subset on the CPU; `camel train lenet|cnn` leaving
 //! a run folder that `camel eval` reloads.
 
+mod common;
 use camel_models::data::{data_dir, DataLoader, Mnist};
 use camel_models::train::{evaluate, train_epoch};
 use camel_models::{LeNet5, SimpleCnn, SimpleCnnConfig};
 use camel_nn::testing::devices;
 use camel_nn::{Device, Error, Module, Tensor};
 use camel_optim::Adam;
-use std::path::PathBuf;
+use common::camel_exe;
 use std::process::{Command, Stdio};
 
 fn images(n: usize, seed: u64, d: Device) -> Tensor {
@@ -178,7 +179,7 @@ fn cli_trains_and_evaluates_lenet_and_cnn() {
         let run = tmp.join(model);
         let run_s = run.to_str().unwrap();
         let camel = |args: &[&str]| {
-            Command::new(PathBuf::from(env!("CARGO_BIN_EXE_camel")))
+            Command::new(camel_exe())
                 .args(args)
                 .stdin(Stdio::null())
                 .output()

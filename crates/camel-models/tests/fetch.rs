@@ -2,9 +2,11 @@
 //! with a wrong checksum, one cut short and a 404, and the fetcher must keep only the good one.
 //! No test here reaches any other address.
 
+mod common;
 use camel_models::data::fetch::{
     fetch_file, known_set, verify_file, FetchError, Fetched, FileStatus, KnownFile, KNOWN_SETS,
 };
+use common::camel_exe;
 use sha2::{Digest, Sha256};
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
@@ -84,20 +86,6 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
-}
-
-/// The `camel` program: where cargo built it, or, in a `cargo xtask dist` bundle run on another
-/// machine, `bin/camel` beside the `tests/` folder holding this test.
-fn camel_exe() -> PathBuf {
-    let built = PathBuf::from(env!("CARGO_BIN_EXE_camel"));
-    if built.exists() {
-        return built;
-    }
-    let here = std::env::current_exe().expect("test executable path");
-    here.parent()
-        .and_then(Path::parent)
-        .map(|d| d.join("bin").join("camel"))
-        .unwrap_or(built)
 }
 
 fn body() -> Vec<u8> {

@@ -2,12 +2,14 @@
 //! cached generation equal to the full forward, seeded sampling), the `camel train gpt` /
 //! `camel generate` commands with their bad inputs, and CI's short training run on the CPU.
 
+mod common;
 use camel_models::data::{data_dir, CharTokenizer, TextData, TextSplit, TokenizerError};
 use camel_models::gpt::{GptCache, GptConfig, GptMini};
 use camel_models::train::{train_gpt, GptTrainConfig};
 use camel_nn::testing::devices;
 use camel_nn::{no_grad, Device, Generator, Module, Tensor};
-use std::path::{Path, PathBuf};
+use common::camel_exe;
+use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
 // ---------------------------------------------------------------- tokenizer
@@ -616,18 +618,6 @@ fn training_runs_alike_on_every_device() {
 }
 
 // ---------------------------------------------------------------- the camel program
-
-fn camel_exe() -> PathBuf {
-    let built = PathBuf::from(env!("CARGO_BIN_EXE_camel"));
-    if built.exists() {
-        return built;
-    }
-    let here = std::env::current_exe().expect("test executable path");
-    here.parent()
-        .and_then(Path::parent)
-        .map(|d| d.join("bin").join("camel"))
-        .unwrap_or(built)
-}
 
 fn camel(args: &[&str]) -> Output {
     Command::new(camel_exe())
