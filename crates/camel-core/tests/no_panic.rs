@@ -8,7 +8,7 @@
 //! with a 0 dim is empty whatever its other dims.
 
 mod common;
-use camel_core::{Activation, DType, Device, Tensor, UpdateRule};
+use camel_core::{Activation, Conv2dOptions, DType, Device, Tensor, UpdateRule};
 use common::devices;
 use proptest::prelude::*;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -308,6 +308,58 @@ proptest! {
             }
             let _ = x.grad().map(|g| g.to_vec());
             x.zero_grad();
+        });
+    }
+
+    #[test]
+    fn layer_and_random_ops(
+        sx in prop::collection::vec(small_dim(), 0..=5),
+        sw in prop::collection::vec(small_dim(), 0..=5),
+        vals in prop::collection::vec(any_f32(), 1..6),
+        us in prop::collection::vec(any_usize(), 6),
+        p in any_f32(),
+        flags in prop::collection::vec(any::<bool>(), 2),
+    ) {
+        each_device("layer and random ops", |d| {
+            let (Some(x), Some(w)) = (f32_tensor(&sx, &vals, d), f32_tensor(&sw, &vals, d)) else {
+                return;
+            };
+            let pair = |i: usize| (us[i], us[(i + 1) % us.len()]);
+            let opts = Conv2dOptions {
+                stride: pair(0),
+                padding: pair(2),
+                dilation: pair(4),
+                groups: us[1],
+            };
+            let small = Conv2dOptions {
+                stride: (1 + us[0] % 2, 1),
+                padding: (us[2] % 3, us[3] % 3),
+                ..Default::default()
+            };
+            let mut results: Vec<camel_core::Result<Tensor>> = vec![
+                x.dropout(p, flags[0]), x.bernoulli(), x.multinomial(us[0], flags[1]),
+                x.multinomial(us[1] % 4, flags[1]),
+                x.filter2d(&w), x.filter2d_separable(&w, &x),
+                x.conv2d(&w, None, opts), x.conv2d(&w, Some(&x), small),
+                x.conv2d_relu(&w, Some(&w), small),
+                x.max_pool2d(pair(0), pair(1), pair(2)),
+                x.max_pool2d((1 + us[0] % 3, 2), (1, 1 + us[1] % 2), (us[2] % 2, 0)),
+                x.avg_pool2d(pair(3), pair(4), pair(5), flags[0]),
+                x.avg_pool2d((2, 2), (1, 1), (1, 1), flags[1]),
+                x.adaptive_avg_pool2d_1x1(),
+                x.scaled_masked_softmax(p, flags[0]),
+                Tensor::bernoulli_full(&sx, p, d), Tensor::rand(&sx, p, 1.0, d),
+            ];
+            if let Ok((y, m, v)) = x.batch_norm(Some(&w), None, p) {
+                results.extend([Ok(y), Ok(m), Ok(v)]);
+            }
+            let _ = x.batch_norm(None, Some(&x), 1e-5);
+            for r in results.into_iter().flatten() {
+                let _ = r.to_vec();
+                if let Ok(l) = r.sum() {
+                    let _ = l.backward();
+                }
+            }
         });
     }
 }
