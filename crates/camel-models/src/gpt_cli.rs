@@ -277,7 +277,6 @@ pub fn train_gpt(out: &Out, args: &GptArgs) -> CliResult<()> {
         bar
     };
     let mut best = f32::INFINITY;
-    let mut evals = 0usize;
     let mut out_err: Option<CliError> = None;
     let iters = cfg.iters;
     let interval = cfg.eval_interval;
@@ -292,7 +291,6 @@ pub fn train_gpt(out: &Out, args: &GptArgs) -> CliResult<()> {
         },
         |e| {
             bar.finish_and_clear();
-            evals += 1;
             let improved = e.val_loss < best;
             if improved {
                 best = e.val_loss;
@@ -300,7 +298,7 @@ pub fn train_gpt(out: &Out, args: &GptArgs) -> CliResult<()> {
             }
             record.log(Metrics {
                 step: e.iter,
-                epoch: evals,
+                epoch: 0,
                 train_loss: e.train_loss,
                 test_loss: e.val_loss,
                 test_acc: None,

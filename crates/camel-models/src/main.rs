@@ -61,6 +61,18 @@ enum Cmd {
     },
     /// Write text with a GPT checkpoint (a run folder of `camel train gpt`).
     Generate(GenerateArgs),
+    /// Redraw a run folder's plot from its metrics.jsonl.
+    Plot {
+        /// Run folder written by `camel train`.
+        run: PathBuf,
+        /// Horizontal axis: the optimizer step or the epoch (default: the epoch when every
+        /// record ends a different one).
+        #[arg(long, value_enum)]
+        x: Option<XAxis>,
+        /// PNG to write (default: plot.png in the run folder).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Re-evaluate a saved classifier (mlp, lenet, cnn) on its test set.
     Eval {
         /// Run folder written by `camel train` (holding config.json and model.safetensors).
@@ -70,6 +82,13 @@ enum Cmd {
         #[arg(long, default_value = "cpu")]
         device: Device,
     },
+}
+
+/// The horizontal axis of `camel plot`.
+#[derive(Clone, Copy, ValueEnum)]
+enum XAxis {
+    Step,
+    Epoch,
 }
 
 #[derive(Subcommand)]
@@ -522,6 +541,7 @@ fn main() -> ExitCode {
         } => gpt_cli::train_gpt(&out, &args),
         Cmd::Generate(args) => gpt_cli::generate(&out, &args),
         Cmd::Eval { checkpoint, device } => eval(&out, &checkpoint, device),
+        Cmd::Plot { run, x, out: png } => plot(&out, &run, x, png),
         Cmd::Data { cmd } => data_cmd(&out, cmd),
     };
     let (msg, code) = match result {
@@ -707,6 +727,26 @@ fn train_classifier(out: &Out, cfg: &ClassifierConfig, args: &ClassifierArgs) ->
 
 /// Rebuilds the model a run folder describes, loads its checkpoint and evaluates it on the test
 /// split of its data set.
+/// `camel plot`: the run's metrics drawn again, over the axis asked for.
+fn plot(out: &Out, dir: &Path, x: Option<XAxis>, png: Option<PathBuf>) -> CliResult<()> {
+    let history = run::read_metrics(dir)?;
+    if history.is_empty() {
+        return Err(CliError::Run(camel_models::Error::Invalid(format!(
+            "{}: no records to plot",
+            dir.join(run::METRICS).display()
+        ))));
+    }
+    let png = png.unwrap_or_else(|| dir.join(run::PLOT));
+    match x {
+        None => camel_models::plot::plot_metrics(&history, &png)?,
+        Some(x) => camel_models::plot::plot_metrics_over(&history, matches!(x, XAxis::Step), &png)?,
+    }
+    out.result(
+        &format!("wrote {}", png.display()),
+        json!({"event": "plot", "path": png.display().to_string(), "records": history.len()}),
+    )
+}
+
 fn eval(out: &Out, dir: &Path, device: Device) -> CliResult<()> {
     check_device(device)?;
     let bad = |what: &str| {

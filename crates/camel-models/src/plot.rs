@@ -52,6 +52,13 @@ pub struct Panel {
 pub fn plot_metrics(history: &[Metrics], path: &Path) -> Result<()> {
     let by_epoch =
         history.windows(2).all(|w| w[1].epoch > w[0].epoch) && history.iter().all(|m| m.epoch > 0);
+    plot_metrics_over(history, !by_epoch, path)
+}
+
+/// [`plot_metrics`] with the horizontal axis chosen: the optimizer step when `by_step`, else
+/// the epoch.
+pub fn plot_metrics_over(history: &[Metrics], by_step: bool, path: &Path) -> Result<()> {
+    let by_epoch = !by_step;
     let x = |m: &Metrics| {
         if by_epoch {
             m.epoch as f32

@@ -27,7 +27,8 @@ pub const COMMAND: &str = "command.txt";
 pub struct Metrics {
     /// Optimizer steps taken so far.
     pub step: usize,
-    /// 1-based epoch that just ended.
+    /// 1-based epoch that just ended; 0 for a run without epochs (GPT-mini draws random
+    /// windows), whose plot then runs over the optimizer step.
     pub epoch: usize,
     /// Mean training loss over the epoch.
     pub train_loss: f32,

@@ -391,3 +391,47 @@ fn regression_input_errors_name_row_and_column() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("--test-fraction must be in (0, 1), got 1.5"));
 }
+
+/// `camel plot` redraws a run folder's curves over the axis asked for; a folder without
+/// metrics is an error naming the file.
+#[test]
+fn plot_redraws_a_run_folder() {
+    let dir = std::env::temp_dir().join(format!("camel-plot-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let d = dir.to_str().unwrap();
+    let out = camel(&["plot", d]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("metrics.jsonl"));
+    let lines: String = (0..4)
+        .map(|i| {
+            format!(
+                "{{\"step\":{},\"epoch\":0,\"train_loss\":{},\"test_loss\":{},\"seconds\":1.0}}\n",
+                250 * i,
+                4.0 - i as f32,
+                4.1 - i as f32
+            )
+        })
+        .collect();
+    std::fs::write(dir.join("metrics.jsonl"), lines).unwrap();
+    let png = dir.join("steps.png");
+    let out = camel(&[
+        "--json",
+        "plot",
+        d,
+        "--x",
+        "step",
+        "--out",
+        png.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).unwrap();
+    assert_eq!(v["records"], 4);
+    assert!(std::fs::read(&png).unwrap().starts_with(b"\x89PNG"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
