@@ -354,6 +354,8 @@ pub(crate) fn register_font() -> Result<(), String> {
     if let Some(p) = std::env::var_os("CAMEL_PLOT_FONT").filter(|p| !p.is_empty()) {
         candidates.push(p.into());
     }
+    // The font camel-models embeds in its own plots.
+    candidates.push(crate::repo_root().join("crates/camel-models/assets/DejaVuSans.ttf"));
     for p in [
         "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
         "/usr/share/fonts/TTF/DejaVuSans.ttf",

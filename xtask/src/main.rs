@@ -14,12 +14,15 @@
 //!   `docs/gemm.png`.
 //! - `memory-report FILE`: turn a GPU run's `bench_memory` table into `docs/memory-results.md`
 //!   and `docs/memory.png`.
+//! - `bench-pages`: copy the tables of `docs/data/` into the pages that quote them and draw
+//!   their figures.
 //!
 //! Besides the standard library: `serde_json` for cargo's JSON (`cargo metadata`, build
 //! messages), `plotters` for the reports' PNGs and camel-core (built without `cuda`) for
 //! `memory-report`'s default steps. The target directory always comes from cargo, so
 //! `CARGO_TARGET_DIR` is honoured.
 
+mod bench_pages;
 mod cargo_json;
 mod dist;
 mod gemm_report;
@@ -62,6 +65,7 @@ const FFI_FILE: &str = "crates/camel-cuda/src/ffi.rs";
 fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
+        Some("bench-pages") => bench_pages::bench_pages(&args[1..]),
         Some("build-kernels") => build_kernels(&args[1..]),
         Some("cuda-stub") => cuda_stub(&args[1..]).map(|_| ()),
         Some("dist") => dist::dist(&args[1..]),
@@ -119,7 +123,12 @@ commands:
   memory-report FILE [--docs DOCS] [--check]
       Read FILE (bench_memory --torch's printed table) and write docs/memory-results.md and
       docs/memory.png: each memory-bound op at its default step against copy and PyTorch.
-      With --check, write nothing and fail if docs/memory-results.md differs."
+      With --check, write nothing and fail if docs/memory-results.md differs.
+  bench-pages [--check] [--no-plots]
+      Replace every `<!-- table: FILE -->` … `<!-- /table -->` block of docs/**/*.md with the
+      last Markdown table of FILE (a benchmark's raw output in docs/data/) and draw the
+      figures drawn from them (docs/kernels/filter.png, docs/kernels/conv2d.png). With
+      --check, write nothing and fail if a block differs from its file."
     );
 }
 

@@ -172,7 +172,7 @@ fn bench(n: usize, r: usize, reps: usize, torch: &HashMap<String, f64>) -> Resul
         d.name()
     );
     println!();
-    println!("| row | step | ms | × step 1 | roofline ms | × roofline | PyTorch ms | × PyTorch | max |Δ| vs step 1 (separable filter) |");
+    println!("| row | step | ms | × step 1 | roofline ms | × roofline | PyTorch ms | × PyTorch | max abs Δ vs step 1 (separable filter) |");
     println!("|---|---|---|---|---|---|---|---|---|");
 
     // step 1 on the separable filter: what every step's output is compared with

@@ -1,0 +1,330 @@
+//! `cargo xtask bench-pages [--check] [--no-plots]`: copy benchmark tables from the raw
+//! outputs in `docs/data/` into the pages that quote them, and draw each page's figure.
+//!
+//! A page quotes a table with a marked block:
+//!
+//! ```text
+//! <!-- table: docs/data/conv_h100.md -->
+//! (replaced by the last Markdown table of that file)
+//! <!-- /table -->
+//! ```
+//!
+//! so the figures on a page are always the ones a benchmark printed, and a new run is one
+//! command away from the page. [`PLOTS`] names the figures: a horizontal bar per table row.
+//! With `--check` nothing is written: the command fails if a block is not what its file gives
+//! (CI runs it; the PNGs need a font and are not checked).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use plotters::prelude::*;
+
+use crate::gemm_report::register_font;
+
+const OPEN: &str = "<!-- table: ";
+const CLOSE: &str = "<!-- /table -->";
+
+/// A figure drawn from one column of a data file's last table.
+struct PlotSpec {
+    /// The data file, relative to the repository root.
+    data: &'static str,
+    /// The PNG, relative to the repository root.
+    png: &'static str,
+    title: &'static str,
+    /// Columns joined (with spaces) into a bar's label.
+    label: &'static [&'static str],
+    /// The column drawn, parsed as a number (a trailing `×` or unit is dropped).
+    value: &'static str,
+    x_desc: &'static str,
+    /// A vertical line drawn at this value (e.g. 1× a reference), if any.
+    mark: Option<f64>,
+    /// A bar whose label holds this text is drawn in the reference colour.
+    reference: &'static str,
+}
+
+const PLOTS: &[PlotSpec] = &[
+    PlotSpec {
+        data: "docs/data/filter_h100.md",
+        png: "docs/kernels/filter.png",
+        title: "Image filter, 2048² f32, radius 8: time per call (H100)",
+        label: &["row", "step"],
+        value: "ms",
+        x_desc: "ms (shorter is faster)",
+        mark: None,
+        reference: "PyTorch",
+    },
+    PlotSpec {
+        data: "docs/data/conv_h100.md",
+        png: "docs/kernels/conv2d.png",
+        title: "conv2d against cuDNN (H100, FP32): speed, cuDNN time / camel time",
+        label: &["shape", "pass", "step"],
+        value: "camel speed / cuDNN",
+        x_desc: "× cuDNN (right of the line: faster than cuDNN)",
+        mark: Some(1.0),
+        reference: "\u{0}",
+    },
+];
+
+pub fn bench_pages(args: &[String]) -> Result<(), String> {
+    let mut check = false;
+    let mut plots = true;
+    for a in args {
+        match a.as_str() {
+            "--check" => check = true,
+            "--no-plots" => plots = false,
+            other => return Err(format!("bench-pages: unknown argument `{other}`")),
+        }
+    }
+    let root = crate::repo_root();
+    let mut pages = Vec::new();
+    find_md(&root.join("docs"), &mut pages);
+    pages.sort();
+    let mut stale = Vec::new();
+    for page in &pages {
+        let text = fs::read_to_string(page).map_err(|e| format!("{}: {e}", page.display()))?;
+        if marker(&text).is_none() {
+            continue;
+        }
+        let new = fill(&text, &root).map_err(|e| format!("{}: {e}", page.display()))?;
+        if new != text {
+            if check {
+                stale.push(page.display().to_string());
+            } else {
+                fs::write(page, new).map_err(|e| format!("{}: {e}", page.display()))?;
+                println!("bench-pages: wrote {}", page.display());
+            }
+        }
+    }
+    if !stale.is_empty() {
+        return Err(format!(
+            "bench-pages --check: {} quote tables that differ from their data files; run \
+             `cargo xtask bench-pages`",
+            stale.join(", ")
+        ));
+    }
+    if plots && !check {
+        for spec in PLOTS {
+            plot(spec, &root)?;
+            println!("bench-pages: wrote {}", spec.png);
+        }
+    }
+    Ok(())
+}
+
+fn find_md(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(rd) = fs::read_dir(dir) else { return };
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            find_md(&p, out);
+        } else if p.extension().is_some_and(|x| x == "md") {
+            out.push(p);
+        }
+    }
+}
+
+/// `text` with every marked block replaced by the table its marker names.
+fn fill(text: &str, root: &Path) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = marker(rest) {
+        let after = &rest[i + OPEN.len()..];
+        let end_marker = after
+            .find("-->")
+            .ok_or("a `<!-- table:` marker is not closed by `-->`")?;
+        let data = after[..end_marker].trim();
+        let body = &after[end_marker + 3..];
+        let close = body
+            .find(CLOSE)
+            .ok_or_else(|| format!("the block of {data} has no `{CLOSE}`"))?;
+        let table = last_table(&read(&root.join(data))?)
+            .ok_or_else(|| format!("{data} holds no Markdown table"))?;
+        out.push_str(&rest[..i + OPEN.len()]);
+        out.push_str(&after[..end_marker + 3]);
+        out.push('\n');
+        out.push_str(&table);
+        out.push_str(CLOSE);
+        rest = &body[close + CLOSE.len()..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// Where the first marker that begins a line starts in `text` (a marker quoted inside a
+/// sentence is text).
+fn marker(text: &str) -> Option<usize> {
+    let mut from = 0;
+    while let Some(i) = text[from..].find(OPEN) {
+        let at = from + i;
+        if at == 0 || text[..at].ends_with('\n') {
+            return Some(at);
+        }
+        from = at + OPEN.len();
+    }
+    None
+}
+
+fn read(path: &Path) -> Result<String, String> {
+    fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))
+}
+
+/// The last run of lines starting with `|` in `text`, each ending with a newline.
+fn last_table(text: &str) -> Option<String> {
+    let mut last: Option<String> = None;
+    let mut cur = String::new();
+    for line in text.lines().chain(std::iter::once("")) {
+        if line.trim_start().starts_with('|') {
+            cur.push_str(line.trim_end());
+            cur.push('\n');
+        } else if !cur.is_empty() {
+            last = Some(std::mem::take(&mut cur));
+        }
+    }
+    last
+}
+
+fn cells(line: &str) -> Vec<String> {
+    line.trim()
+        .trim_matches('|')
+        .split('|')
+        .map(|c| c.trim().to_string())
+        .collect()
+}
+
+/// The leading number of a cell such as `1.31×` or `0.0369`.
+fn number(cell: &str) -> Option<f64> {
+    let end = cell
+        .find(|c: char| !(c.is_ascii_digit() || matches!(c, '.' | '-' | 'e' | 'E' | '+')))
+        .unwrap_or(cell.len());
+    cell[..end].parse().ok()
+}
+
+fn plot(spec: &PlotSpec, root: &Path) -> Result<(), String> {
+    let data = root.join(spec.data);
+    let table = last_table(&read(&data)?)
+        .ok_or_else(|| format!("{} holds no Markdown table", spec.data))?;
+    let mut lines = table.lines();
+    let header = cells(lines.next().unwrap_or_default());
+    let col = |name: &str| {
+        header
+            .iter()
+            .position(|h| h == name)
+            .ok_or_else(|| format!("{}: no column `{name}` in {header:?}", spec.data))
+    };
+    let label_cols = spec
+        .label
+        .iter()
+        .map(|n| col(n))
+        .collect::<Result<Vec<_>, _>>()?;
+    let value_col = col(spec.value)?;
+    let bars: Vec<(String, f64)> = lines
+        .skip(1)
+        .map(cells)
+        .filter_map(|c| {
+            let v = number(c.get(value_col)?)?;
+            let label: Vec<&str> = label_cols
+                .iter()
+                .filter_map(|&i| c.get(i).map(|s| s.trim_matches('`')))
+                .filter(|s| !s.is_empty() && *s != "—")
+                .collect();
+            Some((label.join(" "), v))
+        })
+        .collect();
+    if bars.is_empty() {
+        return Err(format!("{}: no numeric `{}` cells", spec.data, spec.value));
+    }
+    let top = bars
+        .iter()
+        .map(|b| b.1)
+        .chain(spec.mark)
+        .fold(0.0f64, f64::max)
+        * 1.15;
+    register_font()?;
+    let path = root.join(spec.png);
+    let err = |e: &dyn std::fmt::Display| format!("drawing {}: {e}", path.display());
+    let n = bars.len();
+    let root_area = BitMapBackend::new(&path, (1100, 120 + 28 * n as u32)).into_drawing_area();
+    root_area.fill(&WHITE).map_err(|e| err(&e))?;
+    let mut chart = ChartBuilder::on(&root_area)
+        .caption(spec.title, ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(44)
+        .y_label_area_size(330)
+        .build_cartesian_2d(0.0..top, (0..n).into_segmented())
+        .map_err(|e| err(&e))?;
+    // The first row of the table is drawn at the top.
+    let labels: Vec<String> = bars.iter().rev().map(|b| b.0.clone()).collect();
+    chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .x_desc(spec.x_desc)
+        .y_labels(n)
+        .y_label_formatter(&|v| match v {
+            SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
+            _ => String::new(),
+        })
+        .label_style(("sans-serif", 15))
+        .axis_desc_style(("sans-serif", 16))
+        .draw()
+        .map_err(|e| err(&e))?;
+    let camel = RGBColor(31, 119, 180);
+    let reference = RGBColor(255, 127, 14);
+    chart
+        .draw_series(bars.iter().rev().enumerate().map(|(i, (label, v))| {
+            let colour = if label.contains(spec.reference) {
+                reference
+            } else {
+                camel
+            };
+            let mut bar = Rectangle::new(
+                [
+                    (0.0, SegmentValue::Exact(i)),
+                    (*v, SegmentValue::Exact(i + 1)),
+                ],
+                colour.filled(),
+            );
+            bar.set_margin(4, 4, 0, 0);
+            bar
+        }))
+        .map_err(|e| err(&e))?;
+    if let Some(m) = spec.mark {
+        chart
+            .draw_series(std::iter::once(PathElement::new(
+                vec![(m, SegmentValue::Exact(0)), (m, SegmentValue::Exact(n))],
+                BLACK.stroke_width(2),
+            )))
+            .map_err(|e| err(&e))?;
+    }
+    root_area.present().map_err(|e| err(&e))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_last_table_replaces_the_block() {
+        let dir = std::env::temp_dir().join(format!("bench-pages-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(
+            dir.join("d.md"),
+            "| a |\n|---|\n| 1 |\ntext\n| b | c |\n|---|---|\n| 2 | 3× |\n",
+        )
+        .unwrap();
+        let page = "x\n<!-- table: d.md -->\nold\n<!-- /table -->\ny\n";
+        let got = fill(page, &dir).unwrap();
+        assert_eq!(
+            got,
+            "x\n<!-- table: d.md -->\n| b | c |\n|---|---|\n| 2 | 3× |\n<!-- /table -->\ny\n"
+        );
+        assert_eq!(fill(&got, &dir).unwrap(), got);
+        assert!(fill("<!-- table: d.md -->\nno end", &dir).is_err());
+        assert!(fill("<!-- table: missing.md -->\n<!-- /table -->", &dir).is_err());
+        let quoted = "a `<!-- table: FILE -->` in a sentence\n";
+        assert_eq!(fill(quoted, &dir).unwrap(), quoted);
+        assert_eq!(number("1.31×"), Some(1.31));
+        assert_eq!(number("–"), None);
+        let _ = fs::remove_dir_all(&dir);
+    }
+}
