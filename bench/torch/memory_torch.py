@@ -133,6 +133,34 @@ for r, c in [(16384, 1024), (4096, 4096), (65536, 65)]:
     del xs, gs, ys, ls
     torch.cuda.empty_cache()
 
+# the scaled, causally masked softmax of attention scores as eager PyTorch runs it (scale,
+# masked_fill, softmax; backward: softmax backward, masked_fill, scale), GPT-mini's recipe
+r, c = 64 * 6 * 256, 256
+k = sets(8 * r * c)
+xs, gs = rand(k, r, c), rand(k, r, c)
+causal = torch.ones(c, c, device=dev, dtype=torch.bool).triu(1)
+
+
+def masked_softmax(v):
+    return torch.softmax((v.view(-1, c, c) * 0.125).masked_fill(causal, float("-inf")), -1)
+
+
+ys = [masked_softmax(v) for v in xs]
+out(f"masked_softmax {r}x{c}", lambda i: masked_softmax(xs[i]), k)
+out(f"masked_softmax_bwd {r}x{c}",
+    lambda i: torch.ops.aten._softmax_backward_data(gs[i].view(-1, c, c), ys[i], -1, torch.float32)
+    .masked_fill(causal, 0.0) * 0.125, k)
+del xs, gs, ys
+torch.cuda.empty_cache()
+
+n = 1 << 28
+x = torch.rand(n, device=dev)
+z = torch.empty(n, device=dev)
+out("uniform 2^28", lambda i: z.uniform_())
+out("dropout 2^28", lambda i: F.dropout(x, 0.2, training=True))
+del x, z
+torch.cuda.empty_cache()
+
 r, c = 16384, 768
 k = sets(8 * r * c)
 xs, gs = rand(k, r, c), rand(k, r, c)

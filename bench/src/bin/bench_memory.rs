@@ -24,13 +24,15 @@
 //!   µs, which weighs at the 10–100 µs these ops take.
 //!
 //! `bench_memory [--torch torch.txt] [--reps N] [--only OP] [--pdl on|off]` — prints a Markdown
-//! table (with `--only`, just the rows whose op name contains `OP`, e.g. `layernorm`; with
+//! table (with `--only`, just the rows whose op name contains `OP`, e.g. `layernorm`, or one of
+//! several separated by commas, e.g. `masked,uniform,dropout`; with
 //! `--pdl off`, every kernel launched plainly from its compute_80 PTX).
 //! Kernels are called through their camel-cuda launchers (no tensor overhead).
 
 use camel_cuda::kernels::ladder::{Family, Step};
 use camel_cuda::kernels::{
-    elementwise as ew, embedding as emb, layernorm as ln, loss, optim, reduce, shape, softmax,
+    elementwise as ew, embedding as emb, layernorm as ln, loss, masked_softmax, optim, random,
+    reduce, shape, softmax,
 };
 use camel_cuda::{Buffer, CudaDevice, DevPtr, Result};
 use std::collections::HashMap;
@@ -83,7 +85,7 @@ struct Bench {
     same_copy: HashMap<u64, f64>,
     /// PyTorch's streamed milliseconds by "op size".
     torch: HashMap<String, f64>,
-    /// `--only`: time only the rows whose op name contains this.
+    /// `--only`: time only the rows whose op name contains one of these comma-separated words.
     only: Option<String>,
 }
 
@@ -192,7 +194,11 @@ impl Bench {
         k: usize,
         f: &mut dyn FnMut(usize) -> Result<()>,
     ) -> Result<()> {
-        if self.only.as_deref().is_some_and(|o| !op.contains(o)) {
+        if self
+            .only
+            .as_deref()
+            .is_some_and(|o| !o.split(',').any(|w| op.contains(w)))
+        {
             return Ok(());
         }
         let t = self.time(k, f)?;
@@ -458,6 +464,41 @@ fn run() -> Result<()> {
                 })?;
             }
         }
+    }
+
+    // ---- the scaled, causally masked softmax of attention scores at GPT-mini's recipe: 64
+    // sequences × 6 heads × 256 queries, 256 keys (rotated by the forward's footprint, x and y)
+    {
+        let (r, c, tq) = (64 * 6 * 256usize, 256usize, 256usize);
+        let size = format!("{r}x{c}");
+        let e = (r * c) as f64;
+        let k = sets(8 * r * c);
+        let (xs, gs) = (rand_bufs(d, k, r * c, 7)?, rand_bufs(d, k, r * c, 8)?);
+        let (ys, dxs) = (bufs(d, k, r * c, 0.0)?, bufs(d, k, r * c, 0.0)?);
+        let p = |v: &[Buffer], i: usize| -> DevPtr { v[i].ptr() };
+        let scale = 0.125f32;
+        for s in &masked_softmax::STEPS {
+            let n = s.step.number();
+            b.row("masked_softmax", &size, n, 8.0 * e, k, &mut |i| {
+                (s.forward)(d, p(&xs, i), p(&ys, i), r, c, tq, scale, true)
+            })?;
+            b.row("masked_softmax_bwd", &size, n, 12.0 * e, k, &mut |i| {
+                (s.backward)(d, p(&ys, i), p(&gs, i), p(&dxs, i), r, c, tq, scale, true)
+            })?;
+        }
+    }
+
+    // ---- Philox: uniform numbers (written only) and dropout (read and written), 2^28 floats
+    {
+        let n = 1usize << 28;
+        let nf = n as f64;
+        let (x, y) = (rand_buf(d, n, 9)?, buf(d, n, 0.0)?);
+        b.row("uniform", "2^28", 1, 4.0 * nf, 1, &mut |i| {
+            random::uniform_f32(d, y.ptr(), n, 1, i as u64, 0.0, 1.0)
+        })?;
+        b.row("dropout", "2^28", 1, 8.0 * nf, 1, &mut |i| {
+            random::dropout_f32(d, x.ptr(), y.ptr(), n, 1, i as u64, 0.2, 1.25)
+        })?;
     }
 
     // ---- LayerNorm 16384×768 (rotated by the forward's footprint, x and y)
