@@ -10,14 +10,23 @@ BATCH_SPAN_MS, judged by one call's time alone, within BATCH_MIN..BATCH_MAX, as 
 the median over the batches, per call. Inputs smaller than ROTATE_BYTES are rotated through
 several copies so that each call reads DRAM, not L2. A '#' line reports a batch that the GPU
 reached before Python had queued it.
-One launch: each call alone between its events, the GPU idle before it (the earlier method)."""
+One launch: each call alone between its events, the GPU idle before it (the earlier method).
+
+Usage: memory_torch.py [REPS] [--only word1,word2]"""
 import math
 import time
 import sys
 import torch
 import torch.nn.functional as F
 
-reps = int(sys.argv[1]) if len(sys.argv) > 1 else 20
+args = sys.argv[1:]
+# `--only w1,w2`: time only the ops whose name contains one of the words (as bench_memory's)
+only = None
+if "--only" in args:
+    i = args.index("--only")
+    only = args[i + 1].split(",")
+    del args[i:i + 2]
+reps = int(args[0]) if args else 20
 dev = "cuda"
 torch.manual_seed(0)
 BATCH_SPAN_MS, BATCH_MIN, BATCH_MAX = 2.0, 10, 200
@@ -92,6 +101,8 @@ def med(fn, k=1, name=""):
 
 
 def out(name, fn, k=1):
+    if only is not None and name != "copy 2^28" and not any(w in name.split()[0] for w in only):
+        return
     s, o = med(fn, k, name)
     print(f"{name}\t{s:.6f}\t{o:.6f}", flush=True)
 
