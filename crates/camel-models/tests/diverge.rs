@@ -13,6 +13,7 @@ fn split(n: usize) -> Split {
         images: (0..n * 16).map(|i| (i % 7) as f32 - 3.0).collect(),
         labels: (0..n).map(|i| (i % 10) as u8).collect(),
         n,
+        channels: 1,
         rows: 4,
         cols: 4,
     }

@@ -8,7 +8,12 @@ use std::path::{Path, PathBuf};
 
 use camel_nn::{Device, Result as TensorResult, Tensor};
 
-use super::{DataError, MISSING_HINT};
+use super::{DataError, Split};
+
+/// How to get CIFAR-10, attached to [`DataError::Missing`].
+const CIFAR10_HINT: &str = "fetch it with `camel data fetch cifar-10` (which unpacks the binary \
+     batches into <data dir>/cifar-10/cifar-10-batches-bin/), or set CAMEL_DATA_DIR to the \
+     folder that holds the data sets; see datasets/README.md";
 
 /// Bytes of one record: the label, then 3 × 32 × 32 pixels.
 pub const CIFAR10_RECORD_BYTES: usize = 1 + CIFAR10_IMAGE_LEN;
@@ -87,6 +92,20 @@ impl CifarSplit {
     }
 }
 
+impl From<CifarSplit> for Split {
+    /// The same images as a [`Split`] of 3 × 32 × 32 images, without copying them.
+    fn from(s: CifarSplit) -> Split {
+        Split {
+            images: s.images,
+            labels: s.labels,
+            n: s.n,
+            channels: 3,
+            rows: 32,
+            cols: 32,
+        }
+    }
+}
+
 /// CIFAR-10: its training and test splits.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Cifar10 {
@@ -100,21 +119,23 @@ impl Cifar10 {
     /// The data set's folder name under the data directory.
     pub const NAME: &'static str = "cifar-10";
 
-    /// Loads the binary batches from `dir/cifar-10/`, or from
-    /// `dir/cifar-10/cifar-10-batches-bin/` (where `camel data fetch cifar-10` unpacks them);
-    /// `dir` is usually [`super::data_dir`].
+    /// Loads the binary batches from `dir/cifar-10/cifar-10-batches-bin/` (where
+    /// `camel data fetch cifar-10` unpacks them) or, when that folder does not exist and
+    /// `dir/cifar-10/` holds `test_batch.bin`, from `dir/cifar-10/`; `dir` is usually
+    /// [`super::data_dir`]. A missing folder or file is [`DataError::Missing`], naming where it
+    /// looked and how to fetch the set; a damaged file is an error naming the file.
     pub fn load(dir: &Path) -> Result<Cifar10, DataError> {
         let root = dir.join(Self::NAME);
         let nested = root.join("cifar-10-batches-bin");
-        let folder = if nested.join(CIFAR10_TEST_FILE).is_file() {
-            nested
-        } else {
+        let folder = if !nested.is_dir() && root.join(CIFAR10_TEST_FILE).is_file() {
             root
+        } else {
+            nested
         };
         if !folder.is_dir() {
             return Err(DataError::Missing {
                 path: folder,
-                hint: MISSING_HINT.to_string(),
+                hint: CIFAR10_HINT.to_string(),
             });
         }
         let files: Vec<PathBuf> = CIFAR10_TRAIN_FILES.iter().map(|f| folder.join(f)).collect();
@@ -148,7 +169,7 @@ pub fn read_cifar_batch(path: impl AsRef<Path>) -> Result<CifarSplit, DataError>
         if e.kind() == std::io::ErrorKind::NotFound {
             DataError::Missing {
                 path: path.to_path_buf(),
-                hint: MISSING_HINT.to_string(),
+                hint: CIFAR10_HINT.to_string(),
             }
         } else {
             DataError::Io {
@@ -280,5 +301,11 @@ mod tests {
     fn a_missing_set_says_how_to_get_it() {
         let e = Cifar10::load(Path::new("/nonexistent-camel-dir")).unwrap_err();
         assert!(matches!(e, DataError::Missing { .. }), "{e}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("/nonexistent-camel-dir/cifar-10/cifar-10-batches-bin")
+                && msg.contains("camel data fetch cifar-10"),
+            "{msg}"
+        );
     }
 }

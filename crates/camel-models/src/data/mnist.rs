@@ -12,15 +12,20 @@ pub const MNIST_STD: f32 = 0.3081;
 /// Number of classes in MNIST and Fashion-MNIST.
 const NUM_CLASSES: u8 = 10;
 
-/// One split (train or test) of an image data set, already normalized.
+/// One split (train or test) of an image data set, already normalized: MNIST-style grey images
+/// (`channels` 1) or CIFAR-10's colour ones (`channels` 3, from a [`super::CifarSplit`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Split {
-    /// `n * rows * cols` pixels, row-major per image, as `(x/255 - MNIST_MEAN) / MNIST_STD`.
+    /// `n * channels * rows * cols` pixels, each image `[channels, rows, cols]` (NCHW) and
+    /// row-major; MNIST-style pixels as `(x/255 - MNIST_MEAN) / MNIST_STD`, CIFAR-10's per
+    /// channel with its own mean and standard deviation.
     pub images: Vec<f32>,
     /// One label per image, `0..10`.
     pub labels: Vec<u8>,
     /// Number of images.
     pub n: usize,
+    /// Channels per image: 1 for MNIST-style sets, 3 for CIFAR-10.
+    pub channels: usize,
     /// Image height.
     pub rows: usize,
     /// Image width.
@@ -116,14 +121,20 @@ impl Split {
             images: normalize(&pixels),
             labels,
             n,
+            channels: 1,
             rows,
             cols,
         })
     }
 
-    /// Pixels per image (`rows * cols`, 784 for MNIST).
+    /// Values per image (`channels * rows * cols`: 784 for MNIST, 3072 for CIFAR-10).
     pub fn image_len(&self) -> usize {
-        self.rows * self.cols
+        self.channels * self.rows * self.cols
+    }
+
+    /// The shape of one image, `[channels, rows, cols]`.
+    pub fn image_shape(&self) -> [usize; 3] {
+        [self.channels, self.rows, self.cols]
     }
 
     /// The first `n` examples (all of them if `n >= self.n`).
@@ -133,6 +144,7 @@ impl Split {
             images: self.images[..n * self.image_len()].to_vec(),
             labels: self.labels[..n].to_vec(),
             n,
+            channels: self.channels,
             rows: self.rows,
             cols: self.cols,
         }

@@ -1,5 +1,6 @@
-//! Data sets and batching: IDX (MNIST-style) readers, [`Mnist`] loading and a
-//! seeded [`DataLoader`] that yields index batches.
+//! Data sets and batching: IDX (MNIST-style) readers, [`Mnist`] and [`Cifar10`] loading, the
+//! image sets by name ([`ImageSet`]), image augmentation ([`Augment`]) and a seeded
+//! [`DataLoader`] that yields index batches.
 //!
 //! Data files live under `<data dir>/<name>/<file>` (see [`data_dir`]): MNIST and Tiny
 //! Shakespeare are committed in the repository's `datasets/`, larger sets are fetched by
@@ -9,6 +10,7 @@ mod augment;
 mod cifar;
 pub mod fetch;
 mod idx;
+mod images;
 mod loader;
 mod mnist;
 mod table;
@@ -23,6 +25,7 @@ pub use cifar::{
     CIFAR10_TRAIN_FILES,
 };
 pub use idx::{read_idx_images, read_idx_labels};
+pub use images::{ImageSet, IMAGE_SETS};
 pub use loader::{Batches, DataLoader, LoaderError};
 pub use mnist::{Mnist, Split, MNIST_MEAN, MNIST_STD};
 pub use table::{
