@@ -1,6 +1,7 @@
-//! Training and evaluation loops for classifiers on MNIST-style data.
+//! Training and evaluation loops for image classifiers (MNIST-style sets and CIFAR-10), with
+//! optional augmentation of the training batches.
 
-use crate::data::{DataLoader, Split};
+use crate::data::{Augment, DataLoader, Split};
 use crate::{Error, Result};
 use camel_nn::{no_grad, Device, Module, Tensor};
 use camel_optim::Optimizer;
@@ -23,14 +24,37 @@ pub struct EpochStats {
     pub steps: usize,
 }
 
-/// One batch of a split as tensors on `device`: features `[b, rows·cols]` and i64 labels `[b]`.
+/// One batch of a split as tensors on `device`: features `[b, channels·rows·cols]` (each row an
+/// NCHW image, flattened) and i64 labels `[b]`.
 pub fn batch(split: &Split, idx: &[usize], device: Device) -> Result<(Tensor, Tensor)> {
-    let (x, y) = split.gather(idx);
-    let d = split.rows * split.cols;
+    train_batch(split, idx, device, None)
+}
+
+/// One training batch: as [`batch`], with each image cropped and flipped by `augment` when one
+/// is given (the images are augmented on the host, before they go to `device`).
+pub fn train_batch(
+    split: &Split,
+    idx: &[usize],
+    device: Device,
+    augment: Option<&mut Augment>,
+) -> Result<(Tensor, Tensor)> {
+    let (mut x, y) = split.gather(idx);
+    if let Some(aug) = augment {
+        let [c, h, w] = split.image_shape();
+        x = aug.apply(&x, [idx.len(), c, h, w])?;
+    }
     Ok((
-        Tensor::from_vec(x, &[idx.len(), d], device)?,
+        Tensor::from_vec(x, &[idx.len(), split.image_len()], device)?,
         Tensor::from_vec_i64(y, &[idx.len()], device)?,
     ))
+}
+
+/// The augmentation of the training batches of epoch `epoch` of a run seeded with `seed`:
+/// CIFAR-10's recipe ([`Augment::cifar`]: random crops of the image padded by 4, horizontal
+/// flips) from a generator seeded with both, so every epoch draws different crops and a run is
+/// repeatable.
+pub fn epoch_augment(seed: u64, epoch: u64) -> Augment {
+    Augment::cifar(seed ^ epoch.wrapping_add(1).wrapping_mul(0x9e37_79b9_7f4a_7c15))
 }
 
 /// `Ok` when `loss` (read from the device where the loop already reads it) is finite, else
@@ -87,6 +111,7 @@ pub fn evaluate(
 /// (reading the loss is the only host sync of the loop) and after the last step. A running loss
 /// that is NaN or infinite at one of those reads stops training with [`Error::Diverged`], naming
 /// the epoch and step; an epoch with no batches is an error. The model runs in training mode.
+/// Returns the mean training loss, the number of steps and the seconds taken.
 #[allow(clippy::too_many_arguments)]
 pub fn train_epoch(
     model: &dyn Module,
@@ -96,6 +121,33 @@ pub fn train_epoch(
     epoch: u64,
     device: Device,
     report_every: usize,
+    on_step: impl FnMut(usize, usize, f32),
+) -> Result<(f32, usize, f64)> {
+    train_epoch_augmented(
+        model,
+        opt,
+        train,
+        loader,
+        epoch,
+        device,
+        report_every,
+        None,
+        on_step,
+    )
+}
+
+/// [`train_epoch`], with every training batch augmented by `augment` when one is given (see
+/// [`train_batch`] and [`epoch_augment`]); evaluation never augments.
+#[allow(clippy::too_many_arguments)]
+pub fn train_epoch_augmented(
+    model: &dyn Module,
+    opt: &mut dyn Optimizer,
+    train: &Split,
+    loader: &DataLoader,
+    epoch: u64,
+    device: Device,
+    report_every: usize,
+    mut augment: Option<&mut Augment>,
     mut on_step: impl FnMut(usize, usize, f32),
 ) -> Result<(f32, usize, f64)> {
     let start = Instant::now();
@@ -104,7 +156,7 @@ pub fn train_epoch(
     let mut loss_sum = Tensor::zeros(&[], device)?;
     let mut steps = 0usize;
     for idx in loader.epoch(epoch) {
-        let (x, y) = batch(train, &idx, device)?;
+        let (x, y) = train_batch(train, &idx, device, augment.as_deref_mut())?;
         opt.zero_grad();
         let loss = model.forward(&x)?.cross_entropy(&y)?;
         loss.backward()?;
