@@ -4,18 +4,21 @@
 //! camel train mlp --data mnist --epochs 5 --batch-size 64 --lr 1e-3 --seed 0 [--device cuda]
 //! camel train lenet --data mnist --epochs 8 [--device cuda]
 //! camel train cnn --data fashion-mnist --epochs 10 [--device cuda]
+//! camel train cnn --data cifar-10 --epochs 20 --augment [--device cuda]
 //! camel eval --checkpoint runs/mlp-…
 //! camel train gpt --preset shakespeare-char --device cuda --out runs/shakespeare
 //! camel generate --checkpoint runs/shakespeare --prompt "ROMEO:" --tokens 500 --seed 1
 //! ```
 //!
-//! Every argument is checked before any data is read; `--quiet` and `--json` work on every
+//! The image classifiers (mlp, lenet, cnn) train on MNIST, Fashion-MNIST (1×28×28) or CIFAR-10
+//! (3×32×32; LeNet-5 takes 28×28 grey images only). Every argument is checked before any data
+//! is read; `--quiet` and `--json` work on every
 //! subcommand; a closed pipe on stdout ends the program quietly.
 
-use camel_models::data::{data_dir, DataLoader, Mnist, Split};
+use camel_models::data::{data_dir, DataLoader, ImageSet, Split, IMAGE_SETS};
 use camel_models::regression::{Regression, RegressionConfig};
 use camel_models::run::{self, Metrics, RunDir};
-use camel_models::train::{evaluate, train_epoch};
+use camel_models::train::{epoch_augment, evaluate, train_epoch_augmented};
 use camel_models::{LeNet5, Mlp, SimpleCnn, SimpleCnnConfig};
 use camel_nn::{load_safetensors, Device, Module, Tensor};
 use camel_optim::{Adam, Optimizer, Sgd};
@@ -130,12 +133,13 @@ enum Opt {
 
 #[derive(Subcommand)]
 enum Model {
-    /// A multi-layer perceptron on MNIST-style images (784-256-256-10 by default).
+    /// A multi-layer perceptron on the images of --data (784-256-256-10 on MNIST by default,
+    /// 3072-256-256-10 on CIFAR-10).
     Mlp(MlpArgs),
-    /// LeNet-5 on MNIST-style 28×28 images (conv 6 and 16 channels, then 120-84-10).
+    /// LeNet-5 on MNIST-style 28×28 grey images (conv 6 and 16 channels, then 120-84-10).
     Lenet(ClassifierArgs),
-    /// A small CNN with BatchNorm on MNIST-style images (Conv-BatchNorm-ReLU-MaxPool blocks of
-    /// 32 and 64 channels, then 128-10).
+    /// A small CNN with BatchNorm on the images of --data, grey 28×28 or CIFAR-10's colour 32×32
+    /// (Conv-BatchNorm-ReLU-MaxPool blocks of 32 and 64 channels, then 128-10).
     Cnn(ClassifierArgs),
     /// A linear model (or an MLP with --hidden) fitted with MSE to one column of a TSV/CSV table.
     Regression(RegressionArgs),
@@ -241,7 +245,7 @@ struct MlpArgs {
 /// expected.
 #[derive(Args)]
 struct ClassifierArgs {
-    /// Data set: mnist or fashion-mnist.
+    /// Data set: mnist, fashion-mnist (1×28×28) or cifar-10 (alias cifar10; 3×32×32).
     #[arg(long, default_value = "mnist")]
     data: String,
     /// Folder holding the data sets (default: $CAMEL_DATA_DIR, else the checkout's datasets/).
@@ -277,6 +281,10 @@ struct ClassifierArgs {
     /// Train on the first N training images only (≥ 1).
     #[arg(long, allow_negative_numbers = true)]
     subset: Option<i64>,
+    /// Augment the training batches (never the test set): a random crop of each image padded by
+    /// 4 pixels, and a horizontal flip with probability ½, seeded from --seed and the epoch.
+    #[arg(long)]
+    augment: bool,
     /// Run folder to write (default: runs/MODEL-TIME, TIME in UTC).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -287,7 +295,8 @@ struct ClassifierArgs {
 #[derive(serde::Serialize)]
 struct ClassifierConfig {
     model: &'static str,
-    data: String,
+    /// The data set's canonical name (`cifar-10` for `--data cifar10`).
+    data: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     data_dir: Option<PathBuf>,
     epochs: usize,
@@ -303,6 +312,8 @@ struct ClassifierConfig {
     optimizer: Opt,
     #[serde(skip_serializing_if = "Option::is_none")]
     subset: Option<usize>,
+    /// Whether the training batches are augmented (`--augment`).
+    augment: bool,
 }
 
 /// Why the program stopped early.
@@ -373,12 +384,20 @@ impl MlpArgs {
 impl ClassifierArgs {
     /// The configuration of training `model` (`mlp` with its `hidden` widths, `lenet`, `cnn`).
     fn validate(&self, model: &'static str, hidden: Vec<usize>) -> CliResult<ClassifierConfig> {
-        if !Mnist::NAMES.contains(&self.data.as_str()) {
+        let Some(data) = ImageSet::canonical(&self.data) else {
             return Err(CliError::Usage(format!(
-                "--data must be one of {}, got {:?}",
-                Mnist::NAMES.join(", "),
+                "--data must be one of {} (or cifar10), got {:?}",
+                IMAGE_SETS.join(", "),
                 self.data
             )));
+        };
+        if let Some(shape @ [c, h, w]) = ImageSet::image_shape(data) {
+            if model == "lenet" && shape != [1, 28, 28] {
+                return Err(CliError::Usage(format!(
+                    "--data {data}: LeNet-5 takes 28×28 single-channel images (mnist, \
+                     fashion-mnist), and {data}'s are {c}×{h}×{w}; train cnn or mlp on it"
+                )));
+            }
         }
         let epochs = at_least_one("--epochs", self.epochs)?;
         let batch_size = at_least_one("--batch-size", self.batch_size)?;
@@ -413,7 +432,7 @@ impl ClassifierArgs {
         check_device(self.device)?;
         Ok(ClassifierConfig {
             model,
-            data: self.data.clone(),
+            data,
             data_dir: self.data_dir.clone(),
             epochs,
             batch_size,
@@ -425,6 +444,7 @@ impl ClassifierArgs {
             hidden,
             optimizer: self.optimizer,
             subset,
+            augment: self.augment,
         })
     }
 }
@@ -576,9 +596,10 @@ fn build_model(
     device: Device,
 ) -> camel_models::Result<Built> {
     let mut meta = HashMap::from([("model".to_string(), model.to_string())]);
+    let [channels, rows, cols] = split.image_shape();
     let built: (Box<dyn Module>, String) = match model {
         "mlp" => {
-            let mut sizes = vec![split.rows * split.cols];
+            let mut sizes = vec![split.image_len()];
             sizes.extend(hidden);
             sizes.push(10);
             meta.insert(
@@ -590,10 +611,21 @@ fn build_model(
                 format!("MLP {sizes:?}"),
             )
         }
+        "lenet" if [channels, rows, cols] != [1, 28, 28] => {
+            return Err(camel_models::Error::Invalid(format!(
+                "LeNet-5 takes 28×28 single-channel images, not {channels}×{rows}×{cols}"
+            )))
+        }
         "lenet" => (Box::new(LeNet5::new(10, seed, device)?), "LeNet-5".into()),
+        "cnn" if rows != cols => {
+            return Err(camel_models::Error::Invalid(format!(
+                "the CNN takes square images, not {rows}×{cols}"
+            )))
+        }
         "cnn" => {
             let c = SimpleCnnConfig {
-                image_size: split.rows,
+                in_channels: channels,
+                image_size: rows,
                 ..SimpleCnnConfig::default()
             };
             let label = format!("SimpleCnn (blocks of {:?} channels)", c.channels);
@@ -612,8 +644,9 @@ fn build_model(
     })
 }
 
-/// `camel train mlp|lenet|cnn`: trains the classifier `cfg` describes on an MNIST-style set,
-/// evaluating and checkpointing after every epoch.
+/// `camel train mlp|lenet|cnn`: trains the classifier `cfg` describes on an image set,
+/// evaluating and checkpointing after every epoch; with `--augment`, each epoch's training
+/// batches are cropped and flipped by [`epoch_augment`].
 fn train_classifier(out: &Out, cfg: &ClassifierConfig, args: &ClassifierArgs) -> CliResult<()> {
     let device = args.device;
     let dir = cfg.data_dir.clone().unwrap_or_else(data_dir);
@@ -624,7 +657,7 @@ fn train_classifier(out: &Out, cfg: &ClassifierConfig, args: &ClassifierArgs) ->
     let config = serde_json::to_value(cfg).map_err(|e| CliError::Usage(e.to_string()))?;
     RunDir::check_new(&run_path).map_err(|e| CliError::Usage(e.to_string()))?;
     let t0 = std::time::Instant::now();
-    let mut ds = Mnist::load(&dir, &cfg.data).map_err(camel_models::Error::from)?;
+    let mut ds = ImageSet::load(&dir, cfg.data).map_err(camel_models::Error::from)?;
     if let Some(n) = cfg.subset {
         ds.train = ds.train.subset(n);
     }
@@ -671,7 +704,8 @@ fn train_classifier(out: &Out, cfg: &ClassifierConfig, args: &ClassifierArgs) ->
     let mut best = f32::NEG_INFINITY;
     for epoch in 1..=epochs {
         let bar = out.progress(loader.num_batches() as u64, format!("{epoch}/{epochs}"));
-        let (train_loss, steps, secs) = train_epoch(
+        let mut augment = cfg.augment.then(|| epoch_augment(cfg.seed, epoch as u64));
+        let (train_loss, steps, secs) = train_epoch_augmented(
             model,
             opt.as_mut(),
             &ds.train,
@@ -679,6 +713,7 @@ fn train_classifier(out: &Out, cfg: &ClassifierConfig, args: &ClassifierArgs) ->
             epoch as u64,
             device,
             50,
+            augment.as_mut(),
             |s, _, l| {
                 bar.set_position(s as u64);
                 bar.set_message(format!("loss {l:.4}"));
@@ -725,8 +760,6 @@ fn train_classifier(out: &Out, cfg: &ClassifierConfig, args: &ClassifierArgs) ->
     )
 }
 
-/// Rebuilds the model a run folder describes, loads its checkpoint and evaluates it on the test
-/// split of its data set.
 /// `camel plot`: the run's metrics drawn again, over the axis asked for.
 fn plot(out: &Out, dir: &Path, x: Option<XAxis>, png: Option<PathBuf>) -> CliResult<()> {
     let history = run::read_metrics(dir)?;
@@ -747,6 +780,8 @@ fn plot(out: &Out, dir: &Path, x: Option<XAxis>, png: Option<PathBuf>) -> CliRes
     )
 }
 
+/// `camel eval`: rebuilds the model a run folder describes (for the image shape of the data set
+/// its config names), loads its checkpoint and evaluates it on the test split of that set.
 fn eval(out: &Out, dir: &Path, device: Device) -> CliResult<()> {
     check_device(device)?;
     let bad = |what: &str| {
@@ -775,7 +810,7 @@ fn eval(out: &Out, dir: &Path, device: Device) -> CliResult<()> {
         .as_str()
         .map(PathBuf::from)
         .unwrap_or_else(data_dir);
-    let ds = Mnist::load(&data_root, &data).map_err(camel_models::Error::from)?;
+    let ds = ImageSet::load(&data_root, &data).map_err(camel_models::Error::from)?;
     let model = build_model(&model_name, &hidden, &ds.test, 0, device)?.model;
     let (state, _) =
         load_safetensors(&dir.join(run::CHECKPOINT), device).map_err(camel_models::Error::from)?;
