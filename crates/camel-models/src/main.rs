@@ -11,9 +11,9 @@
 //! ```
 //!
 //! The image classifiers (mlp, lenet, cnn) train on MNIST, Fashion-MNIST (1×28×28) or CIFAR-10
-//! (3×32×32; LeNet-5 takes 28×28 grey images only). Every argument is checked before any data
-//! is read; `--quiet` and `--json` work on every
-//! subcommand; a closed pipe on stdout ends the program quietly.
+//! (3×32×32; LeNet-5 takes 28×28 grey images only), `--augment` cropping and flipping their
+//! training batches. Every argument is checked before any data is read; `--quiet` and `--json`
+//! work on every subcommand; a closed pipe on stdout ends the program quietly.
 
 use camel_models::data::{data_dir, DataLoader, ImageSet, Split, IMAGE_SETS};
 use camel_models::regression::{Regression, RegressionConfig};
@@ -391,13 +391,12 @@ impl ClassifierArgs {
                 self.data
             )));
         };
-        if let Some(shape @ [c, h, w]) = ImageSet::image_shape(data) {
-            if model == "lenet" && shape != [1, 28, 28] {
-                return Err(CliError::Usage(format!(
-                    "--data {data}: LeNet-5 takes 28×28 single-channel images (mnist, \
-                     fashion-mnist), and {data}'s are {c}×{h}×{w}; train cnn or mlp on it"
-                )));
-            }
+        let [c, h, w] = ImageSet::image_shape(data).unwrap_or([1, 28, 28]);
+        if model == "lenet" && [c, h, w] != [1, 28, 28] {
+            return Err(CliError::Usage(format!(
+                "--data {data}: LeNet-5 takes 28×28 single-channel images (mnist, \
+                 fashion-mnist), and {data}'s are {c}×{h}×{w}; train cnn or mlp on it"
+            )));
         }
         let epochs = at_least_one("--epochs", self.epochs)?;
         let batch_size = at_least_one("--batch-size", self.batch_size)?;
@@ -668,14 +667,16 @@ fn train_classifier(out: &Out, cfg: &ClassifierConfig, args: &ClassifierArgs) ->
     let mut record = RunDir::create(&run_path, &argv, &config)?;
     out.info(
         &format!(
-            "camel: {label} ({} parameters) on {} ({} train / {} test, loaded in {:.1}s), device {device}, batch {}, lr {}, run folder {}",
+            "camel: {label} ({} parameters) on {} ({} images, {} train / {} test, loaded in {:.1}s), device {device}, batch {}, lr {}{}, run folder {}",
             model.num_parameters(),
             cfg.data,
+            ds.train.image_shape().map(|d| d.to_string()).join("×"),
             ds.train.n,
             ds.test.n,
             t0.elapsed().as_secs_f64(),
             cfg.batch_size,
             cfg.lr,
+            if cfg.augment { ", augmented" } else { "" },
             run_path.display()
         ),
         json!({"event": "start", "model": cfg.model, "sizes": meta.get("sizes").and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok()), "parameters": model.num_parameters(),
