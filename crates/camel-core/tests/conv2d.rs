@@ -114,6 +114,11 @@ const CASES: &[Case] = &[
     case(2, 40, 7, 9, 8, (3, 3), (2, 2), (1, 1), (1, 1), 2),
     // 120·3·3 = 1080 output taps: more than step 2's input gradient tabulates (step 1's runs)
     case(1, 4, 6, 5, 120, (3, 3), (1, 1), (1, 1), (1, 1), 1),
+    // many groups: step 3's kernels give a block several images (fewer blocks along the batch
+    // than images on a GPU of under 225 multiprocessors), its weight gradient in 1 and in 2+
+    // splits
+    case(5, 100, 6, 5, 100, (3, 3), (1, 1), (1, 1), (1, 1), 100),
+    case(3, 600, 4, 5, 600, (3, 3), (2, 1), (2, 1), (1, 1), 600),
 ];
 
 /// The direct definition in f64: `y[n,o,oy,ox] = b[o] + Σ_{c,i,j} w[o,c,i,j]·x[n, g·cg + c,

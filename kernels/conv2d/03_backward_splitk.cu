@@ -1,0 +1,174 @@
+// Step 3 of the conv2d ladder: a backward for small channel counts, staged per image in shared
+// memory. The forward is step 2's implicit GEMM; both gradients change.
+//
+// The weight gradient is a GEMM with a tiny output (O/g × C/g·kh·kw: 6 × 25 and 16 × 150 at
+// LeNet's layers) and a huge inner dimension (N·OH·OW: 200 704 and 25 600), so a tiled GEMM
+// over the output has a handful of blocks to give out. Here the inner dimension is split over
+// the images instead (split-K): a block takes every gridDim.x-th image of one group, stages the
+// image's input planes and upstream-gradient planes in shared memory, and each thread sums the
+// products of its weight entries over the image's output pixels into a shared accumulator. The
+// block's partial [O/g, C/g·kh·kw] goes to a workspace row, and conv2d_wgrad_reduce_f32 adds the
+// rows in split order: no atomics, the same sum on every run.
+//
+// The input gradient is the transposed convolution computed directly: a block stages a group's
+// weights once and an image's upstream-gradient planes per image; a thread owns one input pixel
+// and CT of the group's input channels, visits the taps whose output pixel reads it (those whose
+// stride divides the offset) and, per tap, multiplies one upstream value by CT weights (all
+// read from shared memory, the weights as broadcasts across the warp).
+//
+// The launcher runs these kernels when a block's planes fit SMEM_FLOATS floats (48 KiB) and
+// falls back to step 2's input gradient and step 1's weight gradient otherwise.
+#include "conv2d.cuh"
+
+// The output index o = t / s when t ≥ 0, s divides t and o < lim; −1 otherwise.
+__device__ __forceinline__ int conv_tap_src(int t, int s, int lim) {
+    if (t < 0) return -1;
+    const int o = s == 1 ? t : t / s;
+    return (o * s == t && o < lim) ? o : -1;
+}
+
+// The first and one-past-last output index o < lim with 0 ≤ o·s + off < len (an empty range when
+// there is none).
+__device__ __forceinline__ void conv_out_range(int off, int s, int len, int lim, int& lo, int& hi) {
+    lo = off >= 0 ? 0 : (-off + s - 1) / s;
+    const int top = len - 1 - off;
+    hi = top < 0 ? 0 : min(lim, top / s + 1);
+    if (hi < lo) hi = lo;
+}
+
+// dx of one group, CT channels a thread. Shared memory: the group's weights [og][cg][kh][kw],
+// then one image's dy planes [og][oh·ow].
+template <int CT>
+__device__ __forceinline__ void dgrad_direct(const float* __restrict__ dy, const float* __restrict__ w,
+                                             float* __restrict__ dx, const ConvArgs& a) {
+    extern __shared__ float smem[];
+    const int cg_n = (int)(a.c / a.groups), og = (int)(a.o / a.groups);
+    const int KH = (int)a.kh, KW = (int)a.kw, khw = KH * KW, kg = cg_n * khw;
+    const int H = (int)a.h, W = (int)a.w, OH = (int)a.oh, OW = (int)a.ow, P = OH * OW, HW = H * W;
+    const int SH = (int)a.sh, SW = (int)a.sw, PH = (int)a.ph, PW = (int)a.pw, DH = (int)a.dh, DW = (int)a.dw;
+    const long long g = blockIdx.y;
+    float* ws = smem;
+    float* dys = smem + og * kg;
+    const float* wg = w + g * og * (long long)kg;
+    for (int i = threadIdx.x; i < og * kg; i += blockDim.x) ws[i] = wg[i];
+    const int items = (cg_n + CT - 1) / CT * HW;
+    for (long long img = blockIdx.x; img < a.n; img += gridDim.x) {
+        __syncthreads();  // the weights are staged and the previous image's planes are read
+        const float* dyi = dy + (img * a.o + g * og) * P;
+        for (int i = threadIdx.x; i < og * P; i += blockDim.x) dys[i] = dyi[i];
+        __syncthreads();
+        float* dxi = dx + (img * a.c + g * cg_n) * HW;
+        for (int it = threadIdx.x; it < items; it += blockDim.x) {
+            const int p = it % HW, c0 = it / HW * CT;
+            const int iy = p / W, ix = p % W;
+            int wc[CT];  // weight offsets of the thread's channels (clamped into the group)
+            float acc[CT];
+#pragma unroll
+            for (int j = 0; j < CT; ++j) {
+                wc[j] = min(c0 + j, cg_n - 1) * khw;
+                acc[j] = 0.f;
+            }
+            for (int ki = 0; ki < KH; ++ki) {
+                const int oy = conv_tap_src(iy + PH - ki * DH, SH, OH);
+                if (oy < 0) continue;
+                for (int kj = 0; kj < KW; ++kj) {
+                    const int ox = conv_tap_src(ix + PW - kj * DW, SW, OW);
+                    if (ox < 0) continue;
+                    const float* d = dys + oy * OW + ox;
+                    const float* wt = ws + ki * KW + kj;
+                    for (int m = 0; m < og; ++m) {
+                        const float v = d[m * P];
+                        const float* wm = wt + m * kg;
+#pragma unroll
+                        for (int j = 0; j < CT; ++j) acc[j] = fmaf(wm[wc[j]], v, acc[j]);
+                    }
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < CT; ++j)
+                if (c0 + j < cg_n) dxi[(c0 + j) * HW + p] = acc[j];
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256) conv2d_dgrad_direct_c1_f32(const float* dy, const float* w,
+                                                                             float* dx, ConvArgs a) {
+    CAMEL_PDL_WAIT();
+    dgrad_direct<1>(dy, w, dx, a);
+}
+
+extern "C" __global__ void __launch_bounds__(256) conv2d_dgrad_direct_c2_f32(const float* dy, const float* w,
+                                                                             float* dx, ConvArgs a) {
+    CAMEL_PDL_WAIT();
+    dgrad_direct<2>(dy, w, dx, a);
+}
+
+extern "C" __global__ void __launch_bounds__(256) conv2d_dgrad_direct_c3_f32(const float* dy, const float* w,
+                                                                             float* dx, ConvArgs a) {
+    CAMEL_PDL_WAIT();
+    dgrad_direct<3>(dy, w, dx, a);
+}
+
+extern "C" __global__ void __launch_bounds__(256) conv2d_dgrad_direct_c4_f32(const float* dy, const float* w,
+                                                                             float* dx, ConvArgs a) {
+    CAMEL_PDL_WAIT();
+    dgrad_direct<4>(dy, w, dx, a);
+}
+
+// part[blockIdx.x][g][e] = Σ over the block's images and their output pixels of
+// dy[img, g·og + m, oy, ox] · x[img, g·cg + c, oy·sh − ph + ki·dh, ox·sw − pw + kj·dw], for the
+// weight entries e = m·kg + (c·kh + ki)·kw + kj of group g = blockIdx.y. Shared memory: the
+// accumulators [og·kg], then one image's x planes [cg][h·w] and dy planes [og][oh·ow].
+extern "C" __global__ void __launch_bounds__(256) conv2d_wgrad_partial_f32(const float* __restrict__ dy,
+                                                                           const float* __restrict__ x,
+                                                                           float* __restrict__ part, ConvArgs a) {
+    CAMEL_PDL_WAIT();
+    extern __shared__ float smem[];
+    const int cg_n = (int)(a.c / a.groups), og = (int)(a.o / a.groups);
+    const int KH = (int)a.kh, KW = (int)a.kw, khw = KH * KW, kg = cg_n * khw, E = og * kg;
+    const int H = (int)a.h, W = (int)a.w, OH = (int)a.oh, OW = (int)a.ow, P = OH * OW, HW = H * W;
+    const int SH = (int)a.sh, SW = (int)a.sw, PH = (int)a.ph, PW = (int)a.pw, DH = (int)a.dh, DW = (int)a.dw;
+    const long long g = blockIdx.y;
+    float* acc = smem;
+    float* xs = acc + E;
+    float* dys = xs + cg_n * HW;
+    // each thread owns the entries e ≡ threadIdx.x (mod blockDim.x): acc needs no barrier
+    for (int e = threadIdx.x; e < E; e += blockDim.x) acc[e] = 0.f;
+    for (long long img = blockIdx.x; img < a.n; img += gridDim.x) {
+        __syncthreads();  // the previous image's planes are read
+        const float* xi = x + (img * a.c + g * cg_n) * HW;
+        for (int i = threadIdx.x; i < cg_n * HW; i += blockDim.x) xs[i] = xi[i];
+        const float* dyi = dy + (img * a.o + g * og) * P;
+        for (int i = threadIdx.x; i < og * P; i += blockDim.x) dys[i] = dyi[i];
+        __syncthreads();
+        for (int e = threadIdx.x; e < E; e += blockDim.x) {
+            const int m = e / kg, k = e % kg, c = k / khw, r = k % khw, ki = r / KW, kj = r % KW;
+            const int offy = ki * DH - PH, offx = kj * DW - PW;
+            int oy0, oy1, ox0, ox1;
+            conv_out_range(offy, SH, H, OH, oy0, oy1);
+            conv_out_range(offx, SW, W, OW, ox0, ox1);
+            float s = 0.f;
+            if (ox0 < ox1) {
+                const float* xr = xs + c * HW + (oy0 * SH + offy) * W + ox0 * SW + offx;
+                const float* dr = dys + m * P + oy0 * OW + ox0;
+                const int nx = ox1 - ox0;
+                for (int oy = oy0; oy < oy1; ++oy, xr += SH * W, dr += OW)
+                    for (int t = 0; t < nx; ++t) s = fmaf(dr[t], xr[t * SW], s);
+            }
+            acc[e] += s;
+        }
+    }
+    float* out = part + ((long long)blockIdx.x * a.groups + g) * E;
+    for (int e = threadIdx.x; e < E; e += blockDim.x) out[e] = acc[e];
+}
+
+// dw[i] = Σ_{s < splits} part[s][i], in split order.
+extern "C" __global__ void conv2d_wgrad_reduce_f32(const float* __restrict__ part, float* __restrict__ dw,
+                                                   long long splits, long long len) {
+    CAMEL_PDL_WAIT();
+    GRID_STRIDE_LOOP(i, len) {
+        float s = 0.f;
+        for (long long k = 0; k < splits; ++k) s += part[k * len + i];
+        dw[i] = s;
+    }
+}
