@@ -8,13 +8,16 @@
 // image's input planes and upstream-gradient planes in shared memory, and each thread sums the
 // products of its weight entries over the image's output pixels into a shared accumulator. The
 // block's partial [O/g, C/g·kh·kw] goes to a workspace row, and conv2d_wgrad_reduce_f32 adds the
-// rows in split order: no atomics, the same sum on every run.
+// rows in a fixed order: no atomics, the same sum on every run. When one image's entries are
+// many for a block (2400 at LeNet's second layer), gridDim.z blocks share them, each staging the
+// image itself.
 //
 // The input gradient is the transposed convolution computed directly: a block stages a group's
 // weights once and an image's upstream-gradient planes per image; a thread owns one input pixel
 // and CT of the group's input channels, visits the taps whose output pixel reads it (those whose
 // stride divides the offset) and, per tap, multiplies one upstream value by CT weights (all
-// read from shared memory, the weights as broadcasts across the warp).
+// read from shared memory, the weights as broadcasts across the warp). gridDim.z blocks share an
+// image's pixels, so that a small batch still fills the GPU.
 //
 // The launcher runs these kernels when a block's planes fit SMEM_FLOATS floats (48 KiB) and
 // falls back to step 2's input gradient and step 1's weight gradient otherwise.
@@ -51,22 +54,25 @@ __device__ __forceinline__ void dgrad_direct(const float* __restrict__ dy, const
     float* dys = smem + og * kg;
     const float* wg = w + g * og * (long long)kg;
     for (int i = threadIdx.x; i < og * kg; i += blockDim.x) ws[i] = wg[i];
+    // the image's (pixel, channel tile) items, split evenly over the gridDim.z blocks along z
     const int items = (cg_n + CT - 1) / CT * HW;
+    const int chunk = (items + gridDim.z - 1) / gridDim.z, it0 = blockIdx.z * chunk;
+    const int it1 = min(items, it0 + chunk);
     for (long long img = blockIdx.x; img < a.n; img += gridDim.x) {
         __syncthreads();  // the weights are staged and the previous image's planes are read
         const float* dyi = dy + (img * a.o + g * og) * P;
         for (int i = threadIdx.x; i < og * P; i += blockDim.x) dys[i] = dyi[i];
         __syncthreads();
         float* dxi = dx + (img * a.c + g * cg_n) * HW;
-        for (int it = threadIdx.x; it < items; it += blockDim.x) {
+        for (int it = it0 + threadIdx.x; it < it1; it += blockDim.x) {
             const int p = it % HW, c0 = it / HW * CT;
             const int iy = p / W, ix = p % W;
             int wc[CT];  // weight offsets of the thread's channels (clamped into the group)
-            float acc[CT];
+            float acc[2][CT];  // even and odd upstream channels: two independent FMA chains
 #pragma unroll
             for (int j = 0; j < CT; ++j) {
                 wc[j] = min(c0 + j, cg_n - 1) * khw;
-                acc[j] = 0.f;
+                acc[0][j] = acc[1][j] = 0.f;
             }
             for (int ki = 0; ki < KH; ++ki) {
                 const int oy = conv_tap_src(iy + PH - ki * DH, SH, OH);
@@ -76,17 +82,29 @@ __device__ __forceinline__ void dgrad_direct(const float* __restrict__ dy, const
                     if (ox < 0) continue;
                     const float* d = dys + oy * OW + ox;
                     const float* wt = ws + ki * KW + kj;
-                    for (int m = 0; m < og; ++m) {
-                        const float v = d[m * P];
-                        const float* wm = wt + m * kg;
+                    int m = 0;
+#pragma unroll 2
+                    for (; m + 1 < og; m += 2) {
+                        const float v0 = d[m * P], v1 = d[(m + 1) * P];
+                        const float* w0 = wt + m * kg;
+                        const float* w1 = w0 + kg;
 #pragma unroll
-                        for (int j = 0; j < CT; ++j) acc[j] = fmaf(wm[wc[j]], v, acc[j]);
+                        for (int j = 0; j < CT; ++j) {
+                            acc[0][j] = fmaf(w0[wc[j]], v0, acc[0][j]);
+                            acc[1][j] = fmaf(w1[wc[j]], v1, acc[1][j]);
+                        }
+                    }
+                    if (m < og) {
+                        const float v0 = d[m * P];
+                        const float* w0 = wt + m * kg;
+#pragma unroll
+                        for (int j = 0; j < CT; ++j) acc[0][j] = fmaf(w0[wc[j]], v0, acc[0][j]);
                     }
                 }
             }
 #pragma unroll
             for (int j = 0; j < CT; ++j)
-                if (c0 + j < cg_n) dxi[(c0 + j) * HW + p] = acc[j];
+                if (c0 + j < cg_n) dxi[(c0 + j) * HW + p] = acc[0][j] + acc[1][j];
         }
     }
 }
@@ -117,8 +135,9 @@ extern "C" __global__ void __launch_bounds__(256) conv2d_dgrad_direct_c4_f32(con
 
 // part[blockIdx.x][g][e] = Σ over the block's images and their output pixels of
 // dy[img, g·og + m, oy, ox] · x[img, g·cg + c, oy·sh − ph + ki·dh, ox·sw − pw + kj·dw], for the
-// weight entries e = m·kg + (c·kh + ki)·kw + kj of group g = blockIdx.y. Shared memory: the
-// accumulators [og·kg], then one image's x planes [cg][h·w] and dy planes [og][oh·ow].
+// weight entries e = m·kg + (c·kh + ki)·kw + kj of group g = blockIdx.y in the block's part
+// (blockIdx.z of gridDim.z equal ranges). Shared memory: the accumulators [og·kg], then one
+// image's x planes [cg][h·w] and dy planes [og][oh·ow].
 extern "C" __global__ void __launch_bounds__(256) conv2d_wgrad_partial_f32(const float* __restrict__ dy,
                                                                            const float* __restrict__ x,
                                                                            float* __restrict__ part, ConvArgs a) {
@@ -129,11 +148,12 @@ extern "C" __global__ void __launch_bounds__(256) conv2d_wgrad_partial_f32(const
     const int H = (int)a.h, W = (int)a.w, OH = (int)a.oh, OW = (int)a.ow, P = OH * OW, HW = H * W;
     const int SH = (int)a.sh, SW = (int)a.sw, PH = (int)a.ph, PW = (int)a.pw, DH = (int)a.dh, DW = (int)a.dw;
     const long long g = blockIdx.y;
+    const int chunk = (E + gridDim.z - 1) / gridDim.z, e0 = blockIdx.z * chunk, e1 = min(E, e0 + chunk);
     float* acc = smem;
     float* xs = acc + E;
     float* dys = xs + cg_n * HW;
-    // each thread owns the entries e ≡ threadIdx.x (mod blockDim.x): acc needs no barrier
-    for (int e = threadIdx.x; e < E; e += blockDim.x) acc[e] = 0.f;
+    // each thread owns the entries e ≡ e0 + threadIdx.x (mod blockDim.x): acc needs no barrier
+    for (int e = e0 + threadIdx.x; e < e1; e += blockDim.x) acc[e] = 0.f;
     for (long long img = blockIdx.x; img < a.n; img += gridDim.x) {
         __syncthreads();  // the previous image's planes are read
         const float* xi = x + (img * a.c + g * cg_n) * HW;
@@ -141,34 +161,52 @@ extern "C" __global__ void __launch_bounds__(256) conv2d_wgrad_partial_f32(const
         const float* dyi = dy + (img * a.o + g * og) * P;
         for (int i = threadIdx.x; i < og * P; i += blockDim.x) dys[i] = dyi[i];
         __syncthreads();
-        for (int e = threadIdx.x; e < E; e += blockDim.x) {
+        for (int e = e0 + threadIdx.x; e < e1; e += blockDim.x) {
             const int m = e / kg, k = e % kg, c = k / khw, r = k % khw, ki = r / KW, kj = r % KW;
             const int offy = ki * DH - PH, offx = kj * DW - PW;
             int oy0, oy1, ox0, ox1;
             conv_out_range(offy, SH, H, OH, oy0, oy1);
             conv_out_range(offx, SW, W, OW, ox0, ox1);
-            float s = 0.f;
+            float s0 = 0.f, s1 = 0.f;  // even and odd columns: two independent FMA chains
             if (ox0 < ox1) {
                 const float* xr = xs + c * HW + (oy0 * SH + offy) * W + ox0 * SW + offx;
                 const float* dr = dys + m * P + oy0 * OW + ox0;
                 const int nx = ox1 - ox0;
-                for (int oy = oy0; oy < oy1; ++oy, xr += SH * W, dr += OW)
-                    for (int t = 0; t < nx; ++t) s = fmaf(dr[t], xr[t * SW], s);
+                for (int oy = oy0; oy < oy1; ++oy, xr += SH * W, dr += OW) {
+                    int t = 0;
+                    for (; t + 1 < nx; t += 2) {
+                        s0 = fmaf(dr[t], xr[t * SW], s0);
+                        s1 = fmaf(dr[t + 1], xr[(t + 1) * SW], s1);
+                    }
+                    if (t < nx) s0 = fmaf(dr[t], xr[t * SW], s0);
+                }
             }
-            acc[e] += s;
+            acc[e] += s0 + s1;
         }
     }
     float* out = part + ((long long)blockIdx.x * a.groups + g) * E;
-    for (int e = threadIdx.x; e < E; e += blockDim.x) out[e] = acc[e];
+    for (int e = e0 + threadIdx.x; e < e1; e += blockDim.x) out[e] = acc[e];
 }
 
-// dw[i] = Σ_{s < splits} part[s][i], in split order.
-extern "C" __global__ void conv2d_wgrad_reduce_f32(const float* __restrict__ part, float* __restrict__ dw,
-                                                   long long splits, long long len) {
+// dw[i] = Σ_{s < splits} part[s][i] for 32 columns i a block: each of its 8 warps sums the rows
+// s ≡ warp (mod 8) in order, and the first warp adds the 8 sums in warp order: a fixed order
+// whatever the scheduling.
+extern "C" __global__ void __launch_bounds__(256) conv2d_wgrad_reduce_f32(const float* __restrict__ part,
+                                                                          float* __restrict__ dw, long long splits,
+                                                                          long long len) {
     CAMEL_PDL_WAIT();
-    GRID_STRIDE_LOOP(i, len) {
-        float s = 0.f;
-        for (long long k = 0; k < splits; ++k) s += part[k * len + i];
-        dw[i] = s;
+    __shared__ float sums[8][32];
+    const int lane = threadIdx.x % 32, row = threadIdx.x / 32;
+    const long long i = (long long)blockIdx.x * 32 + lane;
+    float s = 0.f;
+    if (i < len)
+        for (long long k = row; k < splits; k += 8) s += part[k * len + i];
+    sums[row][lane] = s;
+    __syncthreads();
+    if (row == 0 && i < len) {
+        float t = sums[0][lane];
+#pragma unroll
+        for (int r = 1; r < 8; ++r) t += sums[r][lane];
+        dw[i] = t;
     }
 }

@@ -267,11 +267,20 @@ pub fn splitk_wgrad_fits(g: &Conv2dGeom) -> bool {
     splitk_wgrad_floats(g) <= SMEM_FLOATS && offsets_fit(g)
 }
 
-/// Blocks along the images for step 3's kernels: about `per_sm` blocks a multiprocessor over
-/// all groups, at least 1, at most one an image.
-fn image_blocks(dev: &CudaDevice, g: &Conv2dGeom, per_sm: usize) -> usize {
+/// Blocks a thread block's share of an image's work is spread over in step 3's kernels: one
+/// for every 256 items (pixels or weight entries), at most 64.
+fn parts(items: usize) -> usize {
+    items.div_ceil(256).clamp(1, 64)
+}
+
+/// Blocks along the images for step 3's kernels, `parts` blocks to an image and group: about 8
+/// blocks a multiprocessor in all, the images dealt evenly (each block gets the same count but
+/// the last), at least 1, at most one an image.
+fn image_blocks(dev: &CudaDevice, g: &Conv2dGeom, parts: usize) -> usize {
     let sms = dev.limits().sm_count.max(1) as usize;
-    (per_sm * sms / g.groups.max(1)).clamp(1, g.n.clamp(1, 65_535))
+    let n = g.n.max(1);
+    let target = (8 * sms / (g.groups.max(1) * parts)).clamp(1, n.min(65_535));
+    n.div_ceil(n.div_ceil(target))
 }
 
 fn grid_check(kernel: &str, gx: usize, g: &Conv2dGeom) -> Result<()> {
@@ -552,10 +561,10 @@ launchers! {
         unsafe { launch(dev, STEP2, name, cfg, &[&dy, &w, &dx, &a]) }
     }
 
-    /// Step 3's input gradient: the transposed convolution computed directly, a block per
-    /// image (a grid-stride over the images) and group that stages the group's weights and the
-    /// image's `dy` planes in shared memory, a thread per input pixel and 1 to 4 of the group's
-    /// input channels. Geometries beyond [`direct_dgrad_fits`] run
+    /// Step 3's input gradient: the transposed convolution computed directly. A block takes a
+    /// group, every `gx`-th image and a share of its pixels; it stages the group's weights and
+    /// the image's `dy` planes in shared memory, and a thread computes one input pixel of 1 to 4
+    /// of the group's input channels. Geometries beyond [`direct_dgrad_fits`] run
     /// [`implicit_gemm_bwd_input`].
     pub fn splitk_bwd_input(..) {
         if !direct_dgrad_fits(g) {
@@ -563,22 +572,23 @@ launchers! {
         }
         // channels a thread: the largest of 4, 3, 2 that divides the group's, else 4 (the last
         // tile partly idle) or 1 for a single channel
-        let name = match g.cg() {
-            c if c % 4 == 0 => "conv2d_dgrad_direct_c4_f32",
-            c if c % 3 == 0 => "conv2d_dgrad_direct_c3_f32",
-            c if c % 2 == 0 => "conv2d_dgrad_direct_c2_f32",
-            1 => "conv2d_dgrad_direct_c1_f32",
-            _ => "conv2d_dgrad_direct_c4_f32",
+        let (name, ct) = match g.cg() {
+            c if c % 4 == 0 => ("conv2d_dgrad_direct_c4_f32", 4),
+            c if c % 3 == 0 => ("conv2d_dgrad_direct_c3_f32", 3),
+            c if c % 2 == 0 => ("conv2d_dgrad_direct_c2_f32", 2),
+            1 => ("conv2d_dgrad_direct_c1_f32", 1),
+            _ => ("conv2d_dgrad_direct_c4_f32", 4),
         };
         check_geom(name, g)?;
         if g.n == 0 || g.h * g.w == 0 {
             return Ok(());
         }
-        let gx = image_blocks(dev, g, 8);
+        let pz = parts(g.cg().div_ceil(ct) * g.h * g.w);
+        let gx = image_blocks(dev, g, pz);
         grid_check(name, gx, g)?;
         let smem = (direct_dgrad_floats(g) * 4) as u32;
-        let cfg = LaunchConfig::new(Dim3::xy(gx as u32, g.groups as u32), Dim3::x(256))
-            .with_shared_mem(smem);
+        let grid = Dim3::xyz(gx as u32, g.groups as u32, pz as u32);
+        let cfg = LaunchConfig::new(grid, Dim3::x(256)).with_shared_mem(smem);
         let a = g.args();
         // SAFETY: matches `conv2d_dgrad_direct_c*_f32(const float*, const float*, float*,
         // ConvArgs)`; `dy`, `w`, `dx` hold the output, weight and input of `g`, and `smem` bytes
@@ -634,8 +644,8 @@ launchers! {
     }
 
     /// Step 3's weight gradient, split over the images (split-K): each block of
-    /// `conv2d_wgrad_partial_f32` sums a group's `[o/groups, kg]` over every `splits`-th image
-    /// (staged in shared memory) into its row of a workspace, and `conv2d_wgrad_reduce_f32`
+    /// `conv2d_wgrad_partial_f32` sums a share of a group's `[o/groups, kg]` entries over every
+    /// `splits`-th image (staged in shared memory) into its row of a workspace, and `conv2d_wgrad_reduce_f32`
     /// adds the rows in order (one block a group writes `dw` directly). Geometries beyond
     /// [`splitk_wgrad_fits`] run [`im2col_gemm_bwd_weight`].
     pub fn splitk_bwd_weight(..) {
@@ -648,7 +658,8 @@ launchers! {
         if empty(g) {
             return super::elementwise::fill_f32(dev, dw, wlen, 0.0);
         }
-        let splits = image_blocks(dev, g, 2);
+        let pz = parts(g.og() * g.kg());
+        let splits = image_blocks(dev, g, pz);
         grid_check(name, splits, g)?;
         let part = if splits > 1 {
             Some(workspace(dev, splits * wlen)?)
@@ -657,8 +668,8 @@ launchers! {
         };
         let out = part.as_ref().map_or(dw, |b| b.ptr());
         let smem = (splitk_wgrad_floats(g) * 4) as u32;
-        let cfg = LaunchConfig::new(Dim3::xy(splits as u32, g.groups as u32), Dim3::x(256))
-            .with_shared_mem(smem);
+        let grid = Dim3::xyz(splits as u32, g.groups as u32, pz as u32);
+        let cfg = LaunchConfig::new(grid, Dim3::x(256)).with_shared_mem(smem);
         let a = g.args();
         // SAFETY: matches `conv2d_wgrad_partial_f32(const float*, const float*, float*,
         // ConvArgs)`; `dy` and `x` hold the output and input of `g`, `out` `splits · o · kg`
@@ -666,14 +677,15 @@ launchers! {
         unsafe { launch(dev, STEP3, name, cfg, &[&dy, &x, &out, &a])? };
         if out != dw {
             let (s, l) = (splits as i64, wlen as i64);
+            let cfg = LaunchConfig::new(Dim3::x(wlen.div_ceil(32) as u32), Dim3::x(256));
             // SAFETY: matches `conv2d_wgrad_reduce_f32(const float*, float*, long long, long
-            // long)`; `out` holds `splits · wlen` floats, `dw` `wlen`.
+            // long)`, 32 columns a block; `out` holds `splits · wlen` floats, `dw` `wlen`.
             unsafe {
-                launch_elems(
+                launch(
                     dev,
                     STEP3,
                     "conv2d_wgrad_reduce_f32",
-                    wlen,
+                    cfg,
                     &[&out, &dw, &s, &l],
                 )?
             };
