@@ -17,7 +17,9 @@
 // and CT of the group's input channels, visits the taps whose output pixel reads it (those whose
 // stride divides the offset) and, per tap, multiplies one upstream value by CT weights (all
 // read from shared memory, the weights as broadcasts across the warp). gridDim.z blocks share an
-// image's pixels, so that a small batch still fills the GPU.
+// image's pixels, so that a small batch still fills the GPU. At stride 1 (LeNet's, and most
+// layers') the dy planes are staged zero-padded and a thread computes 4 rows of its column: no
+// tap is bounds-checked, and each weight read feeds 4 FMAs.
 //
 // The launcher runs these kernels when a block's planes fit SMEM_FLOATS floats (48 KiB) and
 // falls back to step 2's input gradient and step 1's weight gradient otherwise.
@@ -132,6 +134,89 @@ extern "C" __global__ void __launch_bounds__(256) conv2d_dgrad_direct_c4_f32(con
     CAMEL_PDL_WAIT();
     dgrad_direct<4>(dy, w, dx, a);
 }
+
+// dx of one group at stride 1, RX rows × CT channels a thread: the same sum, with the image's
+// dy planes staged zero-padded ([og][ohp][owp], the halo ht rows above and hl columns left, and
+// enough below and right for every tap of every row a thread computes), so a tap needs no
+// bounds check, and each (tap, upstream channel) costs CT weight reads (broadcasts) and RX dy
+// reads (consecutive across the warp) for RX·CT FMAs.
+template <int CT, int RX>
+__device__ __forceinline__ void dgrad_s1(const float* __restrict__ dy, const float* __restrict__ w,
+                                         float* __restrict__ dx, const ConvArgs& a, int ht, int hl, int ohp,
+                                         int owp) {
+    extern __shared__ float smem[];
+    const int cg_n = (int)(a.c / a.groups), og = (int)(a.o / a.groups);
+    const int KH = (int)a.kh, KW = (int)a.kw, khw = KH * KW, kg = cg_n * khw;
+    const int H = (int)a.h, W = (int)a.w, OH = (int)a.oh, OW = (int)a.ow, P = OH * OW, HW = H * W;
+    const int PH = (int)a.ph, PW = (int)a.pw, DH = (int)a.dh, DW = (int)a.dw, PP = ohp * owp;
+    const long long g = blockIdx.y;
+    float* ws = smem;
+    float* dys = smem + og * kg;
+    const float* wg = w + g * og * (long long)kg;
+    for (int i = threadIdx.x; i < og * kg; i += blockDim.x) ws[i] = wg[i];
+    const int rgs = (H + RX - 1) / RX, items = (cg_n + CT - 1) / CT * rgs * W;
+    const int chunk = (items + gridDim.z - 1) / gridDim.z, it0 = blockIdx.z * chunk;
+    const int it1 = min(items, it0 + chunk);
+    for (long long img = blockIdx.x; img < a.n; img += gridDim.x) {
+        __syncthreads();  // the weights are staged and the previous image's planes are read
+        const float* dyi = dy + (img * a.o + g * og) * P;
+        for (int i = threadIdx.x; i < og * PP; i += blockDim.x) {
+            const int m = i / PP, r = i % PP, oy = r / owp - ht, ox = r % owp - hl;
+            dys[i] = ((unsigned)oy < (unsigned)OH && (unsigned)ox < (unsigned)OW) ? dyi[m * P + oy * OW + ox] : 0.f;
+        }
+        __syncthreads();
+        float* dxi = dx + (img * a.c + g * cg_n) * HW;
+        for (int it = it0 + threadIdx.x; it < it1; it += blockDim.x) {
+            const int ix = it % W, t = it / W, iy0 = t % rgs * RX, c0 = t / rgs * CT;
+            int wc[CT];
+            float acc[RX][CT];
+#pragma unroll
+            for (int j = 0; j < CT; ++j) {
+                wc[j] = min(c0 + j, cg_n - 1) * khw;
+#pragma unroll
+                for (int r = 0; r < RX; ++r) acc[r][j] = 0.f;
+            }
+            // dy row oy + ht and column ox + hl of tap (0, 0); tap (ki, kj) is ki·dh rows up and
+            // kj·dw columns left
+            const float* d0 = dys + (iy0 + PH + ht) * owp + ix + PW + hl;
+            for (int ki = 0; ki < KH; ++ki) {
+                for (int kj = 0; kj < KW; ++kj) {
+                    const float* d = d0 - ki * DH * owp - kj * DW;
+                    const float* wt = ws + ki * KW + kj;
+                    for (int m = 0; m < og; ++m, d += PP, wt += kg) {
+                        float v[RX], wv[CT];
+#pragma unroll
+                        for (int r = 0; r < RX; ++r) v[r] = d[r * owp];
+#pragma unroll
+                        for (int j = 0; j < CT; ++j) wv[j] = wt[wc[j]];
+#pragma unroll
+                        for (int r = 0; r < RX; ++r)
+#pragma unroll
+                            for (int j = 0; j < CT; ++j) acc[r][j] = fmaf(wv[j], v[r], acc[r][j]);
+                    }
+                }
+            }
+#pragma unroll
+            for (int r = 0; r < RX; ++r) {
+                if (iy0 + r >= H) break;
+#pragma unroll
+                for (int j = 0; j < CT; ++j)
+                    if (c0 + j < cg_n) dxi[(c0 + j) * HW + (iy0 + r) * W + ix] = acc[r][j];
+            }
+        }
+    }
+}
+
+#define DGRAD_S1(CT)                                                                                           \
+    extern "C" __global__ void __launch_bounds__(256) conv2d_dgrad_s1_c##CT##_f32(                            \
+        const float* dy, const float* w, float* dx, ConvArgs a, int ht, int hl, int ohp, int owp) {          \
+        CAMEL_PDL_WAIT();                                                                                      \
+        dgrad_s1<CT, 4>(dy, w, dx, a, ht, hl, ohp, owp);                                                       \
+    }
+DGRAD_S1(1)
+DGRAD_S1(2)
+DGRAD_S1(3)
+DGRAD_S1(4)
 
 // part[blockIdx.x][g][e] = Σ over the block's images and their output pixels of
 // dy[img, g·og + m, oy, ox] · x[img, g·cg + c, oy·sh − ph + ki·dh, ox·sw − pw + kj·dw], for the

@@ -249,6 +249,38 @@ fn direct_dgrad_floats(g: &Conv2dGeom) -> usize {
         .saturating_add(g.og().saturating_mul(g.pixels()))
 }
 
+/// Rows a thread of step 3's stride-1 input gradient computes (`RX` in
+/// `kernels/conv2d/03_backward_splitk.cu`).
+const S1_ROWS: usize = 4;
+
+/// The zero-padded `dy` plane of step 3's stride-1 input gradient: `(ht, hl, ohp, owp)`, the
+/// halo above and left and the padded height and width.
+fn s1_plane(g: &Conv2dGeom) -> (usize, usize, usize, usize) {
+    let ht = ((g.kh - 1) * g.dh).saturating_sub(g.ph);
+    let hl = ((g.kw - 1) * g.dw).saturating_sub(g.pw);
+    let rows = g.h.div_ceil(S1_ROWS) * S1_ROWS;
+    (
+        ht,
+        hl,
+        ht + g.oh.max(rows + g.ph),
+        hl + g.ow.max(g.w + g.pw),
+    )
+}
+
+/// Floats of shared memory step 3's stride-1 input gradient stages: the group's weights and one
+/// image's zero-padded upstream-gradient planes.
+fn s1_dgrad_floats(g: &Conv2dGeom) -> usize {
+    let (_, _, ohp, owp) = s1_plane(g);
+    g.og()
+        .saturating_mul(g.kg().saturating_add(ohp.saturating_mul(owp)))
+}
+
+/// Whether step 3's stride-1 input gradient takes `g`: stride 1 and its padded planes within
+/// [`SMEM_FLOATS`].
+fn s1_dgrad_fits(g: &Conv2dGeom) -> bool {
+    g.sh == 1 && g.sw == 1 && s1_dgrad_floats(g) <= SMEM_FLOATS && offsets_fit(g)
+}
+
 /// Floats of shared memory step 3's weight gradient stages: the group's accumulators and one
 /// image's input and upstream-gradient planes.
 fn splitk_wgrad_floats(g: &Conv2dGeom) -> usize {
@@ -256,9 +288,9 @@ fn splitk_wgrad_floats(g: &Conv2dGeom) -> usize {
 }
 
 /// Whether step 3's input gradient takes `g`: its planes fit [`SMEM_FLOATS`] (else step 3 runs
-/// step 2's).
+/// step 2's), zero-padded at stride 1 or, when those do not fit or at other strides, unpadded.
 pub fn direct_dgrad_fits(g: &Conv2dGeom) -> bool {
-    direct_dgrad_floats(g) <= SMEM_FLOATS && offsets_fit(g)
+    s1_dgrad_fits(g) || (direct_dgrad_floats(g) <= SMEM_FLOATS && offsets_fit(g))
 }
 
 /// Whether step 3's weight gradient takes `g`: its planes fit [`SMEM_FLOATS`] (else step 3 runs
@@ -564,7 +596,8 @@ launchers! {
     /// Step 3's input gradient: the transposed convolution computed directly. A block takes a
     /// group, every `gx`-th image and a share of its pixels; it stages the group's weights and
     /// the image's `dy` planes in shared memory, and a thread computes one input pixel of 1 to 4
-    /// of the group's input channels. Geometries beyond [`direct_dgrad_fits`] run
+    /// of the group's input channels; at stride 1 the planes are zero-padded and a thread
+    /// computes 4 rows of a column. Geometries beyond [`direct_dgrad_fits`] run
     /// [`implicit_gemm_bwd_input`].
     pub fn splitk_bwd_input(..) {
         if !direct_dgrad_fits(g) {
@@ -572,16 +605,32 @@ launchers! {
         }
         // channels a thread: the largest of 4, 3, 2 that divides the group's, else 4 (the last
         // tile partly idle) or 1 for a single channel
-        let (name, ct) = match g.cg() {
-            c if c % 4 == 0 => ("conv2d_dgrad_direct_c4_f32", 4),
-            c if c % 3 == 0 => ("conv2d_dgrad_direct_c3_f32", 3),
-            c if c % 2 == 0 => ("conv2d_dgrad_direct_c2_f32", 2),
-            1 => ("conv2d_dgrad_direct_c1_f32", 1),
-            _ => ("conv2d_dgrad_direct_c4_f32", 4),
+        let (name, s1_name, ct) = match g.cg() {
+            c if c % 4 == 0 => ("conv2d_dgrad_direct_c4_f32", "conv2d_dgrad_s1_c4_f32", 4),
+            c if c % 3 == 0 => ("conv2d_dgrad_direct_c3_f32", "conv2d_dgrad_s1_c3_f32", 3),
+            c if c % 2 == 0 => ("conv2d_dgrad_direct_c2_f32", "conv2d_dgrad_s1_c2_f32", 2),
+            1 => ("conv2d_dgrad_direct_c1_f32", "conv2d_dgrad_s1_c1_f32", 1),
+            _ => ("conv2d_dgrad_direct_c4_f32", "conv2d_dgrad_s1_c4_f32", 4),
         };
         check_geom(name, g)?;
         if g.n == 0 || g.h * g.w == 0 {
             return Ok(());
+        }
+        let a = g.args();
+        if s1_dgrad_fits(g) {
+            let name = s1_name;
+            let pz = parts(g.cg().div_ceil(ct) * g.h.div_ceil(S1_ROWS) * g.w);
+            let gx = image_blocks(dev, g, pz);
+            grid_check(name, gx, g)?;
+            let smem = (s1_dgrad_floats(g) * 4) as u32;
+            let grid = Dim3::xyz(gx as u32, g.groups as u32, pz as u32);
+            let cfg = LaunchConfig::new(grid, Dim3::x(256)).with_shared_mem(smem);
+            let (ht, hl, ohp, owp) = s1_plane(g);
+            let (ht, hl, ohp, owp) = (ht as i32, hl as i32, ohp as i32, owp as i32);
+            // SAFETY: matches `conv2d_dgrad_s1_c*_f32(const float*, const float*, float*,
+            // ConvArgs, int, int, int, int)`; `dy`, `w`, `dx` hold the output, weight and input
+            // of `g`, and `smem` bytes hold the weights and one image's padded planes of a group.
+            return unsafe { launch(dev, STEP3, name, cfg, &[&dy, &w, &dx, &a, &ht, &hl, &ohp, &owp]) };
         }
         let pz = parts(g.cg().div_ceil(ct) * g.h * g.w);
         let gx = image_blocks(dev, g, pz);
@@ -589,7 +638,6 @@ launchers! {
         let smem = (direct_dgrad_floats(g) * 4) as u32;
         let grid = Dim3::xyz(gx as u32, g.groups as u32, pz as u32);
         let cfg = LaunchConfig::new(grid, Dim3::x(256)).with_shared_mem(smem);
-        let a = g.args();
         // SAFETY: matches `conv2d_dgrad_direct_c*_f32(const float*, const float*, float*,
         // ConvArgs)`; `dy`, `w`, `dx` hold the output, weight and input of `g`, and `smem` bytes
         // hold the weights and one image's planes of a group.
