@@ -299,8 +299,8 @@ pub fn splitk_wgrad_fits(g: &Conv2dGeom) -> bool {
     splitk_wgrad_floats(g) <= SMEM_FLOATS && offsets_fit(g)
 }
 
-/// Blocks a thread block's share of an image's work is spread over in step 3's kernels: one
-/// for every 256 items (pixels or weight entries), at most 64.
+/// Blocks that share one image's work in step 3's kernels (`gridDim.z`): one for every 256
+/// items (pixels or weight entries), at most 64.
 fn parts(items: usize) -> usize {
     items.div_ceil(256).clamp(1, 64)
 }
@@ -627,10 +627,11 @@ launchers! {
             let cfg = LaunchConfig::new(grid, Dim3::x(256)).with_shared_mem(smem);
             let (ht, hl, ohp, owp) = s1_plane(g);
             let (ht, hl, ohp, owp) = (ht as i32, hl as i32, ohp as i32, owp as i32);
+            let args: [&dyn crate::KernelArg; 8] = [&dy, &w, &dx, &a, &ht, &hl, &ohp, &owp];
             // SAFETY: matches `conv2d_dgrad_s1_c*_f32(const float*, const float*, float*,
             // ConvArgs, int, int, int, int)`; `dy`, `w`, `dx` hold the output, weight and input
             // of `g`, and `smem` bytes hold the weights and one image's padded planes of a group.
-            return unsafe { launch(dev, STEP3, name, cfg, &[&dy, &w, &dx, &a, &ht, &hl, &ohp, &owp]) };
+            return unsafe { launch(dev, STEP3, name, cfg, &args) };
         }
         let pz = parts(g.cg().div_ceil(ct) * g.h * g.w);
         let gx = image_blocks(dev, g, pz);
@@ -693,9 +694,10 @@ launchers! {
 
     /// Step 3's weight gradient, split over the images (split-K): each block of
     /// `conv2d_wgrad_partial_f32` sums a share of a group's `[o/groups, kg]` entries over every
-    /// `splits`-th image (staged in shared memory) into its row of a workspace, and `conv2d_wgrad_reduce_f32`
-    /// adds the rows in order (one block a group writes `dw` directly). Geometries beyond
-    /// [`splitk_wgrad_fits`] run [`im2col_gemm_bwd_weight`].
+    /// `splits`-th image (staged in shared memory) into its row of a workspace, and
+    /// `conv2d_wgrad_reduce_f32` adds the rows in a fixed order (with a single split the blocks
+    /// write `dw` directly). Geometries beyond [`splitk_wgrad_fits`] run
+    /// [`im2col_gemm_bwd_weight`].
     pub fn splitk_bwd_weight(..) {
         if !splitk_wgrad_fits(g) {
             return im2col_gemm_bwd_weight(dev, dy, x, dw, g);
