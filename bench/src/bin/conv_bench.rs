@@ -12,8 +12,9 @@
 //! (3 to 100), the median over `--reps` batches, per launch. Kernels are called through their
 //! camel-cuda launchers (no tensor overhead).
 //!
-//! `conv_bench [--torch torch.txt] [--reps N]` — prints a Markdown table; the PyTorch file holds
-//! `"<shape> <pass>\t<ms>"` lines (`python3 bench/torch/conv_torch.py > torch.txt`).
+//! `conv_bench [--torch torch.txt] [--reps N] [--parts]` — prints a Markdown table; the PyTorch
+//! file holds `"<shape> <pass>\t<ms>"` lines (`python3 bench/torch/conv_torch.py > torch.txt`).
+//! `--parts` adds the rows `backward dx` and `backward dW`: each gradient alone.
 
 use camel_cuda::kernels::conv2d::{self as conv, Conv2dGeom};
 use camel_cuda::{Buffer, CudaDevice, Result};
@@ -105,6 +106,10 @@ fn main() -> Result<()> {
             .and_then(|i| args.get(i + 1).cloned())
     };
     let reps = arg("--reps").map_or(20, |s| s.parse().expect("--reps N"));
+    let mut passes = vec!["forward", "forward+relu", "backward"];
+    if args.iter().any(|a| a == "--parts") {
+        passes.extend(["backward dx", "backward dW"]);
+    }
     let mut torch = HashMap::new();
     if let Some(path) = arg("--torch") {
         let text = std::fs::read_to_string(&path).expect("reading the PyTorch timings");
@@ -136,11 +141,17 @@ fn main() -> Result<()> {
         let dx = buf(d, g.n * g.c * g.h * g.w, 5)?;
         let dw = buf(d, g.o * g.kg(), 6)?;
         let flops = 2.0 * (g.n * g.o * g.pixels() * g.kg()) as f64;
-        for pass in ["forward", "forward+relu", "backward"] {
+        for &pass in &passes {
             for k in &conv::STEPS {
                 let ms = match pass {
                     "backward" => time(d, reps, &mut || {
                         (k.backward_input)(d, y.ptr(), w.ptr(), dx.ptr(), &g)?;
+                        (k.backward_weight)(d, y.ptr(), x.ptr(), dw.ptr(), &g)
+                    })?,
+                    "backward dx" => time(d, reps, &mut || {
+                        (k.backward_input)(d, y.ptr(), w.ptr(), dx.ptr(), &g)
+                    })?,
+                    "backward dW" => time(d, reps, &mut || {
                         (k.backward_weight)(d, y.ptr(), x.ptr(), dw.ptr(), &g)
                     })?,
                     _ => {

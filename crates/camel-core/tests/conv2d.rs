@@ -114,6 +114,15 @@ const CASES: &[Case] = &[
     case(2, 40, 7, 9, 8, (3, 3), (2, 2), (1, 1), (1, 1), 2),
     // 120·3·3 = 1080 output taps: more than step 2's input gradient tabulates (step 1's runs)
     case(1, 4, 6, 5, 120, (3, 3), (1, 1), (1, 1), (1, 1), 1),
+    // many groups: step 3's kernels give a block several images (fewer blocks along the batch
+    // than images on a GPU of under 225 multiprocessors), its weight gradient in 1 and in 2+
+    // splits, and (the last) with a group's 2160 weight entries shared by 9 blocks
+    case(5, 100, 6, 5, 100, (3, 3), (1, 1), (1, 1), (1, 1), 100),
+    case(3, 600, 4, 5, 600, (3, 3), (2, 1), (2, 1), (1, 1), 600),
+    case(8, 600, 5, 5, 160, (3, 3), (1, 1), (1, 1), (1, 1), 20),
+    // stride 1 whose zero-padded dy planes exceed step 3's shared memory but whose plain ones
+    // do not: step 3's unpadded input gradient
+    case(2, 1, 30, 30, 7, (7, 7), (1, 1), (0, 0), (2, 2), 1),
 ];
 
 /// The direct definition in f64: `y[n,o,oy,ox] = b[o] + Σ_{c,i,j} w[o,c,i,j]·x[n, g·cg + c,

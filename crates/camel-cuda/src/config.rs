@@ -17,7 +17,7 @@
 //! | `CAMEL_LAYERNORM` | step number or name | `streaming` | The LayerNorm ladder step. |
 //! | `CAMEL_MASKED_SOFTMAX` | step number or name | `registers` | The masked-softmax step (a single-step family). |
 //! | `CAMEL_FILTER` | step number or name | `tuned` | The image-filter ladder step (`filter2d`). |
-//! | `CAMEL_CONV2D` | step number or name | `implicit_gemm` | The conv2d ladder step. |
+//! | `CAMEL_CONV2D` | step number or name | `backward_splitk` | The conv2d ladder step. |
 //! | `CAMEL_BATCHNORM` | step number or name | `block_per_channel` | The BatchNorm step (a single-step family). |
 //! | `CAMEL_NO_STUB_RPATH` | `1/0/on/off/true/false` (build time) | `0` | Never put camel's no-driver stub `libcuda` on the run-time library path (read by camel-cuda's build.rs). |
 //! | `CAMEL_PLOT_FONT` | a font file (tool) | DejaVu Sans or Liberation Sans | The font of the plots `cargo xtask gemm-report` draws (read by xtask). |
@@ -153,7 +153,7 @@ pub const VARS: &[Var] = &[
     Var {
         name: "CAMEL_CONV2D",
         values: STEP,
-        default: "implicit_gemm",
+        default: "backward_splitk",
         purpose: "The conv2d ladder step.",
     },
     Var {

@@ -10,6 +10,12 @@
 //!   matrix is never written) and adds the bias and the activation in its epilogue; the input
 //!   gradient is the same kind of kernel over the transposed convolution. The weight gradient
 //!   is step 1's.
+//! - Step 3 (`backward_splitk`, `kernels/conv2d/03_backward_splitk.cu`): step 2's forward and a
+//!   backward for small channel counts that stages each image's planes in shared memory: the
+//!   weight gradient split over the images (split-K) into per-block partials that a second
+//!   kernel adds in a fixed order, and the input gradient as a direct transposed convolution, a
+//!   thread per input pixel. Geometries whose planes exceed [`SMEM_FLOATS`] run step 2's input
+//!   gradient and step 1's weight gradient.
 //!
 //! Columns are laid out `[groups][C/g·kH·kW][images·OH·OW]`, so one GEMM batched over the
 //! groups covers a chunk of images; chunks bound the column matrix to [`WORKSPACE_BYTES`].
@@ -22,6 +28,8 @@ use crate::{Buffer, CudaDevice, DevPtr, Dim3, Error, LaunchConfig, Result};
 const STEP1: &str = "conv2d/01_im2col";
 /// PTX module of step 2: `kernels/conv2d/02_implicit_gemm.cu`.
 const STEP2: &str = "conv2d/02_implicit_gemm";
+/// PTX module of step 3: `kernels/conv2d/03_backward_splitk.cu`.
+const STEP3: &str = "conv2d/03_backward_splitk";
 
 /// The most bytes of column matrix (and GEMM output) step 1 holds at once; larger batches run
 /// in chunks of images.
@@ -227,6 +235,94 @@ fn offsets_fit(g: &Conv2dGeom) -> bool {
         && m(g.o, g.kg(), 1) <= lim
         && g.h.saturating_add(2 * g.ph) <= lim
         && g.w.saturating_add(2 * g.pw) <= lim
+}
+
+/// Most floats of shared memory step 3's kernels stage per block (48 KiB, the amount a block
+/// gets without opting in).
+pub const SMEM_FLOATS: usize = 12 * 1024;
+
+/// Floats of shared memory step 3's input gradient stages: the group's weights and one image's
+/// upstream-gradient planes.
+fn direct_dgrad_floats(g: &Conv2dGeom) -> usize {
+    g.og()
+        .saturating_mul(g.kg())
+        .saturating_add(g.og().saturating_mul(g.pixels()))
+}
+
+/// Rows a thread of step 3's stride-1 input gradient computes (`RX` in
+/// `kernels/conv2d/03_backward_splitk.cu`).
+const S1_ROWS: usize = 4;
+
+/// The zero-padded `dy` plane of step 3's stride-1 input gradient: `(ht, hl, ohp, owp)`, the
+/// halo above and left and the padded height and width.
+fn s1_plane(g: &Conv2dGeom) -> (usize, usize, usize, usize) {
+    let ht = ((g.kh - 1) * g.dh).saturating_sub(g.ph);
+    let hl = ((g.kw - 1) * g.dw).saturating_sub(g.pw);
+    let rows = g.h.div_ceil(S1_ROWS) * S1_ROWS;
+    (
+        ht,
+        hl,
+        ht + g.oh.max(rows + g.ph),
+        hl + g.ow.max(g.w + g.pw),
+    )
+}
+
+/// Floats of shared memory step 3's stride-1 input gradient stages: the group's weights and one
+/// image's zero-padded upstream-gradient planes.
+fn s1_dgrad_floats(g: &Conv2dGeom) -> usize {
+    let (_, _, ohp, owp) = s1_plane(g);
+    g.og()
+        .saturating_mul(g.kg().saturating_add(ohp.saturating_mul(owp)))
+}
+
+/// Whether step 3's stride-1 input gradient takes `g`: stride 1 and its padded planes within
+/// [`SMEM_FLOATS`].
+fn s1_dgrad_fits(g: &Conv2dGeom) -> bool {
+    g.sh == 1 && g.sw == 1 && s1_dgrad_floats(g) <= SMEM_FLOATS && offsets_fit(g)
+}
+
+/// Floats of shared memory step 3's weight gradient stages: the group's accumulators and one
+/// image's input and upstream-gradient planes.
+fn splitk_wgrad_floats(g: &Conv2dGeom) -> usize {
+    direct_dgrad_floats(g).saturating_add(g.cg().saturating_mul(g.h).saturating_mul(g.w))
+}
+
+/// Whether step 3's input gradient takes `g`: its planes fit [`SMEM_FLOATS`] (else step 3 runs
+/// step 2's), zero-padded at stride 1 or, when those do not fit or at other strides, unpadded.
+pub fn direct_dgrad_fits(g: &Conv2dGeom) -> bool {
+    s1_dgrad_fits(g) || (direct_dgrad_floats(g) <= SMEM_FLOATS && offsets_fit(g))
+}
+
+/// Whether step 3's weight gradient takes `g`: its planes fit [`SMEM_FLOATS`] (else step 3 runs
+/// step 1's).
+pub fn splitk_wgrad_fits(g: &Conv2dGeom) -> bool {
+    splitk_wgrad_floats(g) <= SMEM_FLOATS && offsets_fit(g)
+}
+
+/// Blocks that share one image's work in step 3's kernels (`gridDim.z`): one for every 256
+/// items (pixels or weight entries), at most 64.
+fn parts(items: usize) -> usize {
+    items.div_ceil(256).clamp(1, 64)
+}
+
+/// Blocks along the images for step 3's kernels, `parts` blocks to an image and group: about 8
+/// blocks a multiprocessor in all, the images dealt evenly (each block gets the same count but
+/// the last), at least 1, at most one an image.
+fn image_blocks(dev: &CudaDevice, g: &Conv2dGeom, parts: usize) -> usize {
+    let sms = dev.limits().sm_count.max(1) as usize;
+    let n = g.n.max(1);
+    let target = (8 * sms / (g.groups.max(1) * parts)).clamp(1, n.min(65_535));
+    n.div_ceil(n.div_ceil(target))
+}
+
+fn grid_check(kernel: &str, gx: usize, g: &Conv2dGeom) -> Result<()> {
+    if gx > i32::MAX as usize || g.groups > 65_535 {
+        return Err(Error::LaunchConfig {
+            kernel: kernel.to_string(),
+            msg: format!("grid {gx} × {} is too large", g.groups),
+        });
+    }
+    Ok(())
 }
 
 /// The column matrix of images `n0 .. n0 + nb` of `x`: `[groups][kg][nb·oh·ow]`.
@@ -496,6 +592,58 @@ launchers! {
         // ConvArgs)`; `dy`, `w`, `dx` hold the output, weight and input of `g`.
         unsafe { launch(dev, STEP2, name, cfg, &[&dy, &w, &dx, &a]) }
     }
+
+    /// Step 3's input gradient: the transposed convolution computed directly. A block takes a
+    /// group, every `gx`-th image and a share of its pixels; it stages the group's weights and
+    /// the image's `dy` planes in shared memory, and a thread computes one input pixel of 1 to 4
+    /// of the group's input channels; at stride 1 the planes are zero-padded and a thread
+    /// computes 4 rows of a column. Geometries beyond [`direct_dgrad_fits`] run
+    /// [`implicit_gemm_bwd_input`].
+    pub fn splitk_bwd_input(..) {
+        if !direct_dgrad_fits(g) {
+            return implicit_gemm_bwd_input(dev, dy, w, dx, g);
+        }
+        // channels a thread: the largest of 4, 3, 2 that divides the group's, else 4 (the last
+        // tile partly idle) or 1 for a single channel
+        let (name, s1_name, ct) = match g.cg() {
+            c if c % 4 == 0 => ("conv2d_dgrad_direct_c4_f32", "conv2d_dgrad_s1_c4_f32", 4),
+            c if c % 3 == 0 => ("conv2d_dgrad_direct_c3_f32", "conv2d_dgrad_s1_c3_f32", 3),
+            c if c % 2 == 0 => ("conv2d_dgrad_direct_c2_f32", "conv2d_dgrad_s1_c2_f32", 2),
+            1 => ("conv2d_dgrad_direct_c1_f32", "conv2d_dgrad_s1_c1_f32", 1),
+            _ => ("conv2d_dgrad_direct_c4_f32", "conv2d_dgrad_s1_c4_f32", 4),
+        };
+        check_geom(name, g)?;
+        if g.n == 0 || g.h * g.w == 0 {
+            return Ok(());
+        }
+        let a = g.args();
+        if s1_dgrad_fits(g) {
+            let name = s1_name;
+            let pz = parts(g.cg().div_ceil(ct) * g.h.div_ceil(S1_ROWS) * g.w);
+            let gx = image_blocks(dev, g, pz);
+            grid_check(name, gx, g)?;
+            let smem = (s1_dgrad_floats(g) * 4) as u32;
+            let grid = Dim3::xyz(gx as u32, g.groups as u32, pz as u32);
+            let cfg = LaunchConfig::new(grid, Dim3::x(256)).with_shared_mem(smem);
+            let (ht, hl, ohp, owp) = s1_plane(g);
+            let (ht, hl, ohp, owp) = (ht as i32, hl as i32, ohp as i32, owp as i32);
+            let args: [&dyn crate::KernelArg; 8] = [&dy, &w, &dx, &a, &ht, &hl, &ohp, &owp];
+            // SAFETY: matches `conv2d_dgrad_s1_c*_f32(const float*, const float*, float*,
+            // ConvArgs, int, int, int, int)`; `dy`, `w`, `dx` hold the output, weight and input
+            // of `g`, and `smem` bytes hold the weights and one image's padded planes of a group.
+            return unsafe { launch(dev, STEP3, name, cfg, &args) };
+        }
+        let pz = parts(g.cg().div_ceil(ct) * g.h * g.w);
+        let gx = image_blocks(dev, g, pz);
+        grid_check(name, gx, g)?;
+        let smem = (direct_dgrad_floats(g) * 4) as u32;
+        let grid = Dim3::xyz(gx as u32, g.groups as u32, pz as u32);
+        let cfg = LaunchConfig::new(grid, Dim3::x(256)).with_shared_mem(smem);
+        // SAFETY: matches `conv2d_dgrad_direct_c*_f32(const float*, const float*, float*,
+        // ConvArgs)`; `dy`, `w`, `dx` hold the output, weight and input of `g`, and `smem` bytes
+        // hold the weights and one image's planes of a group.
+        unsafe { launch(dev, STEP3, name, cfg, &[&dy, &w, &dx, &a]) }
+    }
 }
 
 launchers! {
@@ -543,6 +691,57 @@ launchers! {
         }
         Ok(())
     }
+
+    /// Step 3's weight gradient, split over the images (split-K): each block of
+    /// `conv2d_wgrad_partial_f32` sums a share of a group's `[o/groups, kg]` entries over every
+    /// `splits`-th image (staged in shared memory) into its row of a workspace, and
+    /// `conv2d_wgrad_reduce_f32` adds the rows in a fixed order (with a single split the blocks
+    /// write `dw` directly). Geometries beyond [`splitk_wgrad_fits`] run
+    /// [`im2col_gemm_bwd_weight`].
+    pub fn splitk_bwd_weight(..) {
+        if !splitk_wgrad_fits(g) {
+            return im2col_gemm_bwd_weight(dev, dy, x, dw, g);
+        }
+        let name = "conv2d_wgrad_partial_f32";
+        check_geom(name, g)?;
+        let wlen = g.o * g.kg();
+        if empty(g) {
+            return super::elementwise::fill_f32(dev, dw, wlen, 0.0);
+        }
+        let pz = parts(g.og() * g.kg());
+        let splits = image_blocks(dev, g, pz);
+        grid_check(name, splits, g)?;
+        let part = if splits > 1 {
+            Some(workspace(dev, splits * wlen)?)
+        } else {
+            None
+        };
+        let out = part.as_ref().map_or(dw, |b| b.ptr());
+        let smem = (splitk_wgrad_floats(g) * 4) as u32;
+        let grid = Dim3::xyz(splits as u32, g.groups as u32, pz as u32);
+        let cfg = LaunchConfig::new(grid, Dim3::x(256)).with_shared_mem(smem);
+        let a = g.args();
+        // SAFETY: matches `conv2d_wgrad_partial_f32(const float*, const float*, float*,
+        // ConvArgs)`; `dy` and `x` hold the output and input of `g`, `out` `splits · o · kg`
+        // floats, and `smem` bytes hold a group's accumulators and one image's planes.
+        unsafe { launch(dev, STEP3, name, cfg, &[&dy, &x, &out, &a])? };
+        if out != dw {
+            let (s, l) = (splits as i64, wlen as i64);
+            let cfg = LaunchConfig::new(Dim3::x(wlen.div_ceil(32) as u32), Dim3::x(256));
+            // SAFETY: matches `conv2d_wgrad_reduce_f32(const float*, float*, long long, long
+            // long)`, 32 columns a block; `out` holds `splits · wlen` floats, `dw` `wlen`.
+            unsafe {
+                launch(
+                    dev,
+                    STEP3,
+                    "conv2d_wgrad_reduce_f32",
+                    cfg,
+                    &[&out, &dw, &s, &l],
+                )?
+            };
+        }
+        Ok(())
+    }
 }
 
 // ------------------------------------------------------------------ the ladder's table
@@ -569,7 +768,7 @@ pub struct Kernels {
 }
 
 /// The conv2d ladder: the one table the backend, the benchmarks and the tests run.
-pub const STEPS: [Kernels; 2] = [
+pub const STEPS: [Kernels; 3] = [
     Kernels {
         step: Step::One,
         forward: im2col_gemm,
@@ -581,6 +780,12 @@ pub const STEPS: [Kernels; 2] = [
         forward: implicit_gemm,
         backward_input: implicit_gemm_bwd_input,
         backward_weight: im2col_gemm_bwd_weight,
+    },
+    Kernels {
+        step: Step::Three,
+        forward: implicit_gemm,
+        backward_input: splitk_bwd_input,
+        backward_weight: splitk_bwd_weight,
     },
 ];
 

@@ -344,6 +344,17 @@ const CONV2D: &[StepInfo] = &[
         ],
         "at most IMPLICIT_MAX_TAPS (1024) taps and 32-bit offsets (else step 1's launcher)",
     ),
+    s(
+        Step::Three,
+        "backward_splitk",
+        "step 2's forward; backward staged per image in shared memory: weight gradient split over the images into partials summed in order, direct transposed convolution for the input gradient",
+        &[
+            "conv2d::implicit_gemm",
+            "conv2d::splitk_bwd_input",
+            "conv2d::splitk_bwd_weight",
+        ],
+        "a block's planes within SMEM_FLOATS (48 KiB) (else step 2's input gradient, step 1's weight gradient)",
+    ),
 ];
 
 const BATCHNORM: &[StepInfo] = &[s(

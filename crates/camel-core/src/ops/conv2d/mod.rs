@@ -8,8 +8,9 @@
 //! image by image (im2col) and multiplies with ndarray's GEMM (`cpu.rs`); the camel CPU backend
 //! has no thread pool, so images run one after another. The GPU runs the conv2d ladder
 //! (`kernels/conv2d`, `CAMEL_CONV2D`): step 1 writes the column matrix and runs camel's SGEMM,
-//! step 2 is an implicit GEMM that never writes it. Geometry is camel-cuda's [`Conv2dGeom`] on
-//! both devices.
+//! step 2 is an implicit GEMM that never writes it, step 3 (the default) adds a backward that
+//! stages each image in shared memory (the weight gradient split over the images, summed in a
+//! fixed order). Geometry is camel-cuda's [`Conv2dGeom`] on both devices.
 
 use super::{expect_f32, same_device};
 use crate::ops::elementwise::UnaryOp;
