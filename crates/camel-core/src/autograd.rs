@@ -267,3 +267,25 @@ pub(crate) fn run_backward(root: &Tensor, grad: Tensor) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{Device, Result, Tensor};
+    use std::sync::Arc;
+
+    #[test]
+    fn an_intermediate_no_backward_saved_is_freed_with_its_last_handle() -> Result<()> {
+        let w = Tensor::from_vec(vec![1.0, -2.0, 3.0], &[3], Device::Cpu)?.requires_grad_(true)?;
+        let a = w.mul(&w)?; // its backward saves w, not a
+        let data = Arc::downgrade(a.storage_arc());
+        let loss = a.sum()?; // needs only a's shape
+        drop(a);
+        assert!(data.upgrade().is_none(), "the graph keeps a's data alive");
+        loss.backward()?;
+        assert_eq!(
+            w.grad().expect("w has a gradient").to_vec()?,
+            [2.0, -4.0, 6.0]
+        );
+        Ok(())
+    }
+}
