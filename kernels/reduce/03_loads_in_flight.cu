@@ -2,7 +2,9 @@
 // layout with the loop unrolled by 4 into 4 independent accumulators. Step 2 folds each load into
 // one accumulator, so a thread has one load in flight at a time; here each thread issues 4 float4
 // (or 4 scalar) loads before combining any of them, 4× the bytes in flight. The split two-pass
-// path for few long rows and the middle-dim kernel stay step 2's.
+// path for few long rows stays step 2's; so does the middle-dim kernel (a thread per output) when
+// the outputs fill the GPU, and when they are few the reduced dim is split into chunks instead
+// (`reduce3_cols_partial_f32`, then step 2's kernel over the partials).
 
 #include "common/rows.cuh"
 
@@ -64,3 +66,44 @@ REDUCE3_VARIANT(warp_f32, true, false)
 REDUCE3_VARIANT(warp_vec_f32, true, true)
 REDUCE3_VARIANT(block_f32, false, false)
 REDUCE3_VARIANT(block_vec_f32, false, true)
+
+// The middle-dim reduction y[o, i] = reduce_d x[o, d, i] when the outputs are too few to fill
+// the GPU with a thread each (a bias gradient: 384 columns summed over 16384 rows). Pass 1 splits
+// d into `gridDim.y` chunks of `chunk_len`: a block of 32 × 8 threads covers 32 columns of one
+// chunk of one outer slice, each warp reading 32 consecutive floats of a row (coalesced) and the 8
+// warps taking every 8th row with 4 loads in flight, then combining across warps in shared memory.
+// partial[o, c, i] holds chunk c's result; pass 2 reduces the partials along c.
+extern "C" __global__ void reduce3_cols_partial_f32(const float* __restrict__ x, float* __restrict__ partial,
+                                                    long long dim, long long inner, long long chunk_len, int op) {
+    CAMEL_PDL_WAIT();
+    constexpr int U = 4;
+    __shared__ float scratch[8][33];
+    const long long i = (long long)blockIdx.x * 32 + threadIdx.x;
+    const long long o = blockIdx.z, c = blockIdx.y;
+    const long long d0 = c * chunk_len;
+    const long long d1 = min(dim, d0 + chunk_len);
+    float acc[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) acc[u] = camel::identity(op);
+    if (i < inner) {
+        const float* base = x + o * dim * inner + i;
+        long long d = d0 + threadIdx.y;
+        for (; d + (U - 1) * 8 < d1; d += U * 8) {
+            float v[U];
+#pragma unroll
+            for (int u = 0; u < U; ++u) v[u] = base[(d + u * 8) * inner];
+#pragma unroll
+            for (int u = 0; u < U; ++u) acc[u] = camel::combine(op, acc[u], v[u]);
+        }
+        for (; d < d1; d += 8) acc[0] = camel::combine(op, acc[0], base[d * inner]);
+    }
+    scratch[threadIdx.y][threadIdx.x] =
+        camel::combine(op, camel::combine(op, acc[0], acc[1]), camel::combine(op, acc[2], acc[3]));
+    __syncthreads();
+    if (threadIdx.y == 0 && i < inner) {
+        float a = scratch[0][threadIdx.x];
+#pragma unroll
+        for (int w = 1; w < 8; ++w) a = camel::combine(op, a, scratch[w][threadIdx.x]);
+        partial[(o * gridDim.y + c) * inner + i] = a;
+    }
+}

@@ -7,7 +7,7 @@
 //! version so that a backward pass that would read overwritten data fails instead (see
 //! [`crate::autograd`]).
 
-use crate::autograd::{self, BackwardFn, Node};
+use crate::autograd::{self, BackwardFn, Input, Node, NodeCell};
 use crate::backend::cpu::try_vec;
 use crate::backend::UpdateRule;
 use crate::layout::{checked_numel, Layout};
@@ -16,7 +16,7 @@ use crate::{DType, Device, Error, Result};
 use std::fmt;
 use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 
 static NEXT_ID: AtomicUsize = AtomicUsize::new(1);
 
@@ -80,48 +80,9 @@ pub(crate) struct TensorImpl {
     is_leaf: bool,
     requires_grad: AtomicBool,
     grad: Mutex<Option<Tensor>>,
-    node: Mutex<Option<Node>>,
-}
-
-/// Graph teardown without recursion: dropping the last handle to an op's output would drop its
-/// node, whose inputs drop their nodes in turn, one stack frame per op of the chain. Instead the
-/// node's inputs move onto an explicit stack, and each input that this drop owns alone gives up
-/// its own node the same way before it is dropped, so a graph of any depth drops in constant
-/// stack space.
-impl Drop for TensorImpl {
-    fn drop(&mut self) {
-        let Some(node) = take_node(&mut self.node) else {
-            return;
-        };
-        let mut stack = Vec::new();
-        push_inputs(node, &mut stack);
-        while let Some(mut t) = stack.pop() {
-            if let Some(inner) = Arc::get_mut(&mut t.0) {
-                if let Some(node) = take_node(&mut inner.node) {
-                    push_inputs(node, &mut stack);
-                }
-            }
-            // `t` has no node left if this was its last handle, so its drop ends here.
-        }
-    }
-}
-
-/// The node of an exclusively owned tensor, taken out (a poisoned lock still yields it).
-fn take_node(node: &mut Mutex<Option<Node>>) -> Option<Node> {
-    match node.get_mut() {
-        Ok(n) => n.take(),
-        Err(poisoned) => poisoned.into_inner().take(),
-    }
-}
-
-/// Moves `node`'s inputs onto `stack` and drops the rest of it (its backward closure, whose
-/// saved tensors are then shared with the inputs on the stack or are leaves).
-fn push_inputs(node: Node, stack: &mut Vec<Tensor>) {
-    let Node {
-        inputs, backward, ..
-    } = node;
-    stack.extend(inputs);
-    drop(backward);
+    /// The op that produced this tensor (none for a leaf), shared with the graph records of the
+    /// ops that read it.
+    node: Option<Arc<NodeCell>>,
 }
 
 /// A dense tensor on the CPU or a CUDA device.
@@ -163,7 +124,7 @@ impl Tensor {
             is_leaf: node.is_none(),
             requires_grad: AtomicBool::new(requires_grad),
             grad: Mutex::new(None),
-            node: Mutex::new(node),
+            node: node.map(|n| Arc::new(Mutex::new(Some(n)))),
         }))
     }
 
@@ -241,7 +202,7 @@ impl Tensor {
         if track {
             let node = Node {
                 name,
-                inputs: inputs.iter().map(|t| (*t).clone()).collect(),
+                inputs: inputs.iter().map(|t| Input::of(t)).collect(),
                 versions: inputs.iter().map(|t| t.version()).collect(),
                 own_version: storage.version(),
                 backward,
@@ -283,8 +244,9 @@ impl Tensor {
         self.0.storage.version()
     }
 
-    pub(crate) fn node_guard(&self) -> MutexGuard<'_, Option<Node>> {
-        self.0.node.lock().expect("node lock poisoned")
+    /// The node of the op that produced this tensor (none for a leaf).
+    pub(crate) fn node_cell(&self) -> Option<&Arc<NodeCell>> {
+        self.0.node.as_ref()
     }
 
     // ---------------------------------------------------------------- creation

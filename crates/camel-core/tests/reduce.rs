@@ -371,3 +371,69 @@ fn multi_dim_edge_cases_and_errors() {
         assert!(!x0.sum_dims(&[0], false).unwrap().shares_storage(&x0));
     }
 }
+
+#[test]
+fn long_middle_dim_with_few_outputs() {
+    // A long reduced middle dim with few outputs (a bias gradient's shape) runs split into
+    // chunks on the GPU; sizes miss the 32-column and 8-row blocking, and the chunk length.
+    for (k, shape) in [
+        [1usize, 16_384, 384],
+        [1, 1_000, 37],
+        [3, 517, 45],
+        [2, 4_099, 301],
+        [5, 64, 1_025],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let x = rand_vec(numel(&shape), -2.0, 2.0, 7 + k as u64);
+        let mut out_shape = shape.to_vec();
+        out_shape.remove(1);
+        for (name, f, exact) in [
+            ("sum", sum as fn(&[f64]) -> f64, false),
+            ("max", max, true),
+            ("min", min, true),
+        ] {
+            let (_, want, mag) = ref_reduce(&x, &shape, 1, f);
+            let mag = mag.iter().cloned().fold(0.0, f64::max);
+            let tol = if exact { EXACT } else { sum_tol(mag) };
+            check(
+                &format!("{name}(dim 1) of {shape:?}"),
+                &out_shape,
+                &want,
+                tol,
+                |dev| {
+                    let x = t(&x, &shape, dev);
+                    match name {
+                        "sum" => x.sum_dim(1, false),
+                        "min" => x.min_dim(1, false),
+                        _ => x.max_dim(1, false),
+                    }
+                },
+            );
+        }
+    }
+}
+
+#[test]
+fn long_middle_dim_propagates_nan() {
+    let shape = [2usize, 1_000, 37];
+    let mut x = rand_vec(numel(&shape), -2.0, 2.0, 3);
+    x[1_000 * 37 + 500 * 37 + 11] = f32::NAN; // outer 1, row 500, column 11
+    for d in devices() {
+        for op in ["sum", "max", "min"] {
+            let xt = t(&x, &shape, d);
+            let y = match op {
+                "sum" => xt.sum_dim(1, false),
+                "min" => xt.min_dim(1, false),
+                _ => xt.max_dim(1, false),
+            }
+            .unwrap()
+            .to_vec()
+            .unwrap();
+            for (j, v) in y.iter().enumerate() {
+                assert_eq!(v.is_nan(), j == 37 + 11, "{op} on {d}: output {j} = {v}");
+            }
+        }
+    }
+}

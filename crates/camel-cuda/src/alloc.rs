@@ -36,6 +36,16 @@ pub struct MemoryStats {
     pub driver_allocs: u64,
     /// Allocations served from the cache so far.
     pub cache_hits: u64,
+    /// Bytes asked for by live buffers, each rounded up to 512 (not to its size class): what
+    /// PyTorch's `torch.cuda.memory_allocated` counts.
+    pub requested: usize,
+    /// Highest `requested` so far (PyTorch's `torch.cuda.max_memory_allocated`).
+    pub peak_requested: usize,
+}
+
+/// `bytes` rounded up to 512, the granularity PyTorch's allocator statistics count in.
+fn requested_bytes(bytes: usize) -> usize {
+    bytes.div_ceil(SMALL) * SMALL
 }
 
 #[derive(Debug, Default)]
@@ -45,8 +55,8 @@ pub(crate) struct Pool {
 }
 
 impl Pool {
-    /// A cached block of `class`, if any; counts it as in use.
-    pub(crate) fn take(&mut self, class: usize) -> Option<u64> {
+    /// A cached block of `class` for a request of `bytes`, if any; counts it as in use.
+    pub(crate) fn take(&mut self, class: usize, bytes: usize) -> Option<u64> {
         let list = self.free.get_mut(&class)?;
         let ptr = list.pop()?;
         if list.is_empty() {
@@ -54,19 +64,20 @@ impl Pool {
         }
         self.stats.cached -= class;
         self.stats.cache_hits += 1;
-        self.add_in_use(class);
+        self.add_in_use(class, bytes);
         Some(ptr)
     }
 
-    /// Records a block of `class` fresh from the driver.
-    pub(crate) fn record_new(&mut self, class: usize) {
+    /// Records a block of `class` fresh from the driver for a request of `bytes`.
+    pub(crate) fn record_new(&mut self, class: usize, bytes: usize) {
         self.stats.driver_allocs += 1;
-        self.add_in_use(class);
+        self.add_in_use(class, bytes);
     }
 
-    /// Takes back a block of a dropped buffer.
-    pub(crate) fn give_back(&mut self, ptr: u64, class: usize) {
+    /// Takes back the block of a dropped buffer of `bytes`.
+    pub(crate) fn give_back(&mut self, ptr: u64, class: usize, bytes: usize) {
         self.stats.in_use -= class;
+        self.stats.requested -= requested_bytes(bytes);
         self.stats.cached += class;
         self.free.entry(class).or_default().push(ptr);
     }
@@ -84,9 +95,11 @@ impl Pool {
         self.stats
     }
 
-    fn add_in_use(&mut self, class: usize) {
+    fn add_in_use(&mut self, class: usize, bytes: usize) {
         self.stats.in_use += class;
         self.stats.peak = self.stats.peak.max(self.stats.in_use);
+        self.stats.requested += requested_bytes(bytes);
+        self.stats.peak_requested = self.stats.peak_requested.max(self.stats.requested);
     }
 }
 
@@ -114,11 +127,11 @@ mod tests {
     #[test]
     fn pool_reuses_by_class_and_counts() {
         let mut p = Pool::default();
-        assert_eq!(p.take(512), None);
-        p.record_new(512);
-        p.record_new(1024);
+        assert_eq!(p.take(512, 100), None);
+        p.record_new(512, 100);
+        p.record_new(1024, 600);
         assert_eq!(p.stats().in_use, 1536);
-        p.give_back(0xA00, 512);
+        p.give_back(0xA00, 512, 100);
         assert_eq!(
             p.stats(),
             MemoryStats {
@@ -126,20 +139,25 @@ mod tests {
                 peak: 1536,
                 cached: 512,
                 driver_allocs: 2,
-                cache_hits: 0
+                cache_hits: 0,
+                requested: 1024,
+                peak_requested: 1536,
             }
         );
-        assert_eq!(p.take(1024), None);
-        assert_eq!(p.take(512), Some(0xA00));
+        assert_eq!(p.take(1024, 1024), None);
+        assert_eq!(p.take(512, 512), Some(0xA00));
         assert_eq!(p.stats().cache_hits, 1);
         assert_eq!(p.stats().cached, 0);
-        p.give_back(0xA00, 512);
-        p.give_back(0xB00, 1024);
+        assert_eq!(p.stats().requested, 1536);
+        p.give_back(0xA00, 512, 512);
+        p.give_back(0xB00, 1024, 600);
         let mut drained = p.drain();
         drained.sort();
         assert_eq!(drained, [0xA00, 0xB00]);
         assert_eq!(p.stats().cached, 0);
         assert_eq!(p.stats().in_use, 0);
         assert_eq!(p.stats().peak, 1536);
+        assert_eq!(p.stats().requested, 0);
+        assert_eq!(p.stats().peak_requested, 1536);
     }
 }

@@ -472,7 +472,7 @@ impl CudaDevice {
             });
         }
         let class = size_class(bytes);
-        if let Some(ptr) = self.shared.pool().take(class) {
+        if let Some(ptr) = self.shared.pool().take(class, bytes) {
             return Ok(Buffer {
                 ptr,
                 bytes,
@@ -514,7 +514,7 @@ impl CudaDevice {
                 })
             }
         };
-        self.shared.pool().record_new(class);
+        self.shared.pool().record_new(class, bytes);
         Ok(Buffer {
             ptr,
             bytes,
@@ -1044,7 +1044,9 @@ impl Buffer {
 impl Drop for Buffer {
     fn drop(&mut self) {
         if self.class > 0 {
-            self.shared.pool().give_back(self.ptr, self.class);
+            self.shared
+                .pool()
+                .give_back(self.ptr, self.class, self.bytes);
         }
     }
 }

@@ -427,6 +427,18 @@ fn split_k_only_for_small_outputs_with_long_k() {
     );
 }
 
+#[test]
+fn split_grids_stay_within_one_wave() {
+    use camel_cuda::kernels::matmul::whole_wave_splits;
+    // 36 tiles × 8 splits = 288 blocks past 264 resident: 7 splits fill one wave
+    assert_eq!(whole_wave_splits(8, 36, 264), 7);
+    // already within one wave, or fewer than two splits would fit: unchanged
+    assert_eq!(whole_wave_splits(8, 36, 396), 8);
+    assert_eq!(whole_wave_splits(3, 200, 264), 3);
+    assert_eq!(whole_wave_splits(1, 36, 264), 1);
+    assert_eq!(whole_wave_splits(4, 0, 264), 4);
+}
+
 /// Step 13 runs its own kernel only where it measured faster than step 11 (H100).
 #[test]
 fn async_pipeline_only_where_it_wins() {

@@ -212,16 +212,25 @@ impl MultiHeadAttention {
         Ok((s[0], s[1]))
     }
 
-    /// q, k, v of `x: [B, T, C]`, each `[B, n_head, T, head_dim]` (views of one projection).
+    /// q, k, v of `x: [B, T, C]`, each `[B, n_head, T, head_dim]` (views of its projection).
+    /// `c_attn` is applied as three products, one per `C`-row block of its weight and bias:
+    /// the same values as one `C → 3C` product split three ways, but the backward adds three
+    /// `[B, T, C]` input gradients, where views of one `[B, T, 3C]` output would each pad its
+    /// gradient with zeros to the full `3C` width and then add the three.
     fn qkv(&self, x: &Tensor, b: usize, t: usize) -> Result<(Tensor, Tensor, Tensor)> {
-        let (h, d) = (self.n_head, self.n_embd / self.n_head);
-        // [B, T, 3C] → [B, T, 3, H, D] → [3, B, H, T, D]: views, no copy
-        let qkv = self
-            .c_attn
-            .forward(x)?
-            .reshape(&[b, t, 3, h, d])?
-            .permute(&[2, 0, 3, 1, 4])?;
-        Ok((qkv.select(0, 0)?, qkv.select(0, 1)?, qkv.select(0, 2)?))
+        let (c, h) = (self.n_embd, self.n_head);
+        let w = self.c_attn.weight.tensor();
+        let bias = self.c_attn.bias.as_ref().map(|p| p.tensor());
+        let act = self.c_attn.activation();
+        // [B, T, C] → [B, T, H, D] → [B, H, T, D]: views, no copy
+        let head = |i: usize| -> Result<Tensor> {
+            let wi = w.narrow(0, i * c, c)?;
+            let bi = bias.as_ref().map(|b| b.narrow(0, i * c, c)).transpose()?;
+            x.linear(&wi, bi.as_ref(), act)?
+                .reshape(&[b, t, h, c / h])?
+                .permute(&[0, 2, 1, 3])
+        };
+        Ok((head(0)?, head(1)?, head(2)?))
     }
 
     /// The attention of queries `q: [B, H, Tq, D]` over keys and values `[B, H, Tk, D]`, heads

@@ -8,6 +8,15 @@ use camel_nn::{
     PositionalEncoding, Result, Sequential, StateError, Tensor,
 };
 
+/// Held by the tests that draw from the process-wide generator (parameters initialized without
+/// a seed, dropout), so that a `manual_seed` and the forward pass after it see no draw of
+/// another test running beside them.
+fn global_rng() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn attn_on(n_embd: usize, n_head: usize, causal: bool, dev: Device) -> MultiHeadAttention {
     MultiHeadAttention::with_options(
         n_embd,
@@ -307,6 +316,7 @@ fn the_cache_and_block_size_limits_are_errors_that_change_nothing() -> Result<()
 
 #[test]
 fn bad_sizes_and_inputs_are_errors_naming_them() -> Result<()> {
+    let _rng = global_rng();
     let e = MultiHeadAttention::new(10, 3).unwrap_err();
     let msg = e.to_string();
     assert!(
@@ -351,6 +361,7 @@ fn bad_sizes_and_inputs_are_errors_naming_them() -> Result<()> {
 
 #[test]
 fn block_has_the_nanogpt_parameter_names_and_shapes() -> Result<()> {
+    let _rng = global_rng();
     let c = 8;
     let block = Block::new(c, 2)?;
     let got: Vec<(String, Vec<usize>)> = block
@@ -432,6 +443,7 @@ fn block_has_the_nanogpt_parameter_names_and_shapes() -> Result<()> {
 
 #[test]
 fn module_list_names_children_by_index() -> Result<()> {
+    let _rng = global_rng();
     let blocks: ModuleList<Block> = (0..2).map(|_| Block::new(8, 2)).collect::<Result<_>>()?;
     assert_eq!(blocks.len(), 2);
     let names: Vec<String> = blocks
@@ -522,6 +534,7 @@ fn sinusoidal_table_is_a_buffer_with_the_formula() -> Result<()> {
 
 #[test]
 fn buffers_are_in_state_dicts_and_round_trip_bit_exactly() -> Result<()> {
+    let _rng = global_rng();
     for dev in devices() {
         let model = Sequential::new()
             .add(PositionalEncoding::sinusoidal(5, 6)?)
@@ -596,6 +609,7 @@ fn buffer_is_a_shared_debug_printable_handle() -> Result<()> {
 
 #[test]
 fn dropout_applies_in_training_only() -> Result<()> {
+    let _rng = global_rng();
     let opts = |dropout: f32, dev: Device| BlockOptions {
         dropout,
         seed: Some(4),

@@ -805,8 +805,22 @@ pub fn split_k_factor(sm_count: usize, t: &TileShape, g: &Gemm) -> usize {
     (per_sm * sm_count).div_ceil(blocks).min(g.k / min_k).max(1)
 }
 
+/// `splits` trimmed so that a split grid of `tiles · splits` blocks does not spill past one
+/// wave of `resident` blocks (as many as fit on the device at once): a grid just past it runs a
+/// second, nearly empty wave that takes as long as the first. Where at least two splits fit in
+/// one wave, the most that fit are taken instead; otherwise `splits` stays.
+pub fn whole_wave_splits(splits: usize, tiles: usize, resident: usize) -> usize {
+    let fit = resident / tiles.max(1);
+    if tiles * splits <= resident || fit < 2 {
+        splits
+    } else {
+        fit
+    }
+}
+
 /// Launch one kernel by its tile shape (used by the autotuner on candidates loaded with
-/// [`CudaDevice::load_module_image`]); K is split where [`split_k_factor`] says so.
+/// [`CudaDevice::load_module_image`]); K is split where [`split_k_factor`] says so, into no
+/// more splits than one wave of the kernel's resident blocks holds ([`whole_wave_splits`]).
 pub fn sgemm_with_tile(
     dev: &CudaDevice,
     t: &TileShape,
@@ -816,7 +830,18 @@ pub fn sgemm_with_tile(
     c: DevPtr,
     epi: &Epilogue,
 ) -> Result<()> {
-    let splits = split_k_factor(dev.limits().sm_count as usize, t, g);
+    let d = dev.limits();
+    let mut splits = split_k_factor(d.sm_count as usize, t, g);
+    if splits > 1 {
+        let per_sm = dev
+            .function(t.module, t.kernel)?
+            .limits()
+            .blocks_per_sm(d, t.threads, t.smem)
+            .min(1536 / t.threads.max(1))
+            .min(16);
+        let tiles = g.m.div_ceil(t.bm as usize) * g.n.div_ceil(t.bn as usize) * g.batch;
+        splits = whole_wave_splits(splits, tiles, per_sm as usize * d.sm_count as usize);
+    }
     sgemm_split_k(dev, t, g, a, b, c, epi, splits)
 }
 

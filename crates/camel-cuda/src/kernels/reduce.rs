@@ -64,16 +64,87 @@ launchers! {
     }
 
     /// Step 3 of `block_per_output`: as [`warp_shuffle`], but many rows reduced along the last dim run
-    /// `reduce3_rows_*` (4 independent loads in flight per thread). Few long rows (the two-pass
-    /// split) and a middle dim stay on step 2's kernels.
+    /// `reduce3_rows_*` (4 independent loads in flight per thread), and a long middle dim with
+    /// too few outputs to fill the GPU is split into chunks ([`reduce_cols_split_f32`]). Few long
+    /// rows (the two-pass split) and other middle-dim reductions stay on step 2's kernels.
     pub fn loads_in_flight(..) {
         let sms = dev.limits().sm_count.max(1) as usize;
+        if inner != 1 && outer * inner != 0 && cols_split_suits(sms, outer, dim, inner) {
+            return reduce_cols_split_f32(dev, x, y, outer, dim, inner, op);
+        }
         let long_and_few = dim > super::rows::WARP_ROW_MAX && outer < 4 * sms;
         if inner != 1 || outer == 0 || long_and_few {
             return warp_shuffle(dev, x, y, outer, dim, inner, op);
         }
         row_variant(dev, STEP3, "reduce3_rows", x, y, outer, dim, op)
     }
+}
+
+/// Whether a middle-dim reduction of `[outer, dim, inner]` runs split into chunks: step 2's
+/// kernel gives each output one thread that walks all of `dim`, which leaves most SMs idle when
+/// the outputs number fewer than a few hundred per SM and `dim` is long.
+pub fn cols_split_suits(sms: usize, outer: usize, dim: usize, inner: usize) -> bool {
+    dim >= 64 && outer * inner < 512 * sms && outer <= 65_535
+}
+
+/// `y[o, i] = reduce_d x[o, d, i]` in two passes: `reduce3_cols_partial_f32` reduces chunks of
+/// `d` in parallel (about 8 blocks per SM in all) into `[outer, chunks, inner]` partials, then
+/// step 2's thread-per-output kernel reduces the partials along the chunks. `dim ≥ 1`.
+#[allow(clippy::too_many_arguments)]
+pub fn reduce_cols_split_f32(
+    dev: &CudaDevice,
+    x: DevPtr,
+    y: DevPtr,
+    outer: usize,
+    dim: usize,
+    inner: usize,
+    op: i32,
+) -> Result<()> {
+    if outer * inner == 0 {
+        return Ok(());
+    }
+    if outer > 65_535 || dim == 0 {
+        return Err(crate::Error::LaunchConfig {
+            kernel: "reduce3_cols_partial_f32".into(),
+            msg: format!(
+                "[{outer}, {dim}, {inner}]: the split needs 1 ≤ outer ≤ 65535 and dim ≥ 1"
+            ),
+        });
+    }
+    let sms = dev.limits().sm_count.max(1) as usize;
+    let col_blocks = inner.div_ceil(32);
+    let chunks = (8 * sms)
+        .div_ceil(col_blocks * outer)
+        .clamp(1, dim.div_ceil(32))
+        .min(65_535);
+    let chunk_len = dim.div_ceil(chunks);
+    let chunks = dim.div_ceil(chunk_len);
+    if col_blocks > i32::MAX as usize {
+        return Err(crate::Error::LaunchConfig {
+            kernel: "reduce3_cols_partial_f32".into(),
+            msg: format!("{inner} columns exceed the grid"),
+        });
+    }
+    let partial = dev.alloc(outer * chunks * inner * 4)?;
+    let cfg = LaunchConfig::new(
+        Dim3::xyz(col_blocks as u32, chunks as u32, outer as u32),
+        Dim3::xyz(32, 8, 1),
+    );
+    let (part, d, i, len) = (partial.ptr(), dim as i64, inner as i64, chunk_len as i64);
+    // SAFETY: matches `reduce3_cols_partial_f32(const float*, float*, long long ×3, int)`; x holds
+    // outer × dim × inner floats and `partial` outer × chunks × inner.
+    unsafe {
+        launch(
+            dev,
+            STEP3,
+            "reduce3_cols_partial_f32",
+            cfg,
+            &[&x, &part, &d, &i, &len, &op],
+        )?
+    };
+    // Pass 2 over `chunks` partials per output. `partial` may be dropped after the launch: its
+    // block is reused only by later work on the stream.
+    warp_shuffle(dev, partial.ptr(), y, outer, chunks, inner, op)
 }
 
 /// `out[r] = argmax_c x[r, c]` (i64 output), one block per row.

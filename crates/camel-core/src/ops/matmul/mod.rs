@@ -240,8 +240,10 @@ impl Tensor {
         let mut shape = self.shape().to_vec();
         *shape.last_mut().expect("rank ≥ 1") = out;
         let y = StorageCell::new(y);
-        // what the backward needs: the inputs, and the output (ReLU mask) or pre-activation (GELU)
-        let saved_y = Tensor::shared_storage(y.clone(), shape.clone());
+        // what the backward needs: the inputs, and the output (ReLU mask) or pre-activation
+        // (GELU); without an activation the output is not kept alive for the backward
+        let saved_y =
+            (act == Activation::Relu).then(|| Tensor::shared_storage(y.clone(), shape.clone()));
         let saved_z = z.map(|z| Tensor::from_storage(z, shape.clone()));
         let (x, w) = (self.detach(), weight.detach());
         let (gx_need, gw_need) = (self.requires_grad(), weight.requires_grad());
@@ -259,7 +261,10 @@ impl Tensor {
             Box::new(move |g| {
                 let dz = match act {
                     Activation::Identity => g.clone(),
-                    Activation::Relu => g.mul(&saved_y.unary_plain(UnaryOp::Step)?)?,
+                    Activation::Relu => {
+                        let y = saved_y.as_ref().expect("ReLU saves its output");
+                        g.mul(&y.unary_plain(UnaryOp::Step)?)?
+                    }
                     Activation::Gelu => {
                         let z = saved_z.as_ref().expect("GELU saves its pre-activation");
                         g.mul(&z.unary_plain(UnaryOp::GeluGrad)?)?
