@@ -13,8 +13,14 @@ using camel::Words4;
 
 typedef unsigned long long u64;
 
-// Writes the `take` (1 to 4) values of `v` that fall inside the output.
+// Writes the `take` (1 to 4) values of `v` that fall inside the output: a full group at a
+// 16-byte-aligned address as one float4 store (a warp's scalar store would touch sixteen
+// 32-byte sectors to write 128 bytes), the tail one value at a time.
 __device__ __forceinline__ void store_group(float* out, long long i, long long take, const float v[4]) {
+    if (take == 4 && ((unsigned long long)(out + i) & 15ull) == 0) {
+        *reinterpret_cast<float4*>(out + i) = make_float4(v[0], v[1], v[2], v[3]);
+        return;
+    }
     for (int t = 0; t < take; ++t) out[i + t] = v[t];
 }
 
