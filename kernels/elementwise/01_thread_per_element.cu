@@ -102,8 +102,12 @@ extern "C" __global__ void clamp_f32(const float* __restrict__ x, float* __restr
     GRID_STRIDE_LOOP(i, n) y[i] = clamp_apply(x[i], lo, hi, mode);
 }
 
-// out[i] = start + i * step (the host checks that the last value fits in i64).
+// out[i] = start + i * step (the host checks that the last value fits in i64). `i * step` alone
+// may not fit when start and end have opposite signs, so the sum is taken in unsigned (wrapping)
+// arithmetic, which gives the exact in-range result without signed overflow.
 extern "C" __global__ void arange_i64(long long* __restrict__ out, long long n, long long start, long long step) {
     CAMEL_PDL_WAIT();
-    GRID_STRIDE_LOOP(i, n) out[i] = start + i * step;
+    GRID_STRIDE_LOOP(i, n) {
+        out[i] = (long long)((unsigned long long)start + (unsigned long long)i * (unsigned long long)step);
+    }
 }

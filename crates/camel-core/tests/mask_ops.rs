@@ -361,6 +361,20 @@ fn arange_i64() {
         &[i64::MAX - 3, i64::MAX - 1],
         |d| Tensor::arange(i64::MAX - 3, i64::MAX, 2, d),
     );
+    // from one end of i64 to the other: `i · step` overflows i64 though every value fits
+    let step = i64::MAX / 2 + 1;
+    check_i64(
+        "arange(i64::MIN, i64::MAX, 2^62)",
+        &[4],
+        &[i64::MIN, i64::MIN / 2, 0, step],
+        |d| Tensor::arange(i64::MIN, i64::MAX, step, d),
+    );
+    check_i64(
+        "arange(i64::MAX, i64::MIN, -2^62)",
+        &[4],
+        &[i64::MAX, step - 1, -1, -step - 1],
+        |d| Tensor::arange(i64::MAX, i64::MIN, -step, d),
+    );
     for d in devices() {
         assert_eq!(
             Tensor::arange(0, 3, 1, d).unwrap().dtype(),

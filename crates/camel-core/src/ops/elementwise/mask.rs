@@ -264,8 +264,10 @@ impl Tensor {
         let storage = match device {
             Device::Cpu => {
                 let mut v = crate::backend::cpu::try_vec("arange", n)?;
-                // Every value lies between start and end, so none overflows.
-                v.extend((0..n as i64).map(|i| start + i * step));
+                // Every value lies between start and end, but `i · step` alone may not fit in
+                // i64 (start and end of opposite signs): two's-complement wrapping gives the
+                // exact sum, as the kernel's unsigned arithmetic does.
+                v.extend((0..n as i64).map(|i| start.wrapping_add(i.wrapping_mul(step))));
                 Storage::Cpu(crate::backend::cpu::CpuStorage::I64(v))
             }
             #[cfg(feature = "cuda")]
