@@ -111,3 +111,53 @@ extern "C" __global__ void arange_i64(long long* __restrict__ out, long long n, 
         out[i] = (long long)((unsigned long long)start + (unsigned long long)i * (unsigned long long)step);
     }
 }
+
+// ---------------------------------------------------------------- f16 and bf16
+// The same ops on 16-bit elements: each widens to f32 (common/half.cuh), applies the f32
+// function above and rounds the result once. One thread per element, as the f32 kernels of this
+// step; every step's table runs them from here.
+
+template <typename T>
+__device__ void unary_h(const T* __restrict__ x, T* __restrict__ y, long long n, int op, float s) {
+    GRID_STRIDE_LOOP(i, n) y[i] = camel::from_float<T>(unary_apply(op, camel::to_float(x[i]), s));
+}
+
+// Same shapes, the binary ops plus 5 (gelu backward).
+template <typename T>
+__device__ void binary_h(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ out, long long n, int op) {
+    GRID_STRIDE_LOOP(i, n) out[i] = camel::from_float<T>(binary_apply2(op, camel::to_float(a[i]), camel::to_float(b[i])));
+}
+
+template <typename T>
+__device__ void binary_bcast_h(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ out, long long n,
+                               int op, const BcastArgs& p) {
+    GRID_STRIDE_LOOP(i, n) {
+        long long rem = i, ia = 0, ib = 0;
+        for (int d = (int)p.ndim - 1; d >= 0; --d) {
+            long long q = rem % p.shape[d];
+            rem /= p.shape[d];
+            ia += q * p.sa[d];
+            ib += q * p.sb[d];
+        }
+        out[i] = camel::from_float<T>(binary_apply(op, camel::to_float(a[ia]), camel::to_float(b[ib])));
+    }
+}
+
+#define HALF_ELEMENTWISE(SUFFIX, T)                                                                              \
+    extern "C" __global__ void unary_##SUFFIX(const T* __restrict__ x, T* __restrict__ y, long long n, int op,   \
+                                              float s) {                                                         \
+        CAMEL_PDL_WAIT();                                                                                        \
+        unary_h(x, y, n, op, s);                                                                                 \
+    }                                                                                                            \
+    extern "C" __global__ void binary2_##SUFFIX(const T* __restrict__ a, const T* __restrict__ b,                \
+                                                T* __restrict__ out, long long n, int op) {                      \
+        CAMEL_PDL_WAIT();                                                                                        \
+        binary_h(a, b, out, n, op);                                                                              \
+    }                                                                                                            \
+    extern "C" __global__ void binary_bcast_##SUFFIX(const T* __restrict__ a, const T* __restrict__ b,           \
+                                                     T* __restrict__ out, long long n, int op, BcastArgs p) {    \
+        CAMEL_PDL_WAIT();                                                                                        \
+        binary_bcast_h(a, b, out, n, op, p);                                                                     \
+    }
+HALF_ELEMENTWISE(f16, __half)
+HALF_ELEMENTWISE(bf16, __nv_bfloat16)

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "common/common.cuh"
+#include "common/half.cuh"
 
 #define GELU_C 0.7978845608028654f
 

@@ -408,6 +408,24 @@ fn run() -> Result<()> {
         })?;
     }
 
+    // ---- 16-bit elementwise and the mixed-precision casts, 2^28 (the 2-byte tensors live in
+    // the f32 buffers' first halves)
+    {
+        use camel_cuda::kernels::shape::{self as sh, Elem};
+        b.row("add_bf16", "2^28", 1, 6.0 * nf, 1, &mut |_| {
+            ew::binary_half(d, Elem::BF16, px, py, pz, n, 0)
+        })?;
+        b.row("gelu_f16", "2^28", 1, 4.0 * nf, 1, &mut |_| {
+            ew::unary_half(d, Elem::F16, px, pz, n, 4, 0.0)
+        })?;
+        b.row("cast_f32_bf16", "2^28", 1, 6.0 * nf, 1, &mut |_| {
+            sh::cast(d, px, pz, n, Elem::F32, Elem::BF16)
+        })?;
+        b.row("cast_bf16_f32", "2^28", 1, 6.0 * nf, 1, &mut |_| {
+            sh::cast(d, py, pz, n, Elem::BF16, Elem::F32)
+        })?;
+    }
+
     // ---- reductions, 2^28
     let out = buf(d, 65536, 0.0)?;
     let po = out.ptr();

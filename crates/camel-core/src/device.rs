@@ -72,6 +72,10 @@ pub enum DType {
     F32,
     /// 64-bit signed integer: labels and token ids.
     I64,
+    /// IEEE 754 half precision (1 sign, 5 exponent, 10 mantissa bits): range ±65504.
+    F16,
+    /// bfloat16 (1 sign, 8 exponent, 7 mantissa bits): f32's range at 8 bits of precision.
+    BF16,
 }
 
 impl DType {
@@ -80,6 +84,49 @@ impl DType {
         match self {
             DType::F32 => 4,
             DType::I64 => 8,
+            DType::F16 | DType::BF16 => 2,
+        }
+    }
+
+    /// True for the floating-point dtypes (f32, f16, bf16).
+    pub fn is_float(&self) -> bool {
+        match self {
+            DType::F32 | DType::F16 | DType::BF16 => true,
+            DType::I64 => false,
+        }
+    }
+
+    /// The dtype's short name: `f32`, `i64`, `f16`, `bf16`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            DType::F32 => "f32",
+            DType::I64 => "i64",
+            DType::F16 => "f16",
+            DType::BF16 => "bf16",
+        }
+    }
+}
+
+impl std::fmt::Display for DType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for DType {
+    type Err = String;
+
+    /// `f32`, `i64`, `f16` or `bf16` (also PyTorch's `float32`, `int64`, `float16`, `half`,
+    /// `bfloat16`).
+    fn from_str(s: &str) -> std::result::Result<DType, String> {
+        match s {
+            "f32" | "float32" | "float" => Ok(DType::F32),
+            "i64" | "int64" | "long" => Ok(DType::I64),
+            "f16" | "float16" | "half" => Ok(DType::F16),
+            "bf16" | "bfloat16" => Ok(DType::BF16),
+            _ => Err(format!(
+                "unknown dtype '{s}' (expected f32, i64, f16 or bf16)"
+            )),
         }
     }
 }

@@ -95,7 +95,7 @@ fn write_nested(
 impl fmt::Display for Tensor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let cells: Vec<String> = match self.dtype() {
-            DType::F32 => match self.to_vec() {
+            DType::F32 | DType::F16 | DType::BF16 => match self.to_vec() {
                 Ok(v) => {
                     let fmt = f32_formatter(&v);
                     v.into_iter().map(fmt).collect()
@@ -119,8 +119,8 @@ impl fmt::Display for Tensor {
         if self.device() != Device::Cpu {
             write!(f, ", device='{}'", self.device())?;
         }
-        if self.dtype() == DType::I64 {
-            f.write_str(", dtype=i64")?;
+        if self.dtype() != DType::F32 {
+            write!(f, ", dtype={}", self.dtype().name())?;
         }
         if self.requires_grad() {
             f.write_str(", requires_grad=True")?;

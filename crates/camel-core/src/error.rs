@@ -41,7 +41,7 @@ pub enum Error {
         rhs: Device,
     },
     /// An operand has the wrong element type.
-    #[error("{op}: expected dtype {expected:?}, got {got:?}")]
+    #[error("{op}: expected dtype {expected}, got {got}")]
     DTypeMismatch {
         /// The op that failed.
         op: &'static str,

@@ -41,6 +41,7 @@ pub use camel_cuda::config;
 pub use device::{cuda_available, DType, Device};
 pub use error::{Error, Result};
 pub use gradcheck::{gradcheck, GradcheckOptions};
+pub use half::{bf16, f16};
 pub use layout::Layout;
 pub use ops::conv2d::Conv2dOptions;
 pub use rng::{initial_seed, manual_seed, Generator};

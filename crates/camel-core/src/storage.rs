@@ -120,8 +120,7 @@ impl Storage {
     /// Number of elements.
     pub fn len(&self) -> usize {
         match self {
-            Storage::Cpu(CpuStorage::F32(v)) => v.len(),
-            Storage::Cpu(CpuStorage::I64(v)) => v.len(),
+            Storage::Cpu(s) => s.len(),
             #[cfg(feature = "cuda")]
             Storage::Cuda(s) => s.len(),
         }
@@ -135,8 +134,7 @@ impl Storage {
     /// Element type.
     pub fn dtype(&self) -> DType {
         match self {
-            Storage::Cpu(CpuStorage::F32(_)) => DType::F32,
-            Storage::Cpu(CpuStorage::I64(_)) => DType::I64,
+            Storage::Cpu(s) => s.dtype(),
             #[cfg(feature = "cuda")]
             Storage::Cuda(s) => s.dtype(),
         }

@@ -272,11 +272,18 @@ impl Tensor {
         Tensor::from_cpu(CpuStorage::I64(data), shape, device)
     }
 
+    /// An f16 tensor from host data (see [`half::f16`], re-exported as `camel_core::f16`).
+    pub fn from_vec_f16(data: Vec<half::f16>, shape: &[usize], device: Device) -> Result<Tensor> {
+        Tensor::from_cpu(CpuStorage::F16(data), shape, device)
+    }
+
+    /// A bf16 tensor from host data (see [`half::bf16`], re-exported as `camel_core::bf16`).
+    pub fn from_vec_bf16(data: Vec<half::bf16>, shape: &[usize], device: Device) -> Result<Tensor> {
+        Tensor::from_cpu(CpuStorage::BF16(data), shape, device)
+    }
+
     fn from_cpu(data: CpuStorage, shape: &[usize], device: Device) -> Result<Tensor> {
-        let len = match &data {
-            CpuStorage::F32(v) => v.len(),
-            CpuStorage::I64(v) => v.len(),
-        };
+        let len = data.len();
         let n = checked_numel("from_vec", shape)?;
         if len != n {
             return Err(Error::BadShape {
@@ -430,11 +437,12 @@ impl Tensor {
         self.0.device
     }
 
-    /// All elements as f32, in row-major order (waits for the device).
+    /// All elements as f32, in row-major order (waits for the device). f16 and bf16 widen
+    /// exactly; i64 rounds to the nearest f32.
     pub fn to_vec(&self) -> Result<Vec<f32>> {
         match self.storage()?.to_cpu()? {
             CpuStorage::F32(v) => Ok(v),
-            CpuStorage::I64(v) => Ok(v.into_iter().map(|x| x as f32).collect()),
+            s => Ok(s.to_f32_vec()),
         }
     }
 
@@ -442,10 +450,34 @@ impl Tensor {
     pub fn to_vec_i64(&self) -> Result<Vec<i64>> {
         match self.storage()?.to_cpu()? {
             CpuStorage::I64(v) => Ok(v),
-            CpuStorage::F32(_) => Err(Error::DTypeMismatch {
+            s => Err(Error::DTypeMismatch {
                 op: "to_vec_i64",
                 expected: DType::I64,
-                got: DType::F32,
+                got: s.dtype(),
+            }),
+        }
+    }
+
+    /// All elements of an f16 tensor, bit for bit.
+    pub fn to_vec_f16(&self) -> Result<Vec<half::f16>> {
+        match self.storage()?.to_cpu()? {
+            CpuStorage::F16(v) => Ok(v),
+            s => Err(Error::DTypeMismatch {
+                op: "to_vec_f16",
+                expected: DType::F16,
+                got: s.dtype(),
+            }),
+        }
+    }
+
+    /// All elements of a bf16 tensor, bit for bit.
+    pub fn to_vec_bf16(&self) -> Result<Vec<half::bf16>> {
+        match self.storage()?.to_cpu()? {
+            CpuStorage::BF16(v) => Ok(v),
+            s => Err(Error::DTypeMismatch {
+                op: "to_vec_bf16",
+                expected: DType::BF16,
+                got: s.dtype(),
             }),
         }
     }
@@ -484,11 +516,38 @@ impl Tensor {
         ))
     }
 
-    /// Convert to another dtype (not differentiable).
+    /// Convert to another dtype (PyTorch `.to(dtype)`): f16 and bf16 widen to f32 exactly,
+    /// narrowing rounds to nearest (ties to even), float → i64 truncates toward zero and i64 →
+    /// f16/bf16 rounds through f32, the same on every device. Between float dtypes it is
+    /// differentiable: the gradient is cast back to this tensor's dtype. The same dtype gives
+    /// this tensor itself.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use camel_core::{DType, Device, Tensor};
+    /// let x = Tensor::from_vec(vec![1.0, 1.0 + 1.0 / 256.0, 65520.0], &[3], Device::Cpu)?;
+    /// let h = x.to_dtype(DType::BF16)?;
+    /// // bf16 keeps 8 significant bits: 1 + 2⁻⁸ is a tie and rounds to the even 1.0
+    /// assert_eq!(h.to_vec()?, [1.0, 1.0, 65536.0]);
+    /// assert!(x.to_dtype(DType::F16)?.to_vec()?[2].is_infinite()); // above f16's 65504
+    /// # Ok::<(), camel_core::Error>(())
+    /// ```
     pub fn to_dtype(&self, dtype: DType) -> Result<Tensor> {
-        Ok(Tensor::from_storage(
-            self.storage()?.cast(dtype)?,
+        let src = self.dtype();
+        if src == dtype {
+            return Ok(self.clone());
+        }
+        let storage = self.storage()?.cast(dtype)?;
+        if !(src.is_float() && dtype.is_float()) {
+            return Ok(Tensor::from_storage(storage, self.shape().to_vec()));
+        }
+        Ok(Tensor::from_op(
+            storage,
             self.shape().to_vec(),
+            "to_dtype",
+            &[self],
+            move |g| Ok(vec![Some(g.to_dtype(src)?)]),
         ))
     }
 
@@ -506,8 +565,11 @@ impl Tensor {
                 "requires_grad_ on a non-leaf tensor: call detach() first".into(),
             ));
         }
-        if on && self.dtype() != DType::F32 {
-            return Err(Error::Autograd("only f32 tensors can require grad".into()));
+        if on && !self.dtype().is_float() {
+            return Err(Error::Autograd(format!(
+                "only float tensors (f32, f16, bf16) can require grad, not {}",
+                self.dtype()
+            )));
         }
         self.0.requires_grad.store(on, Ordering::Relaxed);
         Ok(self)
@@ -556,7 +618,7 @@ impl Tensor {
                 self.shape()
             )));
         }
-        let seed = self.ones_like()?;
+        let seed = self.ones_like()?.to_dtype(self.dtype())?;
         autograd::run_backward(self, seed)
     }
 
@@ -570,6 +632,7 @@ impl Tensor {
                 expected: "a gradient of the output's shape".into(),
             });
         }
+        crate::ops::same_dtype("backward_with", self, grad)?;
         autograd::run_backward(self, grad.detach())
     }
 

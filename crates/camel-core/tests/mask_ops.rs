@@ -209,7 +209,7 @@ fn where_cond_selects_with_broadcasting() {
         );
         err_names(
             m.where_cond(&ti(&[1, 2], &[2], d), &t(&[0.0; 2], &[2], d)),
-            &["where_cond", "I64"],
+            &["where_cond", "i64"],
         );
     }
 }

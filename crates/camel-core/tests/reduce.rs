@@ -344,7 +344,7 @@ fn multi_dim_edge_cases_and_errors() {
             (x.var_dims(&[-3], 1, false), vec!["var_dims", "-3"]),
             (
                 ti(&[1, 2], &[2], d).sum_dims(&[0], false),
-                vec!["sum_dims", "I64"],
+                vec!["sum_dims", "i64"],
             ),
         ] {
             let e = r.unwrap_err().to_string();

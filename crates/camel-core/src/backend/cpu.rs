@@ -3,6 +3,7 @@
 //! is tested against them.
 
 use crate::{DType, Error, Result};
+use half::{bf16, f16};
 
 /// An empty vector with room for `n` elements, or [`Error::OutOfMemory`] naming `op` and the
 /// bytes asked when the host cannot provide them (where `Vec::with_capacity` would abort).
@@ -29,6 +30,10 @@ pub enum CpuStorage {
     F32(Vec<f32>),
     /// `i64` elements.
     I64(Vec<i64>),
+    /// `f16` elements.
+    F16(Vec<f16>),
+    /// `bf16` elements.
+    BF16(Vec<bf16>),
 }
 
 impl CpuStorage {
@@ -37,6 +42,8 @@ impl CpuStorage {
         match self {
             CpuStorage::F32(_) => DType::F32,
             CpuStorage::I64(_) => DType::I64,
+            CpuStorage::F16(_) => DType::F16,
+            CpuStorage::BF16(_) => DType::BF16,
         }
     }
 
@@ -45,6 +52,8 @@ impl CpuStorage {
         match self {
             CpuStorage::F32(v) => v.len(),
             CpuStorage::I64(v) => v.len(),
+            CpuStorage::F16(v) => v.len(),
+            CpuStorage::BF16(v) => v.len(),
         }
     }
 
@@ -57,10 +66,22 @@ impl CpuStorage {
     pub(crate) fn f32(&self, op: &'static str) -> Result<&[f32]> {
         match self {
             CpuStorage::F32(v) => Ok(v),
-            CpuStorage::I64(_) => Err(Error::DTypeMismatch {
+            s => Err(Error::DTypeMismatch {
                 op,
                 expected: DType::F32,
-                got: DType::I64,
+                got: s.dtype(),
+            }),
+        }
+    }
+
+    /// The f32 data to write in place, or a dtype error naming `op`.
+    pub(crate) fn f32_mut(&mut self, op: &'static str) -> Result<&mut [f32]> {
+        match self {
+            CpuStorage::F32(v) => Ok(v),
+            s => Err(Error::DTypeMismatch {
+                op,
+                expected: DType::F32,
+                got: s.dtype(),
             }),
         }
     }
@@ -69,11 +90,33 @@ impl CpuStorage {
     pub(crate) fn i64(&self, op: &'static str) -> Result<&[i64]> {
         match self {
             CpuStorage::I64(v) => Ok(v),
-            CpuStorage::F32(_) => Err(Error::DTypeMismatch {
+            s => Err(Error::DTypeMismatch {
                 op,
                 expected: DType::I64,
-                got: DType::F32,
+                got: s.dtype(),
             }),
+        }
+    }
+
+    /// Every element widened to f32 (exact for f32, f16 and bf16; i64 rounds to the nearest
+    /// f32).
+    pub(crate) fn to_f32_vec(&self) -> Vec<f32> {
+        match self {
+            CpuStorage::F32(v) => v.clone(),
+            CpuStorage::I64(v) => v.iter().map(|&x| x as f32).collect(),
+            CpuStorage::F16(v) => v.iter().map(|x| x.to_f32()).collect(),
+            CpuStorage::BF16(v) => v.iter().map(|x| x.to_f32()).collect(),
+        }
+    }
+
+    /// f32 values converted to `dtype`: rounded to nearest, ties to even, for f16 and bf16,
+    /// truncated toward zero for i64 (NaN gives 0, as CUDA's conversion); f32 is a move.
+    pub(crate) fn from_f32_vec(v: Vec<f32>, dtype: DType) -> CpuStorage {
+        match dtype {
+            DType::F32 => CpuStorage::F32(v),
+            DType::I64 => CpuStorage::I64(v.iter().map(|&x| x as i64).collect()),
+            DType::F16 => CpuStorage::F16(v.iter().map(|&x| f16::from_f32(x)).collect()),
+            DType::BF16 => CpuStorage::BF16(v.iter().map(|&x| bf16::from_f32(x)).collect()),
         }
     }
 }

@@ -76,7 +76,14 @@ pub(crate) fn alloc(dev: &Arc<CudaDevice>, len: usize, dtype: DType) -> Result<C
         })?;
     let buf = dev.alloc(bytes)?;
     if config::poison() && len > 0 {
-        k::elementwise::fill_f32(dev, buf.ptr(), len * dtype.size() / 4, f32::NAN)?;
+        match dtype {
+            // a quiet NaN in every element
+            DType::F16 => k::shape::fill_b16(dev, buf.ptr(), len, 0x7e00)?,
+            DType::BF16 => k::shape::fill_b16(dev, buf.ptr(), len, 0x7fc0)?,
+            DType::F32 | DType::I64 => {
+                k::elementwise::fill_f32(dev, buf.ptr(), len * dtype.size() / 4, f32::NAN)?
+            }
+        }
     }
     Ok(CudaStorage {
         buf,
@@ -89,6 +96,16 @@ pub(crate) fn alloc(dev: &Arc<CudaDevice>, len: usize, dtype: DType) -> Result<C
 /// A new output of `len` elements on `s`'s device.
 pub(crate) fn like(s: &CudaStorage, len: usize, dtype: DType) -> Result<CudaStorage> {
     alloc(&s.dev, len, dtype)
+}
+
+/// camel-cuda's name for the element type `dtype` (kernel-name suffixes).
+pub(crate) fn elem(dtype: DType) -> k::shape::Elem {
+    match dtype {
+        DType::F32 => k::shape::Elem::F32,
+        DType::I64 => k::shape::Elem::I64,
+        DType::F16 => k::shape::Elem::F16,
+        DType::BF16 => k::shape::Elem::BF16,
+    }
 }
 
 /// Error unless `s` holds `dtype`.
@@ -186,6 +203,8 @@ pub fn upload(ordinal: usize, data: &CpuStorage) -> Result<CudaStorage> {
     let (buf, dtype, len) = match data {
         CpuStorage::F32(v) => (dev.htod(v)?, DType::F32, v.len()),
         CpuStorage::I64(v) => (dev.htod(v)?, DType::I64, v.len()),
+        CpuStorage::F16(v) => (dev.htod(v)?, DType::F16, v.len()),
+        CpuStorage::BF16(v) => (dev.htod(v)?, DType::BF16, v.len()),
     };
     Ok(CudaStorage {
         buf,
@@ -200,6 +219,8 @@ pub fn download(s: &CudaStorage) -> Result<CpuStorage> {
     let out = match s.dtype {
         DType::F32 => CpuStorage::F32(s.dev.dtoh_vec(&s.buf, s.len)?),
         DType::I64 => CpuStorage::I64(s.dev.dtoh_vec(&s.buf, s.len)?),
+        DType::F16 => CpuStorage::F16(s.dev.dtoh_vec(&s.buf, s.len)?),
+        DType::BF16 => CpuStorage::BF16(s.dev.dtoh_vec(&s.buf, s.len)?),
     };
     check_index_errors(&s.dev)?;
     Ok(out)

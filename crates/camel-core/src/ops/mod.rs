@@ -28,6 +28,13 @@
 //! | `conv2d/` | conv2d, conv2d_relu (NCHW; stride, padding, dilation, groups) |
 //! | `pool/` | max_pool2d (saves the argmax), avg_pool2d, adaptive_avg_pool2d_1x1 |
 //!
+//! ## Dtypes
+//!
+//! Every op takes f32 (and the index ops i64). The elementwise ops, the shape ops (views,
+//! copies, `cat`) and `to_dtype` also take f16 and bf16: an elementwise op widens each element to
+//! f32, computes in f32 and rounds once. Any other op given a 16-bit tensor returns
+//! [`crate::Error::DTypeMismatch`] naming itself, and a binary op refuses operands of two dtypes.
+//!
 //! ## NaN, infinities and edge cases
 //!
 //! Every op follows IEEE arithmetic and PyTorch, on every device, so a NaN is never hidden:
@@ -70,6 +77,30 @@ pub(crate) fn expect_f32(op: &'static str, t: &Tensor) -> Result<()> {
             op,
             expected: DType::F32,
             got: t.dtype(),
+        });
+    }
+    Ok(())
+}
+
+/// Error unless `t` holds floats (f32, f16 or bf16).
+pub(crate) fn expect_float(op: &'static str, t: &Tensor) -> Result<()> {
+    if !t.dtype().is_float() {
+        return Err(Error::DTypeMismatch {
+            op,
+            expected: DType::F32,
+            got: t.dtype(),
+        });
+    }
+    Ok(())
+}
+
+/// Error unless `a` and `b` hold one dtype: a binary op never mixes them without a cast.
+pub(crate) fn same_dtype(op: &'static str, a: &Tensor, b: &Tensor) -> Result<()> {
+    if a.dtype() != b.dtype() {
+        return Err(Error::DTypeMismatch {
+            op,
+            expected: a.dtype(),
+            got: b.dtype(),
         });
     }
     Ok(())

@@ -139,6 +139,107 @@ pub fn binary_bcast_f32(
     unsafe { launch_elems(dev, STEP1, name, n, &[&a, &b, &out, &ni, &code, &p]) }
 }
 
+/// The kernel-name suffix of a 16-bit element type, or an error naming `op`.
+fn half_suffix(op: &str, elem: super::shape::Elem) -> Result<&'static str> {
+    match elem {
+        super::shape::Elem::F16 => Ok("f16"),
+        super::shape::Elem::BF16 => Ok("bf16"),
+        other => Err(crate::Error::InvalidArgument {
+            op: op.into(),
+            msg: format!("{other:?} is not a 16-bit float"),
+        }),
+    }
+}
+
+/// `y[i] = f(x[i])` on f16 or bf16 elements (`elem`): widened to f32, the f32 function, rounded
+/// once to nearest even. Eight elements a thread in 16-byte words (step 2's form,
+/// `unary_vec8_*`) when the pointers are 16-byte aligned, one a thread otherwise.
+#[allow(clippy::too_many_arguments)]
+pub fn unary_half(
+    dev: &CudaDevice,
+    elem: super::shape::Elem,
+    x: DevPtr,
+    y: DevPtr,
+    n: usize,
+    code: i32,
+    s: f32,
+) -> Result<()> {
+    let suffix = half_suffix("unary", elem)?;
+    if n == 0 {
+        return Ok(());
+    }
+    let ni = n as i64;
+    if super::rows::aligned16(&[x, y]) {
+        let name = format!("unary_vec8_{suffix}");
+        // SAFETY: matches `unary_vec8_f16/bf16(const T*, T*, long long, int, float)`; aligned.
+        // two 16-byte words a thread
+        let cfg = launch_1d(n.div_ceil(16).max(8));
+        return unsafe { launch(dev, STEP2, &name, cfg, &[&x, &y, &ni, &code, &s]) };
+    }
+    let name = format!("unary_{suffix}");
+    // SAFETY: matches `unary_f16/bf16(const T*, T*, long long, int, float)`; n elements each.
+    unsafe { launch_elems(dev, STEP1, &name, n, &[&x, &y, &ni, &code, &s]) }
+}
+
+/// `out[i] = a[i] op b[i]` on f16 or bf16 elements of equal shapes (the ops of
+/// [`binary2_f32`], GELU backward included), computed in f32 and rounded once; eight elements a
+/// thread when the pointers are 16-byte aligned (`binary_vec8_*`), one otherwise.
+#[allow(clippy::too_many_arguments)]
+pub fn binary_half(
+    dev: &CudaDevice,
+    elem: super::shape::Elem,
+    a: DevPtr,
+    b: DevPtr,
+    out: DevPtr,
+    n: usize,
+    code: i32,
+) -> Result<()> {
+    let suffix = half_suffix("binary", elem)?;
+    if n == 0 {
+        return Ok(());
+    }
+    let ni = n as i64;
+    if super::rows::aligned16(&[a, b, out]) {
+        let name = format!("binary_vec8_{suffix}");
+        let args: [&dyn crate::KernelArg; 5] = [&a, &b, &out, &ni, &code];
+        // SAFETY: matches `binary_vec8_f16/bf16(const T*, const T*, T*, long long, int)`; aligned.
+        return unsafe { launch(dev, STEP2, &name, vec8_config(n), &args) };
+    }
+    let name = format!("binary2_{suffix}");
+    // SAFETY: matches `binary2_f16/bf16(const T*, const T*, T*, long long, int)`.
+    unsafe { launch_elems(dev, STEP1, &name, n, &[&a, &b, &out, &ni, &code]) }
+}
+
+/// [`binary_bcast_f32`] on f16 or bf16 elements.
+#[allow(clippy::too_many_arguments)]
+pub fn binary_bcast_half(
+    dev: &CudaDevice,
+    elem: super::shape::Elem,
+    a: DevPtr,
+    b: DevPtr,
+    out: DevPtr,
+    out_shape: &[usize],
+    sa: &[usize],
+    sb: &[usize],
+    code: i32,
+) -> Result<()> {
+    let name = format!("binary_bcast_{}", half_suffix("binary", elem)?);
+    let n: usize = out_shape.iter().product();
+    if n == 0 {
+        return Ok(());
+    }
+    let p = BcastArgs {
+        ndim: out_shape.len() as i64,
+        shape: dims_array("binary_bcast", out_shape)?,
+        sa: dims_array("binary_bcast", sa)?,
+        sb: dims_array("binary_bcast", sb)?,
+    };
+    let ni = n as i64;
+    // SAFETY: matches `binary_bcast_f16/bf16(const T*, const T*, T*, long long, int, BcastArgs)`;
+    // the strides keep every read inside a and b.
+    unsafe { launch_elems(dev, STEP1, &name, n, &[&a, &b, &out, &ni, &code, &p]) }
+}
+
 /// Kernel argument of `where_f32` (layout of `WhereArgs` in kernels/elementwise/01_thread_per_element.cu).
 #[repr(C)]
 #[derive(Clone, Copy, cust_core::DeviceCopy)]
@@ -240,6 +341,11 @@ pub const GELU_BWD: i32 = 5;
 /// at least that many threads.
 fn vec4_config(n: usize) -> crate::LaunchConfig {
     launch_1d(n.div_ceil(4).max(4))
+}
+
+/// A grid for eight elements a thread (at least 8 threads, for the tail).
+pub(crate) fn vec8_config(n: usize) -> crate::LaunchConfig {
+    launch_1d(n.div_ceil(8).max(8))
 }
 
 // ------------------------------------------------------------------ the ladder's table

@@ -7,7 +7,13 @@ use crate::Result;
 
 impl ElementwiseKernels for CpuStorage {
     fn unary(&self, op: UnaryOp) -> Result<Self> {
-        Ok(CpuStorage::F32(unary(self.f32("unary")?, op)))
+        match self {
+            CpuStorage::F16(_) | CpuStorage::BF16(_) => Ok(CpuStorage::from_f32_vec(
+                unary(&self.to_f32_vec(), op),
+                self.dtype(),
+            )),
+            _ => Ok(CpuStorage::F32(unary(self.f32("unary")?, op))),
+        }
     }
 
     fn binary(
@@ -18,6 +24,19 @@ impl ElementwiseKernels for CpuStorage {
         out_shape: &[usize],
         op: BinaryOp,
     ) -> Result<Self> {
+        if let CpuStorage::F16(_) | CpuStorage::BF16(_) = self {
+            // computed in f32 and rounded once, as the CUDA kernels
+            if rhs.dtype() != self.dtype() {
+                return Err(crate::Error::DTypeMismatch {
+                    op: "binary",
+                    expected: self.dtype(),
+                    got: rhs.dtype(),
+                });
+            }
+            let (a, b) = (self.to_f32_vec(), rhs.to_f32_vec());
+            let out = binary(&a, a_shape, &b, b_shape, out_shape, op)?;
+            return Ok(CpuStorage::from_f32_vec(out, self.dtype()));
+        }
         let (a, b) = (self.f32("binary")?, rhs.f32("binary")?);
         Ok(CpuStorage::F32(binary(
             a, a_shape, b, b_shape, out_shape, op,

@@ -1,7 +1,7 @@
 //! The elementwise ops on the GPU: the elementwise ladder (`kernels/elementwise`).
 
 use super::{BinaryOp, ElementwiseKernels, UnaryOp};
-use crate::backend::cuda::{expect, like, CudaStorage, Family};
+use crate::backend::cuda::{elem, expect, like, CudaStorage, Family};
 use crate::config::step;
 use crate::{DType, Error, Result};
 use camel_cuda::kernels as k;
@@ -83,13 +83,20 @@ pub(crate) fn arange_i64(ordinal: usize, n: usize, start: i64, step: i64) -> Res
     Ok(out)
 }
 
-/// Elementwise `f(x)`.
+/// Elementwise `f(x)`; f16 and bf16 compute in f32 and round once.
 fn unary(x: &CudaStorage, op: UnaryOp) -> Result<CudaStorage> {
-    expect("unary", x, DType::F32)?;
-    let out = like(x, x.len, DType::F32)?;
+    let out = like(x, x.len, x.dtype)?;
     let (code, s) = op.code();
-    let unary = k::elementwise::at(step(Family::Elementwise)).unary;
-    unary(&x.dev, x.ptr(), out.ptr(), x.len, code, s)?;
+    match x.dtype {
+        DType::F32 => {
+            let unary = k::elementwise::at(step(Family::Elementwise)).unary;
+            unary(&x.dev, x.ptr(), out.ptr(), x.len, code, s)?;
+        }
+        DType::F16 | DType::BF16 => {
+            k::elementwise::unary_half(&x.dev, elem(x.dtype), x.ptr(), out.ptr(), x.len, code, s)?
+        }
+        DType::I64 => expect("unary", x, DType::F32)?,
+    }
     Ok(out)
 }
 
@@ -102,13 +109,28 @@ fn binary(
     out_shape: &[usize],
     op: BinaryOp,
 ) -> Result<CudaStorage> {
-    expect("binary", a, DType::F32)?;
-    expect("binary", b, DType::F32)?;
+    if a.dtype == DType::I64 {
+        expect("binary", a, DType::F32)?;
+    }
+    expect("binary", b, a.dtype)?;
     let n: usize = out_shape.iter().product();
-    let out = like(a, n, DType::F32)?;
+    let out = like(a, n, a.dtype)?;
+    let half = a.dtype != DType::F32;
     if a_shape == b_shape {
-        let binary = k::elementwise::at(step(Family::Elementwise)).binary;
-        binary(&a.dev, a.ptr(), b.ptr(), out.ptr(), n, op.code())?;
+        if half {
+            k::elementwise::binary_half(
+                &a.dev,
+                elem(a.dtype),
+                a.ptr(),
+                b.ptr(),
+                out.ptr(),
+                n,
+                op.code(),
+            )?;
+        } else {
+            let binary = k::elementwise::at(step(Family::Elementwise)).binary;
+            binary(&a.dev, a.ptr(), b.ptr(), out.ptr(), n, op.code())?;
+        }
     } else if op == BinaryOp::GeluBwd {
         return Err(Error::ShapeMismatch {
             op: "gelu backward",
@@ -119,16 +141,30 @@ fn binary(
     } else {
         let sa = crate::shape::broadcast_strides(a_shape, out_shape);
         let sb = crate::shape::broadcast_strides(b_shape, out_shape);
-        k::elementwise::binary_bcast_f32(
-            &a.dev,
-            a.ptr(),
-            b.ptr(),
-            out.ptr(),
-            out_shape,
-            &sa,
-            &sb,
-            op.code(),
-        )?;
+        if half {
+            k::elementwise::binary_bcast_half(
+                &a.dev,
+                elem(a.dtype),
+                a.ptr(),
+                b.ptr(),
+                out.ptr(),
+                out_shape,
+                &sa,
+                &sb,
+                op.code(),
+            )?;
+        } else {
+            k::elementwise::binary_bcast_f32(
+                &a.dev,
+                a.ptr(),
+                b.ptr(),
+                out.ptr(),
+                out_shape,
+                &sa,
+                &sb,
+                op.code(),
+            )?;
+        }
     }
     Ok(out)
 }

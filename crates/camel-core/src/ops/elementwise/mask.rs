@@ -16,15 +16,16 @@ use crate::storage::Storage;
 use crate::{Device, Error, Result, Tensor};
 
 impl Tensor {
-    /// A comparison of two tensors (broadcasting) as a 0/1 mask, outside autograd.
+    /// A comparison of two tensors (broadcasting) as a 0/1 mask of their dtype, outside
+    /// autograd.
     fn compare(&self, rhs: &Tensor, op: BinaryOp, name: &'static str) -> Result<Tensor> {
         let (s, shape) = self.binary_op(rhs, op, name)?;
         Ok(Tensor::from_storage(s, shape))
     }
 
-    /// A comparison with a scalar as a 0/1 mask, outside autograd.
+    /// A comparison with a scalar as a 0/1 mask of this tensor's dtype, outside autograd.
     fn compare_scalar(&self, op: UnaryOp, name: &'static str) -> Result<Tensor> {
-        expect_f32(name, self)?;
+        crate::ops::expect_float(name, self)?;
         self.unary_plain(op)
     }
 

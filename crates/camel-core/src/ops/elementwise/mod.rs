@@ -4,7 +4,7 @@
 //! `clamp`, `abs`, `minimum`/`maximum`, the i64 `arange`) is in `mask.rs`. The CPU reference is
 //! `cpu.rs`, the CUDA launches `cuda.rs`.
 
-use super::{expect_f32, same_device};
+use super::{expect_float, same_device, same_dtype};
 use crate::shape::broadcast_shape;
 use crate::storage::{dispatch, Storage};
 use crate::{Result, Tensor};
@@ -324,8 +324,8 @@ impl Tensor {
         op: BinaryOp,
         name: &'static str,
     ) -> Result<(Storage, Vec<usize>)> {
-        expect_f32(name, self)?;
-        expect_f32(name, rhs)?;
+        expect_float(name, self)?;
+        same_dtype(name, self, rhs)?;
         same_device(name, self, rhs)?;
         let out_shape = broadcast_shape(name, self.shape(), rhs.shape())?;
         let s =
@@ -406,7 +406,7 @@ impl Tensor {
         name: &'static str,
         grad: impl Fn(&Tensor, &Tensor, &Tensor) -> Result<Tensor> + Send + Sync + 'static,
     ) -> Result<Tensor> {
-        expect_f32(name, self)?;
+        expect_float(name, self)?;
         let s = self.storage()?.unary(op)?;
         let out = Tensor::from_storage(s, self.shape().to_vec());
         if !(crate::autograd::is_grad_enabled() && self.requires_grad()) {

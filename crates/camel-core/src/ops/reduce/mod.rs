@@ -236,6 +236,13 @@ impl Tensor {
         if self.shape() == shape {
             return Ok(self.clone());
         }
+        if matches!(self.dtype(), DType::F16 | DType::BF16) {
+            // 16-bit sums accumulate in f32 and round once
+            return self
+                .to_dtype(DType::F32)?
+                .sum_to(shape)?
+                .to_dtype(self.dtype());
+        }
         let extra = self
             .rank()
             .checked_sub(shape.len())

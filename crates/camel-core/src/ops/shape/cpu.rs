@@ -10,6 +10,8 @@ impl ShapeKernels for CpuStorage {
         Ok(match self {
             CpuStorage::F32(v) => CpuStorage::F32(copy_strided(v, shape, strides, offset)?),
             CpuStorage::I64(v) => CpuStorage::I64(copy_strided(v, shape, strides, offset)?),
+            CpuStorage::F16(v) => CpuStorage::F16(copy_strided(v, shape, strides, offset)?),
+            CpuStorage::BF16(v) => CpuStorage::BF16(copy_strided(v, shape, strides, offset)?),
         })
     }
 
@@ -24,21 +26,24 @@ impl ShapeKernels for CpuStorage {
             }
             Ok(out)
         }
+        // the caller checked that every part has the first one's dtype
+        macro_rules! join {
+            ($variant:ident) => {{
+                let v: Vec<_> = parts
+                    .iter()
+                    .filter_map(|p| match p {
+                        CpuStorage::$variant(v) => Some(&v[..]),
+                        _ => None,
+                    })
+                    .collect();
+                Ok(CpuStorage::$variant(rows(&v, outer, widths)?))
+            }};
+        }
         match parts.first() {
-            Some(CpuStorage::I64(_)) => {
-                let v = parts
-                    .iter()
-                    .map(|p| p.i64("cat"))
-                    .collect::<Result<Vec<_>>>()?;
-                Ok(CpuStorage::I64(rows(&v, outer, widths)?))
-            }
-            _ => {
-                let v = parts
-                    .iter()
-                    .map(|p| p.f32("cat"))
-                    .collect::<Result<Vec<_>>>()?;
-                Ok(CpuStorage::F32(rows(&v, outer, widths)?))
-            }
+            Some(CpuStorage::I64(_)) => join!(I64),
+            Some(CpuStorage::F16(_)) => join!(F16),
+            Some(CpuStorage::BF16(_)) => join!(BF16),
+            _ => join!(F32),
         }
     }
 
@@ -53,15 +58,11 @@ impl ShapeKernels for CpuStorage {
     }
 
     fn cast(&self, dtype: DType) -> Result<Self> {
-        Ok(match (self, dtype) {
-            (CpuStorage::F32(v), DType::I64) => {
-                CpuStorage::I64(v.iter().map(|&x| x as i64).collect())
-            }
-            (CpuStorage::I64(v), DType::F32) => {
-                CpuStorage::F32(v.iter().map(|&x| x as f32).collect())
-            }
-            (s, _) => s.clone(),
-        })
+        if self.dtype() == dtype {
+            return Ok(self.clone());
+        }
+        // through f32, as the CUDA casts: see `CpuStorage::from_f32_vec`
+        Ok(CpuStorage::from_f32_vec(self.to_f32_vec(), dtype))
     }
 }
 

@@ -1,7 +1,7 @@
 //! The data-movement primitives on the GPU (`kernels/shape/copy.cu`).
 
 use super::ShapeKernels;
-use crate::backend::cuda::{expect, like, CudaStorage};
+use crate::backend::cuda::{elem, expect, like, CudaStorage};
 use crate::{DType, Result};
 use camel_cuda::kernels as k;
 
@@ -88,9 +88,16 @@ fn pad(
     Ok(out)
 }
 
-/// dtype conversion.
+/// dtype conversion (`kernels/shape/copy.cu`, `cast_<from>_<to>`).
 fn cast(x: &CudaStorage, dtype: DType) -> Result<CudaStorage> {
     let out = like(x, x.len, dtype)?;
-    k::shape::cast(&x.dev, x.ptr(), out.ptr(), x.len, dtype == DType::I64)?;
+    k::shape::cast(
+        &x.dev,
+        x.ptr(),
+        out.ptr(),
+        x.len,
+        elem(x.dtype),
+        elem(dtype),
+    )?;
     Ok(out)
 }

@@ -24,7 +24,8 @@ pub(crate) trait ShapeKernels: Sized {
     fn cat(parts: &[&Self], outer: usize, widths: &[usize]) -> Result<Self>;
     /// Constant padding of a `shape` tensor by `before[d]`/`after[d]` elements per dim.
     fn pad(&self, shape: &[usize], before: &[usize], after: &[usize], value: f32) -> Result<Self>;
-    /// Conversion between f32 and i64 (f32 → i64 truncates toward zero).
+    /// Conversion between any two dtypes through f32: exact widening, round-to-nearest-even
+    /// narrowing, truncation toward zero into i64.
     fn cast(&self, dtype: DType) -> Result<Self>;
 }
 

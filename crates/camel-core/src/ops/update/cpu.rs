@@ -2,7 +2,7 @@
 
 use super::{UpdateKernels, UpdateRule};
 use crate::backend::cpu::CpuStorage;
-use crate::{DType, Error, Result};
+use crate::Result;
 
 impl UpdateKernels for CpuStorage {
     fn update_multi(
@@ -16,15 +16,9 @@ impl UpdateKernels for CpuStorage {
             let g = gs[i].f32(op)?;
             let mut bufs: Vec<&mut [f32]> = Vec::with_capacity(states[i].len());
             for s in states[i].iter_mut() {
-                match &mut **s {
-                    CpuStorage::F32(v) => bufs.push(v.as_mut_slice()),
-                    CpuStorage::I64(_) => return Err(dtype_err(op)),
-                }
+                bufs.push(s.f32_mut(op)?);
             }
-            match &mut **p {
-                CpuStorage::F32(pv) => update(pv, g, &mut bufs, &rules[i]),
-                CpuStorage::I64(_) => return Err(dtype_err(op)),
-            }
+            update(p.f32_mut(op)?, g, &mut bufs, &rules[i]);
         }
         Ok(())
     }
@@ -44,21 +38,10 @@ impl UpdateKernels for CpuStorage {
         let scale = super::clip_scale(norm, max_norm);
         if scale != 1.0 {
             for g in gs.iter_mut() {
-                match &mut **g {
-                    CpuStorage::F32(v) => v.iter_mut().for_each(|x| *x *= scale),
-                    CpuStorage::I64(_) => return Err(dtype_err(op)),
-                }
+                g.f32_mut(op)?.iter_mut().for_each(|x| *x *= scale);
             }
         }
         Ok(CpuStorage::F32(vec![norm]))
-    }
-}
-
-fn dtype_err(op: &'static str) -> Error {
-    Error::DTypeMismatch {
-        op,
-        expected: DType::F32,
-        got: DType::I64,
     }
 }
 
