@@ -33,6 +33,7 @@
 //! Switches that only measure experiments are not variables: they are [`Experiments`], set by
 //! the benchmark programs' flags through [`set_experiments`].
 
+use crate::kernels::hgemm::HgemmKernel;
 use crate::kernels::ladder::{Family, Step};
 use crate::kernels::matmul::SgemmKernel;
 use std::cell::Cell;
@@ -326,6 +327,7 @@ fn env_sgemm() -> SgemmKernel {
 thread_local! {
     static STEP_OVERRIDE: Cell<[Option<Step>; Family::ALL.len()]> = const { Cell::new([None; Family::ALL.len()]) };
     static SGEMM_OVERRIDE: Cell<Option<SgemmKernel>> = const { Cell::new(None) };
+    static HGEMM_OVERRIDE: Cell<Option<HgemmKernel>> = const { Cell::new(None) };
 }
 
 fn index(family: Family) -> usize {
@@ -381,6 +383,26 @@ pub fn with_sgemm_kernel<R>(kernel: SgemmKernel, body: impl FnOnce() -> R) -> R 
         }
     }
     let _restore = Restore(SGEMM_OVERRIDE.with(|o| o.replace(Some(kernel))));
+    body()
+}
+
+/// The tensor-core GEMM step 16-bit `matmul` and `Linear` run on this thread: the innermost
+/// [`with_hgemm_kernel`] override, else [`HgemmKernel::BEST`].
+pub fn hgemm_kernel() -> HgemmKernel {
+    HGEMM_OVERRIDE
+        .with(|o| o.get())
+        .unwrap_or(HgemmKernel::BEST)
+}
+
+/// Runs `body` with the tensor-core GEMM step `kernel` on the calling thread.
+pub fn with_hgemm_kernel<R>(kernel: HgemmKernel, body: impl FnOnce() -> R) -> R {
+    struct Restore(Option<HgemmKernel>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            HGEMM_OVERRIDE.with(|o| o.set(self.0));
+        }
+    }
+    let _restore = Restore(HGEMM_OVERRIDE.with(|o| o.replace(Some(kernel))));
     body()
 }
 

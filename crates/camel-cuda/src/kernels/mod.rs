@@ -24,6 +24,7 @@ pub mod conv2d;
 pub mod elementwise;
 pub mod embedding;
 pub mod filter;
+pub mod hgemm;
 pub mod ladder;
 pub mod layernorm;
 pub mod loss;

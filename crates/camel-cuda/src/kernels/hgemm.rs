@@ -1,0 +1,165 @@
+//! Launchers for the tensor-core GEMM ladder of 16-bit inputs (`kernels/matmul/14_*` … `16_*`,
+//! template in `kernels/matmul/hmma.cuh`): `C = act(op(A)·op(B) + bias)` for each batch, with A,
+//! B, C, bias and the saved pre-activation all f16 or all bf16, products summed in f32 on the
+//! tensor cores and rounded once where C is stored. The geometry is the SGEMM ladder's [`Gemm`]
+//! and the epilogue its [`Epilogue`] (pointers to 16-bit elements here).
+
+use super::matmul::{Activation, Epilogue, Gemm};
+use super::shape::Elem;
+use crate::{CudaDevice, DevPtr, Dim3, Error, KernelArg, LaunchConfig, Result};
+
+/// A step of the tensor-core GEMM ladder, selectable at run time for tests and benchmarks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum HgemmKernel {
+    /// 14: `mma.sync.m16n8k16` fed by `ldmatrix` from plain row-major shared tiles.
+    Ldmatrix,
+    /// 15: step 14 with XOR-swizzled shared tiles (no bank conflicts).
+    Swizzle,
+    /// 16: swizzled tiles filled by a four-stage `cp.async` pipeline, 128×256 block tiles.
+    Async,
+}
+
+/// Launch shape of one step: module, kernel-name prefix, block tile, threads, shared memory.
+struct Config {
+    module: &'static str,
+    prefix: &'static str,
+    bm: usize,
+    bn: usize,
+    threads: u32,
+    smem: u32,
+}
+
+impl HgemmKernel {
+    /// Every step, in ladder order.
+    pub const ALL: [HgemmKernel; 3] = [
+        HgemmKernel::Ldmatrix,
+        HgemmKernel::Swizzle,
+        HgemmKernel::Async,
+    ];
+
+    /// The fastest step (the library default for 16-bit `matmul`).
+    pub const BEST: HgemmKernel = HgemmKernel::Async;
+
+    /// Short name, as printed by the benchmarks and accepted by `gemm_bench --kernels`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            HgemmKernel::Ldmatrix => "mma",
+            HgemmKernel::Swizzle => "swizzle",
+            HgemmKernel::Async => "mma_async",
+        }
+    }
+
+    /// Ladder step number, as in `kernels/matmul/NN_*.cu`.
+    pub fn step(&self) -> &'static str {
+        match self {
+            HgemmKernel::Ldmatrix => "14",
+            HgemmKernel::Swizzle => "15",
+            HgemmKernel::Async => "16",
+        }
+    }
+
+    /// The step called `name` (see [`HgemmKernel::name`]).
+    pub fn from_name(name: &str) -> Option<HgemmKernel> {
+        HgemmKernel::ALL.iter().find(|k| k.name() == name).copied()
+    }
+
+    fn config(&self) -> Config {
+        // shared memory: STAGES × (BM·BK + BK·BN) 16-bit elements, BK = 32
+        match self {
+            HgemmKernel::Ldmatrix => Config {
+                module: "matmul/14_hmma_ldmatrix",
+                prefix: "hgemm_14",
+                bm: 128,
+                bn: 128,
+                threads: 256,
+                smem: 2 * (128 * 32 + 32 * 128) * 2,
+            },
+            HgemmKernel::Swizzle => Config {
+                module: "matmul/15_hmma_swizzle",
+                prefix: "hgemm_15",
+                bm: 128,
+                bn: 128,
+                threads: 256,
+                smem: 2 * (128 * 32 + 32 * 128) * 2,
+            },
+            HgemmKernel::Async => Config {
+                module: "matmul/16_hmma_async",
+                prefix: "hgemm_16",
+                bm: 128,
+                bn: 256,
+                threads: 256,
+                smem: 4 * (128 * 32 + 32 * 256) * 2,
+            },
+        }
+    }
+}
+
+/// Launch `kernel` for `g` on `elem` (F16 or BF16) operands: `c` receives `batch` row-major
+/// `m × n` matrices of the same element type.
+#[allow(clippy::too_many_arguments)]
+pub fn hgemm(
+    dev: &CudaDevice,
+    kernel: HgemmKernel,
+    elem: Elem,
+    g: &Gemm,
+    a: DevPtr,
+    b: DevPtr,
+    c: DevPtr,
+    epi: &Epilogue,
+) -> Result<()> {
+    let t = kernel.config();
+    let suffix = match elem {
+        Elem::F16 => "f16",
+        Elem::BF16 => "bf16",
+        other => {
+            return Err(Error::InvalidArgument {
+                op: "hgemm".into(),
+                msg: format!("the tensor-core GEMM takes f16 or bf16 operands, not {other:?}"),
+            })
+        }
+    };
+    if g.batch == 0 || g.m == 0 || g.n == 0 {
+        return Ok(());
+    }
+    let name = format!(
+        "{}_{suffix}_{}{}",
+        t.prefix,
+        if g.trans_a { 't' } else { 'n' },
+        if g.trans_b { 't' } else { 'n' }
+    );
+    let (tiles_n, tiles_m) = (g.n.div_ceil(t.bn), g.m.div_ceil(t.bm));
+    if g.m > i32::MAX as usize
+        || g.n > i32::MAX as usize
+        || g.k > i32::MAX as usize
+        || g.batch > 65_535
+        || tiles_m > 65_535
+    {
+        return Err(Error::LaunchConfig {
+            kernel: name,
+            msg: format!(
+                "sizes m={} n={} k={} batch={} exceed the kernel's limits (i32 dims, batch ≤ \
+                 65535, m ≤ 65535 tiles of {})",
+                g.m, g.n, g.k, g.batch, t.bm
+            ),
+        });
+    }
+    let f = dev.function(t.module, &name)?;
+    let cfg = LaunchConfig::new(
+        Dim3::xyz(tiles_n as u32, tiles_m as u32, g.batch as u32),
+        Dim3::x(t.threads),
+    )
+    .with_shared_mem(t.smem);
+    let (m, n, k) = (g.m as i32, g.n as i32, g.k as i32);
+    let (sa, sb, sc) = (g.stride_a as i64, g.stride_b as i64, (g.m * g.n) as i64);
+    let bias = epi.bias.unwrap_or(DevPtr::NULL);
+    let z = epi.pre_act.unwrap_or(DevPtr::NULL);
+    let act: i32 = match epi.act {
+        Activation::Identity => 0,
+        Activation::Relu => 1,
+        Activation::Gelu => 2,
+    };
+    let args: [&dyn KernelArg; 12] = [&a, &b, &c, &m, &n, &k, &sa, &sb, &sc, &bias, &act, &z];
+    // SAFETY: matches HGEMM_ARGS in hmma.cuh; the caller passes buffers of `elem` elements
+    // holding the matrices the strides and sizes describe (bias: n elements; pre_act: like C).
+    unsafe { dev.launch(&f, cfg, &args) }
+}

@@ -1,0 +1,343 @@
+//! Every step of the tensor-core GEMM ladder (f16 and bf16) against an f64 CPU reference, at
+//! odd and tile-missing sizes, in every transpose combination, batched and broadcast, with
+//! misaligned operands and with the fused epilogue. Outputs are poisoned with NaN first.
+//!
+//! Error bound of one element (inputs are exact 16-bit values, so every product is exact in f32):
+//! the f32 accumulation of k products errs by at most k·2⁻²³·Σ|a·b| (twice the textbook
+//! (k−1)·2⁻²⁴: tensor cores may truncate while summing), and the store rounds once to the output
+//! type, relative 2⁻¹¹ (f16) or 2⁻⁸ (bf16):
+//!   |C − C_ref| ≤ u·|C_ref| + (1 + u)·k·2⁻²³·Σ|a·b| + 2⁻²⁴ (f16's smallest subnormal).
+
+use camel_cuda::kernels::hgemm::{hgemm, HgemmKernel};
+use camel_cuda::kernels::matmul::{Activation, Epilogue, Gemm};
+use camel_cuda::kernels::shape::Elem;
+use camel_cuda::{test_device, Buffer, CudaDevice, DevPtr};
+use half::{bf16, f16};
+
+fn lcg(seed: u64, n: usize) -> Vec<f32> {
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// Round to `elem` and back: the values the GPU sees, as f32.
+fn round(elem: Elem, x: &[f32]) -> Vec<f32> {
+    x.iter()
+        .map(|&v| match elem {
+            Elem::F16 => f16::from_f32(v).to_f32(),
+            _ => bf16::from_f32(v).to_f32(),
+        })
+        .collect()
+}
+
+fn bits(elem: Elem, x: &[f32]) -> Vec<u16> {
+    x.iter()
+        .map(|&v| match elem {
+            Elem::F16 => f16::from_f32(v).to_bits(),
+            _ => bf16::from_f32(v).to_bits(),
+        })
+        .collect()
+}
+
+fn widen(elem: Elem, x: &[u16]) -> Vec<f32> {
+    x.iter()
+        .map(|&b| match elem {
+            Elem::F16 => f16::from_bits(b).to_f32(),
+            _ => bf16::from_bits(b).to_f32(),
+        })
+        .collect()
+}
+
+/// Unit roundoff of the output type.
+fn unit(elem: Elem) -> f64 {
+    match elem {
+        Elem::F16 => 2f64.powi(-11),
+        _ => 2f64.powi(-8),
+    }
+}
+
+/// (C before the epilogue, Σ|a·b|) in f64 for batch `bi`.
+fn reference(a: &[f32], b: &[f32], g: &Gemm, bi: usize) -> (Vec<f64>, Vec<f64>) {
+    let (m, n, k) = (g.m, g.n, g.k);
+    let a = &a[bi * g.stride_a..];
+    let b = &b[bi * g.stride_b..];
+    let mut c = vec![0.0f64; m * n];
+    let mut abs = vec![0.0f64; m * n];
+    for i in 0..m {
+        for p in 0..k {
+            let av = if g.trans_a {
+                a[p * m + i]
+            } else {
+                a[i * k + p]
+            } as f64;
+            for j in 0..n {
+                let bv = if g.trans_b {
+                    b[j * k + p]
+                } else {
+                    b[p * n + j]
+                } as f64;
+                c[i * n + j] += av * bv;
+                abs[i * n + j] += (av * bv).abs();
+            }
+        }
+    }
+    (c, abs)
+}
+
+fn gelu(x: f64) -> f64 {
+    let c = (2.0 / std::f64::consts::PI).sqrt();
+    0.5 * x * (1.0 + (c * (x + 0.044715 * x * x * x)).tanh())
+}
+
+fn gemm(m: usize, n: usize, k: usize, ta: bool, tb: bool) -> Gemm {
+    Gemm {
+        batch: 1,
+        m,
+        n,
+        k,
+        trans_a: ta,
+        trans_b: tb,
+        stride_a: m * k,
+        stride_b: k * n,
+    }
+}
+
+/// A buffer of `x`'s 16-bit patterns starting `offset` elements into its allocation (an offset
+/// of 1 makes every 16-byte load of it misaligned).
+fn upload(dev: &CudaDevice, x: &[u16], offset: usize) -> (Buffer, DevPtr) {
+    let mut v = vec![0u16; offset];
+    v.extend_from_slice(x);
+    let buf = dev.htod(&v).unwrap();
+    let ptr = DevPtr(buf.ptr().0 + 2 * offset as u64);
+    (buf, ptr)
+}
+
+/// Runs every step on `g` for both element types and compares every element with the f64
+/// reference: `offset` shifts A and B by that many elements; `epi` (bias, activation, saved
+/// pre-activation) as in the SGEMM ladder.
+fn check(g: Gemm, seed: u64, offset: usize, bias: bool, act: Activation, save: bool) {
+    let Some(dev) = test_device() else { return };
+    let na = if g.stride_a == 0 {
+        g.m * g.k
+    } else {
+        g.batch * g.stride_a
+    };
+    let nb = if g.stride_b == 0 {
+        g.k * g.n
+    } else {
+        g.batch * g.stride_b
+    };
+    for elem in [Elem::F16, Elem::BF16] {
+        let a = round(elem, &lcg(seed, na));
+        let b = round(elem, &lcg(seed + 1, nb));
+        let bv = round(elem, &lcg(seed + 2, g.n));
+        let refs: Vec<_> = (0..g.batch).map(|bi| reference(&a, &b, &g, bi)).collect();
+        let (_ka, pa) = upload(&dev, &bits(elem, &a), offset);
+        let (_kb, pb) = upload(&dev, &bits(elem, &b), offset);
+        let db = dev.htod(&bits(elem, &bv)).unwrap();
+        let total = g.batch * g.m * g.n;
+        let nan = match elem {
+            Elem::F16 => 0x7e00u16,
+            _ => 0x7fc0u16,
+        };
+        for kernel in HgemmKernel::ALL {
+            let dc = dev.htod(&vec![nan; total]).unwrap(); // poisoned
+            let dz = dev.htod(&vec![nan; total]).unwrap();
+            let epi = Epilogue {
+                bias: bias.then(|| db.ptr()),
+                act,
+                pre_act: save.then(|| dz.ptr()),
+            };
+            hgemm(&dev, kernel, elem, &g, pa, pb, dc.ptr(), &epi).unwrap();
+            let c = widen(elem, &dev.dtoh_vec::<u16>(&dc, total).unwrap());
+            let z = widen(elem, &dev.dtoh_vec::<u16>(&dz, total).unwrap());
+            let u = unit(elem);
+            for (bi, (r, abs)) in refs.iter().enumerate() {
+                for idx in 0..g.m * g.n {
+                    let at = bi * g.m * g.n + idx;
+                    let pre = r[idx] + if bias { bv[idx % g.n] as f64 } else { 0.0 };
+                    // the pre-activation is rounded to the element type before the activation
+                    // only where it is saved; the activation's own error is below u·|x|
+                    let err = u * pre.abs() + (1.0 + u) * g.k as f64 * 2f64.powi(-23) * abs[idx];
+                    let want = match act {
+                        Activation::Identity => pre,
+                        Activation::Relu => pre.max(0.0),
+                        Activation::Gelu => gelu(pre),
+                    };
+                    let tol = u * want.abs() + 1.2 * err + 2f64.powi(-24);
+                    let got = c[at] as f64;
+                    assert!(
+                        (got - want).abs() <= tol,
+                        "{kernel:?} {elem:?} {g:?} offset {offset} {act:?}: batch {bi} \
+                         element {idx}: got {got}, want {want} (tol {tol:e})"
+                    );
+                    if save {
+                        let zt = u * pre.abs() + err + 2f64.powi(-24);
+                        assert!(
+                            (z[at] as f64 - pre).abs() <= zt,
+                            "{kernel:?} {elem:?} {g:?}: pre-activation {idx}: got {}, want {pre}",
+                            z[at]
+                        );
+                    } else {
+                        assert!(z[at].is_nan(), "{kernel:?}: Z written though not asked for");
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn plain(g: Gemm, seed: u64) {
+    check(g, seed, 0, false, Activation::Identity, false);
+}
+
+const LAYOUTS: [(bool, bool); 4] = [(false, false), (true, false), (false, true), (true, true)];
+
+#[test]
+fn hgemm_small_and_odd_sizes_all_layouts() {
+    for (m, n, k) in [
+        (1, 1, 1),
+        (7, 7, 7),
+        (127, 127, 127),
+        (128, 128, 128),
+        (128, 256, 32),
+        (257, 131, 260),
+        (1, 33, 7),
+        (33, 1, 65),
+        (64, 10, 256),
+        (16, 8, 16),
+        (9, 24, 40),
+    ] {
+        for (ta, tb) in LAYOUTS {
+            plain(gemm(m, n, k, ta, tb), (m * 31 + n * 7 + k) as u64);
+        }
+    }
+}
+
+#[test]
+fn hgemm_large_sizes() {
+    plain(gemm(1000, 1000, 1000, false, false), 1);
+    plain(gemm(1025, 520, 1032, false, true), 2);
+    for (ta, tb) in LAYOUTS {
+        plain(gemm(4097, 33, 511, ta, tb), 3);
+        plain(gemm(40, 300, 4097, ta, tb), 4);
+    }
+}
+
+#[test]
+fn hgemm_k_zero_gives_zeros() {
+    plain(gemm(9, 17, 0, false, false), 5);
+}
+
+#[test]
+fn hgemm_batched_and_broadcast() {
+    let (m, n, k) = (33, 17, 45);
+    // odd batch strides: every batch after the first is misaligned for 16-byte loads
+    plain(
+        Gemm {
+            batch: 5,
+            ..gemm(m, n, k, false, false)
+        },
+        6,
+    );
+    plain(
+        Gemm {
+            batch: 5,
+            stride_b: 0,
+            ..gemm(m, n, k, true, true)
+        },
+        7,
+    );
+    plain(
+        Gemm {
+            batch: 3,
+            stride_a: 0,
+            ..gemm(m, n, k, false, true)
+        },
+        8,
+    );
+    // aligned batches: the 16-byte paths with a batch offset
+    for (ta, tb) in LAYOUTS {
+        plain(
+            Gemm {
+                batch: 3,
+                ..gemm(136, 264, 72, ta, tb)
+            },
+            9,
+        );
+    }
+}
+
+#[test]
+fn hgemm_misaligned_operands() {
+    // leading dimensions that are multiples of 8 but base pointers 2 bytes off 16-byte alignment
+    for (ta, tb) in LAYOUTS {
+        check(
+            gemm(130, 72, 96, ta, tb),
+            10,
+            1,
+            false,
+            Activation::Identity,
+            false,
+        );
+    }
+}
+
+#[test]
+fn hgemm_fused_epilogue() {
+    for (ta, tb) in [(false, true), (true, false)] {
+        check(
+            gemm(130, 77, 64, ta, tb),
+            11,
+            0,
+            true,
+            Activation::Relu,
+            false,
+        );
+        check(
+            gemm(130, 78, 64, ta, tb),
+            12,
+            0,
+            true,
+            Activation::Gelu,
+            true,
+        );
+        check(
+            gemm(19, 256, 33, ta, tb),
+            13,
+            0,
+            false,
+            Activation::Gelu,
+            true,
+        );
+    }
+}
+
+#[test]
+fn hgemm_refuses_other_element_types() {
+    let Some(dev) = test_device() else { return };
+    let g = gemm(4, 4, 4, false, false);
+    let buf = dev.alloc(64).unwrap();
+    let p = buf.ptr();
+    let err = hgemm(
+        &dev,
+        HgemmKernel::BEST,
+        Elem::F32,
+        &g,
+        p,
+        p,
+        p,
+        &Epilogue::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("f16 or bf16"), "{err}");
+}

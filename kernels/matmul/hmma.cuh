@@ -1,0 +1,380 @@
+// The tensor-core GEMM for 16-bit inputs (HGEMM, steps 14–16). Every step computes, for each
+// batch b = blockIdx.z,
+//   C[b] = act(op(A[b]) · op(B[b]) + bias)    (C is M×N row-major)
+// with A, B, C, bias and Z of one element type T (__half or __nv_bfloat16), products and sums
+// in f32 on the tensor cores, and one rounding to T where C is stored. The transposes are
+// compile-time: each step has four kernels, `_nn`, `_nt`, `_tn`, `_tt` (first letter A, second
+// B; `t` = stored transposed, as in common_gemm.cuh).
+//
+// The building blocks, shared by the three steps:
+// - `mma.sync.m16n8k16`: one warp multiplies a 16×16 tile of A by a 16×8 tile of B into a 16×8
+//   f32 accumulator; each thread holds a fixed scatter of the operands in registers (fragments).
+// - `ldmatrix.x4`: one warp loads four 8×8 16-bit matrices from shared memory straight into the
+//   fragment layout (`.trans` transposes them on the way), one 16-byte row address a lane. So an
+//   operand stored in either orientation feeds the same `mma`: the shared tile keeps the
+//   global layout (contiguous dimension along the shared rows) and `.trans` is chosen per layout.
+// - Global → shared memory in 16-byte chunks of eight elements, zero-filled outside the matrix.
+//   An operand whose rows are not 16-byte aligned (a leading dimension not a multiple of 8, or an
+//   odd base or batch stride) is loaded element by element: correct at any shape, fast where
+//   the data allows.
+//
+// What the steps change (template flags below):
+//   14: mma.sync + ldmatrix, a plain row-major shared tile, loads through registers into two
+//       shared buffers (step 11's scheme). ldmatrix's eight row addresses of one 8×8 matrix fall
+//       in the same banks: 4- to 8-way bank conflicts.
+//   15: the same with the 16-byte chunks of each shared row XOR-swizzled by the row index, so the
+//       eight rows of every ldmatrix phase hit eight distinct 16-byte bank groups.
+//   16: cp.async (global → shared without registers), four stages in flight, a 128×256 block
+//       tile with 64×64 warp tiles, and blocks ordered in groups of 8 tile rows for L2 reuse.
+#pragma once
+
+#include "common/half.cuh"
+#include "common_gemm.cuh"  // CAMEL_PDL_WAIT, gelu_tanh
+
+// The arguments of every HGEMM kernel (T: __half or __nv_bfloat16). Batch strides of 0
+// broadcast one matrix; bias (N elements, null = none), Z (the pre-activation, like C, null =
+// none) and act (0 none, 1 ReLU, 2 GELU) as in common_gemm.cuh.
+#define HGEMM_ARGS(T)                                                                        \
+    const T *__restrict__ A, const T *__restrict__ B, T *__restrict__ C, int M, int N, int K, \
+        long long strideA, long long strideB, long long strideC, const T *__restrict__ bias, \
+        int act, T *__restrict__ Z
+#define HGEMM_CALL_ARGS A, B, C, M, N, K, strideA, strideB, strideC, bias, act, Z
+
+namespace hgemm {
+
+typedef unsigned short u16;
+
+// Offset of element (r, c) in a shared tile of rows W elements wide (W/8 chunks of 16 bytes).
+// Swizzled: the chunk index is XORed with bits of the row so that eight consecutive rows at the
+// same logical chunk land in eight distinct 16-byte slots of a 128-byte bank line.
+template <int W, bool SWZ>
+__device__ __forceinline__ int tile_off(int r, int c) {
+    constexpr int CH = W / 8;
+    int ch = c >> 3;
+    if constexpr (SWZ) {
+        constexpr int RPL = CH >= 8 ? 1 : 8 / CH;     // rows sharing one 128-byte line
+        constexpr int MASK = (CH >= 8 ? 8 : CH) - 1;  // chunk bits that can be permuted
+        ch ^= (r / RPL) & MASK;
+    }
+    return r * W + ch * 8 + (c & 7);
+}
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+    return (unsigned)__cvta_generic_to_shared(p);
+}
+
+template <bool TRANS>
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const u16* p) {
+    if constexpr (TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(smem_addr(p)));
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(smem_addr(p)));
+}
+
+template <typename T>
+__device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0,
+                                         unsigned b1);
+template <>
+__device__ __forceinline__ void mma16816<__half>(float (&c)[4], const unsigned (&a)[4],
+                                                 unsigned b0, unsigned b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <>
+__device__ __forceinline__ void mma16816<__nv_bfloat16>(float (&c)[4], const unsigned (&a)[4],
+                                                        unsigned b0, unsigned b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// cp.async of one 16-byte chunk of which the first `bytes` are read and the rest zero-filled
+// (`bytes` = 0 reads nothing; the source must still be a valid address, the matrix base).
+__device__ __forceinline__ void cp_async16(u16* s, const u16* g, int bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(s)), "l"(g),
+                 "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Elements (r, c .. c+7) of a row-major matrix X with leading dimension ld as one 16-byte word,
+// zero outside rows × cols. `vec`: the rows are 16-byte aligned, so a whole chunk is one load.
+__device__ __forceinline__ uint4 load_chunk(const u16* X, long long ld, int rows, int cols,
+                                            int r, int c, bool vec) {
+    camel::Half8 v;
+    v.u = make_uint4(0, 0, 0, 0);
+    if (r >= rows || c >= cols) return v.u;
+    const u16* p = X + (long long)r * ld + c;
+    if (vec && c + 8 <= cols) return *reinterpret_cast<const uint4*>(p);
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+        if (c + e < cols) v.h[e] = p[e];
+    return v.u;
+}
+
+// One operand's shared tile: R rows of W elements, the global matrix's contiguous dimension
+// along the rows. `X` points at the tile's first element (row r0, column c0) so that the bounds
+// are `rows - r0`, `cols - c0`.
+template <int R, int W, int NT, bool SWZ>
+struct Tile {
+    static constexpr int CHUNKS = R * W / 8;
+    static constexpr int PER = CHUNKS / NT;  // chunks a thread (the configurations divide)
+    static_assert(CHUNKS % NT == 0, "tile chunks must divide among the threads");
+
+    // Through registers (steps 14, 15): fetch into `r`, later store into a shared buffer.
+    __device__ __forceinline__ static void fetch(uint4 (&v)[PER], const u16* X, long long ld,
+                                                 int rows, int cols, bool vec, int tid) {
+#pragma unroll
+        for (int p = 0; p < PER; ++p) {
+            const int e = tid + p * NT, r = e / (W / 8), c = (e % (W / 8)) * 8;
+            v[p] = load_chunk(X, ld, rows, cols, r, c, vec);
+        }
+    }
+    __device__ __forceinline__ static void store(u16* S, const uint4 (&v)[PER], int tid) {
+#pragma unroll
+        for (int p = 0; p < PER; ++p) {
+            const int e = tid + p * NT, r = e / (W / 8), c = (e % (W / 8)) * 8;
+            *reinterpret_cast<uint4*>(S + tile_off<W, SWZ>(r, c)) = v[p];
+        }
+    }
+    // Straight to shared memory (step 16): cp.async where the rows are aligned, else loads
+    // through registers (the slow path for odd layouts).
+    __device__ __forceinline__ static void copy_async(u16* S, const u16* X, const u16* base,
+                                                      long long ld, int rows, int cols, bool vec,
+                                                      int tid) {
+#pragma unroll
+        for (int p = 0; p < PER; ++p) {
+            const int e = tid + p * NT, r = e / (W / 8), c = (e % (W / 8)) * 8;
+            u16* s = S + tile_off<W, SWZ>(r, c);
+            if (vec) {
+                const bool in = r < rows && c < cols;
+                const int n = in ? min(8, cols - c) : 0;
+                cp_async16(s, in ? X + (long long)r * ld + c : base, 2 * n);
+            } else {
+                *reinterpret_cast<uint4*>(s) = load_chunk(X, ld, rows, cols, r, c, false);
+            }
+        }
+    }
+};
+
+// Out of line, as gemm_epilogue_full: inlined at every store, GELU's tanhf bloats the PTX.
+template <typename T>
+__device__ __noinline__ float epilogue_full(float v, int j, long long idx, const T* bias, int act,
+                                            T* Z) {
+    if (bias) v += camel::to_float(bias[j]);
+    if (Z) Z[idx] = camel::from_float<T>(v);
+    if (act == 1) v = v > 0.0f ? v : (v != v ? v : 0.0f);  // ReLU; NaN stays NaN
+    else if (act == 2) v = gelu_tanh(v);
+    return v;
+}
+template <typename T>
+__device__ __forceinline__ float epilogue(float v, int j, long long idx, const T* bias, int act,
+                                          T* Z) {
+    if (!bias && !Z && act == 0) return v;
+    return epilogue_full(v, j, idx, bias, act, Z);
+}
+
+// Stores the pair C[i][j], C[i][j+1] (j even) through the epilogue.
+template <typename T>
+__device__ __forceinline__ void store_pair(T* C, int M, int N, int i, int j, float v0, float v1,
+                                           const T* bias, int act, T* Z) {
+    if (i >= M || j >= N) return;
+    const long long idx = (long long)i * N + j;
+    v0 = epilogue(v0, j, idx, bias, act, Z);
+    if (j + 1 < N) v1 = epilogue(v1, j + 1, idx + 1, bias, act, Z);
+    if (j + 1 < N && (N % 2) == 0) {  // 4-byte aligned: one store
+        const unsigned lo = camel::float_to_bits<T>(v0), hi = camel::float_to_bits<T>(v1);
+        *reinterpret_cast<unsigned*>(C + idx) = lo | (hi << 16);
+    } else {
+        C[idx] = camel::from_float<T>(v0);
+        if (j + 1 < N) C[idx + 1] = camel::from_float<T>(v1);
+    }
+}
+
+// The kernel body. BM×BN block tile, BK-deep slices, WM×WN warp tiles; STAGES shared buffers;
+// SWZ: swizzled shared tiles; ASYNC: cp.async pipeline (else loads through registers, two
+// buffers); GROUP: tile rows per block-order group (1 = plain row-major order); TA, TB: the
+// operands are stored transposed.
+template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, bool SWZ, bool ASYNC,
+          int GROUP, bool TA, bool TB>
+__device__ __forceinline__ void hgemm_body(HGEMM_ARGS(T)) {
+    constexpr int WARPS_N = BN / WN, NT = (BM / WM) * WARPS_N * 32;
+    constexpr int MI = WM / 16, NI = WN / 8;
+    // shared tiles keep the global layout: rows along the dimension that is not contiguous
+    constexpr int AR = TA ? BK : BM, AW = TA ? BM : BK;
+    constexpr int BR = TB ? BN : BK, BW = TB ? BK : BN;
+    typedef Tile<AR, AW, NT, SWZ> TileA;
+    typedef Tile<BR, BW, NT, SWZ> TileB;
+    static_assert(NI % 2 == 0, "B fragments are loaded in pairs of n8 tiles");
+
+    CAMEL_PDL_WAIT();
+    extern __shared__ __align__(128) unsigned char hgemm_smem[];
+    u16* As = reinterpret_cast<u16*>(hgemm_smem);
+    u16* Bs = As + STAGES * BM * BK;
+
+    // block order: GROUP tile rows at a time sweep all tile columns (L2 reuse of B)
+    int bm = blockIdx.y, bn = blockIdx.x;
+    if constexpr (GROUP > 1) {
+        const int gx = gridDim.x, gy = gridDim.y, id = blockIdx.y * gx + blockIdx.x;
+        const int first = (id / (GROUP * gx)) * GROUP, rows = min(gy - first, GROUP);
+        bm = first + (id % (GROUP * gx)) % rows;
+        bn = (id % (GROUP * gx)) / rows;
+    }
+    const int i0 = bm * BM, j0 = bn * BN;
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int wm = (warp / WARPS_N) * WM, wn = (warp % WARPS_N) * WN;
+
+    const u16* a16 = reinterpret_cast<const u16*>(A) + blockIdx.z * strideA;
+    const u16* b16 = reinterpret_cast<const u16*>(B) + blockIdx.z * strideB;
+    C += blockIdx.z * strideC;
+    if (Z) Z += blockIdx.z * strideC;
+    // global geometry of each operand as stored (rows × cols, leading dimension)
+    const int a_rows = TA ? K : M, a_cols = TA ? M : K;
+    const int b_rows = TB ? N : K, b_cols = TB ? K : N;
+    const long long lda = a_cols, ldb = b_cols;
+    const bool va = (lda % 8 == 0) && (strideA % 8 == 0) && ((size_t)A % 16 == 0);
+    const bool vb = (ldb % 8 == 0) && (strideB % 8 == 0) && ((size_t)B % 16 == 0);
+    // the tile origin for k-slice k0, and the bounds relative to it
+    auto a_at = [&](int k0, int& r0, int& c0) {
+        r0 = TA ? k0 : i0;
+        c0 = TA ? i0 : k0;
+    };
+    auto b_at = [&](int k0, int& r0, int& c0) {
+        r0 = TB ? j0 : k0;
+        c0 = TB ? k0 : j0;
+    };
+
+    float acc[MI][NI][4];
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) acc[mi][ni][q] = 0.0f;
+
+    // multiply one BK slice held in shared buffers `as`, `bs`
+    auto compute = [&](const u16* as, const u16* bs) {
+#pragma unroll
+        for (int kk = 0; kk < BK; kk += 16) {
+            unsigned af[MI][4], bf[NI][2];
+#pragma unroll
+            for (int mi = 0; mi < MI; ++mi) {
+                const int m = wm + mi * 16;
+                if constexpr (TA)  // tile rows are k: transpose the four 8×8 matrices
+                    ldmatrix_x4<true>(af[mi], as + tile_off<AW, SWZ>(kk + (lane % 8) + (lane / 16) * 8,
+                                                                     m + ((lane / 8) % 2) * 8));
+                else
+                    ldmatrix_x4<false>(af[mi], as + tile_off<AW, SWZ>(m + lane % 16, kk + (lane / 16) * 8));
+            }
+#pragma unroll
+            for (int np = 0; np < NI / 2; ++np) {
+                const int n = wn + np * 16;
+                unsigned r[4];
+                if constexpr (TB)  // tile rows are n: already the "col" layout mma wants
+                    ldmatrix_x4<false>(r, bs + tile_off<BW, SWZ>(n + (lane % 8) + (lane / 16) * 8,
+                                                                 kk + ((lane / 8) % 2) * 8));
+                else
+                    ldmatrix_x4<true>(r, bs + tile_off<BW, SWZ>(kk + (lane % 8) + ((lane / 8) % 2) * 8,
+                                                                n + (lane / 16) * 8));
+                bf[2 * np][0] = r[0];
+                bf[2 * np][1] = r[1];
+                bf[2 * np + 1][0] = r[2];
+                bf[2 * np + 1][1] = r[3];
+            }
+#pragma unroll
+            for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+                for (int ni = 0; ni < NI; ++ni) mma16816<T>(acc[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
+        }
+    };
+
+    const int KT = (K + BK - 1) / BK;
+    if constexpr (ASYNC) {
+        auto issue = [&](int kt, int s) {
+            int r0, c0;
+            a_at(kt * BK, r0, c0);
+            TileA::copy_async(As + s * BM * BK, a16 + (long long)r0 * lda + c0, a16, lda,
+                              a_rows - r0, a_cols - c0, va, tid);
+            b_at(kt * BK, r0, c0);
+            TileB::copy_async(Bs + s * BK * BN, b16 + (long long)r0 * ldb + c0, b16, ldb,
+                              b_rows - r0, b_cols - c0, vb, tid);
+        };
+#pragma unroll
+        for (int s = 0; s < STAGES - 1; ++s) {
+            if (s < KT) issue(s, s);
+            cp_async_commit();
+        }
+        for (int kt = 0; kt < KT; ++kt) {
+            cp_async_wait<STAGES - 2>();
+            __syncthreads();  // slice kt has landed; every warp is done with slice kt - 1
+            const int next = kt + STAGES - 1;
+            if (next < KT) issue(next, next % STAGES);
+            cp_async_commit();
+            const int s = kt % STAGES;
+            compute(As + s * BM * BK, Bs + s * BK * BN);
+        }
+    } else {
+        uint4 ra[TileA::PER], rb[TileB::PER];
+        auto fetch = [&](int kt) {
+            int r0, c0;
+            a_at(kt * BK, r0, c0);
+            TileA::fetch(ra, a16 + (long long)r0 * lda + c0, lda, a_rows - r0, a_cols - c0, va, tid);
+            b_at(kt * BK, r0, c0);
+            TileB::fetch(rb, b16 + (long long)r0 * ldb + c0, ldb, b_rows - r0, b_cols - c0, vb, tid);
+        };
+        if (KT > 0) {
+            fetch(0);
+            TileA::store(As, ra, tid);
+            TileB::store(Bs, rb, tid);
+        }
+        __syncthreads();
+        for (int kt = 0; kt < KT; ++kt) {
+            const bool more = kt + 1 < KT;
+            if (more) fetch(kt + 1);  // in flight while this slice is multiplied
+            const int s = kt % 2;
+            compute(As + s * BM * BK, Bs + s * BK * BN);
+            if (more) {
+                TileA::store(As + (1 - s) * BM * BK, ra, tid);
+                TileB::store(Bs + (1 - s) * BK * BN, rb, tid);
+            }
+            __syncthreads();
+        }
+    }
+
+    // accumulator (mi, ni): rows g and g + 8, columns 2·(lane % 4) and + 1 of its 16×8 tile
+    const int g = lane / 4, t2 = (lane % 4) * 2;
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni) {
+            const int i = i0 + wm + mi * 16 + g, j = j0 + wn + ni * 8 + t2;
+            store_pair(C, M, N, i, j, acc[mi][ni][0], acc[mi][ni][1], bias, act, Z);
+            store_pair(C, M, N, i + 8, j, acc[mi][ni][2], acc[mi][ni][3], bias, act, Z);
+        }
+}
+
+}  // namespace hgemm
+
+// The four transpose kernels of one step for one element type: NAME_nn, NAME_nt, NAME_tn,
+// NAME_tt, each `extern "C"` with HGEMM_ARGS(T); CONFIG is the template's tile arguments.
+#define HGEMM_KERNEL(NAME, T, NT, TA, TB, ...)                                            \
+    extern "C" __global__ void __launch_bounds__(NT) NAME(HGEMM_ARGS(T)) {                \
+        hgemm::hgemm_body<T, __VA_ARGS__, TA, TB>(HGEMM_CALL_ARGS);                       \
+    }
+#define HGEMM_STEP(NAME, T, NT, ...)                         \
+    HGEMM_KERNEL(NAME##_nn, T, NT, false, false, __VA_ARGS__) \
+    HGEMM_KERNEL(NAME##_nt, T, NT, false, true, __VA_ARGS__)  \
+    HGEMM_KERNEL(NAME##_tn, T, NT, true, false, __VA_ARGS__)  \
+    HGEMM_KERNEL(NAME##_tt, T, NT, true, true, __VA_ARGS__)
