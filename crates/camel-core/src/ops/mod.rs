@@ -32,7 +32,8 @@
 //!
 //! Every op takes f32 (and the index ops i64). The elementwise ops, the shape ops (views,
 //! copies, `cat`) and `to_dtype` also take f16 and bf16: an elementwise op widens each element to
-//! f32, computes in f32 and rounds once. Any other op given a 16-bit tensor returns
+//! f32, computes in f32 and rounds once; `matmul` and `linear` sum their products in f32 (the
+//! tensor cores on the GPU) and round once. Any other op given a 16-bit tensor returns
 //! [`crate::Error::DTypeMismatch`] naming itself, and a binary op refuses operands of two dtypes.
 //!
 //! ## NaN, infinities and edge cases

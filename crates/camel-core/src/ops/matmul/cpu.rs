@@ -4,17 +4,19 @@ use super::{Gemm, MatmulKernels};
 use crate::backend::cpu::CpuStorage;
 use crate::backend::Activation;
 use crate::ops::elementwise::UnaryOp;
-use crate::Result;
+use crate::{DType, Error, Result};
 use ndarray::linalg::general_mat_mul;
 use ndarray::{ArrayView2, ArrayViewMut2, ShapeBuilder};
 
 impl MatmulKernels for CpuStorage {
     fn matmul(&self, rhs: &Self, g: &Gemm) -> Result<Self> {
-        Ok(CpuStorage::F32(matmul(
-            self.f32("matmul")?,
-            rhs.f32("matmul")?,
-            g,
-        )?))
+        if let (CpuStorage::F32(a), CpuStorage::F32(b)) = (self, rhs) {
+            return Ok(CpuStorage::F32(matmul(a, b, g)?));
+        }
+        // 16-bit operands: the f32 product of the widened values, rounded once
+        let dtype = half_dtype("matmul", self, rhs)?;
+        let c = matmul(&self.to_f32_vec(), &rhs.to_f32_vec(), g)?;
+        Ok(CpuStorage::from_f32_vec(c, dtype))
     }
 
     fn linear(
@@ -24,10 +26,35 @@ impl MatmulKernels for CpuStorage {
         dims: (usize, usize, usize),
         act: Activation,
     ) -> Result<(Self, Option<Self>)> {
-        let b = bias.map(|b| b.f32("linear")).transpose()?;
-        let (y, z) = linear(self.f32("linear")?, w.f32("linear")?, b, dims, act)?;
-        Ok((CpuStorage::F32(y), z.map(CpuStorage::F32)))
+        if let (CpuStorage::F32(x), CpuStorage::F32(wv)) = (self, w) {
+            let b = bias.map(|b| b.f32("linear")).transpose()?;
+            let (y, z) = linear(x, wv, b, dims, act)?;
+            return Ok((CpuStorage::F32(y), z.map(CpuStorage::F32)));
+        }
+        // 16-bit operands: bias and activation on the f32 sum, each output rounded once
+        let dtype = half_dtype("linear", self, w)?;
+        let b = bias.map(|b| b.to_f32_vec());
+        let (y, z) = linear(&self.to_f32_vec(), &w.to_f32_vec(), b.as_deref(), dims, act)?;
+        let narrow = |v| CpuStorage::from_f32_vec(v, dtype);
+        Ok((narrow(y), z.map(narrow)))
     }
+}
+
+/// The common 16-bit float dtype of `a` and `b`, else a dtype error naming `op`.
+fn half_dtype(op: &'static str, a: &CpuStorage, b: &CpuStorage) -> Result<DType> {
+    let (da, db) = (a.dtype(), b.dtype());
+    if matches!(da, DType::F16 | DType::BF16) && da == db {
+        return Ok(da);
+    }
+    Err(Error::DTypeMismatch {
+        op,
+        expected: if matches!(da, DType::F16 | DType::BF16) {
+            da
+        } else {
+            DType::F32
+        },
+        got: if da == db { da } else { db },
+    })
 }
 
 /// Batched matrix product on the CPU through ndarray's optimized GEMM; an output the host cannot

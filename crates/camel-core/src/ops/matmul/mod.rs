@@ -1,10 +1,14 @@
 //! Matrix products, 2-D and batched, with transpose flags so that the backward pass never
 //! materializes a transpose just to multiply, and `linear` with its bias and activation fused
 //! into the GEMM. The geometry of a product is camel-cuda's [`Gemm`], on both devices: the CPU
-//! multiplies through ndarray (`cpu.rs`), the GPU through the SGEMM ladder (`cuda.rs`,
-//! `kernels/matmul`).
+//! multiplies through ndarray (`cpu.rs`), the GPU through the SGEMM ladder for f32 and the
+//! tensor-core ladder for f16/bf16 (`cuda.rs`, `kernels/matmul`).
+//!
+//! Operands are of one float dtype. f16 and bf16 products sum in f32 and round once to the
+//! operands' dtype (on the CPU by widening to f32, on the GPU in the tensor cores' f32
+//! accumulators); the bias and activation of `linear` apply to the f32 sum before that rounding.
 
-use super::{expect_f32, same_device};
+use super::{expect_float, same_device, same_dtype};
 use crate::backend::Activation;
 use crate::ops::elementwise::UnaryOp;
 use crate::shape::numel;
@@ -76,8 +80,8 @@ impl Tensor {
     /// `op(self) · op(rhs)` where `op` transposes the last two dims when its flag is set.
     /// A transposed view (`x.transpose(-2, -1)`) is read in place with the flag flipped.
     pub fn matmul_t(&self, rhs: &Tensor, trans_a: bool, trans_b: bool) -> Result<Tensor> {
-        expect_f32("matmul", self)?;
-        expect_f32("matmul", rhs)?;
+        expect_float("matmul", self)?;
+        same_dtype("matmul", self, rhs)?;
         same_device("matmul", self, rhs)?;
         let mismatch = |why: &str| Error::ShapeMismatch {
             op: "matmul",
@@ -207,8 +211,8 @@ impl Tensor {
         bias: Option<&Tensor>,
         act: Activation,
     ) -> Result<Tensor> {
-        expect_f32("linear", self)?;
-        expect_f32("linear", weight)?;
+        expect_float("linear", self)?;
+        same_dtype("linear", self, weight)?;
         same_device("linear", self, weight)?;
         let inp = *self.shape().last().unwrap_or(&0);
         let mismatch = |rhs: &Tensor, expected: String| Error::ShapeMismatch {
@@ -225,7 +229,7 @@ impl Tensor {
         }
         let out = weight.shape()[0];
         if let Some(b) = bias {
-            expect_f32("linear", b)?;
+            same_dtype("linear", self, b)?;
             same_device("linear", self, b)?;
             if b.shape() != [out] {
                 return Err(mismatch(b, format!("bias of shape [{out}]")));
