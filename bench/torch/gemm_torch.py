@@ -2,10 +2,12 @@
 same shapes, FP32 (allow_tf32 off: impl cublas_fp32) and TF32 (allow_tf32 on: impl cublas_tf32),
 timed the same way: inputs uniform in [-1, 1], one untimed call, warm-up, then up to --reps runs
 within --budget-ms, each between two CUDA events with the L2 cache flushed (256 MiB memset)
-before it, enqueued back to back; the median is reported.
+before it, enqueued back to back; the median is reported. With --dtype f16|bf16: the operands
+and C in that dtype (impl cublas_f16 / cublas_bf16), f32 accumulation (PyTorch's reduced-precision
+reductions off), the reference of camel's tensor-core ladder (`gemm_bench --dtype`).
 
-usage: python3 bench/torch/gemm_torch.py [--shapes square|model|all] [--reps N] [--budget-ms MS]
-                                   [--no-flush] [--out FILE]
+usage: python3 bench/torch/gemm_torch.py [--shapes square|model|all] [--dtype f32|f16|bf16]
+                                   [--reps N] [--budget-ms MS] [--no-flush] [--out FILE]
 CSV columns: impl,step,m,k,n,ms,gflops (step "ref"), after a "# device: <GPU name>" line;
 `cargo xtask gemm-report DIR` reads it as DIR/gemm_torch.csv."""
 import argparse, statistics, sys
@@ -18,6 +20,7 @@ FLUSH_BYTES = 256 << 20
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shapes", choices=["square", "model", "all"], default="all")
+    ap.add_argument("--dtype", choices=["f32", "f16", "bf16"], default="f32")
     ap.add_argument("--reps", type=int, default=50, help="most timed runs per shape (at least 3 run)")
     ap.add_argument("--budget-ms", type=float, default=500.0, help="time budget per shape for the timed runs")
     ap.add_argument("--warmup", type=int, default=3)
@@ -72,15 +75,21 @@ def main():
         out.flush()
     print(f"{'impl':<13} {'step':>4} {'m':>6} {'k':>6} {'n':>6} {'ms':>10} {'GFLOP/s':>10} {'runs':>5}", flush=True)
     table = {}
+    if args.dtype == "f32":
+        modes = [(False, "cublas_fp32", torch.float32), (True, "cublas_tf32", torch.float32)]
+    else:
+        dt = torch.float16 if args.dtype == "f16" else torch.bfloat16
+        modes = [(False, f"cublas_{args.dtype}", dt)]
+        torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+        torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
     try:
-        for tf32 in (False, True):
+        for tf32, impl, dt in modes:
             torch.backends.cuda.matmul.allow_tf32 = tf32
-            impl = "cublas_tf32" if tf32 else "cublas_fp32"
             for (m, k, n) in shapes:
                 g = torch.Generator(device=dev).manual_seed(0)
-                A = torch.rand(m, k, device=dev, generator=g) * 2 - 1
-                B = torch.rand(k, n, device=dev, generator=g) * 2 - 1
-                C = torch.empty(m, n, device=dev)
+                A = (torch.rand(m, k, device=dev, generator=g) * 2 - 1).to(dt)
+                B = (torch.rand(k, n, device=dev, generator=g) * 2 - 1).to(dt)
+                C = torch.empty(m, n, device=dev, dtype=dt)
                 ms, runs = time_ms(lambda: torch.matmul(A, B, out=C))
                 gflops = 2 * m * n * k / (ms * 1e6)
                 table[(impl, m, k, n)] = gflops
@@ -95,12 +104,13 @@ def main():
             out.close()
 
     print("\nGFLOP/s (median)")
-    print(f"{'M x K x N':<18} {'cublas_fp32':>12} {'cublas_tf32':>12}")
+    impls = [impl for _, impl, _ in modes]
+    print(f"{'M x K x N':<18} " + " ".join(f"{i:>12}" for i in impls))
     for (m, k, n) in shapes:
-        cells = [table.get((i, m, k, n)) for i in ("cublas_fp32", "cublas_tf32")]
+        cells = [table.get((i, m, k, n)) for i in impls]
         print(f"{f'{m}x{k}x{n}':<18} " + " ".join(f"{c:>12.1f}" if c else f"{'-':>12}" for c in cells))
     if args.out:
-        print(f"wrote {2 * len(shapes)} rows to {args.out}")
+        print(f"wrote {len(modes) * len(shapes)} rows to {args.out}")
 
 
 if __name__ == "__main__":

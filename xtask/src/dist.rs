@@ -33,20 +33,29 @@ const BENCH_GEMM_SCRIPT: &str = r#"#!/usr/bin/env bash
 # GEMM benchmark: camel's SGEMM ladder (bin/gemm_bench) and cuBLAS through PyTorch
 # (bench/torch/gemm_torch.py, needs python3 with torch) at the same shapes. Both print a table; the
 # CSVs go to $OUT (default: the current folder) as gemm_camel.csv and gemm_torch.csv, for
-# `cargo xtask gemm-report <that folder>` on the build machine.
-# Usage: OUT=DIR bench-gemm.sh [extra gemm_bench args, e.g. --all]   (env PYTHON, default python3)
+# `cargo xtask gemm-report <that folder>` on the build machine. DTYPES=bf16,f16 times the
+# tensor-core ladder on those dtypes instead (then `gemm-report <folder> --page hgemm`).
+# Usage: OUT=DIR [DTYPES=f32|bf16,f16] bench-gemm.sh [extra gemm_bench args, e.g. --all]
+#        (env PYTHON, default python3)
 set -u
 here="$(cd "$(dirname "$0")" && pwd)"
 OUT=${OUT:-.}
+DTYPES=${DTYPES:-f32}
 mkdir -p "$OUT"
 rm -f "$OUT/gemm_camel.csv" "$OUT/gemm_torch.csv"
 rc=0
-echo "== camel SGEMM ladder: bin/gemm_bench"
-"$here/bin/gemm_bench" --shapes all --out "$OUT/gemm_camel.csv" "$@" || rc=$?
-echo
-echo "== cuBLAS (PyTorch): bench/torch/gemm_torch.py"
-"${PYTHON:-python3}" "$here/bench/torch/gemm_torch.py" --out "$OUT/gemm_torch.csv" || rc=$?
-echo
+# append a CSV to another, keeping one `# device:` line and one header
+merge() { if [ -s "$2" ]; then tail -n +3 "$1" >> "$2"; else cat "$1" > "$2"; fi; rm -f "$1"; }
+for d in ${DTYPES//,/ }; do
+  echo "== camel GEMM ladder ($d): bin/gemm_bench"
+  "$here/bin/gemm_bench" --dtype "$d" --shapes all --out "$OUT/part_camel.csv" "$@" || rc=$?
+  [ -f "$OUT/part_camel.csv" ] && merge "$OUT/part_camel.csv" "$OUT/gemm_camel.csv"
+  echo
+  echo "== cuBLAS ($d, PyTorch): bench/torch/gemm_torch.py"
+  "${PYTHON:-python3}" "$here/bench/torch/gemm_torch.py" --dtype "$d" --out "$OUT/part_torch.csv" || rc=$?
+  [ -f "$OUT/part_torch.csv" ] && merge "$OUT/part_torch.csv" "$OUT/gemm_torch.csv"
+  echo
+done
 for f in gemm_camel.csv gemm_torch.csv; do
   if [ -s "$OUT/$f" ]; then echo "bench-gemm: wrote $OUT/$f"; else echo "bench-gemm: no $OUT/$f"; rc=1; fi
 done

@@ -1,6 +1,8 @@
 //! Times every step of the SGEMM ladder (and the opt-in TF32 step) at square sizes and at the
 //! GEMM shapes of the models, and writes `impl,step,m,k,n,ms,gflops` CSV for
-//! `cargo xtask gemm-report` (the cuBLAS side comes from `bench/torch/gemm_torch.py`).
+//! `cargo xtask gemm-report` (the cuBLAS side comes from `bench/torch/gemm_torch.py`). With
+//! `--dtype f16|bf16` it times the tensor-core ladder (steps 14–16) on 16-bit operands instead,
+//! its CSV rows named `<step name>_<dtype>` (`gemm_torch.py --dtype` gives the cuBLAS rows).
 //!
 //! Method: C(m×n) = A(m×k)·B(k×n), row-major, inputs uniform in [−1, 1]. Per (kernel, shape):
 //! one untimed launch (loads the module), `--warmup` launches timed together to estimate the
@@ -22,7 +24,9 @@ use std::io::{BufWriter, Write};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use camel_cuda::kernels::matmul::{sgemm, Gemm, SgemmKernel};
+use camel_cuda::kernels::hgemm::{hgemm, HgemmKernel};
+use camel_cuda::kernels::matmul::{sgemm, Epilogue, Gemm, SgemmKernel};
+use camel_cuda::kernels::shape::Elem;
 use camel_cuda::{Buffer, CudaDevice};
 
 const USAGE: &str = "\
@@ -31,9 +35,12 @@ gemm_bench: time camel's SGEMM ladder steps on GPU 0.
 usage: gemm_bench [options]
   --shapes square|model|all   square: 1024, 2048, 4096, 8192; model: the models' M×K×N shapes
                               (default all)
-  --kernels NAME,NAME         steps to time, by name (default: every step + tf32); names:
-                              naive coalesced smem blocktile1d blocktile2d vectorized autotuned
-                              warptiling doublebuffer async tf32
+  --dtype f32|f16|bf16        operand type (default f32: the SGEMM ladder; f16, bf16: the
+                              tensor-core ladder, steps 14-16)
+  --kernels NAME,NAME         steps to time, by name (default: every step of the dtype's
+                              ladder, + tf32 for f32); names: naive coalesced smem blocktile1d
+                              blocktile2d vectorized autotuned warptiling doublebuffer async tf32
+                              (f32); mma swizzle mma_async (f16, bf16)
   --reps N                    most timed runs per (kernel, shape) (default 50; at least 3 run)
   --budget-ms MS              time budget per (kernel, shape) for the timed runs (default 500)
   --warmup N                  warm-up launches after the first one (default 3)
@@ -66,9 +73,62 @@ const MODEL: [(usize, usize, usize); 5] = [
 /// Bytes written before each timed run to evict A, B and C from L2 (50 MiB on H100).
 const FLUSH_BYTES: usize = 256 << 20;
 
+/// One timed kernel: an SGEMM step, or a tensor-core step on 16-bit operands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kernel {
+    S(SgemmKernel),
+    H(HgemmKernel, Elem),
+}
+
+impl Kernel {
+    /// The CSV's `impl` column.
+    fn name(&self) -> String {
+        match self {
+            Kernel::S(k) => k.name().to_string(),
+            Kernel::H(k, e) => format!("{}_{}", k.name(), elem_name(*e)),
+        }
+    }
+    fn step(&self) -> &'static str {
+        match self {
+            Kernel::S(k) => k.step(),
+            Kernel::H(k, _) => k.step(),
+        }
+    }
+    fn launch(
+        &self,
+        dev: &CudaDevice,
+        g: &Gemm,
+        a: &Buffer,
+        b: &Buffer,
+        c: &Buffer,
+    ) -> camel_cuda::Result<()> {
+        match *self {
+            Kernel::S(k) => sgemm(dev, k, g, a.ptr(), b.ptr(), c.ptr()),
+            Kernel::H(k, e) => hgemm(
+                dev,
+                k,
+                e,
+                g,
+                a.ptr(),
+                b.ptr(),
+                c.ptr(),
+                &Epilogue::default(),
+            ),
+        }
+    }
+}
+
+fn elem_name(e: Elem) -> &'static str {
+    match e {
+        Elem::F16 => "f16",
+        Elem::BF16 => "bf16",
+        _ => "f32",
+    }
+}
+
 struct Opts {
     shapes: Vec<(usize, usize, usize)>,
-    kernels: Vec<SgemmKernel>,
+    kernels: Vec<Kernel>,
     reps: usize,
     budget_ms: f64,
     warmup: usize,
@@ -81,11 +141,7 @@ struct Opts {
 fn parse_args(args: &[String]) -> Result<Option<Opts>, String> {
     let mut o = Opts {
         shapes: Vec::new(),
-        kernels: SgemmKernel::ALL
-            .iter()
-            .copied()
-            .chain([SgemmKernel::Tf32])
-            .collect(),
+        kernels: Vec::new(),
         reps: 50,
         budget_ms: 500.0,
         warmup: 3,
@@ -95,6 +151,8 @@ fn parse_args(args: &[String]) -> Result<Option<Opts>, String> {
         out: None,
     };
     let mut shapes = "all".to_string();
+    let mut dtype = Elem::F32;
+    let mut names: Option<String> = None;
     let mut x = camel_cuda::config::Experiments::default();
     let flag = |name: &'static str, v: String| {
         camel_cuda::config::parse_flag(name, &v).map_err(|e| e.to_string())
@@ -109,18 +167,13 @@ fn parse_args(args: &[String]) -> Result<Option<Opts>, String> {
         match a.as_str() {
             "-h" | "--help" => return Ok(None),
             "--shapes" => shapes = value("square, model or all")?,
-            "--kernels" => {
-                let v = value("comma-separated step names")?;
-                o.kernels = v
-                    .split(',')
-                    .filter(|s| !s.is_empty())
-                    .map(|s| {
-                        SgemmKernel::from_name(s.trim())
-                            .ok_or_else(|| format!("unknown kernel `{s}` (see --help)"))
-                    })
-                    .collect::<Result<_, _>>()?;
-                if o.kernels.is_empty() {
-                    return Err("--kernels names no kernel".into());
+            "--kernels" => names = Some(value("comma-separated step names")?),
+            "--dtype" => {
+                dtype = match value("f32, f16 or bf16")?.as_str() {
+                    "f32" => Elem::F32,
+                    "f16" => Elem::F16,
+                    "bf16" => Elem::BF16,
+                    other => return Err(format!("--dtype: `{other}` is not f32, f16 or bf16")),
                 }
             }
             "--reps" => {
@@ -167,6 +220,30 @@ fn parse_args(args: &[String]) -> Result<Option<Opts>, String> {
             other => return Err(format!("unknown argument `{other}` (see --help)")),
         }
     }
+    o.kernels = match (&names, dtype) {
+        (None, Elem::F32) => SgemmKernel::ALL
+            .iter()
+            .chain(&[SgemmKernel::Tf32])
+            .map(|&k| Kernel::S(k))
+            .collect(),
+        (None, e) => HgemmKernel::ALL.iter().map(|&k| Kernel::H(k, e)).collect(),
+        (Some(v), e) => v
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .map(|s| {
+                let s = s.trim();
+                let k = if e == Elem::F32 {
+                    SgemmKernel::from_name(s).map(Kernel::S)
+                } else {
+                    HgemmKernel::from_name(s).map(|k| Kernel::H(k, e))
+                };
+                k.ok_or_else(|| format!("unknown {} kernel `{s}` (see --help)", elem_name(e)))
+            })
+            .collect::<Result<_, _>>()?,
+    };
+    if o.kernels.is_empty() {
+        return Err("--kernels names no kernel".into());
+    }
     let square = SQUARE.iter().map(|&s| (s, s, s));
     o.shapes = match shapes.as_str() {
         "square" => square.collect(),
@@ -202,7 +279,7 @@ fn main() -> ExitCode {
 
 /// One measured (kernel, shape).
 struct Row {
-    kernel: SgemmKernel,
+    kernel: Kernel,
     shape: (usize, usize, usize),
     ms: f64,
     gflops: f64,
@@ -243,16 +320,35 @@ fn run(o: &Opts) -> Result<(), String> {
         "impl", "step", "m", "k", "n", "ms", "GFLOP/s", "runs"
     );
     let mut rows = Vec::new();
-    let mut unavailable: Vec<SgemmKernel> = Vec::new();
+    let mut unavailable: Vec<Kernel> = Vec::new();
+    let half = match o.kernels[0] {
+        Kernel::H(_, e) => Some(e),
+        Kernel::S(_) => None,
+    };
     for &(m, k, n) in &o.shapes {
-        let a = uniform(1, m * k);
-        let b = uniform(2, k * n);
+        // 16-bit runs: the inputs rounded to the dtype, so the reference sees what the GPU sees
+        let (a, b) = match half {
+            Some(e) => (
+                round16(e, &uniform(1, m * k)),
+                round16(e, &uniform(2, k * n)),
+            ),
+            None => (uniform(1, m * k), uniform(2, k * n)),
+        };
         let alloc = |what: &str, r: camel_cuda::Result<Buffer>| {
             r.map_err(|e| format!("{what} for {m}x{k}x{n}: {e}"))
         };
-        let da = alloc("uploading A", dev.htod(&a))?;
-        let db = alloc("uploading B", dev.htod(&b))?;
-        let dc = alloc("allocating C", dev.alloc(m * n * 4))?;
+        let (da, db) = match half {
+            Some(e) => (
+                alloc("uploading A", dev.htod(&bits16(e, &a)))?,
+                alloc("uploading B", dev.htod(&bits16(e, &b)))?,
+            ),
+            None => (
+                alloc("uploading A", dev.htod(&a))?,
+                alloc("uploading B", dev.htod(&b))?,
+            ),
+        };
+        let elem_bytes = if half.is_some() { 2 } else { 4 };
+        let dc = alloc("allocating C", dev.alloc(m * n * elem_bytes))?;
         let samples = if o.check {
             reference_samples(&a, &b, m, k, n)
         } else {
@@ -274,7 +370,7 @@ fn run(o: &Opts) -> Result<(), String> {
             }
             let slow_step = matches!(
                 kernel,
-                SgemmKernel::Naive | SgemmKernel::Coalesced | SgemmKernel::SmemTiling
+                Kernel::S(SgemmKernel::Naive | SgemmKernel::Coalesced | SgemmKernel::SmemTiling)
             );
             if slow_step && m * n * k >= 8192 * 8192 * 8192 && !o.all {
                 eprintln!(
@@ -321,7 +417,7 @@ fn run(o: &Opts) -> Result<(), String> {
                         kernel.name()
                     );
                 }
-                Err(e) if kernel == SgemmKernel::Tf32 => {
+                Err(e) if kernel == Kernel::S(SgemmKernel::Tf32) => {
                     eprintln!("note: skipping the TF32 step, its launch failed: {e}");
                     unavailable.push(kernel);
                     // a failed launch may leave an error on the stream: surface it now
@@ -356,19 +452,22 @@ enum Timed {
 fn time_kernel(
     dev: &Arc<CudaDevice>,
     o: &Opts,
-    kernel: SgemmKernel,
+    kernel: Kernel,
     g: &Gemm,
     (a, b, c): (&Buffer, &Buffer, &Buffer),
     flush: Option<&Buffer>,
     samples: &[Sample],
 ) -> camel_cuda::Result<Timed> {
-    let launch = || sgemm(dev, kernel, g, a.ptr(), b.ptr(), c.ptr());
+    let launch = || kernel.launch(dev, g, a, b, c);
     // first launch: loads (JIT-compiles) the module; C zeroed so a stale result cannot pass
     dev.memset_zero(c)?;
     launch()?;
     dev.synchronize()?;
     if !samples.is_empty() {
-        let got: Vec<f32> = dev.dtoh_vec(c, g.m * g.n)?;
+        let got: Vec<f32> = match kernel {
+            Kernel::H(_, e) => widen16(e, &dev.dtoh_vec::<u16>(c, g.m * g.n)?),
+            Kernel::S(_) => dev.dtoh_vec(c, g.m * g.n)?,
+        };
         if let Some(msg) = check(kernel, g, &got, samples) {
             return Ok(Timed::Wrong(msg));
         }
@@ -421,6 +520,31 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
+/// `x` rounded to f16 or bf16 (as f32 values).
+fn round16(e: Elem, x: &[f32]) -> Vec<f32> {
+    widen16(e, &bits16(e, x))
+}
+
+/// The 16-bit patterns of `x` rounded to `e`.
+fn bits16(e: Elem, x: &[f32]) -> Vec<u16> {
+    x.iter()
+        .map(|&v| match e {
+            Elem::F16 => half::f16::from_f32(v).to_bits(),
+            _ => half::bf16::from_f32(v).to_bits(),
+        })
+        .collect()
+}
+
+/// f16 or bf16 patterns widened to f32.
+fn widen16(e: Elem, x: &[u16]) -> Vec<f32> {
+    x.iter()
+        .map(|&b| match e {
+            Elem::F16 => half::f16::from_bits(b).to_f32(),
+            _ => half::bf16::from_bits(b).to_f32(),
+        })
+        .collect()
+}
+
 /// Uniform values in [−1, 1) from a 64-bit LCG (deterministic, fast for 64 M elements).
 fn uniform(seed: u64, n: usize) -> Vec<f32> {
     let mut s = seed
@@ -469,13 +593,23 @@ fn reference_samples(a: &[f32], b: &[f32], m: usize, k: usize, n: usize) -> Vec<
 
 /// `None` when every sample is within bound (4× the bound of the GPU tests in
 /// `tests/sgemm.rs`: this is a sanity check, not the correctness test), else the first miss.
-fn check(kernel: SgemmKernel, g: &Gemm, c: &[f32], samples: &[Sample]) -> Option<String> {
+fn check(kernel: Kernel, g: &Gemm, c: &[f32], samples: &[Sample]) -> Option<String> {
     let fp32 = 4e-5 * (g.k as f64).sqrt().max(1.0);
     for s in samples {
-        let tol = if kernel.is_tf32() {
-            4.0 * (2f64.powi(-10) + g.k as f64 * 2f64.powi(-24)) * s.abs + fp32
-        } else {
-            fp32
+        let tol = match kernel {
+            Kernel::S(k) if k.is_tf32() => {
+                4.0 * (2f64.powi(-10) + g.k as f64 * 2f64.powi(-24)) * s.abs + fp32
+            }
+            Kernel::S(_) => fp32,
+            // one rounding of the output (tests/hgemm.rs states the bound)
+            Kernel::H(_, e) => {
+                let u = if e == Elem::F16 {
+                    2f64.powi(-11)
+                } else {
+                    2f64.powi(-8)
+                };
+                4.0 * (u * s.value.abs() + g.k as f64 * 2f64.powi(-23) * s.abs) + 1e-6
+            }
         };
         let got = c[s.i * g.n + s.j] as f64;
         if got.is_nan() || (got - s.value).abs() > tol {
@@ -490,7 +624,7 @@ fn check(kernel: SgemmKernel, g: &Gemm, c: &[f32], samples: &[Sample]) -> Option
 
 /// GFLOP/s as a matrix: one line per shape, one column per kernel.
 fn print_summary(o: &Opts, rows: &[Row]) {
-    let kernels: Vec<SgemmKernel> = o
+    let kernels: Vec<Kernel> = o
         .kernels
         .iter()
         .copied()
