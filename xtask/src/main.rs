@@ -10,8 +10,8 @@
 //! - `dist`: build the release GPU test binaries and programs with `--features cuda`, strip
 //!   them and write them with `run-gpu-tests.sh` into `dist/gpu/` for a GPU host without Rust.
 //! - `labs [--link]`: compile every `dev/labs/*_lab.cu` for sm_90 into `<target>/labs/`.
-//! - `gemm-report DIR`: turn a GPU run's GEMM benchmark CSVs into `docs/gemm-results.md` and
-//!   `docs/gemm.png`.
+//! - `gemm-report DIR [--page NAME]`: turn a GPU run's GEMM benchmark CSVs into
+//!   `docs/gemm-results.md` and `docs/gemm.png` (`--page hgemm`: the 16-bit ladder's page).
 //! - `memory-report FILE`: turn a GPU run's `bench_memory` table into `docs/memory-results.md`
 //!   and `docs/memory.png`.
 //! - `bench-pages`: copy the tables of `docs/data/` into the pages that quote them and draw
@@ -117,9 +117,9 @@ commands:
   labs [--link] [--arch sm_XY] [--jobs N]
       Compile every dev/labs/*_lab.cu with nvcc (default sm_90, -I kernels) into <target>/labs/:
       object files, or with --link executables (needs the CUDA runtime library).
-  gemm-report DIR [--docs DOCS]
+  gemm-report DIR [--docs DOCS] [--page NAME]
       Read DIR/gemm_camel.csv (gemm_bench) and DIR/gemm_torch.csv (bench/torch/gemm_torch.py) and
-      write docs/gemm-results.md and docs/gemm.png.
+      write docs/NAME-results.md and docs/NAME.png (NAME: gemm; hgemm for the 16-bit ladder).
   memory-report FILE [--docs DOCS] [--check]
       Read FILE (bench_memory --torch's printed table) and write docs/memory-results.md and
       docs/memory.png: each memory-bound op at its default step against copy and PyTorch.
