@@ -222,6 +222,8 @@ pub(crate) fn run_backward(root: &Tensor, grad: Tensor) -> Result<()> {
     }
     let mut order = topo_order(root);
     let _ng = no_grad_guard();
+    // each op's backward runs in the dtypes its forward chose, whatever scope backward() is in
+    let _no_autocast = crate::autocast::autocast_guard(None)?;
     let mut grads: HashMap<usize, Tensor> = HashMap::new();
     grads.insert(root.id(), grad);
     // outputs before inputs; each entry is dropped once done with

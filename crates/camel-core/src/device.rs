@@ -96,6 +96,14 @@ impl DType {
         }
     }
 
+    /// True for the 16-bit floating-point dtypes (f16, bf16).
+    pub fn is_half(&self) -> bool {
+        match self {
+            DType::F16 | DType::BF16 => true,
+            DType::F32 | DType::I64 => false,
+        }
+    }
+
     /// The dtype's short name: `f32`, `i64`, `f16`, `bf16`.
     pub fn name(&self) -> &'static str {
         match self {

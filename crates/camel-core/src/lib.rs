@@ -17,6 +17,7 @@
 
 #![warn(missing_docs)]
 
+pub mod autocast;
 pub mod autograd;
 pub mod backend;
 mod device;
@@ -31,6 +32,7 @@ pub mod storage;
 mod tensor;
 pub mod testing;
 
+pub use autocast::{autocast, autocast_dtype, autocast_guard, AutocastGuard};
 pub use autograd::{is_grad_enabled, no_grad, no_grad_guard, GradModeGuard};
 /// The guard [`no_grad_guard`] returns: autograd records nothing until it is dropped (PyTorch's
 /// `torch.no_grad()` context).

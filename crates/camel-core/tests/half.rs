@@ -417,9 +417,9 @@ fn mixing_dtypes_is_an_error_naming_the_op_and_both_dtypes() {
     }
 }
 
-/// Every op that has no 16-bit kernel yet refuses such a tensor with a dtype error naming
-/// itself, on every device: nothing computes in the wrong precision or reads 2-byte elements as
-/// 4-byte ones.
+/// Every op that has no 16-bit path yet refuses such a tensor with a dtype error naming itself,
+/// on every device: nothing computes in the wrong precision or reads 2-byte elements as 4-byte
+/// ones. (Reductions, softmax, norms, losses and dropout take them: `half_reduce.rs`.)
 #[test]
 fn ops_without_16_bit_kernels_refuse_them_by_name() {
     for dev in devices() {
@@ -435,22 +435,8 @@ fn ops_without_16_bit_kernels_refuse_them_by_name() {
                 .to_dtype(dtype)
                 .unwrap();
             let idx = Tensor::from_vec_i64(vec![0, 1], &[2], dev).unwrap();
-            let v = Tensor::ones(&[5], dev).unwrap().to_dtype(dtype).unwrap();
             type Case<'a> = (&'a str, camel_core::Result<Tensor>);
             let cases: Vec<Case> = vec![
-                ("sum", x.sum()),
-                ("sum_dim", x.sum_dim(1, false)),
-                ("mean", x.mean()),
-                ("max", x.max()),
-                ("argmax", x.argmax_last()),
-                ("softmax", x.softmax()),
-                ("log_softmax", x.log_softmax()),
-                ("layer_norm", x.layer_norm(&v, &v, 1e-5)),
-                (
-                    "cross_entropy",
-                    m.cross_entropy(&idx.narrow(0, 0, 1).unwrap().expand(&[4]).unwrap()),
-                ),
-                ("mse", m.mse(&m)),
                 ("embedding", m.embedding(&idx)),
                 (
                     "conv2d",
@@ -460,8 +446,6 @@ fn ops_without_16_bit_kernels_refuse_them_by_name() {
                 ),
                 ("max_pool2d", x.max_pool2d((2, 2), (2, 2), (0, 0))),
                 ("avg_pool2d", x.avg_pool2d((2, 2), (2, 2), (0, 0), true)),
-                ("dropout", x.dropout(0.5, true)),
-                ("scaled_masked_softmax", m.scaled_masked_softmax(1.0, true)),
                 ("where", m.where_cond(&m, &m)),
                 ("masked_fill", m.masked_fill(&m, 0.0)),
                 ("triu", m.triu(0)),

@@ -321,6 +321,9 @@ impl Tensor {
     /// The gradient of `minimum`/`maximum` to each side: all of it to the chosen side, half to
     /// each on a tie.
     fn extreme2(&self, rhs: &Tensor, op: BinaryOp, name: &'static str) -> Result<Tensor> {
+        if let Some((a, b)) = crate::autocast::promote(self, rhs)? {
+            return a.extreme2(&b, op, name);
+        }
         let (s, shape) = self.binary_op(rhs, op, name)?;
         let (a, b) = (self.detach(), rhs.detach());
         let (ra, rb) = (self.requires_grad(), rhs.requires_grad());

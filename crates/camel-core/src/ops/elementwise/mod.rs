@@ -5,6 +5,7 @@
 //! `cpu.rs`, the CUDA launches `cuda.rs`.
 
 use super::{expect_float, same_device, same_dtype};
+use crate::autocast::promote;
 use crate::shape::broadcast_shape;
 use crate::storage::{dispatch, Storage};
 use crate::{Result, Tensor};
@@ -336,6 +337,9 @@ impl Tensor {
 
     /// `self + rhs`, broadcasting.
     pub fn add(&self, rhs: &Tensor) -> Result<Tensor> {
+        if let Some((a, b)) = promote(self, rhs)? {
+            return a.add(&b);
+        }
         let (s, shape) = self.binary_op(rhs, BinaryOp::Add, "add")?;
         let (sa, sb) = (self.shape().to_vec(), rhs.shape().to_vec());
         Ok(Tensor::from_op(s, shape, "add", &[self, rhs], move |g| {
@@ -345,6 +349,9 @@ impl Tensor {
 
     /// `self - rhs`, broadcasting.
     pub fn sub(&self, rhs: &Tensor) -> Result<Tensor> {
+        if let Some((a, b)) = promote(self, rhs)? {
+            return a.sub(&b);
+        }
         let (s, shape) = self.binary_op(rhs, BinaryOp::Sub, "sub")?;
         let (sa, sb) = (self.shape().to_vec(), rhs.shape().to_vec());
         Ok(Tensor::from_op(s, shape, "sub", &[self, rhs], move |g| {
@@ -354,6 +361,9 @@ impl Tensor {
 
     /// `self * rhs` elementwise, broadcasting.
     pub fn mul(&self, rhs: &Tensor) -> Result<Tensor> {
+        if let Some((a, b)) = promote(self, rhs)? {
+            return a.mul(&b);
+        }
         let (s, shape) = self.binary_op(rhs, BinaryOp::Mul, "mul")?;
         let (a, b) = (self.detach(), rhs.detach());
         let (ra, rb) = (self.requires_grad(), rhs.requires_grad());
@@ -374,6 +384,9 @@ impl Tensor {
 
     /// `self / rhs` elementwise, broadcasting.
     pub fn div(&self, rhs: &Tensor) -> Result<Tensor> {
+        if let Some((a, b)) = promote(self, rhs)? {
+            return a.div(&b);
+        }
         let (s, shape) = self.binary_op(rhs, BinaryOp::Div, "div")?;
         let (a, b) = (self.detach(), rhs.detach());
         let (ra, rb) = (self.requires_grad(), rhs.requires_grad());

@@ -1,8 +1,9 @@
 //! LayerNorm over the last dimension, with learned gain and bias.
 
-use super::{expect_f32, same_device};
+use super::{expect_f32, same_device, same_dtype};
+use crate::autocast::{autocast_dtype, via_f32_autocast};
 use crate::storage::{dispatch, Storage};
-use crate::{Error, Result, Tensor};
+use crate::{DType, Error, Result, Tensor};
 
 mod cpu;
 #[cfg(feature = "cuda")]
@@ -68,6 +69,19 @@ impl Tensor {
     /// each row's mean and 1/√(var + eps); the backward gives dx, dgamma and dbeta in one pass.
     pub fn layer_norm(&self, gamma: &Tensor, beta: &Tensor, eps: f32) -> Result<Tensor> {
         let op = "layer_norm";
+        if [self, gamma, beta].iter().any(|t| t.dtype().is_half()) {
+            // outside an autocast scope the three share one dtype
+            if autocast_dtype().is_none() {
+                same_dtype(op, self, gamma)?;
+                same_dtype(op, self, beta)?;
+            }
+            let widen = |t: &Tensor| match t.dtype().is_half() {
+                true => t.to_dtype(DType::F32),
+                false => Ok(t.clone()),
+            };
+            let (g, b) = (widen(gamma)?, widen(beta)?);
+            return via_f32_autocast(self, |x| x.layer_norm(&g, &b, eps));
+        }
         for t in [self, gamma, beta] {
             expect_f32(op, t)?;
         }

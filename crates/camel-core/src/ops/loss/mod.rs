@@ -3,7 +3,8 @@
 //! way (`cpu.rs`; `cuda.rs` runs the loss ladder's step, which may fuse the mean into the
 //! kernel); the op has one path on every device.
 
-use super::{expect_f32, same_device};
+use super::{expect_f32, same_device, same_dtype};
+use crate::autocast::{autocast_dtype, via_f32_autocast};
 use crate::storage::{dispatch, Storage};
 use crate::{DType, Error, Result, Tensor};
 
@@ -67,6 +68,9 @@ impl Tensor {
     /// Mean cross-entropy of `[n, classes]` logits against i64 class indices `[n]`.
     /// Stable for any finite logits; a target outside `0..classes` is an error.
     pub fn cross_entropy(&self, targets: &Tensor) -> Result<Tensor> {
+        if self.dtype().is_half() {
+            return via_f32_autocast(self, |x| x.cross_entropy(targets));
+        }
         expect_f32("cross_entropy", self)?;
         same_device("cross_entropy", self, targets)?;
         if targets.dtype() != DType::I64 {
@@ -114,6 +118,18 @@ impl Tensor {
 
     /// Mean squared error `mean((self − target)²)`; shapes must be equal.
     pub fn mse(&self, target: &Tensor) -> Result<Tensor> {
+        if autocast_dtype().is_none() {
+            same_dtype("mse", self, target)?;
+        }
+        if self.dtype().is_half() && (target.dtype() == self.dtype() || autocast_dtype().is_some())
+        {
+            let t = if target.dtype().is_half() {
+                target.to_dtype(DType::F32)?
+            } else {
+                target.clone()
+            };
+            return via_f32_autocast(self, |x| x.mse(&t));
+        }
         if self.shape() != target.shape() {
             return Err(Error::ShapeMismatch {
                 op: "mse",

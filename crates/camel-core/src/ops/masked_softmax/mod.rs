@@ -8,6 +8,7 @@
 //! are never fully masked (`Tk ≥ Tq` is required when causal).
 
 use super::expect_f32;
+use crate::autocast::via_f32_autocast;
 use crate::storage::{dispatch, Storage};
 use crate::{Error, Result, Tensor};
 
@@ -81,6 +82,9 @@ impl Tensor {
     /// ```
     pub fn scaled_masked_softmax(&self, scale: f32, causal: bool) -> Result<Tensor> {
         const OP: &str = "scaled_masked_softmax";
+        if self.dtype().is_half() {
+            return via_f32_autocast(self, |x| x.scaled_masked_softmax(scale, causal));
+        }
         expect_f32(OP, self)?;
         let shape = self.shape().to_vec();
         if shape.len() < 2 {

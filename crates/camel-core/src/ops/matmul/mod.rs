@@ -9,6 +9,7 @@
 //! accumulators); the bias and activation of `linear` apply to the f32 sum before that rounding.
 
 use super::{expect_float, same_device, same_dtype};
+use crate::autocast::lower;
 use crate::backend::Activation;
 use crate::ops::elementwise::UnaryOp;
 use crate::shape::numel;
@@ -80,6 +81,11 @@ impl Tensor {
     /// `op(self) · op(rhs)` where `op` transposes the last two dims when its flag is set.
     /// A transposed view (`x.transpose(-2, -1)`) is read in place with the flag flipped.
     pub fn matmul_t(&self, rhs: &Tensor, trans_a: bool, trans_b: bool) -> Result<Tensor> {
+        if crate::autocast_dtype().is_some() {
+            let (a, b) = (lower(self)?, lower(rhs)?);
+            let _off = crate::autocast_guard(None)?;
+            return a.matmul_t(&b, trans_a, trans_b);
+        }
         expect_float("matmul", self)?;
         same_dtype("matmul", self, rhs)?;
         same_device("matmul", self, rhs)?;
@@ -211,6 +217,12 @@ impl Tensor {
         bias: Option<&Tensor>,
         act: Activation,
     ) -> Result<Tensor> {
+        if crate::autocast_dtype().is_some() {
+            let (x, w) = (lower(self)?, lower(weight)?);
+            let b = bias.map(lower).transpose()?;
+            let _off = crate::autocast_guard(None)?;
+            return x.linear(&w, b.as_ref(), act);
+        }
         expect_float("linear", self)?;
         same_dtype("linear", self, weight)?;
         same_device("linear", self, weight)?;

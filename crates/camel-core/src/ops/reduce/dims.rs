@@ -9,6 +9,7 @@
 //!   variance in two passes: f64 on the CPU, f32 on the GPU (the mean, then the squared
 //!   deviations from it).
 
+use crate::autocast::via_f32_autocast;
 use crate::ops::expect_f32;
 use crate::shape::normalize_dim;
 use crate::{Error, Result, Tensor};
@@ -94,6 +95,9 @@ impl Tensor {
     /// docs).
     pub fn sum_dims(&self, dims: &[isize], keepdim: bool) -> Result<Tensor> {
         const OP: &str = "sum_dims";
+        if self.dtype().is_half() {
+            return via_f32_autocast(self, |x| x.sum_dims(dims, keepdim));
+        }
         expect_f32(OP, self)?;
         let ds = reduced_dims(OP, dims, self.rank())?;
         let (keep, out_shape) = reduced_shapes(self.shape(), &ds, keepdim);
@@ -112,6 +116,9 @@ impl Tensor {
     /// Mean over the dims `dims` (`torch.mean(x, dims, keepdim)`); NaN where they hold no
     /// elements. Same dims rules as [`Tensor::sum_dims`].
     pub fn mean_dims(&self, dims: &[isize], keepdim: bool) -> Result<Tensor> {
+        if self.dtype().is_half() {
+            return via_f32_autocast(self, |x| x.mean_dims(dims, keepdim));
+        }
         let ds = reduced_dims("mean_dims", dims, self.rank())?;
         let n: usize = ds.iter().map(|&d| self.shape()[d]).product();
         // 0 · (1 / 0) = NaN for an empty reduction.
@@ -136,6 +143,9 @@ impl Tensor {
     /// ```
     pub fn var_dims(&self, dims: &[isize], correction: usize, keepdim: bool) -> Result<Tensor> {
         const OP: &str = "var_dims";
+        if self.dtype().is_half() {
+            return via_f32_autocast(self, |x| x.var_dims(dims, correction, keepdim));
+        }
         expect_f32(OP, self)?;
         let ds = reduced_dims(OP, dims, self.rank())?;
         let (keep, out_shape) = reduced_shapes(self.shape(), &ds, keepdim);

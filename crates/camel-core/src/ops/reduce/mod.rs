@@ -1,8 +1,13 @@
 //! Reductions: sum, mean, max and min over all elements or along one dimension, argmax and
 //! argmin, `sum_to` (the backward of broadcasting), and sum, mean and variance over several
 //! dimensions (`dims.rs`).
+//!
+//! The kernels read f32. A 16-bit tensor is widened on its device by the cast kernel, reduced in
+//! f32 and the result rounded once to its dtype (`crate::autocast::via_f32`): the f32
+//! accumulation PyTorch's 16-bit reductions use, at the cost of one extra pass over the input.
 
 use super::expect_f32;
+use crate::autocast::{via_f32, via_f32_autocast};
 use crate::shape::{normalize_dim, split_at_dim};
 use crate::storage::{dispatch, Storage};
 use crate::{DType, Error, Result, Tensor};
@@ -96,6 +101,9 @@ impl Tensor {
 
     /// Sum along `dim` (negative counts from the end); `keepdim` keeps it as size 1.
     pub fn sum_dim(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
+        if self.dtype().is_half() {
+            return via_f32_autocast(self, |x| x.sum_dim(dim, keepdim));
+        }
         expect_f32("sum", self)?;
         let d = normalize_dim("sum", dim, self.rank())?;
         let r = self.reduce_plain(d, ReduceOp::Sum)?;
@@ -119,6 +127,9 @@ impl Tensor {
 
     /// Mean along `dim` (`torch.mean(x, dim)`); NaN where `dim` is empty.
     pub fn mean_dim(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
+        if self.dtype().is_half() {
+            return via_f32_autocast(self, |x| x.mean_dim(dim, keepdim));
+        }
         let n = self.dim(dim)?;
         self.sum_dim(dim, keepdim)?.mul_scalar(1.0 / n as f32)
     }
@@ -126,6 +137,9 @@ impl Tensor {
     /// Mean of all elements (shape `[]`). The mean of an empty tensor is NaN, as `torch.mean`
     /// and [`Tensor::mean_dim`] over an empty dim give.
     pub fn mean(&self) -> Result<Tensor> {
+        if self.dtype().is_half() {
+            return via_f32_autocast(self, |x| x.mean());
+        }
         // 0 · (1 / 0) = NaN for an empty tensor.
         self.sum()?.mul_scalar(1.0 / self.numel() as f32)
     }
@@ -150,6 +164,10 @@ impl Tensor {
         op: ReduceOp,
         name: &'static str,
     ) -> Result<Tensor> {
+        if self.dtype().is_half() {
+            // exact: the extreme of 16-bit values is one of them
+            return via_f32(self, |x| x.extreme_dim(dim, keepdim, op, name));
+        }
         expect_f32(name, self)?;
         let d = normalize_dim(name, dim, self.rank())?;
         if self.shape().get(d) == Some(&0) {
@@ -204,6 +222,9 @@ impl Tensor {
 
     /// [`Tensor::argmax_last`] (`name` "argmax") or [`Tensor::argmin_last`] ("argmin").
     fn arg_extreme_last(&self, name: &'static str) -> Result<Tensor> {
+        if self.dtype().is_half() {
+            return via_f32(self, |x| x.arg_extreme_last(name));
+        }
         expect_f32(name, self)?;
         let cols = *self.shape().last().ok_or_else(|| Error::BadShape {
             op: name,

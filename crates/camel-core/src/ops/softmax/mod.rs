@@ -1,6 +1,7 @@
 //! Softmax and log-softmax along the last dimension (max-subtracted, so stable for any logits).
 
 use super::expect_f32;
+use crate::autocast::via_f32_autocast;
 use crate::storage::{dispatch, Storage};
 use crate::{Error, Result, Tensor};
 
@@ -46,6 +47,9 @@ impl Tensor {
 
     /// `exp(x) / Σ exp(x)` over the last dim.
     pub fn softmax(&self) -> Result<Tensor> {
+        if self.dtype().is_half() {
+            return via_f32_autocast(self, |x| x.softmax());
+        }
         expect_f32("softmax", self)?;
         let (rows, cols) = self.rows_cols("softmax")?;
         let s = self.storage()?.softmax_last(rows, cols, false)?;
@@ -63,6 +67,9 @@ impl Tensor {
 
     /// `x − log Σ exp(x)` over the last dim.
     pub fn log_softmax(&self) -> Result<Tensor> {
+        if self.dtype().is_half() {
+            return via_f32_autocast(self, |x| x.log_softmax());
+        }
         expect_f32("log_softmax", self)?;
         let (rows, cols) = self.rows_cols("log_softmax")?;
         let s = self.storage()?.softmax_last(rows, cols, true)?;

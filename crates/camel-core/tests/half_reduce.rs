@@ -1,0 +1,339 @@
+//! Reductions, softmax, norms, losses and dropout on f16 and bf16 tensors: each accumulates in
+//! f32 and rounds its result once to the input's dtype, on every device. The references are
+//! computed in f64 from the 16-bit values, so the bound of every check is one rounding to the
+//! dtype (half an ulp, taken as a whole ulp) plus the op's f32 error.
+
+mod common;
+use camel_core::{bf16, f16, DType, Device, Generator, Tensor};
+use common::{devices, rand_idx, rand_vec};
+
+/// `x` rounded to `dtype` on the host.
+fn round(x: &[f32], dtype: DType) -> Vec<f32> {
+    x.iter()
+        .map(|&v| match dtype {
+            DType::F16 => f16::from_f32(v).to_f32(),
+            _ => bf16::from_f32(v).to_f32(),
+        })
+        .collect()
+}
+
+/// One unit in the last place of `dtype` at `x` (subnormals of f16 excluded: the values here are
+/// far from them).
+fn ulp(x: f64, dtype: DType) -> f64 {
+    let bits = if dtype == DType::F16 { 10 } else { 7 };
+    let e = x.abs().max(1e-30).log2().floor();
+    2f64.powf(e - bits as f64)
+}
+
+fn on(x: &[f32], shape: &[usize], dtype: DType, dev: Device) -> Tensor {
+    Tensor::from_vec(x.to_vec(), shape, dev)
+        .unwrap()
+        .to_dtype(dtype)
+        .unwrap()
+}
+
+/// `got` (of `dtype`) against `want`: within an ulp of the dtype plus `f32_err(want)`.
+fn assert_rounded(
+    what: &str,
+    got: &Tensor,
+    want: &[f64],
+    dtype: DType,
+    f32_err: impl Fn(f64) -> f64,
+) {
+    assert_eq!(got.dtype(), dtype, "{what}: dtype");
+    let g = got.to_vec().unwrap();
+    assert_eq!(g.len(), want.len(), "{what}: length");
+    for (i, (&g, &w)) in g.iter().zip(want).enumerate() {
+        let tol = ulp(w, dtype) + f32_err(w);
+        assert!(
+            (g as f64 - w).abs() <= tol,
+            "{what} [{i}]: got {g}, reference {w}, bound {tol:e}"
+        );
+    }
+}
+
+fn row_softmax(x: &[f64], log: bool) -> Vec<f64> {
+    let m = x.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    let s: f64 = x.iter().map(|v| (v - m).exp()).sum();
+    x.iter()
+        .map(|v| {
+            if log {
+                v - m - s.ln()
+            } else {
+                (v - m).exp() / s
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn reductions_softmax_norms_and_losses_round_once_from_f32() {
+    let rows = 3;
+    for dtype in [DType::F16, DType::BF16] {
+        for cols in [1usize, 7, 127, 1031] {
+            let n = rows * cols;
+            let x = round(&rand_vec(n, -3.0, 3.0, cols as u64), dtype);
+            let y = round(&rand_vec(n, -3.0, 3.0, 7 + cols as u64), dtype);
+            let gamma = round(&rand_vec(cols, 0.5, 1.5, 3), dtype);
+            let beta = round(&rand_vec(cols, -0.5, 0.5, 4), dtype);
+            let targets = rand_idx(rows, cols, 5);
+            let xr: Vec<Vec<f64>> = x
+                .chunks(cols)
+                .map(|r| r.iter().map(|&v| v as f64).collect())
+                .collect();
+            // f64 references
+            let sums: Vec<f64> = xr.iter().map(|r| r.iter().sum()).collect();
+            let abs_sum: f64 = x.iter().map(|v| v.abs() as f64).sum();
+            let mean = sums.iter().sum::<f64>() / n as f64;
+            let maxes: Vec<f64> = xr
+                .iter()
+                .map(|r| r.iter().cloned().fold(f64::NEG_INFINITY, f64::max))
+                .collect();
+            let argmax: Vec<i64> = xr
+                .iter()
+                .zip(&maxes)
+                .map(|(r, m)| r.iter().position(|v| v == m).unwrap() as i64)
+                .collect();
+            let soft: Vec<f64> = xr.iter().flat_map(|r| row_softmax(r, false)).collect();
+            let logsoft: Vec<f64> = xr.iter().flat_map(|r| row_softmax(r, true)).collect();
+            let var: Vec<f64> = xr
+                .iter()
+                .map(|r| {
+                    let m = r.iter().sum::<f64>() / cols as f64;
+                    let ss: f64 = r.iter().map(|v| (v - m) * (v - m)).sum();
+                    ss / (cols as f64 - 1.0)
+                })
+                .collect();
+            let ln: Vec<f64> = xr
+                .iter()
+                .flat_map(|r| {
+                    let m = r.iter().sum::<f64>() / cols as f64;
+                    let v = r.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / cols as f64;
+                    let rs = 1.0 / (v + 1e-5).sqrt();
+                    r.iter()
+                        .enumerate()
+                        .map(|(j, x)| (x - m) * rs * gamma[j] as f64 + beta[j] as f64)
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            let ce = xr
+                .iter()
+                .zip(&targets)
+                .map(|(r, &t)| -row_softmax(r, true)[t as usize])
+                .sum::<f64>()
+                / rows as f64;
+            let mse = x
+                .iter()
+                .zip(&y)
+                .map(|(&a, &b)| (a as f64 - b as f64).powi(2))
+                .sum::<f64>()
+                / n as f64;
+            for dev in devices() {
+                let what = |op: &str| format!("{dev} {dtype} {op} cols={cols}");
+                let t = on(&x, &[rows, cols], dtype, dev);
+                // an f32 sum errs by at most n·2⁻²⁴·Σ|x|
+                let acc = |_: f64| n as f64 * 2f64.powi(-24) * abs_sum;
+                assert_rounded(
+                    &what("sum_dim"),
+                    &t.sum_dim(-1, false).unwrap(),
+                    &sums,
+                    dtype,
+                    acc,
+                );
+                let s = t.sum().unwrap();
+                assert_rounded(&what("sum"), &s, &[sums.iter().sum()], dtype, acc);
+                let m = t.mean().unwrap();
+                assert_rounded(&what("mean"), &m, &[mean], dtype, |_| acc(0.0) / n as f64);
+                assert_rounded(
+                    &what("max_dim"),
+                    &t.max_dim(-1, false).unwrap(),
+                    &maxes,
+                    dtype,
+                    |_| 0.0,
+                );
+                let am = t.argmax_last().unwrap();
+                assert_eq!(am.dtype(), DType::I64, "{}", what("argmax"));
+                assert_eq!(am.to_vec_i64().unwrap(), argmax, "{}", what("argmax"));
+                let rel = |tol: f64| move |w: f64| tol * (1.0 + w.abs());
+                assert_rounded(
+                    &what("softmax"),
+                    &t.softmax().unwrap(),
+                    &soft,
+                    dtype,
+                    rel(1e-6),
+                );
+                assert_rounded(
+                    &what("log_softmax"),
+                    &t.log_softmax().unwrap(),
+                    &logsoft,
+                    dtype,
+                    rel(1e-5),
+                );
+                if cols > 1 {
+                    let v = t.var_dims(&[-1], 1, false).unwrap();
+                    assert_rounded(&what("var_dims"), &v, &var, dtype, rel(1e-5));
+                }
+                let (g, b) = (
+                    on(&gamma, &[cols], dtype, dev),
+                    on(&beta, &[cols], dtype, dev),
+                );
+                let l = t.layer_norm(&g, &b, 1e-5).unwrap();
+                assert_rounded(&what("layer_norm"), &l, &ln, dtype, rel(1e-4));
+                let tt = Tensor::from_vec_i64(targets.clone(), &[rows], dev).unwrap();
+                let c = t.cross_entropy(&tt).unwrap();
+                assert_rounded(&what("cross_entropy"), &c, &[ce], dtype, rel(1e-5));
+                let u = on(&y, &[rows, cols], dtype, dev);
+                assert_rounded(&what("mse"), &t.mse(&u).unwrap(), &[mse], dtype, rel(1e-5));
+            }
+        }
+    }
+}
+
+/// A 16-bit accumulator stops growing long before these sums: bf16 at 256 + 1, f16 at
+/// 2048 + 1. f32 accumulation gives them exactly.
+#[test]
+fn long_sums_accumulate_in_f32() {
+    for dev in devices() {
+        for dtype in [DType::F16, DType::BF16] {
+            let ones = Tensor::ones(&[4096], dev).unwrap().to_dtype(dtype).unwrap();
+            assert_eq!(ones.sum().unwrap().item().unwrap(), 4096.0, "{dev} {dtype}");
+            let m = Tensor::ones(&[3, 4096], dev)
+                .unwrap()
+                .to_dtype(dtype)
+                .unwrap();
+            assert_eq!(
+                m.sum_dim(1, false).unwrap().to_vec().unwrap(),
+                [4096.0; 3],
+                "{dev} {dtype} rows"
+            );
+            assert_eq!(
+                m.sum_dims(&[0, 1], false).unwrap().item().unwrap(),
+                12288.0,
+                "{dev} {dtype} sum_dims"
+            );
+            assert_eq!(m.mean_dim(1, true).unwrap().shape(), [3, 1]);
+            assert_eq!(
+                m.mean_dims(&[1], false).unwrap().to_vec().unwrap(),
+                [1.0; 3]
+            );
+        }
+    }
+}
+
+/// Gradients come back in the input's dtype: the f32 gradient of the widened input, rounded once.
+#[test]
+fn gradients_come_back_in_the_input_dtype() {
+    let (rows, cols) = (5, 33);
+    for dtype in [DType::F16, DType::BF16] {
+        let x = round(&rand_vec(rows * cols, -2.0, 2.0, 11), dtype);
+        let w = rand_vec(rows * cols, -1.0, 1.0, 12);
+        let targets = rand_idx(rows, cols, 13);
+        for dev in devices() {
+            type Loss = fn(&Tensor, &Tensor, &Tensor) -> camel_core::Result<Tensor>;
+            let losses: [(&str, Loss); 4] = [
+                ("softmax", |x, w, _| x.softmax()?.mul(w)?.sum()),
+                ("log_softmax", |x, w, _| x.log_softmax()?.mul(w)?.sum()),
+                ("max", |x, w, _| {
+                    x.max_dim(1, false)?
+                        .mul(&w.narrow(1, 0, 1)?.reshape(&[5])?)?
+                        .sum()
+                }),
+                ("cross_entropy", |x, _, t| x.cross_entropy(t)),
+            ];
+            let tt = Tensor::from_vec_i64(targets.clone(), &[rows], dev).unwrap();
+            for (name, f) in losses {
+                let xh = on(&x, &[rows, cols], dtype, dev)
+                    .requires_grad_(true)
+                    .unwrap();
+                let wh = on(&w, &[rows, cols], dtype, dev);
+                f(&xh, &wh, &tt).unwrap().backward().unwrap();
+                let gh = xh.grad().unwrap();
+                assert_eq!(gh.dtype(), dtype, "{dev} {name}");
+                // the same loss on the widened values in f32
+                let xf = Tensor::from_vec(x.clone(), &[rows, cols], dev)
+                    .unwrap()
+                    .requires_grad_(true)
+                    .unwrap();
+                let wf = wh.to_dtype(DType::F32).unwrap();
+                f(&xf, &wf, &tt).unwrap().backward().unwrap();
+                let gf = xf.grad().unwrap().to_vec().unwrap();
+                let gh = gh.to_vec().unwrap();
+                for i in 0..gf.len() {
+                    // the upstream gradient is itself rounded to the dtype: allow two ulps
+                    let tol = 2.0 * ulp(gf[i] as f64, dtype) + 1e-6;
+                    assert!(
+                        (gh[i] as f64 - gf[i] as f64).abs() <= tol,
+                        "{dev} {dtype} {name} grad [{i}]: {} vs f32 {}",
+                        gh[i],
+                        gf[i]
+                    );
+                }
+            }
+            // layer norm: all three gradients in the dtype
+            let xh = on(&x, &[rows, cols], dtype, dev)
+                .requires_grad_(true)
+                .unwrap();
+            let g = Tensor::ones(&[cols], dev).unwrap().to_dtype(dtype).unwrap();
+            let g = g.requires_grad_(true).unwrap();
+            let b = Tensor::zeros(&[cols], dev)
+                .unwrap()
+                .to_dtype(dtype)
+                .unwrap();
+            let b = b.requires_grad_(true).unwrap();
+            let wh = on(&w, &[rows, cols], dtype, dev);
+            xh.layer_norm(&g, &b, 1e-5)
+                .unwrap()
+                .mul(&wh)
+                .unwrap()
+                .sum()
+                .unwrap()
+                .backward()
+                .unwrap();
+            for (name, t) in [("x", &xh), ("gamma", &g), ("beta", &b)] {
+                assert_eq!(t.grad().unwrap().dtype(), dtype, "{dev} layer_norm d{name}");
+            }
+        }
+    }
+}
+
+/// Dropout on a 16-bit tensor draws the mask an f32 tensor of the same shape draws from the same
+/// generator state, and scales by 1/(1−p) rounded once.
+#[test]
+fn dropout_keeps_the_f32_mask_and_the_dtype() {
+    let n = 1031;
+    for dtype in [DType::F16, DType::BF16] {
+        let x = round(&rand_vec(n, -2.0, 2.0, 21), dtype);
+        for dev in devices() {
+            let xh = on(&x, &[n], dtype, dev);
+            let yh = xh.dropout_with(0.3, &mut Generator::new(9)).unwrap();
+            assert_eq!(yh.dtype(), dtype);
+            let xf = Tensor::from_vec(x.clone(), &[n], dev).unwrap();
+            let yf = xf.dropout_with(0.3, &mut Generator::new(9)).unwrap();
+            assert_eq!(
+                yh.to_vec().unwrap(),
+                round(&yf.to_vec().unwrap(), dtype),
+                "{dev} {dtype}"
+            );
+            assert_eq!(xh.dropout(0.3, false).unwrap().dtype(), dtype);
+        }
+    }
+}
+
+/// Mixing 16-bit and f32 operands in the norms and losses is an error outside an autocast scope.
+#[test]
+fn mixed_dtypes_are_refused_outside_autocast() {
+    for dev in devices() {
+        let x = Tensor::ones(&[2, 4], dev)
+            .unwrap()
+            .to_dtype(DType::BF16)
+            .unwrap();
+        let g32 = Tensor::ones(&[4], dev).unwrap();
+        let err = x.layer_norm(&g32, &g32, 1e-5).unwrap_err().to_string();
+        assert!(err.contains("layer_norm"), "{err}");
+        let err = x
+            .mse(&Tensor::ones(&[2, 4], dev).unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("mse"), "{err}");
+    }
+}
