@@ -1,7 +1,8 @@
 """PyTorch reference for camel's GPT-mini training step (bench/src/bin/gpt_bench.rs): the same
 model written nanoGPT-style (token + learned position embeddings, pre-LN blocks with a naive
 causal attention, GELU MLP, final LayerNorm, untied bias-free LM head), AdamW with weight decay on
-the matrices only, gradient clipping at 1.0, fp32, eager.
+the matrices only, gradient clipping at 1.0, eager; fp32, or with `--precision bf16|f16` the
+forward under torch.autocast in that dtype (f32 master weights; f16 with a GradScaler).
 
 One step = zero_grad, forward, cross-entropy, backward, clip_grad_norm_, AdamW step, on a fixed
 random batch of token ids. Each step is timed alone between two CUDA events (wall clock on the
@@ -16,7 +17,8 @@ Output: a CSV (also what `gpt_bench --torch FILE` reads):
   size,impl,device,step_ms,tokens_per_s,peak_mib
 
 Usage: python3 gpt_torch.py [--device cuda|cpu] [--sizes small,recipe] [--steps N] [--warmup N]
-                            [--attn naive|sdpa] [--threads N] [--out FILE]
+                            [--attn naive|sdpa] [--precision f32|bf16|f16] [--threads N]
+                            [--out FILE]
 """
 import argparse
 import math
@@ -133,12 +135,23 @@ def bench(size, cfg, args):
     x = torch.randint(0, VOCAB, (B, T), device=dev)
     y = torch.randint(0, VOCAB, (B, T), device=dev)
 
+    amp = {"bf16": torch.bfloat16, "f16": torch.float16}.get(args.precision)
+    scaler = torch.amp.GradScaler(dev) if args.precision == "f16" else None
+
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = model(x, y)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        with torch.autocast(dev, dtype=amp, enabled=amp is not None):
+            loss = model(x, y)
+        if scaler is None:
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.unscale_(opt)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            scaler.step(opt)
+            scaler.update()
 
     if dev == "cuda":
         torch.cuda.synchronize()
@@ -171,6 +184,7 @@ def main():
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--attn", default="naive", choices=["naive", "sdpa"])
+    ap.add_argument("--precision", default="f32", choices=["f32", "bf16", "f16"])
     ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (CPU)")
     ap.add_argument("--out", default=None, help="also write the CSV here")
     args = ap.parse_args()
@@ -178,6 +192,7 @@ def main():
         torch.set_num_threads(args.threads)
     name = torch.cuda.get_device_name() if args.device == "cuda" else f"cpu ({torch.get_num_threads()} threads)"
     lines = [f"# device: {name}; torch {torch.__version__}; attention {args.attn}; "
+             f"precision {args.precision}; "
              f"median of {args.steps} steps after {args.warmup}",
              "size,impl,device,step_ms,tokens_per_s,peak_mib"]
     print("\n".join(lines), flush=True)

@@ -14,14 +14,18 @@
 //! Sizes: `small` (4 layers, 4 heads, 128 wide, block 128, batch 64, dropout 0) and `recipe`
 //! (6 layers, 6 heads, 384 wide, block 256, batch 64, dropout 0.2).
 //!
+//! `--precision bf16` runs the forward in an autocast scope (matrix products in bf16 on f32
+//! master weights), as `camel train gpt --precision bf16` does; compare it with
+//! `gpt_torch.py --precision bf16`.
+//!
 //! `gpt_bench [--device cuda|cpu] [--sizes small,recipe] [--steps N] [--warmup N]
-//! [--torch FILE]` prints a CSV `size,impl,device,step_ms,tokens_per_s,peak_mib` (the format of
+//! [--precision f32|bf16] [--torch FILE]` prints a CSV `size,impl,device,step_ms,tokens_per_s,peak_mib` (the format of
 //! gpt_torch.py); with `--torch FILE` (gpt_torch.py's output) it then prints a Markdown table
 //! of both and the ratios (PyTorch time / camel time: above 1 means camel is faster; camel's
 //! peak memory / PyTorch's).
 
 use camel_models::gpt::{GptConfig, GptMini};
-use camel_nn::{Device, Module, Tensor};
+use camel_nn::{autocast_guard, DType, Device, Module, Tensor};
 use camel_optim::{clip_grad_norm, decay_groups, Adam, Optimizer};
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
@@ -61,7 +65,13 @@ struct Row {
 
 type BenchResult<T> = Result<T, Box<dyn std::error::Error>>;
 
-fn bench(size: &Size, device: Device, warmup: usize, steps: usize) -> BenchResult<Row> {
+fn bench(
+    size: &Size,
+    device: Device,
+    warmup: usize,
+    steps: usize,
+    precision: Option<DType>,
+) -> BenchResult<Row> {
     let cfg = &size.config;
     let model = GptMini::with_seed(cfg, 0, device)?;
     model.train();
@@ -76,7 +86,10 @@ fn bench(size: &Size, device: Device, warmup: usize, steps: usize) -> BenchResul
     let y = Tensor::from_vec_i64(ids(b * t), &[b, t], device)?;
     let mut step = || -> BenchResult<()> {
         opt.zero_grad();
-        let loss = GptMini::loss(&model.logits(&x)?, &y)?;
+        let loss = {
+            let _scope = autocast_guard(precision)?;
+            GptMini::loss(&model.logits(&x)?, &y)?
+        };
         loss.backward()?;
         clip_grad_norm(&params, 1.0)?;
         opt.step()?;
@@ -171,6 +184,11 @@ fn run() -> BenchResult<()> {
         .parse()
         .map_err(|e| format!("--device: {e}"))?;
     let steps: usize = arg("--steps").map_or(Ok(50), |s| s.parse())?;
+    let precision = match arg("--precision").as_deref() {
+        None | Some("f32") => None,
+        Some("bf16") => Some(DType::BF16),
+        Some(p) => return Err(format!("--precision: {p:?} is not f32 or bf16").into()),
+    };
     let warmup: usize = arg("--warmup").map_or(Ok(10), |s| s.parse())?;
     if steps == 0 {
         return Err("--steps must be at least 1".into());
@@ -199,12 +217,15 @@ fn run() -> BenchResult<()> {
             std::thread::available_parallelism().map_or(1, |n| n.get())
         ),
     };
-    println!("# device: {dev_name}; camel; median of {steps} steps after {warmup}");
+    println!(
+        "# device: {dev_name}; camel; precision {}; median of {steps} steps after {warmup}",
+        precision.map_or("f32", |d| d.name())
+    );
     println!("size,impl,device,step_ms,tokens_per_s,peak_mib");
     let dev_word = if device == Device::Cpu { "cpu" } else { "cuda" };
     let mut rows = Vec::new();
     for s in chosen {
-        let r = bench(s, device, warmup, steps)?;
+        let r = bench(s, device, warmup, steps, precision)?;
         println!(
             "{},camel,{dev_word},{:.4},{:.0},{:.1}",
             r.size, r.step_ms, r.tokens_per_s, r.peak_mib

@@ -1,10 +1,10 @@
 //! `camel train gpt` and `camel generate` (part of the `camel` program, not of the library).
 
-use super::{at_least_one, check_device, positive, CliError, CliResult, Out};
+use super::{at_least_one, check_device, check_precision, positive, CliError, CliResult, Out};
 use camel_models::data::{data_dir, CharTokenizer, TextData};
 use camel_models::gpt::{GptConfig, GptMini};
 use camel_models::run::{self, Metrics, RunDir};
-use camel_models::train::{train_gpt as train_loop, GptTrainConfig};
+use camel_models::train::{train_gpt as train_loop, GptTrainConfig, Precision};
 use camel_nn::{load_safetensors, Device, Generator, Module};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -89,6 +89,10 @@ pub struct GptArgs {
     /// cpu, cuda or cuda:N.
     #[arg(long, default_value = "cpu")]
     device: Device,
+    /// Precision of the matrix products: f32, or bf16 on f32 master weights (autocast). f16
+    /// needs dynamic loss scaling, which camel does not have yet.
+    #[arg(long, value_enum, default_value_t = Precision::F32)]
+    precision: Precision,
     /// Folder holding the data sets (default: $CAMEL_DATA_DIR, else the checkout's datasets/).
     #[arg(long)]
     data_dir: Option<PathBuf>,
@@ -175,6 +179,7 @@ impl GptArgs {
         };
         let b1 = unit_interval("--betas (β₁)", b1)?;
         let b2 = unit_interval("--betas (β₂)", b2)?;
+        check_precision(self.precision)?;
         check_device(self.device)?;
         Ok(GptTrainConfig {
             model: GptConfig {
@@ -198,6 +203,7 @@ impl GptArgs {
             grad_clip,
             betas: [b1, b2],
             seed: self.seed,
+            precision: self.precision,
         })
     }
 }
@@ -238,8 +244,8 @@ pub fn train_gpt(out: &Out, args: &GptArgs) -> CliResult<()> {
     out.info(
         &format!(
             "camel: GPT-mini {} layers, {} heads, {} wide, block {}, vocab {} ({:.2}M parameters) on \
-             tinyshakespeare ({} train / {} val characters), device {device}, batch {}, lr {} → {}, \
-             {} steps, run folder {}",
+             tinyshakespeare ({} train / {} val characters), device {device}, precision {}, batch {}, \
+             lr {} → {}, {} steps, run folder {}",
             m.n_layer,
             m.n_head,
             m.n_embd,
@@ -248,6 +254,7 @@ pub fn train_gpt(out: &Out, args: &GptArgs) -> CliResult<()> {
             model.num_parameters() as f64 / 1e6,
             data.train.len(),
             data.val.len(),
+            cfg.precision.name(),
             cfg.batch_size,
             cfg.lr,
             cfg.min_lr,

@@ -7,6 +7,51 @@ use camel_nn::{no_grad, Device, Module, Tensor};
 use camel_optim::Optimizer;
 use std::time::Instant;
 
+/// The precision a model trains in. Parameters, their gradients, the optimizer's state and the
+/// losses stay f32 in every mode: `Bf16` and `F16` run the matrix products in that dtype inside
+/// an autocast scope ([`camel_nn::core::autocast`]) on the f32 master weights.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    serde::Deserialize,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    /// Everything in f32.
+    #[default]
+    F32,
+    /// Matrix products in bf16 (f32's range: no loss scaling needed).
+    Bf16,
+    /// Matrix products in f16.
+    F16,
+}
+
+impl Precision {
+    /// The autocast dtype of this precision (`None` for f32).
+    pub fn autocast(&self) -> Option<camel_nn::DType> {
+        match self {
+            Precision::F32 => None,
+            Precision::Bf16 => Some(camel_nn::DType::BF16),
+            Precision::F16 => Some(camel_nn::DType::F16),
+        }
+    }
+
+    /// The precision's name: `f32`, `bf16`, `f16`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Precision::F32 => "f32",
+            Precision::Bf16 => "bf16",
+            Precision::F16 => "f16",
+        }
+    }
+}
+
 /// What one epoch achieved.
 #[derive(Clone, Debug)]
 pub struct EpochStats {
@@ -212,6 +257,9 @@ pub struct GptTrainConfig {
     pub betas: [f32; 2],
     /// Seed of the initialisation, the batches and dropout.
     pub seed: u64,
+    /// Precision of the matrix products (f32 master weights in every mode).
+    #[serde(default)]
+    pub precision: Precision,
 }
 
 /// An evaluation during [`train_gpt`].
@@ -292,6 +340,8 @@ pub fn train_gpt(
     let mut best = f32::INFINITY;
     let mut t_last = Instant::now();
     let mut steps_since = 0usize;
+    // the evaluations run in the training precision too, so their losses compare
+    let _precision = camel_nn::core::autocast_guard(cfg.precision.autocast())?;
     model.set_training(true);
     for iter in 0..=cfg.iters {
         let lr = sched.lr(iter);

@@ -83,6 +83,14 @@ fn bad_arguments_are_rejected_before_any_work() {
             &["--data", "cifar"],
             "--data must be one of mnist, fashion-mnist",
         ),
+        (
+            &["--precision", "f16"],
+            "--precision f16: f16 training needs dynamic loss scaling",
+        ),
+        (
+            &["--precision", "f64"],
+            "invalid value 'f64' for '--precision",
+        ),
     ];
     for (extra, want) in cases {
         let mut args = vec!["train", "mlp", "--data-dir", "/nonexistent/camel-data"];
@@ -99,6 +107,33 @@ fn bad_arguments_are_rejected_before_any_work() {
             "{extra:?} read data first: {err}"
         );
         assert!(out.stdout.is_empty(), "{extra:?}");
+    }
+}
+
+/// Convolution has no 16-bit kernel: the convolutional models refuse a 16-bit precision before
+/// reading any data, rather than train partly in f32.
+#[test]
+fn convolutional_models_refuse_16_bit_precision() {
+    for model in ["lenet", "cnn"] {
+        let args = [
+            "train",
+            model,
+            "--precision",
+            "bf16",
+            "--data-dir",
+            "/nonexistent/camel-data",
+        ];
+        let out = camel(&args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{model}: {err}");
+        assert!(
+            err.contains("conv2d has no 16-bit kernel"),
+            "{model}: {err}"
+        );
+        assert!(
+            !err.contains("nonexistent"),
+            "{model} read data first: {err}"
+        );
     }
 }
 

@@ -512,6 +512,7 @@ fn tiny_gpt_learns_tiny_shakespeare_on_the_cpu() {
         grad_clip: 1.0,
         betas: [0.9, 0.99],
         seed: 0,
+        precision: Default::default(),
     };
     let model = GptMini::with_seed(&cfg.model, 0, Device::Cpu).unwrap();
     let mut evals = Vec::new();
@@ -582,6 +583,7 @@ fn training_runs_alike_on_every_device() {
         grad_clip: 1.0,
         betas: [0.9, 0.99],
         seed: 1,
+        precision: Default::default(),
     };
     let mut first = Vec::new();
     for dev in devices() {
@@ -673,6 +675,10 @@ fn train_gpt_rejects_bad_arguments_before_reading_data() {
             "--grad-clip must be finite and at least 0",
         ),
         (&["--betas", "0.9,1"], "β₂) must be in [0, 1), got 1"),
+        (
+            &["--precision", "f16"],
+            "--precision f16: f16 training needs dynamic loss scaling",
+        ),
     ];
     for (extra, want) in cases {
         let mut args = vec!["train", "gpt", "--data-dir", "/nonexistent/camel-data"];

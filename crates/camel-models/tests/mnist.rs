@@ -50,3 +50,57 @@ fn mlp_learns_mnist_subset() {
         "test loss fell only from {before_loss} to {loss}"
     );
 }
+
+/// Mixed precision: the MLP trained with its matrix products in bf16 (f32 master weights)
+/// reaches the f32 run's accuracy within noise, on every device. The logits are bf16 and every
+/// parameter stays f32.
+#[test]
+fn mlp_in_bf16_matches_f32_on_a_subset() {
+    use camel_models::train::Precision;
+    use camel_nn::DType;
+    let dir = data_dir();
+    let Ok(mut ds) = Mnist::load(&dir, "mnist") else {
+        assert!(!camel_nn::core::config::require_data(), "MNIST required");
+        return;
+    };
+    ds.train = ds.train.subset(6_000);
+    let mut devices = vec![Device::Cpu];
+    if camel_nn::cuda_available() {
+        devices.push(Device::Cuda(0));
+    }
+    for device in devices {
+        let mut acc = Vec::new();
+        for precision in [Precision::F32, Precision::Bf16] {
+            let model = Mlp::new(&[784, 128, 10], 0, device).unwrap();
+            let mut opt = Adam::new(model.parameters(), 1e-3).unwrap();
+            let loader = DataLoader::new(ds.train.n, 64).unwrap().shuffle(Some(0));
+            let _scope = camel_nn::autocast_guard(precision.autocast()).unwrap();
+            train_epoch(
+                &model,
+                &mut opt,
+                &ds.train,
+                &loader,
+                0,
+                device,
+                100,
+                |_, _, _| {},
+            )
+            .unwrap();
+            let x = camel_nn::Tensor::zeros(&[2, 784], device).unwrap();
+            let want = precision.autocast().unwrap_or(DType::F32);
+            assert_eq!(model.forward(&x).unwrap().dtype(), want, "{device} logits");
+            for (name, p) in model.named_parameters() {
+                assert_eq!(p.tensor().dtype(), DType::F32, "{device} {name}");
+            }
+            acc.push(evaluate(&model, &ds.test, 1000, device).unwrap().1);
+        }
+        eprintln!("{device}: accuracy f32 {:.4}, bf16 {:.4}", acc[0], acc[1]);
+        assert!(acc[0] >= 0.85, "{device} f32 accuracy {}", acc[0]);
+        assert!(
+            (acc[0] - acc[1]).abs() <= 0.015,
+            "{device}: bf16 accuracy {} against f32's {}",
+            acc[1],
+            acc[0]
+        );
+    }
+}
