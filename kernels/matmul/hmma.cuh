@@ -34,11 +34,15 @@
 // The arguments of every HGEMM kernel (T: __half or __nv_bfloat16). Batch strides of 0
 // broadcast one matrix; bias (N elements, null = none), Z (the pre-activation, like C, null =
 // none) and act (0 none, 1 ReLU, 2 GELU) as in common_gemm.cuh.
+// Split-K: with k_split > 0, K is cut into S = ⌈K / k_split⌉ ranges (k_split a multiple of 32),
+// blockIdx.z = batch · S + split, and each block writes its raw f32 sums to the workspace P,
+// laid out [split][batch·M·N]; `hgemm_splitk_reduce` then adds the splits in order, applies the
+// epilogue and rounds once. With k_split = 0, P is unused and C gets the result directly.
 #define HGEMM_ARGS(T)                                                                        \
     const T *__restrict__ A, const T *__restrict__ B, T *__restrict__ C, int M, int N, int K, \
         long long strideA, long long strideB, long long strideC, const T *__restrict__ bias, \
-        int act, T *__restrict__ Z
-#define HGEMM_CALL_ARGS A, B, C, M, N, K, strideA, strideB, strideC, bias, act, Z
+        int act, T *__restrict__ Z, float *__restrict__ P, int k_split
+#define HGEMM_CALL_ARGS A, B, C, M, N, K, strideA, strideB, strideC, bias, act, Z, P, k_split
 
 namespace hgemm {
 
@@ -236,22 +240,30 @@ __device__ __forceinline__ void hgemm_body(HGEMM_ARGS(T)) {
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int wm = (warp / WARPS_N) * WM, wn = (warp % WARPS_N) * WN;
 
-    const u16* a16 = reinterpret_cast<const u16*>(A) + blockIdx.z * strideA;
-    const u16* b16 = reinterpret_cast<const u16*>(B) + blockIdx.z * strideB;
-    C += blockIdx.z * strideC;
-    if (Z) Z += blockIdx.z * strideC;
-    // global geometry of each operand as stored (rows × cols, leading dimension)
-    const int a_rows = TA ? K : M, a_cols = TA ? M : K;
-    const int b_rows = TB ? N : K, b_cols = TB ? K : N;
-    const long long lda = a_cols, ldb = b_cols;
+    // this block's batch and, when K is split, its range of K
+    const int splits = k_split > 0 ? (K + k_split - 1) / k_split : 1;
+    const int batch = blockIdx.z / splits, split = blockIdx.z % splits;
+    const int k_begin = k_split > 0 ? split * k_split : 0;
+    const int k_end = k_split > 0 ? min(K, k_begin + k_split) : K;
+    const u16* a16 = reinterpret_cast<const u16*>(A) + batch * strideA;
+    const u16* b16 = reinterpret_cast<const u16*>(B) + batch * strideB;
+    C += batch * strideC;
+    if (Z) Z += batch * strideC;
+    // global geometry of each operand as stored (rows × cols, leading dimension); the loads stop
+    // at k_end, and zero-fill past it as past the matrix
+    const int a_rows = TA ? k_end : M, a_cols = TA ? M : k_end;
+    const int b_rows = TB ? N : k_end, b_cols = TB ? k_end : N;
+    const long long lda = TA ? M : K, ldb = TB ? K : N;
     const bool va = (lda % 8 == 0) && (strideA % 8 == 0) && ((size_t)A % 16 == 0);
     const bool vb = (ldb % 8 == 0) && (strideB % 8 == 0) && ((size_t)B % 16 == 0);
     // the tile origin for k-slice k0, and the bounds relative to it
     auto a_at = [&](int k0, int& r0, int& c0) {
+        k0 += k_begin;
         r0 = TA ? k0 : i0;
         c0 = TA ? i0 : k0;
     };
     auto b_at = [&](int k0, int& r0, int& c0) {
+        k0 += k_begin;
         r0 = TB ? j0 : k0;
         c0 = TB ? k0 : j0;
     };
@@ -300,7 +312,7 @@ __device__ __forceinline__ void hgemm_body(HGEMM_ARGS(T)) {
         }
     };
 
-    const int KT = (K + BK - 1) / BK;
+    const int KT = (k_end - k_begin + BK - 1) / BK;
     if constexpr (ASYNC) {
         auto issue = [&](int kt, int s) {
             int r0, c0;
@@ -355,6 +367,21 @@ __device__ __forceinline__ void hgemm_body(HGEMM_ARGS(T)) {
 
     // accumulator (mi, ni): rows g and g + 8, columns 2·(lane % 4) and + 1 of its 16×8 tile
     const int g = lane / 4, t2 = (lane % 4) * 2;
+    if (k_split > 0) {  // raw partial sums of this split, in f32
+        float* p = P + ((long long)split * (gridDim.z / splits) + batch) * M * N;
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+            for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int i = i0 + wm + mi * 16 + g + 8 * h, j = j0 + wn + ni * 8 + t2;
+                    if (i >= M || j >= N) continue;
+                    p[(long long)i * N + j] = acc[mi][ni][2 * h];
+                    if (j + 1 < N) p[(long long)i * N + j + 1] = acc[mi][ni][2 * h + 1];
+                }
+        return;
+    }
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
@@ -378,3 +405,18 @@ __device__ __forceinline__ void hgemm_body(HGEMM_ARGS(T)) {
     HGEMM_KERNEL(NAME##_nt, T, NT, false, true, __VA_ARGS__)  \
     HGEMM_KERNEL(NAME##_tn, T, NT, true, false, __VA_ARGS__)  \
     HGEMM_KERNEL(NAME##_tt, T, NT, true, true, __VA_ARGS__)
+
+// The split-K reduction of one element type: C = epilogue(Σ_s P[s]), the splits added in order
+// from 0 in f32, the result rounded once to T (P as in HGEMM_ARGS; total = batch·M·N).
+#define HGEMM_SPLITK_REDUCE(NAME, T)                                                                   \
+    extern "C" __global__ void NAME(const float* __restrict__ P, T* __restrict__ C, int splits,          \
+                                    long long total, int N, const T* __restrict__ bias, int act,         \
+                                    T* __restrict__ Z) {                                                 \
+        CAMEL_PDL_WAIT();                                                                                \
+        for (long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x; idx < total;              \
+             idx += (long long)gridDim.x * blockDim.x) {                                                 \
+            float s = 0.0f;                                                                              \
+            for (int sp = 0; sp < splits; ++sp) s += P[sp * total + idx];                                \
+            C[idx] = camel::from_float<T>(hgemm::epilogue(s, (int)(idx % N), idx, bias, act, Z));        \
+        }                                                                                                \
+    }

@@ -1,4 +1,4 @@
-// Split-K reduction for SGEMM steps 7–11 and 13: C = epilogue(Σ_s P[s]) where P holds `splits`
+// Split-K reductions. For SGEMM steps 7–11 and 13: C = epilogue(Σ_s P[s]) where P holds `splits`
 // partial products laid out [split][batch·M·N] (see common_gemm.cuh). The epilogue (bias,
 // activation, saved pre-activation) is the same as the GEMM kernels'.
 //
@@ -8,6 +8,11 @@
 // vector width, so the result does not depend on the layout.
 // What it measures: docs/kernels/matmul.md.
 #include "common_gemm.cuh"
+#include "hmma.cuh"
+
+// The tensor-core GEMM's reduction (steps 14–16, 16-bit output): see HGEMM_SPLITK_REDUCE.
+HGEMM_SPLITK_REDUCE(hgemm_splitk_reduce_f16, __half)
+HGEMM_SPLITK_REDUCE(hgemm_splitk_reduce_bf16, __nv_bfloat16)
 
 extern "C" __global__ void sgemm_splitk_reduce(const float* __restrict__ P, float* __restrict__ C,
                                                int splits, long long total, int N,

@@ -8,7 +8,7 @@
 //! type, relative 2⁻¹¹ (f16) or 2⁻⁸ (bf16):
 //!   |C − C_ref| ≤ u·|C_ref| + (1 + u)·k·2⁻²³·Σ|a·b| + 2⁻²⁴ (f16's smallest subnormal).
 
-use camel_cuda::kernels::hgemm::{hgemm, HgemmKernel};
+use camel_cuda::kernels::hgemm::{hgemm, hgemm_split_k, hgemm_splits, HgemmKernel};
 use camel_cuda::kernels::matmul::{Activation, Epilogue, Gemm};
 use camel_cuda::kernels::shape::Elem;
 use camel_cuda::{test_device, Buffer, CudaDevice, DevPtr};
@@ -124,6 +124,19 @@ fn upload(dev: &CudaDevice, x: &[u16], offset: usize) -> (Buffer, DevPtr) {
 /// reference: `offset` shifts A and B by that many elements; `epi` (bias, activation, saved
 /// pre-activation) as in the SGEMM ladder.
 fn check(g: Gemm, seed: u64, offset: usize, bias: bool, act: Activation, save: bool) {
+    check_splits(g, seed, offset, bias, act, save, None);
+}
+
+/// [`check`] with `splits` K-splits forced (`None`: as `hgemm` chooses).
+fn check_splits(
+    g: Gemm,
+    seed: u64,
+    offset: usize,
+    bias: bool,
+    act: Activation,
+    save: bool,
+    splits: Option<usize>,
+) {
     let Some(dev) = test_device() else { return };
     let na = if g.stride_a == 0 {
         g.m * g.k
@@ -156,7 +169,12 @@ fn check(g: Gemm, seed: u64, offset: usize, bias: bool, act: Activation, save: b
                 act,
                 pre_act: save.then(|| dz.ptr()),
             };
-            hgemm(&dev, kernel, elem, &g, pa, pb, dc.ptr(), &epi).unwrap();
+            match splits {
+                None => hgemm(&dev, kernel, elem, &g, pa, pb, dc.ptr(), &epi).unwrap(),
+                Some(s) => {
+                    hgemm_split_k(&dev, kernel, elem, &g, pa, pb, dc.ptr(), &epi, s).unwrap()
+                }
+            }
             let c = widen(elem, &dev.dtoh_vec::<u16>(&dc, total).unwrap());
             let z = widen(elem, &dev.dtoh_vec::<u16>(&dz, total).unwrap());
             let u = unit(elem);
@@ -176,8 +194,8 @@ fn check(g: Gemm, seed: u64, offset: usize, bias: bool, act: Activation, save: b
                     let got = c[at] as f64;
                     assert!(
                         (got - want).abs() <= tol,
-                        "{kernel:?} {elem:?} {g:?} offset {offset} {act:?}: batch {bi} \
-                         element {idx}: got {got}, want {want} (tol {tol:e})"
+                        "{kernel:?} {elem:?} {g:?} offset {offset} {act:?} splits {splits:?}: \
+                         batch {bi} element {idx}: got {got}, want {want} (tol {tol:e})"
                     );
                     if save {
                         let zt = u * pre.abs() + err + 2f64.powi(-24);
@@ -230,6 +248,74 @@ fn hgemm_large_sizes() {
         plain(gemm(4097, 33, 511, ta, tb), 3);
         plain(gemm(40, 300, 4097, ta, tb), 4);
     }
+}
+
+/// K cut into ranges whose partial sums are added by a second kernel: forced split counts
+/// (ranges that end inside a slice, a last range shorter than the others, more splits asked
+/// than K has slices), every layout, batched and broadcast, misaligned operands, and the
+/// epilogue applied once after the sum.
+#[test]
+fn hgemm_split_k_ranges() {
+    for (ta, tb) in LAYOUTS {
+        for s in [2, 3, 7] {
+            plain_split(gemm(40, 70, 1000, ta, tb), 20 + s as u64, s);
+        }
+        check_splits(
+            gemm(33, 130, 777, ta, tb),
+            21,
+            1,
+            true,
+            Activation::Gelu,
+            true,
+            Some(4),
+        );
+    }
+    plain_split(gemm(5, 9, 40, false, false), 22, 16);
+    plain_split(
+        Gemm {
+            batch: 3,
+            ..gemm(64, 136, 600, true, false)
+        },
+        23,
+        3,
+    );
+    plain_split(
+        Gemm {
+            batch: 4,
+            stride_b: 0,
+            ..gemm(17, 33, 333, false, true)
+        },
+        24,
+        5,
+    );
+    check_splits(
+        gemm(130, 77, 2000, true, false),
+        25,
+        0,
+        true,
+        Activation::Relu,
+        false,
+        Some(6),
+    );
+}
+
+/// The split policy: few output tiles and a long K split; a full wave of tiles, or a short K,
+/// do not.
+#[test]
+fn hgemm_split_policy() {
+    let k = HgemmKernel::Async;
+    assert!(hgemm_splits(132, k, &gemm(1152, 384, 16384, true, false)) > 1);
+    assert_eq!(
+        hgemm_splits(132, k, &gemm(16384, 1152, 384, false, true)),
+        1
+    );
+    assert_eq!(hgemm_splits(132, k, &gemm(64, 256, 256, false, true)), 1);
+    let s = hgemm_splits(132, k, &gemm(40, 300, 4097, false, false));
+    assert!((2..=16).contains(&s), "{s}");
+}
+
+fn plain_split(g: Gemm, seed: u64, splits: usize) {
+    check_splits(g, seed, 0, false, Activation::Identity, false, Some(splits));
 }
 
 #[test]

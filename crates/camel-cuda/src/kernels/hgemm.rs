@@ -94,8 +94,28 @@ impl HgemmKernel {
     }
 }
 
+/// Shortest range of K a split keeps: eight 32-deep slices, so the pipeline still fills.
+const MIN_K_PER_SPLIT: usize = 256;
+
+/// How many K-splits [`hgemm`] gives `g` under `kernel` on `sm_count` multiprocessors. A
+/// product whose output tiles fill less than one block per multiprocessor (a weight gradient:
+/// a few hundred by a few hundred outputs summed over 16 384 tokens is 18 tiles of 128×256) has
+/// its K cut so that about two blocks run on each multiprocessor, each split keeping at least
+/// [`MIN_K_PER_SPLIT`] of K; every other product runs whole.
+pub fn hgemm_splits(sm_count: usize, kernel: HgemmKernel, g: &Gemm) -> usize {
+    let t = kernel.config();
+    let tiles = g.m.div_ceil(t.bm) * g.n.div_ceil(t.bn) * g.batch;
+    if tiles == 0 || tiles >= sm_count || g.k < 2 * MIN_K_PER_SPLIT {
+        return 1;
+    }
+    (2 * sm_count)
+        .div_ceil(tiles)
+        .min(g.k / MIN_K_PER_SPLIT)
+        .max(1)
+}
+
 /// Launch `kernel` for `g` on `elem` (F16 or BF16) operands: `c` receives `batch` row-major
-/// `m × n` matrices of the same element type.
+/// `m × n` matrices of the same element type. K is split where [`hgemm_splits`] says so.
 #[allow(clippy::too_many_arguments)]
 pub fn hgemm(
     dev: &CudaDevice,
@@ -106,6 +126,26 @@ pub fn hgemm(
     b: DevPtr,
     c: DevPtr,
     epi: &Epilogue,
+) -> Result<()> {
+    let splits = hgemm_splits(dev.limits().sm_count as usize, kernel, g);
+    hgemm_split_k(dev, kernel, elem, g, a, b, c, epi, splits)
+}
+
+/// [`hgemm`] with an explicit number of K-splits (1 = none; more are cut into ranges of a
+/// multiple of 32, so the count may come out lower). With more than one, each split's f32
+/// partial sums go to a workspace and `hgemm_splitk_reduce` adds them in split order, applies
+/// the epilogue and rounds once to the element type.
+#[allow(clippy::too_many_arguments)]
+pub fn hgemm_split_k(
+    dev: &CudaDevice,
+    kernel: HgemmKernel,
+    elem: Elem,
+    g: &Gemm,
+    a: DevPtr,
+    b: DevPtr,
+    c: DevPtr,
+    epi: &Epilogue,
+    splits: usize,
 ) -> Result<()> {
     let t = kernel.config();
     let suffix = match elem {
@@ -128,24 +168,36 @@ pub fn hgemm(
         if g.trans_b { 't' } else { 'n' }
     );
     let (tiles_n, tiles_m) = (g.n.div_ceil(t.bn), g.m.div_ceil(t.bm));
+    // each split a multiple of 32 long (a whole number of slices, 16-byte aligned); recount
+    let k_split = if splits > 1 && g.k > 0 {
+        g.k.div_ceil(splits).next_multiple_of(32)
+    } else {
+        0
+    };
+    let splits = if k_split > 0 {
+        g.k.div_ceil(k_split)
+    } else {
+        1
+    };
+    let k_split = if splits > 1 { k_split } else { 0 };
     if g.m > i32::MAX as usize
         || g.n > i32::MAX as usize
         || g.k > i32::MAX as usize
-        || g.batch > 65_535
+        || g.batch * splits > 65_535
         || tiles_m > 65_535
     {
         return Err(Error::LaunchConfig {
             kernel: name,
             msg: format!(
-                "sizes m={} n={} k={} batch={} exceed the kernel's limits (i32 dims, batch ≤ \
-                 65535, m ≤ 65535 tiles of {})",
+                "sizes m={} n={} k={} batch={} (× {splits} K-splits) exceed the kernel's limits \
+                 (i32 dims, batch·splits ≤ 65535, m ≤ 65535 tiles of {})",
                 g.m, g.n, g.k, g.batch, t.bm
             ),
         });
     }
     let f = dev.function(t.module, &name)?;
     let cfg = LaunchConfig::new(
-        Dim3::xyz(tiles_n as u32, tiles_m as u32, g.batch as u32),
+        Dim3::xyz(tiles_n as u32, tiles_m as u32, (g.batch * splits) as u32),
         Dim3::x(t.threads),
     )
     .with_shared_mem(t.smem);
@@ -158,8 +210,36 @@ pub fn hgemm(
         Activation::Relu => 1,
         Activation::Gelu => 2,
     };
-    let args: [&dyn KernelArg; 12] = [&a, &b, &c, &m, &n, &k, &sa, &sb, &sc, &bias, &act, &z];
-    // SAFETY: matches HGEMM_ARGS in hmma.cuh; the caller passes buffers of `elem` elements
-    // holding the matrices the strides and sizes describe (bias: n elements; pre_act: like C).
-    unsafe { dev.launch(&f, cfg, &args) }
+    if splits == 1 {
+        let (p, ks) = (DevPtr::NULL, 0i32);
+        let args: [&dyn KernelArg; 14] = [
+            &a, &b, &c, &m, &n, &k, &sa, &sb, &sc, &bias, &act, &z, &p, &ks,
+        ];
+        // SAFETY: matches HGEMM_ARGS in hmma.cuh; the caller passes buffers of `elem` elements
+        // holding the matrices the strides and sizes describe (bias: n elements; pre_act: like
+        // C). With k_split = 0 the workspace pointer is not read.
+        return unsafe { dev.launch(&f, cfg, &args) };
+    }
+    let total = g.batch * g.m * g.n;
+    let work = dev.alloc(splits * total * 4)?;
+    let (wp, ks) = (work.ptr(), k_split as i32);
+    let args: [&dyn KernelArg; 14] = [
+        &a, &b, &c, &m, &n, &k, &sa, &sb, &sc, &bias, &act, &z, &wp, &ks,
+    ];
+    // SAFETY: as above, with the workspace holding splits × batch × m × n floats; the kernel
+    // writes only the workspace.
+    unsafe { dev.launch(&f, cfg, &args)? };
+    let (sp, tot, nn) = (splits as i32, total as i64, g.n as i32);
+    let args: [&dyn KernelArg; 8] = [&wp, &c, &sp, &tot, &nn, &bias, &act, &z];
+    // SAFETY: matches HGEMM_SPLITK_REDUCE: the workspace holds splits × total floats, C and Z
+    // total elements of `elem`, bias n of them.
+    unsafe {
+        super::launch(
+            dev,
+            "matmul/splitk_reduce",
+            &format!("hgemm_splitk_reduce_{suffix}"),
+            crate::launch_1d(total),
+            &args,
+        )
+    }
 }
