@@ -4,7 +4,7 @@
 
 mod common;
 use camel_core::{bf16, f16, Conv2dOptions, DType, Device, Error, Tensor};
-use common::{devices, rand_vec};
+use common::{devices, rand_vec, round_to_half as round};
 
 /// Values where rounding decides: ties to even in both formats, f16's overflow boundary and
 /// subnormals, f32 subnormals, infinities, NaN and signed zeros.
@@ -203,16 +203,6 @@ fn views_copies_and_transfers_keep_16_bit_data_bit_for_bit() {
         let on_cpu = h.to(Device::Cpu).unwrap();
         assert_eq!(on_cpu.to_vec_f16().unwrap(), vec![f16::from_f32(1.5); 127]);
     }
-}
-
-/// `x` rounded to `dtype` on the host.
-fn round(x: &[f32], dtype: DType) -> Vec<f32> {
-    x.iter()
-        .map(|&v| match dtype {
-            DType::F16 => f16::from_f32(v).to_f32(),
-            _ => bf16::from_f32(v).to_f32(),
-        })
-        .collect()
 }
 
 /// One unit in the last place of `dtype` at `x`: the tolerance of an op whose f32 result may

@@ -4,18 +4,8 @@
 //! dtype (half an ulp, taken as a whole ulp) plus the op's f32 error.
 
 mod common;
-use camel_core::{bf16, f16, DType, Device, Generator, Tensor};
-use common::{devices, rand_idx, rand_vec};
-
-/// `x` rounded to `dtype` on the host.
-fn round(x: &[f32], dtype: DType) -> Vec<f32> {
-    x.iter()
-        .map(|&v| match dtype {
-            DType::F16 => f16::from_f32(v).to_f32(),
-            _ => bf16::from_f32(v).to_f32(),
-        })
-        .collect()
-}
+use camel_core::{DType, Device, Generator, Tensor};
+use common::{devices, rand_idx, rand_vec, round_to_half as round};
 
 /// One unit in the last place of `dtype` at `x` (subnormals of f16 excluded: the values here are
 /// far from them).

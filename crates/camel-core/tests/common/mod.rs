@@ -276,3 +276,14 @@ pub fn gradcheck_all(what: &str, f: impl Fn(&[Tensor]) -> Result<Tensor>, inputs
         }
     }
 }
+
+/// `x` rounded to the 16-bit `dtype` (f16, or bf16 for any other) and back on the host: the
+/// values a 16-bit tensor made from `x` holds.
+pub fn round_to_half(x: &[f32], dtype: camel_core::DType) -> Vec<f32> {
+    x.iter()
+        .map(|&v| match dtype {
+            camel_core::DType::F16 => camel_core::f16::from_f32(v).to_f32(),
+            _ => camel_core::bf16::from_f32(v).to_f32(),
+        })
+        .collect()
+}
