@@ -1,5 +1,5 @@
-//! Reductions, softmax, norms, losses and dropout on f16 and bf16 tensors: each accumulates in
-//! f32 and rounds its result once to the input's dtype, on every device. The references are
+//! Reductions, softmax, norms, losses, dropout and the masking ops on f16 and bf16 tensors: each
+//! computes in f32 and rounds its result once to the input's dtype, on every device. The references are
 //! computed in f64 from the 16-bit values, so the bound of every check is one rounding to the
 //! dtype (half an ulp, taken as a whole ulp) plus the op's f32 error.
 
@@ -325,5 +325,62 @@ fn mixed_dtypes_are_refused_outside_autocast() {
             .unwrap_err()
             .to_string();
         assert!(err.contains("mse"), "{err}");
+    }
+}
+
+/// `where_cond`, `masked_fill`, `triu`/`tril`, `clamp` and `pad` on 16-bit tensors give the f32
+/// op's result on the widened values, rounded once (so exactly, but for a fill value or bound
+/// the dtype cannot hold), in the input's dtype, with gradients in that dtype.
+#[test]
+fn masking_ops_round_the_f32_result_once() {
+    let (r, c) = (7, 33);
+    for dtype in [DType::F16, DType::BF16] {
+        let x = round(&rand_vec(r * c, -3.0, 3.0, 31), dtype);
+        let y = round(&rand_vec(r * c, -3.0, 3.0, 32), dtype);
+        for dev in devices() {
+            type Op = fn(&Tensor, &Tensor) -> camel_core::Result<Tensor>;
+            let ops: [(&str, Op); 7] = [
+                ("where_cond", |x, y| x.gt_scalar(0.0)?.where_cond(x, y)),
+                ("masked_fill", |x, _| {
+                    x.masked_fill(&x.lt_scalar(0.5)?, -0.1)
+                }),
+                ("triu", |x, _| x.triu(1)),
+                ("tril", |x, _| x.tril(-2)),
+                ("clamp", |x, _| x.clamp(-0.3, 1.7)),
+                ("pad", |x, _| x.pad(&[(1, 2), (0, 3)], 0.1)),
+                ("where_cond scalar", |x, y| {
+                    let z = Tensor::zeros(&[], x.device())?.to_dtype(x.dtype())?;
+                    y.lt(x)?.where_cond(&z, y)
+                }),
+            ];
+            for (name, f) in ops {
+                let xh = on(&x, &[r, c], dtype, dev).requires_grad_(true).unwrap();
+                let yh = on(&y, &[r, c], dtype, dev);
+                let got = f(&xh, &yh).unwrap();
+                assert_eq!(got.dtype(), dtype, "{dev} {dtype} {name}");
+                let xf = Tensor::from_vec(x.clone(), &[r, c], dev).unwrap();
+                let yf = Tensor::from_vec(y.clone(), &[r, c], dev).unwrap();
+                let want = round(&f(&xf, &yf).unwrap().to_vec().unwrap(), dtype);
+                assert_eq!(got.to_vec().unwrap(), want, "{dev} {dtype} {name}");
+                if name != "where_cond scalar" {
+                    got.to_dtype(DType::F32)
+                        .unwrap()
+                        .sum()
+                        .unwrap()
+                        .backward()
+                        .unwrap();
+                    assert_eq!(
+                        xh.grad().unwrap().dtype(),
+                        dtype,
+                        "{dev} {dtype} {name} grad"
+                    );
+                }
+            }
+            // the values of a select share one dtype
+            let xh = on(&x, &[r, c], dtype, dev);
+            let xf = Tensor::from_vec(x.clone(), &[r, c], dev).unwrap();
+            let err = xh.gt_scalar(0.0).unwrap().where_cond(&xh, &xf).unwrap_err();
+            assert!(err.to_string().contains("where_cond"), "{err}");
+        }
     }
 }

@@ -7,10 +7,14 @@
 //! grad). Comparisons and scalar comparisons are codes of the elementwise unary/binary kernels,
 //! so they run on every step of the elementwise ladder; `where_cond`/`masked_fill`,
 //! `triu`/`tril`, `clamp` and `arange` have their own kernels in the ladder's first step
-//! (`kernels/elementwise/01_thread_per_element.cu`).
+//! (`kernels/elementwise/01_thread_per_element.cu`). On f16 and bf16 tensors, `where_cond`,
+//! `masked_fill`, `triu`/`tril` and `clamp` widen their inputs on the device, run those f32
+//! kernels and round the result back (exact for all but a fill value or a bound that the dtype
+//! cannot hold, which rounds once).
 
 use super::{BinaryOp, UnaryOp};
-use crate::ops::{expect_f32, same_device};
+use crate::autocast::{autocast_dtype, via_f32};
+use crate::ops::{expect_f32, same_device, same_dtype};
 use crate::shape::broadcast_shape;
 use crate::storage::Storage;
 use crate::{Device, Error, Result, Tensor};
@@ -119,6 +123,21 @@ impl Tensor {
     /// ```
     pub fn where_cond(&self, on_true: &Tensor, on_false: &Tensor) -> Result<Tensor> {
         const OP: &str = "where_cond";
+        if [self, on_true, on_false]
+            .iter()
+            .any(|t| t.dtype().is_half())
+        {
+            // the values share one dtype outside an autocast scope; the mask may be any float
+            if autocast_dtype().is_none() {
+                same_dtype(OP, on_true, on_false)?;
+            }
+            let (m, a, b) = (widen(self)?, widen(on_true)?, widen(on_false)?);
+            let y = m.where_cond(&a, &b)?;
+            return match on_true.dtype() {
+                d if d.is_half() && d == on_false.dtype() => y.to_dtype(d),
+                _ => Ok(y),
+            };
+        }
         for t in [self, on_true, on_false] {
             expect_f32(OP, t)?;
         }
@@ -173,6 +192,10 @@ impl Tensor {
     /// ```
     pub fn masked_fill(&self, mask: &Tensor, value: f32) -> Result<Tensor> {
         const OP: &str = "masked_fill";
+        if self.dtype().is_half() || mask.dtype().is_half() {
+            let m = widen(mask)?;
+            return via_f32(self, |x| x.masked_fill(&m, value));
+        }
         expect_f32(OP, self)?;
         expect_f32(OP, mask)?;
         same_device(OP, self, mask)?;
@@ -209,6 +232,9 @@ impl Tensor {
     }
 
     fn triangle(&self, k: i64, upper: bool, op: &'static str) -> Result<Tensor> {
+        if self.dtype().is_half() {
+            return via_f32(self, |x| x.triangle(k, upper, op));
+        }
         expect_f32(op, self)?;
         if self.rank() < 2 {
             return Err(Error::BadShape {
@@ -289,6 +315,9 @@ impl Tensor {
     /// is the upstream gradient where `min ≤ x ≤ max` and 0 outside. A NaN bound is an error.
     pub fn clamp(&self, min: f32, max: f32) -> Result<Tensor> {
         const OP: &str = "clamp";
+        if self.dtype().is_half() {
+            return via_f32(self, |x| x.clamp(min, max));
+        }
         expect_f32(OP, self)?;
         if min.is_nan() || max.is_nan() {
             return Err(Error::InvalidArgument {
@@ -361,5 +390,14 @@ impl Tensor {
     /// either is NaN. The gradient goes to the larger side (half to each on a tie).
     pub fn maximum(&self, rhs: &Tensor) -> Result<Tensor> {
         self.extreme2(rhs, BinaryOp::Maximum, "maximum")
+    }
+}
+
+/// `t` as f32: a 16-bit tensor widened on its device (exact), any other as it is.
+fn widen(t: &Tensor) -> Result<Tensor> {
+    if t.dtype().is_half() {
+        t.to_dtype(crate::DType::F32)
+    } else {
+        Ok(t.clone())
     }
 }

@@ -434,6 +434,10 @@ impl Tensor {
 
     /// Pad with a constant: `pads[d] = (before, after)` for every dim.
     pub fn pad(&self, pads: &[(usize, usize)], value: f32) -> Result<Tensor> {
+        if self.dtype().is_half() {
+            // through the f32 kernel: exact but for `value`, which rounds once
+            return crate::autocast::via_f32(self, |x| x.pad(pads, value));
+        }
         expect_f32("pad", self)?;
         if pads.len() != self.rank() {
             return Err(Error::InvalidArgument {
