@@ -65,31 +65,18 @@ impl HgemmKernel {
 
     fn config(&self) -> Config {
         // shared memory: STAGES × (BM·BK + BK·BN) 16-bit elements, BK = 32
-        match self {
-            HgemmKernel::Ldmatrix => Config {
-                module: "matmul/14_hmma_ldmatrix",
-                prefix: "hgemm_14",
-                bm: 128,
-                bn: 128,
-                threads: 256,
-                smem: 2 * (128 * 32 + 32 * 128) * 2,
-            },
-            HgemmKernel::Swizzle => Config {
-                module: "matmul/15_hmma_swizzle",
-                prefix: "hgemm_15",
-                bm: 128,
-                bn: 128,
-                threads: 256,
-                smem: 2 * (128 * 32 + 32 * 128) * 2,
-            },
-            HgemmKernel::Async => Config {
-                module: "matmul/16_hmma_async",
-                prefix: "hgemm_16",
-                bm: 128,
-                bn: 256,
-                threads: 256,
-                smem: 4 * (128 * 32 + 32 * 256) * 2,
-            },
+        let (module, prefix, bn, stages) = match self {
+            HgemmKernel::Ldmatrix => ("matmul/14_hmma_ldmatrix", "hgemm_14", 128, 2),
+            HgemmKernel::Swizzle => ("matmul/15_hmma_swizzle", "hgemm_15", 128, 2),
+            HgemmKernel::Async => ("matmul/16_hmma_async", "hgemm_16", 256, 4),
+        };
+        Config {
+            module,
+            prefix,
+            bm: 128,
+            bn,
+            threads: 256,
+            smem: (stages * (128 * 32 + 32 * bn) * 2) as u32,
         }
     }
 }
@@ -98,10 +85,10 @@ impl HgemmKernel {
 const MIN_K_PER_SPLIT: usize = 256;
 
 /// How many K-splits [`hgemm`] gives `g` under `kernel` on `sm_count` multiprocessors. A
-/// product whose output tiles fill less than one block per multiprocessor (a weight gradient:
-/// a few hundred by a few hundred outputs summed over 16 384 tokens is 18 tiles of 128×256) has
-/// its K cut so that about two blocks run on each multiprocessor, each split keeping at least
-/// [`MIN_K_PER_SPLIT`] of K; every other product runs whole.
+/// product whose output tiles fill less than one block per multiprocessor (a weight gradient,
+/// which sums every token of the batch into a small matrix) has its K cut so that about two
+/// blocks run on each multiprocessor, each split keeping at least [`MIN_K_PER_SPLIT`] of K;
+/// every other product runs whole.
 pub fn hgemm_splits(sm_count: usize, kernel: HgemmKernel, g: &Gemm) -> usize {
     let t = kernel.config();
     let tiles = g.m.div_ceil(t.bm) * g.n.div_ceil(t.bn) * g.batch;
@@ -168,18 +155,7 @@ pub fn hgemm_split_k(
         if g.trans_b { 't' } else { 'n' }
     );
     let (tiles_n, tiles_m) = (g.n.div_ceil(t.bn), g.m.div_ceil(t.bm));
-    // each split a multiple of 32 long (a whole number of slices, 16-byte aligned); recount
-    let k_split = if splits > 1 && g.k > 0 {
-        g.k.div_ceil(splits).next_multiple_of(32)
-    } else {
-        0
-    };
-    let splits = if k_split > 0 {
-        g.k.div_ceil(k_split)
-    } else {
-        1
-    };
-    let k_split = if splits > 1 { k_split } else { 0 };
+    let (k_split, splits) = super::matmul::k_ranges(g.k, splits);
     if g.m > i32::MAX as usize
         || g.n > i32::MAX as usize
         || g.k > i32::MAX as usize

@@ -818,6 +818,20 @@ pub fn whole_wave_splits(splits: usize, tiles: usize, resident: usize) -> usize 
     }
 }
 
+/// K cut into about `splits` ranges, each a multiple of 32 long (a whole number of 32-deep
+/// slices, so vector loads stay aligned): (range length, number of ranges). (0, 1) when K is not
+/// split: one split asked for, K = 0, or K too short for a second range.
+pub(crate) fn k_ranges(k: usize, splits: usize) -> (usize, usize) {
+    if splits <= 1 || k == 0 {
+        return (0, 1);
+    }
+    let len = k.div_ceil(splits).next_multiple_of(32);
+    match k.div_ceil(len) {
+        1 => (0, 1),
+        n => (len, n),
+    }
+}
+
 /// Launch one kernel by its tile shape (used by the autotuner on candidates loaded with
 /// [`CudaDevice::load_module_image`]); K is split where [`split_k_factor`] says so, into no
 /// more splits than one wave of the kernel's resident blocks holds ([`whole_wave_splits`]).
@@ -937,13 +951,7 @@ pub fn sgemm_split_k_reduce(
         kernel: t.kernel.to_string(),
         msg,
     })?;
-    // each split a multiple of 32 long (keeps the float4 loads aligned); recount the splits
-    let k_split = if splits > 1 {
-        g.k.div_ceil(splits).next_multiple_of(32)
-    } else {
-        0
-    };
-    let splits = if splits > 1 { g.k.div_ceil(k_split) } else { 1 };
+    let (k_split, splits) = k_ranges(g.k, splits);
     if g.m > i32::MAX as usize
         || g.n > i32::MAX as usize
         || g.k > i32::MAX as usize
@@ -1056,5 +1064,21 @@ pub fn sgemm_split_k_reduce(
             reduce_cfg,
             &args,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::k_ranges;
+
+    #[test]
+    fn k_ranges_are_whole_slices_and_recounted() {
+        assert_eq!(k_ranges(1000, 1), (0, 1));
+        assert_eq!(k_ranges(0, 4), (0, 1));
+        assert_eq!(k_ranges(20, 4), (0, 1)); // one 32-deep slice holds all of K
+        assert_eq!(k_ranges(40, 16), (32, 2));
+        assert_eq!(k_ranges(1000, 3), (352, 3));
+        assert_eq!(k_ranges(1000, 7), (160, 7));
+        assert_eq!(k_ranges(100, 16), (32, 4)); // fewer ranges than asked
     }
 }
