@@ -3,7 +3,7 @@
 //! key/value cache for generation. It is the reference a fused attention is tested against.
 
 use crate::{Linear, LinearOptions, Module, Parameter, TrainingFlag};
-use camel_core::{Device, Error, Result, Tensor};
+use camel_core::{DType, Device, Error, Result, Tensor};
 use std::fmt;
 
 /// Options of [`MultiHeadAttention::with_options`].
@@ -222,6 +222,11 @@ impl MultiHeadAttention {
         let w = self.c_attn.weight.tensor();
         let bias = self.c_attn.bias.as_ref().map(|p| p.tensor());
         let act = self.c_attn.activation();
+        // inside an autocast scope, x is cast once here rather than by each of the three products
+        let x = match camel_core::autocast_dtype() {
+            Some(d) if x.dtype() == DType::F32 => x.to_dtype(d)?,
+            _ => x.clone(),
+        };
         // [B, T, C] → [B, T, H, D] → [B, H, T, D]: views, no copy
         let head = |i: usize| -> Result<Tensor> {
             let wi = w.narrow(0, i * c, c)?;
