@@ -2,7 +2,7 @@
 //! tests and programs: the release test binaries and the `camel` program built with
 //! `--features cuda`, stripped, plus `run-gpu-tests.sh`, in `dist/gpu/` (well under 64 MiB).
 //! Also the benchmark programs of `bench/` (camel-bench: `gemm_bench`, `gemm_tune`,
-//! `bench_memory`, `filter_bench`, `conv_bench`, `gpt_bench`) in `bin/`, the PyTorch comparison
+//! `bench_memory`, `filter_bench`, `conv_bench`, `attention_bench`, `gpt_bench`) in `bin/`, the PyTorch comparison
 //! scripts in `bench/torch/`, and `bench-gemm.sh`, which runs `gemm_bench` and
 //! `bench/torch/gemm_torch.py` and leaves their CSVs for `cargo xtask gemm-report`. And the
 //! labs: `dev/labs/` with the kernel sources they include
@@ -26,6 +26,7 @@ const BENCH_PROGRAMS: &[&str] = &[
     "bench_memory",
     "filter_bench",
     "conv_bench",
+    "attention_bench",
     "gpt_bench",
 ];
 

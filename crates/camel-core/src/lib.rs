@@ -45,6 +45,7 @@ pub use error::{Error, Result};
 pub use gradcheck::{gradcheck, GradcheckOptions};
 pub use half::{bf16, f16};
 pub use layout::Layout;
+pub use ops::attention::HEAD_DIMS as ATTENTION_HEAD_DIMS;
 pub use ops::conv2d::Conv2dOptions;
 pub use rng::{initial_seed, manual_seed, Generator};
 pub use tensor::Tensor;

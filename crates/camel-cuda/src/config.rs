@@ -19,6 +19,7 @@
 //! | `CAMEL_FILTER` | step number or name | `tuned` | The image-filter ladder step (`filter2d`). |
 //! | `CAMEL_CONV2D` | step number or name | `backward_splitk` | The conv2d ladder step. |
 //! | `CAMEL_BATCHNORM` | step number or name | `block_per_channel` | The BatchNorm step (a single-step family). |
+//! | `CAMEL_ATTENTION` | step number or name | `tiled` | The fused-attention ladder step (`Tensor::attention`). |
 //! | `CAMEL_NO_STUB_RPATH` | `1/0/on/off/true/false` (build time) | `0` | Never put camel's no-driver stub `libcuda` on the run-time library path (read by camel-cuda's build.rs). |
 //! | `CAMEL_PLOT_FONT` | a font file (tool) | DejaVu Sans or Liberation Sans | The font of the plots `cargo xtask gemm-report` draws (read by xtask). |
 //!
@@ -162,6 +163,12 @@ pub const VARS: &[Var] = &[
         values: STEP,
         default: "block_per_channel",
         purpose: "The BatchNorm step (a single-step family).",
+    },
+    Var {
+        name: "CAMEL_ATTENTION",
+        values: STEP,
+        default: "tiled",
+        purpose: "The fused-attention ladder step (`Tensor::attention`).",
     },
     Var {
         name: "CAMEL_NO_STUB_RPATH",

@@ -1,6 +1,9 @@
-//! Multi-head self-attention, the naive way: `softmax(q·kᵀ/√d, causal mask) · v` per head, with
-//! the scale, mask and softmax fused into one kernel ([`Tensor::scaled_masked_softmax`]), and a
-//! key/value cache for generation. It is the reference a fused attention is tested against.
+//! Multi-head self-attention, `softmax(q·kᵀ/√d, causal mask) · v` per head, and a key/value
+//! cache for generation. Two paths compute it ([`MultiHeadAttention::path`] says which runs):
+//! the fused kernel ([`Tensor::attention`], no `T × T` score matrix) on the GPU where it
+//! applies, and the naive one elsewhere — `q·kᵀ`, the scale, mask and softmax in one kernel
+//! ([`Tensor::scaled_masked_softmax`]), attention dropout, `· v` — which is the reference the
+//! fused one is tested against.
 
 use crate::{Linear, LinearOptions, Module, Parameter, TrainingFlag};
 use camel_core::{DType, Device, Error, Result, Tensor};
@@ -23,6 +26,27 @@ pub struct AttentionOptions {
     pub device: Device,
     /// The longest sequence, key/value cache included; `None`: no limit.
     pub block_size: Option<usize>,
+    /// Run the fused attention kernel where it applies ([`AttentionPath`]). On by default.
+    pub fused: bool,
+}
+
+/// The attention a [`MultiHeadAttention`] runs for an input ([`MultiHeadAttention::path`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttentionPath {
+    /// [`Tensor::attention`]: one fused kernel, no score matrix.
+    Fused,
+    /// `matmul_t`, [`Tensor::scaled_masked_softmax`], dropout, `matmul`, and why the fused kernel
+    /// does not apply.
+    Naive(&'static str),
+}
+
+impl fmt::Display for AttentionPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AttentionPath::Fused => write!(f, "fused (Tensor::attention)"),
+            AttentionPath::Naive(why) => write!(f, "naive ({why})"),
+        }
+    }
 }
 
 impl Default for AttentionOptions {
@@ -34,6 +58,7 @@ impl Default for AttentionOptions {
             seed: None,
             device: Device::Cpu,
             block_size: None,
+            fused: true,
         }
     }
 }
@@ -89,6 +114,7 @@ pub struct MultiHeadAttention {
     causal: bool,
     dropout: f32,
     block_size: Option<usize>,
+    fused: bool,
     training: TrainingFlag,
 }
 
@@ -168,6 +194,7 @@ impl MultiHeadAttention {
             causal: o.causal,
             dropout: o.dropout,
             block_size: o.block_size,
+            fused: o.fused,
             training: TrainingFlag::new(),
         })
     }
@@ -185,6 +212,27 @@ impl MultiHeadAttention {
     /// Whether the future is masked.
     pub fn causal(&self) -> bool {
         self.causal
+    }
+
+    /// The attention this layer runs for input `x` in its current mode: [`AttentionPath::Fused`]
+    /// on a GPU for f32 (outside an autocast scope), a head dim the kernels have
+    /// ([`camel_core::ATTENTION_HEAD_DIMS`]) and no attention dropout in effect; otherwise
+    /// [`AttentionPath::Naive`] with the reason.
+    pub fn path(&self, x: &Tensor) -> AttentionPath {
+        let d = self.n_embd / self.n_head;
+        if !self.fused {
+            AttentionPath::Naive("the fused kernel is switched off")
+        } else if !x.device().is_cuda() {
+            AttentionPath::Naive("the CPU runs the reference")
+        } else if x.dtype() != DType::F32 || camel_core::autocast_dtype().is_some() {
+            AttentionPath::Naive("the fused kernel is f32 only")
+        } else if !camel_core::ATTENTION_HEAD_DIMS.contains(&d) {
+            AttentionPath::Naive("a head dim the fused kernel lacks")
+        } else if self.dropout > 0.0 && self.is_training() {
+            AttentionPath::Naive("attention dropout in training")
+        } else {
+            AttentionPath::Fused
+        }
     }
 
     /// `[B, T, C]` of `x`, checked: rank 3, `C == n_embd`, `T ≥ 1`, and `past + T` within the
@@ -239,12 +287,20 @@ impl MultiHeadAttention {
     }
 
     /// The attention of queries `q: [B, H, Tq, D]` over keys and values `[B, H, Tk, D]`, heads
-    /// merged and projected: `[B, Tq, C]`.
-    fn attend(&self, q: &Tensor, k: &Tensor, v: &Tensor) -> Result<Tensor> {
+    /// merged and projected: `[B, Tq, C]`, by `path`.
+    fn attend(&self, q: &Tensor, k: &Tensor, v: &Tensor, path: AttentionPath) -> Result<Tensor> {
         let (b, tq) = (q.shape()[0], q.shape()[2]);
         let d = self.n_embd / self.n_head;
         let scale = 1.0 / (d as f32).sqrt();
         let training = self.is_training();
+        if path == AttentionPath::Fused {
+            // [B, H, Tq, D] stored as [B, Tq, H, D]: merging the heads is a view
+            let y = q
+                .attention(k, v, scale, self.causal)?
+                .transpose(1, 2)?
+                .reshape(&[b, tq, self.n_embd])?;
+            return dropout(&self.c_proj.forward(&y)?, self.dropout, training);
+        }
         // [B, H, Tq, Tk]: q · kᵀ, then scale, mask and softmax in one kernel
         let att = q
             .matmul_t(k, false, true)?
@@ -278,12 +334,13 @@ impl MultiHeadAttention {
                 });
             }
         }
+        let path = self.path(x);
         let (q, k, v) = self.qkv(x, b, t)?;
         let (k, v) = match &cache.kv {
             None => (k.contiguous()?, v.contiguous()?),
             Some((k0, v0)) => (Tensor::cat(&[k0, &k], 2)?, Tensor::cat(&[v0, &v], 2)?),
         };
-        let y = self.attend(&q, &k, &v)?;
+        let y = self.attend(&q, &k, &v, path)?;
         cache.kv = Some((k, v));
         Ok(y)
     }
@@ -294,7 +351,7 @@ impl Module for MultiHeadAttention {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let (b, t) = self.check_input(x, 0)?;
         let (q, k, v) = self.qkv(x, b, t)?;
-        self.attend(&q, &k, &v)
+        self.attend(&q, &k, &v, self.path(x))
     }
 
     fn named_parameters(&self) -> Vec<(String, Parameter)> {

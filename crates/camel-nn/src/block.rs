@@ -166,6 +166,7 @@ impl Block {
                 seed: o.seed,
                 device: o.device,
                 block_size: o.block_size,
+                ..Default::default()
             },
         )?;
         let ln = || {

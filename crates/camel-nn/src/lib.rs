@@ -46,7 +46,7 @@ mod sequential;
 pub mod state;
 
 pub use activation::{ReLU, Sigmoid, Tanh, GELU};
-pub use attention::{AttentionOptions, KvCache, MultiHeadAttention};
+pub use attention::{AttentionOptions, AttentionPath, KvCache, MultiHeadAttention};
 pub use batchnorm::{BatchNorm1d, BatchNorm2d, BatchNormOptions};
 pub use block::{Block, BlockOptions, Mlp};
 pub use buffer::Buffer;

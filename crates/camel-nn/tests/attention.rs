@@ -3,9 +3,9 @@
 //! causality, the key/value cache, buffers in state dicts, nanoGPT parameter names, and errors.
 
 use camel_nn::{
-    gradcheck, load_safetensors, save_safetensors, testing::devices, AttentionOptions, Block,
-    BlockOptions, Device, Error, GradcheckOptions, KvCache, Module, ModuleList, MultiHeadAttention,
-    PositionalEncoding, Result, Sequential, StateError, Tensor,
+    gradcheck, load_safetensors, save_safetensors, testing::devices, AttentionOptions,
+    AttentionPath, Block, BlockOptions, Device, Error, GradcheckOptions, KvCache, Module,
+    ModuleList, MultiHeadAttention, PositionalEncoding, Result, Sequential, StateError, Tensor,
 };
 
 /// Held by the tests that draw from the process-wide generator (parameters initialized without
@@ -642,6 +642,105 @@ fn dropout_applies_in_training_only() -> Result<()> {
         let xl = x.detach().requires_grad_(true)?;
         block.forward(&xl)?.sum()?.backward()?;
         assert!(xl.grad().unwrap().to_vec()?.iter().all(|v| v.is_finite()));
+    }
+    Ok(())
+}
+
+/// On the GPU the fused kernel runs where it applies, and gives the naive path's output and
+/// gradients (input and weights), for the full sequence and for a key/value cache fed in
+/// chunks; everywhere else [`MultiHeadAttention::path`] names why it does not run.
+#[test]
+fn the_fused_path_matches_the_naive_one_and_says_when_it_runs() -> Result<()> {
+    for dev in devices() {
+        // head dims 32, 64 and 128
+        for (c, h, causal) in [(64, 2, true), (256, 4, false), (256, 2, true)] {
+            let make = |fused: bool, dropout: f32| {
+                MultiHeadAttention::with_options(
+                    c,
+                    h,
+                    AttentionOptions {
+                        causal,
+                        dropout,
+                        seed: Some(3),
+                        device: dev,
+                        fused,
+                        ..Default::default()
+                    },
+                )
+            };
+            let (mf, mn) = (make(true, 0.0)?, make(false, 0.0)?);
+            let x = Tensor::randn_seeded(&[2, 37, c], 5, dev)?;
+            assert_eq!(
+                mn.path(&x),
+                AttentionPath::Naive("the fused kernel is switched off")
+            );
+            if !dev.is_cuda() {
+                assert_eq!(
+                    mf.path(&x),
+                    AttentionPath::Naive("the CPU runs the reference")
+                );
+                continue;
+            }
+            assert_eq!(mf.path(&x), AttentionPath::Fused, "{c}/{h}");
+            let (xf, xn) = (
+                x.detach().requires_grad_(true)?,
+                x.detach().requires_grad_(true)?,
+            );
+            let (yf, yn) = (mf.forward(&xf)?, mn.forward(&xn)?);
+            let what = format!("{dev} C {c} heads {h} causal {causal}");
+            let diff = max_diff(&yf.to_vec()?, &yn.to_vec()?);
+            assert!(diff <= 2e-5, "{what}: forward {diff}");
+            yf.square()?.sum()?.backward()?;
+            yn.square()?.sum()?.backward()?;
+            let grads = |m: &MultiHeadAttention, x: &Tensor| -> Result<Vec<Vec<f32>>> {
+                Ok(vec![
+                    x.grad().expect("x grad").to_vec()?,
+                    m.c_attn.weight.grad().expect("w grad").to_vec()?,
+                    m.c_proj.weight.grad().expect("w grad").to_vec()?,
+                ])
+            };
+            for (i, (a, b)) in grads(&mf, &xf)?.iter().zip(&grads(&mn, &xn)?).enumerate() {
+                let scale = b.iter().fold(1.0f32, |m, v| m.max(v.abs()));
+                let diff = max_diff(a, b);
+                assert!(
+                    diff <= 1e-4 * scale,
+                    "{what}: gradient {i} differs by {diff}"
+                );
+            }
+            // generation: the cache fed in chunks through the fused kernel
+            if causal {
+                let mut cache = KvCache::new();
+                let mut outs = Vec::new();
+                for (start, n) in [(0, 5), (5, 1), (6, 31)] {
+                    outs.push(mf.forward_cached(&x.narrow(1, start, n)?, &mut cache)?);
+                }
+                let got = Tensor::cat(&outs.iter().collect::<Vec<_>>(), 1)?;
+                let diff = max_diff(&got.to_vec()?, &yn.to_vec()?);
+                assert!(diff <= 2e-5, "{what}: cached {diff}");
+            }
+            // the reasons the fused kernel does not run
+            let md = make(true, 0.1)?;
+            assert_eq!(
+                md.path(&x),
+                AttentionPath::Naive("attention dropout in training")
+            );
+            md.set_training(false);
+            assert_eq!(md.path(&x), AttentionPath::Fused);
+            camel_nn::autocast(camel_nn::DType::BF16, || {
+                assert_eq!(
+                    mf.path(&x),
+                    AttentionPath::Naive("the fused kernel is f32 only")
+                )
+            })?;
+        }
+        let m16 = attn_on(32, 2, true, dev);
+        if dev.is_cuda() {
+            let x = Tensor::zeros(&[1, 3, 32], dev)?;
+            assert_eq!(
+                m16.path(&x),
+                AttentionPath::Naive("a head dim the fused kernel lacks")
+            );
+        }
     }
     Ok(())
 }

@@ -19,6 +19,7 @@
 //! | `arith.rs` | `std::ops` operators (`+ - * /`, unary `-`) on tensors and `f32` scalars |
 //! | `random/` | rand, randn, bernoulli, multinomial, dropout (Philox, the same stream on every device) |
 //! | `softmax/` | softmax, log_softmax (last dim) |
+//! | `attention/` | attention (fused: scores, causal mask, softmax and the sum of values without the score matrix; backward from the log-sum-exp) |
 //! | `masked_softmax/` | scaled_masked_softmax (attention scores: scale, causal mask, softmax in one pass) |
 //! | `filter/` | filter2d, filter2d_separable (2-D image filter, zero padding) |
 //! | `layer_norm/` | layer_norm |
@@ -52,6 +53,7 @@
 //! host allocation that cannot be satisfied is [`crate::Error::OutOfMemory`].
 
 pub mod arith;
+pub mod attention;
 pub mod batch_norm;
 pub mod conv2d;
 pub mod elementwise;

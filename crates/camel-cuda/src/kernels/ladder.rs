@@ -31,6 +31,8 @@ pub enum Family {
     Conv2d,
     /// BatchNorm forward (training and eval) and backward.
     BatchNorm,
+    /// Fused attention without the score matrix, forward and backward.
+    Attention,
 }
 
 /// One step of a family's ladder.
@@ -369,9 +371,26 @@ const BATCHNORM: &[StepInfo] = &[s(
     "nothing",
 )];
 
+const ATTENTION: &[StepInfo] = &[
+    s(
+        Step::One,
+        "warp_row",
+        "a warp per query row over every key, the online softmax; step 2's backward",
+        &["attention::warp_row", "attention::tiled_bwd"],
+        "a head dim of 32, 64 or 128",
+    ),
+    s(
+        Step::Two,
+        "tiled",
+        "K/V tiles in shared memory for 32 query rows, a quad per row; backward recomputed from the log-sum-exp",
+        &["attention::tiled", "attention::tiled_bwd"],
+        "as step 1, and 16-byte aligned rows (else step 1's forward)",
+    ),
+];
+
 impl Family {
     /// Every family.
-    pub const ALL: [Family; 11] = [
+    pub const ALL: [Family; 12] = [
         Family::Elementwise,
         Family::Reduce,
         Family::Softmax,
@@ -383,6 +402,7 @@ impl Family {
         Family::Filter,
         Family::Conv2d,
         Family::BatchNorm,
+        Family::Attention,
     ];
 
     /// The family's ladder, in step order.
@@ -399,6 +419,7 @@ impl Family {
             Family::Filter => FILTER,
             Family::Conv2d => CONV2D,
             Family::BatchNorm => BATCHNORM,
+            Family::Attention => ATTENTION,
         }
     }
 
@@ -416,6 +437,7 @@ impl Family {
             Family::Filter => "filter",
             Family::Conv2d => "conv2d",
             Family::BatchNorm => "batchnorm",
+            Family::Attention => "attention",
         }
     }
 
@@ -433,6 +455,7 @@ impl Family {
             Family::Filter => "CAMEL_FILTER",
             Family::Conv2d => "CAMEL_CONV2D",
             Family::BatchNorm => "CAMEL_BATCHNORM",
+            Family::Attention => "CAMEL_ATTENTION",
         }
     }
 
@@ -551,6 +574,10 @@ mod tests {
         assert_eq!(
             super::super::batchnorm::STEPS.map(|k| k.step).to_vec(),
             steps(Family::BatchNorm)
+        );
+        assert_eq!(
+            super::super::attention::STEPS.map(|k| k.step).to_vec(),
+            steps(Family::Attention)
         );
     }
 

@@ -19,6 +19,7 @@ macro_rules! launchers {
     };
 }
 
+pub mod attention;
 pub mod batchnorm;
 pub mod conv2d;
 pub mod elementwise;

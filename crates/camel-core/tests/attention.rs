@@ -1,0 +1,387 @@
+//! Fused attention against the naive attention computed in f64 (forward and backward) at awkward
+//! sizes, on every device and every step of the ladder; strided and unaligned views; a key/value
+//! cache; gradcheck; NaN rows; errors naming the shapes. Tolerances: the forward's f32 sums of
+//! `Tk` products stay within `2e-5 + 1e-4·|ref|`; a gradient sums up to `Tq` (or `Tk`) such
+//! terms, so its bound grows with the length: `(5e-5 + 2e-8·T) + 1e-3·|ref|`.
+
+mod common;
+use camel_core::backend::ladder::Family;
+use camel_core::testing::{for_each_step, gpu};
+use camel_core::{DType, Device, Error, Tensor};
+use common::*;
+
+/// One attention problem: q `[b, h, tq, d]`, k and v `[b, h, tk, d]` (dense, logical order).
+#[derive(Clone, Copy, Debug)]
+struct Case {
+    b: usize,
+    h: usize,
+    tq: usize,
+    tk: usize,
+    d: usize,
+    causal: bool,
+}
+
+impl Case {
+    fn visible(&self, i: usize) -> usize {
+        if self.causal {
+            (i + 1 + self.tk - self.tq).min(self.tk)
+        } else {
+            self.tk
+        }
+    }
+    fn q_shape(&self) -> Vec<usize> {
+        vec![self.b, self.h, self.tq, self.d]
+    }
+    fn k_shape(&self) -> Vec<usize> {
+        vec![self.b, self.h, self.tk, self.d]
+    }
+    fn scale(&self) -> f32 {
+        1.0 / (self.d as f32).sqrt()
+    }
+}
+
+/// The naive attention in f64: the output and the gradients of `Σ out ⊙ g`.
+struct Reference {
+    out: Vec<f64>,
+    dq: Vec<f64>,
+    dk: Vec<f64>,
+    dv: Vec<f64>,
+}
+
+fn reference(c: &Case, q: &[f32], k: &[f32], v: &[f32], g: &[f32]) -> Reference {
+    let (d, sc) = (c.d, c.scale() as f64);
+    let mut r = Reference {
+        out: vec![0.0; q.len()],
+        dq: vec![0.0; q.len()],
+        dk: vec![0.0; k.len()],
+        dv: vec![0.0; k.len()],
+    };
+    let dot =
+        |x: &[f32], y: &[f32]| -> f64 { x.iter().zip(y).map(|(&a, &b)| a as f64 * b as f64).sum() };
+    for bh in 0..c.b * c.h {
+        let (qb, kb) = (bh * c.tq * d, bh * c.tk * d);
+        for i in 0..c.tq {
+            let n = c.visible(i);
+            let qi = &q[qb + i * d..][..d];
+            let gi = &g[qb + i * d..][..d];
+            let s: Vec<f64> = (0..n)
+                .map(|j| sc * dot(qi, &k[kb + j * d..][..d]))
+                .collect();
+            let m = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let l: f64 = s.iter().map(|x| (x - m).exp()).sum();
+            let p: Vec<f64> = s.iter().map(|x| (x - m).exp() / l).collect();
+            let dp: Vec<f64> = (0..n).map(|j| dot(gi, &v[kb + j * d..][..d])).collect();
+            let pdp: f64 = p.iter().zip(&dp).map(|(a, b)| a * b).sum();
+            for j in 0..n {
+                let ds = p[j] * (dp[j] - pdp);
+                for e in 0..d {
+                    r.out[qb + i * d + e] += p[j] * v[kb + j * d + e] as f64;
+                    r.dq[qb + i * d + e] += sc * ds * k[kb + j * d + e] as f64;
+                    r.dk[kb + j * d + e] += sc * ds * qi[e] as f64;
+                    r.dv[kb + j * d + e] += p[j] * gi[e] as f64;
+                }
+            }
+        }
+    }
+    r
+}
+
+const FWD: Tol = Tol {
+    atol: 2e-5,
+    rtol: 1e-4,
+};
+
+fn bwd_tol(c: &Case) -> Tol {
+    Tol {
+        atol: 5e-5 + 2e-8 * c.tq.max(c.tk) as f64,
+        rtol: 1e-3,
+    }
+}
+
+/// Forward and the three gradients of `c` on `devs`, every step, against the f64 reference.
+fn check_case(c: Case, seed: u64, devs: &[Device]) {
+    let q = rand_vec(numel(&c.q_shape()), -1.0, 1.0, seed);
+    let k = rand_vec(numel(&c.k_shape()), -1.0, 1.0, seed + 1);
+    let v = rand_vec(numel(&c.k_shape()), -1.0, 1.0, seed + 2);
+    let g = rand_vec(numel(&c.q_shape()), -1.0, 1.0, seed + 3);
+    let r = reference(&c, &q, &k, &v, &g);
+    for_each_step(Family::Attention, |step| {
+        for &dev in devs {
+            let what = format!("{c:?} step {} on {dev}", step.name);
+            let (ql, kl, vl) = (
+                t(&q, &c.q_shape(), dev).requires_grad_(true).unwrap(),
+                t(&k, &c.k_shape(), dev).requires_grad_(true).unwrap(),
+                t(&v, &c.k_shape(), dev).requires_grad_(true).unwrap(),
+            );
+            let out = ql
+                .attention(&kl, &vl, c.scale(), c.causal)
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_eq!(out.shape(), c.q_shape(), "{what}");
+            assert_close(
+                &format!("forward {what}"),
+                &out.to_vec().unwrap(),
+                &r.out,
+                FWD,
+            );
+            out.mul(&t(&g, &c.q_shape(), dev))
+                .unwrap()
+                .sum()
+                .unwrap()
+                .backward()
+                .unwrap();
+            for (name, x, want) in [("dq", &ql, &r.dq), ("dk", &kl, &r.dk), ("dv", &vl, &r.dv)] {
+                let got = x.grad().expect("grad").to_vec().unwrap();
+                assert_close(&format!("{name} {what}"), &got, want, bwd_tol(&c));
+            }
+        }
+    });
+}
+
+#[test]
+fn forward_and_backward_match_f64_at_awkward_sizes() {
+    let mut seed = 10;
+    for (tq, tk) in [
+        (1, 1),
+        (7, 7),
+        (1, 9),
+        (5, 12),
+        (33, 33),
+        (127, 127),
+        (40, 97),
+    ] {
+        for d in [32, 64, 128] {
+            for causal in [false, true] {
+                if causal && tk < tq {
+                    continue;
+                }
+                // two batches of three heads on the short ones, one of two on the longer
+                let (b, h) = if tq * tk < 1000 { (2, 3) } else { (1, 2) };
+                seed += 4;
+                check_case(
+                    Case {
+                        b,
+                        h,
+                        tq,
+                        tk,
+                        d,
+                        causal,
+                    },
+                    seed,
+                    &devices(),
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn long_sequences_on_the_gpu() {
+    let Some(dev) = gpu() else { return };
+    for (t, d, causal, b, h) in [
+        (1000, 64, true, 2, 2),
+        (1000, 128, false, 1, 2),
+        (1031, 32, true, 1, 3),
+        (4097, 64, true, 1, 1),
+        (4097, 128, false, 1, 1),
+    ] {
+        let c = Case {
+            b,
+            h,
+            tq: t,
+            tk: t,
+            d,
+            causal,
+        };
+        check_case(c, t as u64 + d as u64, &[dev]);
+    }
+}
+
+/// The head views of a `[B, T, 3·C]` projection, as `MultiHeadAttention` makes them (strided,
+/// read in place), and the same through a layout with rows not a multiple of 4 floats apart
+/// (copied densely first) give the dense result.
+#[test]
+fn strided_and_unaligned_views() {
+    let (b, n, h, d) = (2, 9, 2, 32);
+    let c = Case {
+        b,
+        h,
+        tq: n,
+        tk: n,
+        d,
+        causal: true,
+    };
+    for pad in [0usize, 1] {
+        let width = 3 * h * d + pad;
+        let x = rand_vec(b * n * width, -1.0, 1.0, 7 + pad as u64);
+        // the dense operands, for the reference
+        let part = |p: usize| -> Vec<f32> {
+            let mut out = Vec::new();
+            for bb in 0..b {
+                for hh in 0..h {
+                    for tt in 0..n {
+                        let s = (bb * n + tt) * width + p * h * d + hh * d;
+                        out.extend_from_slice(&x[s..s + d]);
+                    }
+                }
+            }
+            out
+        };
+        let g = rand_vec(b * h * n * d, -1.0, 1.0, 9);
+        let r = reference(&c, &part(0), &part(1), &part(2), &g);
+        for_each_step(Family::Attention, |step| {
+            for dev in devices() {
+                let what = format!("pad {pad} step {} on {dev}", step.name);
+                let xl = t(&x, &[b, n, width], dev).requires_grad_(true).unwrap();
+                let head = |p: usize| {
+                    xl.narrow(2, p * h * d, h * d)
+                        .unwrap()
+                        .reshape(&[b, n, h, d])
+                        .unwrap()
+                        .permute(&[0, 2, 1, 3])
+                        .unwrap()
+                };
+                let out = head(0)
+                    .attention(&head(1), &head(2), c.scale(), true)
+                    .unwrap();
+                assert_close(
+                    &format!("forward {what}"),
+                    &out.to_vec().unwrap(),
+                    &r.out,
+                    FWD,
+                );
+                out.mul(&t(&g, &c.q_shape(), dev))
+                    .unwrap()
+                    .sum()
+                    .unwrap()
+                    .backward()
+                    .unwrap();
+                // x's gradient holds dq, dk, dv in its three column blocks
+                let gx = xl.grad().unwrap();
+                for (p, want) in [(0, &r.dq), (1, &r.dk), (2, &r.dv)] {
+                    let got = gx
+                        .narrow(2, p * h * d, h * d)
+                        .unwrap()
+                        .reshape(&[b, n, h, d])
+                        .unwrap()
+                        .permute(&[0, 2, 1, 3])
+                        .unwrap()
+                        .to_vec()
+                        .unwrap();
+                    assert_close(&format!("grad {p} {what}"), &got, want, bwd_tol(&c));
+                }
+            }
+        });
+    }
+}
+
+/// The output merges heads for free: `transpose(1, 2)` of the result is dense.
+#[test]
+fn the_output_is_stored_head_merged() {
+    for dev in devices() {
+        let q = Tensor::randn_seeded(&[2, 3, 4, 32], 1, dev).unwrap();
+        let y = q.attention(&q, &q, 0.2, false).unwrap();
+        assert!(!y.is_contiguous());
+        assert!(y.transpose(1, 2).unwrap().is_contiguous(), "{dev}");
+    }
+}
+
+#[test]
+fn gradcheck_attention() {
+    for (tq, tk, causal) in [(3, 5, false), (4, 4, true), (2, 6, true)] {
+        let (qs, ks) = (vec![1, 2, tq, 32], vec![1, 2, tk, 32]);
+        let inputs = [
+            hf(rand_vec(numel(&qs), -1.0, 1.0, 1), &qs),
+            hf(rand_vec(numel(&ks), -1.0, 1.0, 2), &ks),
+            hf(rand_vec(numel(&ks), -1.0, 1.0, 3), &ks),
+        ];
+        gradcheck_all(
+            &format!("attention tq {tq} tk {tk} causal {causal}"),
+            |a| a[0].attention(&a[1], &a[2], 0.4, causal),
+            &inputs,
+        );
+    }
+}
+
+#[test]
+fn a_nan_reaches_only_its_row() {
+    for_each_step(Family::Attention, |step| {
+        for dev in devices() {
+            let mut qv = rand_vec(2 * 5 * 64, -1.0, 1.0, 4);
+            qv[3 * 64 + 7] = f32::NAN; // query 3 of head 0
+            let q = t(&qv, &[1, 2, 5, 64], dev);
+            let kv = Tensor::randn_seeded(&[1, 2, 5, 64], 5, dev).unwrap();
+            let y = q
+                .attention(&kv, &kv, 0.125, false)
+                .unwrap()
+                .to_vec()
+                .unwrap();
+            for (r, row) in y.chunks(64).enumerate() {
+                assert_eq!(
+                    row.iter().all(|v| v.is_nan()),
+                    r == 3,
+                    "{dev} {} row {r}",
+                    step.name
+                );
+                assert!(r == 3 || row.iter().all(|v| v.is_finite()));
+            }
+        }
+    });
+}
+
+#[test]
+fn bad_input_is_a_clear_error() {
+    for dev in devices() {
+        let z = |s: &[usize]| Tensor::zeros(s, dev).unwrap();
+        let q = z(&[1, 2, 4, 64]);
+        let msg = |r: camel_core::Result<Tensor>| r.expect_err("an error").to_string();
+        // k of another head count, v of another length, rank 3
+        let e = msg(q.attention(&z(&[1, 3, 4, 64]), &z(&[1, 3, 4, 64]), 1.0, false));
+        assert!(
+            e.contains("attention") && e.contains("[1, 3, 4, 64]"),
+            "{e}"
+        );
+        let e = msg(q.attention(&z(&[1, 2, 4, 64]), &z(&[1, 2, 5, 64]), 1.0, false));
+        assert!(e.contains("[1, 2, 5, 64]"), "{e}");
+        assert!(matches!(
+            q.attention(&z(&[2, 4, 64]), &z(&[2, 4, 64]), 1.0, false),
+            Err(Error::ShapeMismatch { .. })
+        ));
+        // an unsupported head dim names the supported ones
+        let q48 = z(&[1, 1, 3, 48]);
+        let e = msg(q48.attention(&q48, &q48, 1.0, false));
+        assert!(e.contains("[32, 64, 128]"), "{e}");
+        // a causal query that would see no key; no keys at all; a NaN scale
+        let e = msg(q.attention(&z(&[1, 2, 3, 64]), &z(&[1, 2, 3, 64]), 1.0, true));
+        assert!(e.contains("Tq = 4, Tk = 3"), "{e}");
+        assert!(q
+            .attention(&z(&[1, 2, 0, 64]), &z(&[1, 2, 0, 64]), 1.0, false)
+            .is_err());
+        assert!(q.attention(&q, &q, f32::NAN, false).is_err());
+        // a dtype mix and 16-bit operands are refused by name
+        let h = q.to_dtype(DType::BF16).unwrap();
+        assert!(matches!(
+            q.attention(&h, &q, 1.0, false),
+            Err(Error::DTypeMismatch {
+                op: "attention",
+                ..
+            })
+        ));
+        assert!(matches!(
+            h.attention(&h, &h, 1.0, false),
+            Err(Error::DTypeMismatch {
+                op: "attention",
+                ..
+            })
+        ));
+    }
+    if let Some(dev) = gpu() {
+        let (qc, kc) = (
+            Tensor::zeros(&[1, 1, 2, 32], dev).unwrap(),
+            Tensor::zeros(&[1, 1, 2, 32], Device::Cpu).unwrap(),
+        );
+        assert!(matches!(
+            qc.attention(&kc, &kc, 1.0, false),
+            Err(Error::DeviceMismatch { .. })
+        ));
+    }
+}
