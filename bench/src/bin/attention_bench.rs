@@ -13,7 +13,8 @@
 //! 3 to 100), the median over `--reps` batches, per launch, through the camel-cuda launchers.
 //!
 //! `attention_bench [--torch torch.txt] [--reps N] [--max-t T] [--step1-max-t T]` — prints a
-//! Markdown table; the PyTorch file holds `"<case> <pass> <backend>\t<ms>"` lines
+//! Markdown table, a row per implementation (camel's steps, then PyTorch's backends), its speed
+//! relative to SDPA in f32 in the last column; the PyTorch file holds `"<case> <pass> <backend>\t<ms>"` lines
 //! (`python3 bench/torch/attention_torch.py > torch.txt`). Step 1 runs up to `--step1-max-t`
 //! (default 4096): it is the slow teaching step.
 
@@ -58,6 +59,32 @@ fn time(dev: &CudaDevice, reps: usize, f: &mut dyn FnMut() -> Result<()>) -> Res
     Ok(v[v.len() / 2])
 }
 
+/// The PyTorch rows: the key in the timings file and the row's label.
+const REFERENCES: [(&str, &str); 3] = [
+    ("efficient_f32", "SDPA f32 (efficient)"),
+    ("flash_bf16", "FA2 bf16"),
+    ("cudnn_bf16", "cuDNN bf16"),
+];
+
+/// Prints one row of the table: its time, TFLOP/s and speed against SDPA in f32.
+#[allow(clippy::too_many_arguments)]
+fn row(
+    d: usize,
+    t: usize,
+    mask: &str,
+    pass: &str,
+    imp: &str,
+    ms: f64,
+    flops: f64,
+    f32ref: Option<f64>,
+) {
+    let ratio = f32ref.map_or("–".into(), |r| format!("{:.2}×", r / ms));
+    println!(
+        "| {d} | {t} | {mask} | {pass} | {imp} | {ms:.3} | {:.1} | {ratio} |",
+        flops / (ms * 1e-3) / 1e12
+    );
+}
+
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let arg = |name: &str| {
@@ -84,12 +111,8 @@ fn main() -> Result<()> {
     let d = &*dev;
     println!("device: {}", d.name());
     println!();
-    println!(
-        "| d | T | mask | pass | step | camel f32 ms | TFLOP/s | SDPA f32 ms | camel / SDPA f32 | \
-         FA2 bf16 ms | cuDNN bf16 ms |"
-    );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
-    let show = |ms: Option<&f64>| ms.map_or("–".to_string(), |t| format!("{t:.3}"));
+    println!("| d | T | mask | pass | impl | ms | TFLOP/s | × SDPA f32 |");
+    println!("|---|---|---|---|---|---|---|---|");
     for hd in [64usize, 128] {
         let mut t = 512usize;
         while t <= max_t {
@@ -117,8 +140,16 @@ fn main() -> Result<()> {
                     / if causal { 2.0 } else { 1.0 };
                 // the backward reads the forward's log-sum-exp: run it once first
                 (attn::STEPS[1].forward)(d, &g, q.ptr(), k.ptr(), v.ptr(), o.ptr(), lse.ptr())?;
+                let flops_of = |pass: &str| {
+                    if pass == "forward" {
+                        fwd_flops
+                    } else {
+                        2.5 * fwd_flops
+                    }
+                };
                 for pass in ["forward", "backward"] {
                     let case = format!("d{hd} T{t} {mask} {pass}");
+                    let flops = flops_of(pass);
                     for kern in &attn::STEPS {
                         if kern.step.number() == 1 && (t > step1_max_t || pass == "backward") {
                             continue; // step 1 shares step 2's backward
@@ -144,26 +175,28 @@ fn main() -> Result<()> {
                                 )
                             })?
                         };
-                        let flops = if pass == "forward" {
-                            fwd_flops
-                        } else {
-                            2.5 * fwd_flops
-                        };
                         let name = Family::Attention
                             .steps()
                             .iter()
                             .find(|i| i.step == kern.step)
                             .map_or("?", |i| i.name);
-                        let f32ref = torch.get(&format!("{case} efficient_f32"));
-                        let ratio = f32ref.map_or("–".into(), |r| format!("{:.2}×", r / ms));
-                        println!(
-                            "| {hd} | {t} | {mask} | {pass} | {} {name} | {ms:.3} | {:.1} | {} | {ratio} | {} | {} |",
-                            kern.step.number(),
-                            flops / (ms * 1e-3) / 1e12,
-                            show(f32ref),
-                            show(torch.get(&format!("{case} flash_bf16"))),
-                            show(torch.get(&format!("{case} cudnn_bf16"))),
+                        let f32ref = torch.get(&format!("{case} efficient_f32")).copied();
+                        row(
+                            hd,
+                            t,
+                            mask,
+                            pass,
+                            &format!("camel {} {name}", kern.step.number()),
+                            ms,
+                            flops,
+                            f32ref,
                         );
+                    }
+                    for (key, label) in REFERENCES {
+                        if let Some(&ms) = torch.get(&format!("{case} {key}")) {
+                            let f32ref = torch.get(&format!("{case} efficient_f32")).copied();
+                            row(hd, t, mask, pass, label, ms, flops, f32ref);
+                        }
                     }
                 }
             }

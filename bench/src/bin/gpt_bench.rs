@@ -18,8 +18,11 @@
 //! master weights), as `camel train gpt --precision bf16` does; compare it with
 //! `gpt_torch.py --precision bf16`.
 //!
+//! `--attention naive` runs the naive attention where the fused kernel would apply (the path
+//! each size takes goes to stderr).
+//!
 //! `gpt_bench [--device cuda|cpu] [--sizes small,recipe] [--steps N] [--warmup N]
-//! [--precision f32|bf16] [--torch FILE]` prints a CSV `size,impl,device,step_ms,tokens_per_s,peak_mib` (the format of
+//! [--precision f32|bf16] [--attention fused|naive] [--torch FILE]` prints a CSV `size,impl,device,step_ms,tokens_per_s,peak_mib` (the format of
 //! gpt_torch.py); with `--torch FILE` (gpt_torch.py's output) it then prints a Markdown table
 //! of both and the ratios (PyTorch time / camel time: above 1 means camel is faster; camel's
 //! peak memory / PyTorch's).
@@ -75,6 +78,16 @@ fn bench(
     let cfg = &size.config;
     let model = GptMini::with_seed(cfg, 0, device)?;
     model.train();
+    let probe = Tensor::zeros(&[1, 1, cfg.n_embd], device)?;
+    let path = {
+        let _scope = autocast_guard(precision)?;
+        model.attention_path(&probe)
+    };
+    eprintln!(
+        "# {}: attention {}",
+        size.name,
+        path.map_or_else(|| "none".to_string(), |p| p.to_string())
+    );
     let groups = decay_groups(model.named_parameters(), 0.1);
     let mut opt = Adam::adamw_groups(groups, 1e-3)?.betas(0.9, 0.99)?;
     let params = model.parameters();
@@ -193,8 +206,16 @@ fn run() -> BenchResult<()> {
     if steps == 0 {
         return Err("--steps must be at least 1".into());
     }
+    let fused = match arg("--attention").as_deref() {
+        None | Some("fused") => true,
+        Some("naive") => false,
+        Some(a) => return Err(format!("--attention: {a:?} is not fused or naive").into()),
+    };
     let wanted = arg("--sizes").unwrap_or_else(|| "small,recipe".into());
-    let all = sizes();
+    let mut all = sizes();
+    for s in &mut all {
+        s.config.fused_attention = fused;
+    }
     let mut chosen = Vec::new();
     for w in wanted.split(',') {
         let s = all

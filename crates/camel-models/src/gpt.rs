@@ -46,6 +46,14 @@ pub struct GptConfig {
     pub bias: bool,
     /// Whether `lm_head` reuses `wte`'s matrix.
     pub tie_weights: bool,
+    /// Run the fused attention kernel where it applies ([`GptMini::attention_path`]); off
+    /// runs the naive attention everywhere (to compare them). On by default.
+    #[serde(default = "fused_by_default")]
+    pub fused_attention: bool,
+}
+
+fn fused_by_default() -> bool {
+    true
 }
 
 impl GptConfig {
@@ -60,6 +68,7 @@ impl GptConfig {
             dropout: 0.0,
             bias: true,
             tie_weights: false,
+            fused_attention: true,
         }
     }
 
@@ -74,6 +83,7 @@ impl GptConfig {
             dropout: 0.2,
             bias: true,
             tie_weights: false,
+            fused_attention: true,
         }
     }
 
@@ -187,6 +197,7 @@ impl GptMini {
                     device,
                     block_size: Some(config.block_size),
                     causal: true,
+                    fused_attention: config.fused_attention,
                 },
             )?;
             h.push(block);
@@ -245,6 +256,13 @@ impl GptMini {
     /// The configuration.
     pub fn config(&self) -> &GptConfig {
         &self.config
+    }
+
+    /// The attention the blocks run in the current mode for activations like `x`
+    /// (`[B, T, n_embd]`; its device and dtype are what matter), with the reason when it is the
+    /// naive one.
+    pub fn attention_path(&self, x: &Tensor) -> Option<camel_nn::AttentionPath> {
+        self.h.first().map(|b| b.attn.path(x))
     }
 
     fn check_idx(&self, idx: &Tensor, start: usize) -> Result<(usize, usize)> {

@@ -191,6 +191,7 @@ impl GptArgs {
                 dropout,
                 bias: true,
                 tie_weights: self.tie_weights,
+                fused_attention: true,
             },
             batch_size,
             lr,
@@ -264,6 +265,22 @@ pub fn train_gpt(out: &Out, args: &GptArgs) -> CliResult<()> {
         json!({"event": "start", "model": "gpt", "parameters": model.num_parameters(),
                "train": data.train.len(), "val": data.val.len(), "run": run_path,
                "config": config}),
+    )?;
+    // which attention runs, in training and in evaluation (and why, when it is the naive one)
+    let probe = camel_nn::Tensor::zeros(&[1, 1, m.n_embd], device)?;
+    let path = |training: bool| -> CliResult<String> {
+        model.set_training(training);
+        let p = match cfg.precision.autocast() {
+            Some(d) => camel_nn::autocast(d, || model.attention_path(&probe))?,
+            None => model.attention_path(&probe),
+        };
+        Ok(p.map_or_else(|| "none".to_string(), |p| p.to_string()))
+    };
+    let (train_path, eval_path) = (path(true)?, path(false)?);
+    model.set_training(true);
+    out.info(
+        &format!("camel: attention in training: {train_path}; in evaluation: {eval_path}"),
+        json!({"event": "attention", "training": train_path, "evaluation": eval_path}),
     )?;
     let meta = HashMap::from([
         ("model".to_string(), "gpt".to_string()),

@@ -160,6 +160,7 @@ fn tiny(vocab: usize, block: usize) -> GptConfig {
         dropout: 0.0,
         bias: true,
         tie_weights: false,
+        fused_attention: true,
     }
 }
 
@@ -500,6 +501,7 @@ fn tiny_gpt_learns_tiny_shakespeare_on_the_cpu() {
             dropout: 0.0,
             bias: true,
             tie_weights: false,
+            fused_attention: true,
         },
         batch_size: 32,
         lr: 3e-3,
@@ -571,6 +573,7 @@ fn training_runs_alike_on_every_device() {
             dropout: 0.1,
             bias: true,
             tie_weights: true,
+            fused_attention: true,
         },
         batch_size: 7,
         lr: 3e-3,

@@ -27,6 +27,9 @@ pub struct BlockOptions {
     pub device: Device,
     /// The longest sequence, key/value cache included; `None`: no limit.
     pub block_size: Option<usize>,
+    /// Run the fused attention kernel where it applies ([`crate::AttentionPath`]). On by
+    /// default.
+    pub fused_attention: bool,
 }
 
 impl Default for BlockOptions {
@@ -38,6 +41,7 @@ impl Default for BlockOptions {
             seed: None,
             device: Device::Cpu,
             block_size: None,
+            fused_attention: true,
         }
     }
 }
@@ -166,7 +170,7 @@ impl Block {
                 seed: o.seed,
                 device: o.device,
                 block_size: o.block_size,
-                ..Default::default()
+                fused: o.fused_attention,
             },
         )?;
         let ln = || {

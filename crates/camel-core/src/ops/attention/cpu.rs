@@ -6,15 +6,7 @@ use crate::backend::cpu::{try_filled, CpuStorage};
 use crate::Result;
 
 /// Row `t` of head `(bb, hh)` of an operand at `off` with strides `st`.
-fn row(
-    x: &[f32],
-    off: usize,
-    st: [usize; 3],
-    bb: usize,
-    hh: usize,
-    t: usize,
-    d: usize,
-) -> &[f32] {
+fn row(x: &[f32], off: usize, st: [usize; 3], bb: usize, hh: usize, t: usize, d: usize) -> &[f32] {
     let s = off + bb * st[0] + hh * st[1] + t * st[2];
     &x[s..s + d]
 }
