@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use plotters::prelude::*;
 
-use crate::gemm_report::register_font;
+use crate::gemm_report::{fmt_tick, log_ticks, register_font, PALETTE};
 
 const OPEN: &str = "<!-- table: ";
 const CLOSE: &str = "<!-- /table -->";
@@ -65,6 +65,37 @@ const PLOTS: &[PlotSpec] = &[
     },
 ];
 
+/// A figure of one column against another from a data file's last table: the rows that match
+/// `filter`, a line per value of the `series` columns, both axes logarithmic.
+struct LineSpec {
+    data: &'static str,
+    png: &'static str,
+    title: &'static str,
+    /// Rows kept: each `(column, value)` must match.
+    filter: &'static [(&'static str, &'static str)],
+    /// Columns joined (with spaces) into a line's name.
+    series: &'static [&'static str],
+    /// The column on the x axis.
+    x: &'static str,
+    /// The column on the y axis.
+    y: &'static str,
+    y_desc: &'static str,
+    /// A line whose name holds one of these is a reference: drawn dashed.
+    references: &'static [&'static str],
+}
+
+const LINES: &[LineSpec] = &[LineSpec {
+    data: "docs/data/attention_h100.md",
+    png: "docs/kernels/attention.png",
+    title: "Causal attention, d = 128, 16384 tokens a batch (H100)",
+    filter: &[("d", "128"), ("mask", "causal")],
+    series: &["pass", "impl"],
+    x: "T",
+    y: "TFLOP/s",
+    y_desc: "TFLOP/s (log scale)",
+    references: &["SDPA", "FA2", "cuDNN"],
+}];
+
 pub fn bench_pages(args: &[String]) -> Result<(), String> {
     let mut check = false;
     let mut plots = true;
@@ -105,6 +136,10 @@ pub fn bench_pages(args: &[String]) -> Result<(), String> {
     if plots && !check {
         for spec in PLOTS {
             plot(spec, &root)?;
+            println!("bench-pages: wrote {}", spec.png);
+        }
+        for spec in LINES {
+            line_plot(spec, &root)?;
             println!("bench-pages: wrote {}", spec.png);
         }
     }
@@ -299,9 +334,146 @@ fn plot(spec: &PlotSpec, root: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// A line of a figure: its name and its `(x, y)` points.
+type Line = (String, Vec<(f64, f64)>);
+
+/// The lines of `spec`, points in table order.
+fn line_series(spec: &LineSpec, table: &str) -> Result<Vec<Line>, String> {
+    let mut lines = table.lines();
+    let header = cells(lines.next().unwrap_or_default());
+    let col = |name: &str| {
+        header
+            .iter()
+            .position(|h| h == name)
+            .ok_or_else(|| format!("{}: no column `{name}` in {header:?}", spec.data))
+    };
+    let filter = spec
+        .filter
+        .iter()
+        .map(|(c, v)| Ok((col(c)?, *v)))
+        .collect::<Result<Vec<_>, String>>()?;
+    let series_cols = spec
+        .series
+        .iter()
+        .map(|c| col(c))
+        .collect::<Result<Vec<_>, _>>()?;
+    let (xc, yc) = (col(spec.x)?, col(spec.y)?);
+    let mut out: Vec<Line> = Vec::new();
+    for c in lines.skip(1).map(cells) {
+        if !filter
+            .iter()
+            .all(|&(i, v)| c.get(i).is_some_and(|s| s == v))
+        {
+            continue;
+        }
+        let (Some(x), Some(y)) = (
+            c.get(xc).and_then(|s| number(s)),
+            c.get(yc).and_then(|s| number(s)),
+        ) else {
+            continue;
+        };
+        let name: Vec<&str> = series_cols
+            .iter()
+            .filter_map(|&i| c.get(i).map(|s| s.as_str()))
+            .collect();
+        let name = name.join(" ");
+        match out.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, pts)) => pts.push((x, y)),
+            None => out.push((name, vec![(x, y)])),
+        }
+    }
+    if out.is_empty() {
+        return Err(format!("{}: no rows match {:?}", spec.data, spec.filter));
+    }
+    Ok(out)
+}
+
+fn line_plot(spec: &LineSpec, root: &Path) -> Result<(), String> {
+    let table = last_table(&read(&root.join(spec.data))?)
+        .ok_or_else(|| format!("{} holds no Markdown table", spec.data))?;
+    let series = line_series(spec, &table)?;
+    let pts = series.iter().flat_map(|s| s.1.iter());
+    let (xlo, xhi, ylo, yhi) = pts.fold((f64::MAX, f64::MIN, f64::MAX, f64::MIN), |a, p| {
+        (a.0.min(p.0), a.1.max(p.0), a.2.min(p.1), a.3.max(p.1))
+    });
+    let (ylo, yhi) = ((ylo * 0.7).max(1e-3), yhi * 1.5);
+    let mut xs: Vec<f64> = series
+        .iter()
+        .flat_map(|s| s.1.iter().map(|p| p.0))
+        .collect();
+    xs.sort_by(|a, b| a.total_cmp(b));
+    xs.dedup();
+    register_font()?;
+    let path = root.join(spec.png);
+    let err = |e: &dyn std::fmt::Display| format!("drawing {}: {e}", path.display());
+    let area = BitMapBackend::new(&path, (1200, 720)).into_drawing_area();
+    area.fill(&WHITE).map_err(|e| err(&e))?;
+    let (left, right) = area.split_horizontally(880);
+    let mut chart = ChartBuilder::on(&left)
+        .caption(spec.title, ("sans-serif", 22))
+        .margin(16)
+        .x_label_area_size(50)
+        .y_label_area_size(80)
+        .build_cartesian_2d(
+            ((xlo / 1.25)..(xhi * 1.25)).log_scale().with_key_points(xs),
+            (ylo..yhi).log_scale().with_key_points(log_ticks(ylo, yhi)),
+        )
+        .map_err(|e| err(&e))?;
+    chart
+        .configure_mesh()
+        .x_desc(spec.x)
+        .y_desc(spec.y_desc)
+        .x_label_formatter(&|v| format!("{v:.0}"))
+        .y_label_formatter(&|v| fmt_tick(*v))
+        .label_style(("sans-serif", 16))
+        .axis_desc_style(("sans-serif", 18))
+        .light_line_style(WHITE)
+        .bold_line_style(RGBColor(225, 225, 225))
+        .draw()
+        .map_err(|e| err(&e))?;
+    let font = ("sans-serif", 16).into_font().color(&BLACK);
+    for (i, (name, pts)) in series.iter().enumerate() {
+        let colour = PALETTE[i % PALETTE.len()];
+        let dashed = spec.references.iter().any(|r| name.contains(r));
+        let style = colour.stroke_width(if dashed { 2 } else { 3 });
+        let (dash, gap) = if dashed { (10, 6) } else { (1000, 0) };
+        chart
+            .draw_series(DashedLineSeries::new(pts.clone(), dash, gap, style))
+            .map_err(|e| err(&e))?;
+        chart
+            .draw_series(pts.iter().map(|&p| Circle::new(p, 4, colour.filled())))
+            .map_err(|e| err(&e))?;
+        // the legend, in its own panel
+        let y = 60 + 30 * i as i32;
+        right
+            .draw(&PathElement::new(vec![(10, y), (60, y)], style))
+            .map_err(|e| err(&e))?;
+        right
+            .draw(&Text::new(name.clone(), (70, y - 9), font.clone()))
+            .map_err(|e| err(&e))?;
+    }
+    area.present().map_err(|e| err(&e))?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn line_series_keep_the_filtered_rows_in_order() {
+        let spec = &LINES[0];
+        let table = "| d | T | mask | pass | impl | ms | TFLOP/s | x |\n|---|---|---|---|---|---|---|---|\n\
+                     | 128 | 512 | causal | forward | camel 2 tiled | 1.0 | 13.5 | 0.3× |\n\
+                     | 64 | 512 | causal | forward | camel 2 tiled | 1.0 | 99 | 0.3× |\n\
+                     | 128 | 1024 | causal | forward | camel 2 tiled | 2.0 | 14.0 | 0.3× |\n\
+                     | 128 | 512 | causal | forward | FA2 bf16 | 0.1 | 300 | 9× |\n";
+        let s = line_series(spec, table).unwrap();
+        assert_eq!(s.len(), 2);
+        assert_eq!(s[0].0, "forward camel 2 tiled");
+        assert_eq!(s[0].1, vec![(512.0, 13.5), (1024.0, 14.0)]);
+        assert_eq!(s[1], ("forward FA2 bf16".to_string(), vec![(512.0, 300.0)]));
+    }
 
     #[test]
     fn the_last_table_replaces_the_block() {

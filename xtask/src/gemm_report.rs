@@ -380,7 +380,7 @@ fn markdown(d: &Data, dir: &str, md: &str, png: &str) -> String {
 // ---------------------------------------------------------------------------------------------
 
 /// Tableau 10: distinct on white, one per ladder step.
-const PALETTE: [RGBColor; 10] = [
+pub(crate) const PALETTE: [RGBColor; 10] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),
@@ -445,7 +445,7 @@ fn find_ttf(dir: &Path, out: &mut Vec<PathBuf>, depth: usize) {
 }
 
 /// 1, 2, 5 × 10^k inside [lo, hi].
-fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+pub(crate) fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
     let mut v = Vec::new();
     let mut decade = 10f64.powf(lo.log10().floor());
     while decade <= hi {
@@ -460,7 +460,7 @@ fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
     v
 }
 
-fn fmt_tick(v: f64) -> String {
+pub(crate) fn fmt_tick(v: f64) -> String {
     if v >= 1000.0 {
         format!("{}k", v / 1000.0)
     } else {
