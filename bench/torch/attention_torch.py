@@ -11,6 +11,8 @@ Usage: python3 bench/torch/attention_torch.py [reps] [max_t] > torch.txt"""
 import sys
 import torch
 import torch.nn.functional as F
+
+import event_timing  # bench/torch/event_timing.py: the timing loop
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 reps = int(sys.argv[1]) if len(sys.argv) > 1 else 10
@@ -21,27 +23,7 @@ torch.manual_seed(0)
 
 
 def med(fn):
-    for _ in range(2):
-        fn()
-    torch.cuda.synchronize()
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
-    fn()
-    b.record()
-    b.synchronize()
-    batch = max(3, min(100, int(2.0 / max(a.elapsed_time(b), 1e-3)) + 1))
-    v = []
-    for _ in range(reps):
-        torch.cuda.synchronize()
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(batch):
-            fn()
-        b.record()
-        b.synchronize()
-        v.append(a.elapsed_time(b) / batch)
-    v.sort()
-    return v[len(v) // 2]
+    return event_timing.med(fn, reps, warmup=2)
 
 
 BACKENDS = [

@@ -11,6 +11,8 @@ import sys
 import torch
 import torch.nn.functional as F
 
+import event_timing  # bench/torch/event_timing.py: the timing loop
+
 reps = int(sys.argv[1]) if len(sys.argv) > 1 else 20
 torch.backends.cudnn.allow_tf32 = False
 torch.backends.cuda.matmul.allow_tf32 = False
@@ -27,27 +29,7 @@ SHAPES = [
 
 
 def med(fn):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
-    fn()
-    b.record()
-    b.synchronize()
-    batch = max(3, min(100, int(2.0 / max(a.elapsed_time(b), 1e-3)) + 1))
-    v = []
-    for _ in range(reps):
-        torch.cuda.synchronize()
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(batch):
-            fn()
-        b.record()
-        b.synchronize()
-        v.append(a.elapsed_time(b) / batch)
-    v.sort()
-    return v[len(v) // 2]
+    return event_timing.med(fn, reps, warmup=3)
 
 
 print(f"# {torch.cuda.get_device_name()} torch {torch.__version__} cudnn {torch.backends.cudnn.version()}", file=sys.stderr)

@@ -23,40 +23,14 @@ use camel_cuda::kernels::ladder::Family;
 use camel_cuda::{Buffer, CudaDevice, Result};
 use std::collections::HashMap;
 
-/// A buffer of `n` floats filled with a small pattern (values in [-0.5, 0.5)).
+/// The pattern-filled inputs of [`camel_bench::pattern_buffer`].
 fn buf(dev: &CudaDevice, n: usize, seed: u32) -> Result<Buffer> {
-    let v: Vec<f32> = (0..n as u32)
-        .map(|i| {
-            ((i.wrapping_mul(2_654_435_761).wrapping_add(seed)) >> 8) as f32 / (1u32 << 24) as f32
-                - 0.5
-        })
-        .collect();
-    dev.htod(&v)
+    camel_bench::pattern_buffer(dev, n, seed)
 }
 
-/// Median milliseconds per launch of `f` (see the module docs).
+/// Median milliseconds per launch of `f` ([`camel_bench::median_ms`], 2 warm-up calls).
 fn time(dev: &CudaDevice, reps: usize, f: &mut dyn FnMut() -> Result<()>) -> Result<f64> {
-    for _ in 0..2 {
-        f()?;
-    }
-    dev.synchronize()?;
-    let a = dev.record_event()?;
-    f()?;
-    let b = dev.record_event()?;
-    let one = a.elapsed_ms(&b)? as f64;
-    let batch = ((2.0 / one.max(1e-3)).ceil() as usize).clamp(3, 100);
-    let mut v = Vec::with_capacity(reps);
-    for _ in 0..reps {
-        dev.synchronize()?;
-        let a = dev.record_event()?;
-        for _ in 0..batch {
-            f()?;
-        }
-        let b = dev.record_event()?;
-        v.push(a.elapsed_ms(&b)? as f64 / batch as f64);
-    }
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    Ok(v[v.len() / 2])
+    camel_bench::median_ms(dev, reps, 2, f)
 }
 
 /// The PyTorch rows: the key in the timings file and the row's label.
@@ -95,18 +69,12 @@ fn main() -> Result<()> {
     let reps = arg("--reps").map_or(10, |s| s.parse().expect("--reps N"));
     let max_t = arg("--max-t").map_or(16384, |s| s.parse().expect("--max-t T"));
     let step1_max_t = arg("--step1-max-t").map_or(4096, |s| s.parse().expect("--step1-max-t T"));
-    let mut torch = HashMap::new();
-    if let Some(path) = arg("--torch") {
-        let text = std::fs::read_to_string(&path).expect("reading the PyTorch timings");
-        for line in text.lines() {
-            let mut f = line.split('\t');
-            if let (Some(k), Some(v)) = (f.next(), f.next()) {
-                if let Ok(ms) = v.trim().parse::<f64>() {
-                    torch.insert(k.to_string(), ms);
-                }
-            }
-        }
-    }
+    let torch = match arg("--torch") {
+        Some(path) => camel_bench::read_timings(
+            &std::fs::read_to_string(&path).expect("reading the PyTorch timings"),
+        ),
+        None => HashMap::new(),
+    };
     let dev = camel_cuda::device(0)?;
     let d = &*dev;
     println!("device: {}", d.name());

@@ -62,40 +62,14 @@ fn geom(
     }
 }
 
-/// A buffer of `n` floats filled with a small pattern (values in [-0.5, 0.5)).
+/// The pattern-filled inputs of [`camel_bench::pattern_buffer`].
 fn buf(dev: &CudaDevice, n: usize, seed: u32) -> Result<Buffer> {
-    let v: Vec<f32> = (0..n as u32)
-        .map(|i| {
-            ((i.wrapping_mul(2_654_435_761).wrapping_add(seed)) >> 8) as f32 / (1u32 << 24) as f32
-                - 0.5
-        })
-        .collect();
-    dev.htod(&v)
+    camel_bench::pattern_buffer(dev, n, seed)
 }
 
-/// Median milliseconds per launch of `f` (see the module docs).
+/// Median milliseconds per launch of `f` ([`camel_bench::median_ms`], 3 warm-up calls).
 fn time(dev: &CudaDevice, reps: usize, f: &mut dyn FnMut() -> Result<()>) -> Result<f64> {
-    for _ in 0..3 {
-        f()?;
-    }
-    dev.synchronize()?;
-    let a = dev.record_event()?;
-    f()?;
-    let b = dev.record_event()?;
-    let one = a.elapsed_ms(&b)? as f64;
-    let batch = ((2.0 / one.max(1e-3)).ceil() as usize).clamp(3, 100);
-    let mut v = Vec::with_capacity(reps);
-    for _ in 0..reps {
-        dev.synchronize()?;
-        let a = dev.record_event()?;
-        for _ in 0..batch {
-            f()?;
-        }
-        let b = dev.record_event()?;
-        v.push(a.elapsed_ms(&b)? as f64 / batch as f64);
-    }
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    Ok(v[v.len() / 2])
+    camel_bench::median_ms(dev, reps, 3, f)
 }
 
 fn main() -> Result<()> {
@@ -110,18 +84,12 @@ fn main() -> Result<()> {
     if args.iter().any(|a| a == "--parts") {
         passes.extend(["backward dx", "backward dW"]);
     }
-    let mut torch = HashMap::new();
-    if let Some(path) = arg("--torch") {
-        let text = std::fs::read_to_string(&path).expect("reading the PyTorch timings");
-        for line in text.lines() {
-            let mut f = line.split('\t');
-            if let (Some(k), Some(v)) = (f.next(), f.next()) {
-                if let Ok(ms) = v.trim().parse::<f64>() {
-                    torch.insert(k.to_string(), ms);
-                }
-            }
-        }
-    }
+    let torch = match arg("--torch") {
+        Some(path) => camel_bench::read_timings(
+            &std::fs::read_to_string(&path).expect("reading the PyTorch timings"),
+        ),
+        None => HashMap::new(),
+    };
     let dev = camel_cuda::device(0)?;
     let d = &*dev;
     println!(
