@@ -234,18 +234,21 @@ fn number(cell: &str) -> Option<f64> {
     cell[..end].parse().ok()
 }
 
+/// The index of column `name` in a table's `header` (from `data`), or an error naming both.
+fn column(header: &[String], name: &str, data: &str) -> Result<usize, String> {
+    header
+        .iter()
+        .position(|h| h == name)
+        .ok_or_else(|| format!("{data}: no column `{name}` in {header:?}"))
+}
+
 fn plot(spec: &PlotSpec, root: &Path) -> Result<(), String> {
     let data = root.join(spec.data);
     let table = last_table(&read(&data)?)
         .ok_or_else(|| format!("{} holds no Markdown table", spec.data))?;
     let mut lines = table.lines();
     let header = cells(lines.next().unwrap_or_default());
-    let col = |name: &str| {
-        header
-            .iter()
-            .position(|h| h == name)
-            .ok_or_else(|| format!("{}: no column `{name}` in {header:?}", spec.data))
-    };
+    let col = |name: &str| column(&header, name, spec.data);
     let label_cols = spec
         .label
         .iter()
@@ -341,12 +344,7 @@ type Line = (String, Vec<(f64, f64)>);
 fn line_series(spec: &LineSpec, table: &str) -> Result<Vec<Line>, String> {
     let mut lines = table.lines();
     let header = cells(lines.next().unwrap_or_default());
-    let col = |name: &str| {
-        header
-            .iter()
-            .position(|h| h == name)
-            .ok_or_else(|| format!("{}: no column `{name}` in {header:?}", spec.data))
-    };
+    let col = |name: &str| column(&header, name, spec.data);
     let filter = spec
         .filter
         .iter()

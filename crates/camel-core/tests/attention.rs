@@ -98,6 +98,30 @@ fn bwd_tol(c: &Case) -> Tol {
     }
 }
 
+/// Checks `out` against the reference's output, then back-propagates `Σ out ⊙ g` into the
+/// inputs, whose gradients the caller compares with the reference's.
+fn forward_then_backprop(
+    what: &str,
+    out: &Tensor,
+    r: &Reference,
+    c: &Case,
+    g: &[f32],
+    dev: Device,
+) {
+    assert_close(
+        &format!("forward {what}"),
+        &out.to_vec().unwrap(),
+        &r.out,
+        FWD,
+    );
+    out.mul(&t(g, &c.q_shape(), dev))
+        .unwrap()
+        .sum()
+        .unwrap()
+        .backward()
+        .unwrap();
+}
+
 /// Forward and the three gradients of `c` on `devs`, every step, against the f64 reference.
 fn check_case(c: Case, seed: u64, devs: &[Device]) {
     let q = rand_vec(numel(&c.q_shape()), -1.0, 1.0, seed);
@@ -117,18 +141,7 @@ fn check_case(c: Case, seed: u64, devs: &[Device]) {
                 .attention(&kl, &vl, c.scale(), c.causal)
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
             assert_eq!(out.shape(), c.q_shape(), "{what}");
-            assert_close(
-                &format!("forward {what}"),
-                &out.to_vec().unwrap(),
-                &r.out,
-                FWD,
-            );
-            out.mul(&t(&g, &c.q_shape(), dev))
-                .unwrap()
-                .sum()
-                .unwrap()
-                .backward()
-                .unwrap();
+            forward_then_backprop(&what, &out, &r, &c, &g, dev);
             for (name, x, want) in [("dq", &ql, &r.dq), ("dk", &kl, &r.dk), ("dv", &vl, &r.dv)] {
                 let got = x.grad().expect("grad").to_vec().unwrap();
                 assert_close(&format!("{name} {what}"), &got, want, bwd_tol(&c));
@@ -243,18 +256,7 @@ fn strided_and_unaligned_views() {
                 let out = head(0)
                     .attention(&head(1), &head(2), c.scale(), true)
                     .unwrap();
-                assert_close(
-                    &format!("forward {what}"),
-                    &out.to_vec().unwrap(),
-                    &r.out,
-                    FWD,
-                );
-                out.mul(&t(&g, &c.q_shape(), dev))
-                    .unwrap()
-                    .sum()
-                    .unwrap()
-                    .backward()
-                    .unwrap();
+                forward_then_backprop(&what, &out, &r, &c, &g, dev);
                 // x's gradient holds dq, dk, dv in its three column blocks
                 let gx = xl.grad().unwrap();
                 for (p, want) in [(0, &r.dq), (1, &r.dk), (2, &r.dv)] {
