@@ -1,21 +1,38 @@
 //! Launchers for `kernels/attention/` (one PTX module per ladder step): fused attention
 //! `softmax(scale · q·kᵀ, causal mask) · v` without the `Tq × Tk` score matrix, forward (the
 //! output and each query row's log-sum-exp) and backward (dq, dk, dv recomputed from the
-//! log-sum-exp). Step 1 (`warp_row`): a warp per query row. Step 2 (`tiled`): K/V tiles in
-//! shared memory; its backward is every step's backward. The layouts are
+//! log-sum-exp). Step 1 (`warp_row`): a warp per query row, f32. Step 2 (`tiled`): K/V tiles in
+//! shared memory, f32; its backward is step 1's too. Step 3 (`mma`): tensor cores, f16 and
+//! bf16, forward and backward. Step 4 (`swizzle`): step 3 with `ldmatrix` and swizzled shared
+//! tiles. Step 5 (`async`): step 4's forward with K/V tiles double-buffered by cp.async, step
+//! 4's backward. The layouts are
 //! `kernels/attention/attention.cuh`'s: q, k, v strided `[B, H, T, D]` with contiguous
 //! features, the output and the gradients dense `[B, T, H, D]`, the log-sum-exp `[B, H, Tq]`.
 
 use super::launch;
+use super::rows::KernelName;
+use super::shape::Elem;
 use crate::{CudaDevice, DevPtr, Dim3, Error, KernelArg, LaunchConfig, Result};
 
 /// PTX module of step 1: `kernels/attention/01_warp_row.cu`.
 const STEP1: &str = "attention/01_warp_row";
 /// PTX module of step 2: `kernels/attention/02_tiled.cu`.
 const STEP2: &str = "attention/02_tiled";
+/// PTX module of step 3: `kernels/attention/03_mma.cu`.
+const STEP3: &str = "attention/03_mma";
+/// PTX module of step 4: `kernels/attention/04_swizzle.cu`.
+const STEP4: &str = "attention/04_swizzle";
+/// PTX module of step 5: `kernels/attention/05_async.cu`.
+const STEP5: &str = "attention/05_async";
 
 /// Query (or key) rows of a step-2 block: `BR` / `BC` of `02_tiled.cu`.
 const TILE: usize = 32;
+/// The tiles of steps 3 and 4 (`mma.cuh`): query rows of a forward or dQ block (`BR`), keys of their
+/// tiles (`BC`), keys of a dK/dV block (`BK`), queries of its tiles (`BQ`).
+const BR3: usize = 64;
+const BC3: usize = 64;
+const BK3: usize = 64;
+const BQ3: usize = 32;
 
 /// The head dims the kernels are instantiated for.
 pub const HEAD_DIMS: [usize; 3] = [32, 64, 128];
@@ -66,9 +83,10 @@ impl AttnGeom {
         self.b * self.h * self.tq
     }
 
-    /// The kernels' argument block, after checking what they assume: an instantiated head dim,
-    /// `tk ≥ 1`, `tk ≥ tq` when causal, and strides that keep 16-byte aligned rows.
-    fn args(&self, kernel: &str) -> Result<AttnArgs> {
+    /// The kernels' argument block for elements of `elem`, after checking what they assume: an
+    /// instantiated head dim, `tk ≥ 1`, `tk ≥ tq` when causal, and strides that keep 16-byte
+    /// aligned rows.
+    fn args(&self, kernel: &str, elem: Elem) -> Result<AttnArgs> {
         let bad = |msg: String| {
             Err(Error::LaunchConfig {
                 kernel: kernel.to_string(),
@@ -85,8 +103,11 @@ impl AttnGeom {
             ));
         }
         let strides = [self.q, self.k, self.v];
-        if strides.iter().flatten().any(|s| s % 4 != 0) {
-            return bad(format!("strides {strides:?} are not multiples of 4 floats"));
+        let per16 = 16 / elem_bytes(elem);
+        if strides.iter().flatten().any(|s| s % per16 != 0) {
+            return bad(format!(
+                "strides {strides:?} are not multiples of {per16} elements (16 bytes)"
+            ));
         }
         let i = |x: usize| x as i64;
         Ok(AttnArgs {
@@ -130,6 +151,27 @@ struct AttnArgs {
     causal: i32,
 }
 
+/// Bytes of an element of `elem`.
+fn elem_bytes(elem: Elem) -> usize {
+    match elem {
+        Elem::F32 => 4,
+        Elem::I64 => 8,
+        Elem::F16 | Elem::BF16 => 2,
+    }
+}
+
+/// Error unless `elem` is one of `dtypes`, the element types of `kernel`'s step.
+fn check_elem(kernel: &str, elem: Elem, dtypes: &[Elem]) -> Result<()> {
+    if dtypes.contains(&elem) {
+        Ok(())
+    } else {
+        Err(Error::LaunchConfig {
+            kernel: kernel.to_string(),
+            msg: format!("{elem:?} operands (the step takes {dtypes:?})"),
+        })
+    }
+}
+
 /// A grid of `blocks` blocks of `threads` on x.
 fn grid(kernel: &str, blocks: usize, threads: u32) -> Result<LaunchConfig> {
     if blocks > i32::MAX as usize {
@@ -155,23 +197,28 @@ fn check_aligned(kernel: &str, ptrs: &[DevPtr]) -> Result<()> {
 
 launchers! {
     // the forward of each step (the Forward type)
-    (dev: &CudaDevice, g: &AttnGeom, q: DevPtr, k: DevPtr, v: DevPtr, o: DevPtr, lse: DevPtr);
+    (
+        dev: &CudaDevice, g: &AttnGeom, elem: Elem, q: DevPtr, k: DevPtr, v: DevPtr, o: DevPtr,
+        lse: DevPtr,
+    );
 
     /// Step 1: a warp per query row, K and V read from global memory key by key, the online
     /// softmax (`attn01_fwd_d{D}_f32`, four rows a block of 128 threads).
     pub fn warp_row(..) {
-        let name = format!("attn01_fwd_d{}_f32", g.d);
-        let a = g.args(&name)?;
+        let name = KernelName::new(format_args!("attn01_fwd_d{}_f32", g.d));
+        let name = name.as_str();
+        check_elem(name, elem, &[Elem::F32])?;
+        let a = g.args(name, elem)?;
         if g.rows() == 0 {
             return Ok(());
         }
-        let cfg = grid(&name, g.rows().div_ceil(4), 128)?;
+        let cfg = grid(name, g.rows().div_ceil(4), 128)?;
         // SAFETY: matches `attn01_fwd_d{D}_f32(const float* q, k, v, float* o, float* lse,
         // AttnArgs)`; the caller passes q, k, v addressing `g`'s strided views, a dense
         // `[b, tq, h, d]` o and a `[b, h, tq]` lse.
         unsafe {
             let args: [&dyn KernelArg; 6] = [&q, &k, &v, &o, &lse, &a];
-            launch(dev, STEP1, &name, cfg, &args)
+            launch(dev, STEP1, name, cfg, &args)
         }
     }
 
@@ -179,87 +226,223 @@ launchers! {
     /// memory (`attn02_fwd_d{D}_f32`). Operands not 16-byte aligned run step 1.
     pub fn tiled(..) {
         if !super::rows::aligned16(&[q, k, v, o]) {
-            return warp_row(dev, g, q, k, v, o, lse);
+            return warp_row(dev, g, elem, q, k, v, o, lse);
         }
-        let name = format!("attn02_fwd_d{}_f32", g.d);
-        let a = g.args(&name)?;
+        let name = KernelName::new(format_args!("attn02_fwd_d{}_f32", g.d));
+        let name = name.as_str();
+        check_elem(name, elem, &[Elem::F32])?;
+        let a = g.args(name, elem)?;
         if g.rows() == 0 {
             return Ok(());
         }
-        let cfg = grid(&name, g.b * g.h * g.tq.div_ceil(TILE), 128)?;
+        let cfg = grid(name, g.b * g.h * g.tq.div_ceil(TILE), 128)?;
         // SAFETY: as `warp_row`'s, for `attn02_fwd_d{D}_f32` of the same parameters.
         unsafe {
             let args: [&dyn KernelArg; 6] = [&q, &k, &v, &o, &lse, &a];
-            launch(dev, STEP2, &name, cfg, &args)
+            launch(dev, STEP2, name, cfg, &args)
         }
+    }
+
+    /// Step 3: tensor cores (`mma.sync`), f16 or bf16 operands and output, f32 log-sum-exp:
+    /// 64 query rows a block of four warps, K/V tiles of 64 keys in dynamic shared memory
+    /// (`attn03_fwd_d{D}_{f16,bf16}`).
+    pub fn mma(..) {
+        mma_forward(dev, g, elem, (STEP3, "03", 1), [q, k, v, o, lse])
+    }
+
+    /// Step 4: step 3 with `ldmatrix` fragment loads from swizzled shared tiles
+    /// (`attn04_fwd_d{D}_{f16,bf16}`).
+    pub fn swizzle(..) {
+        mma_forward(dev, g, elem, (STEP4, "04", 1), [q, k, v, o, lse])
+    }
+
+    /// Step 5: step 4 with two K/V buffers filled by cp.async, the next tiles in flight while
+    /// the warps compute (`attn05_fwd_d{D}_{f16,bf16}`).
+    pub fn async_kv(..) {
+        mma_forward(dev, g, elem, (STEP5, "05", 2), [q, k, v, o, lse])
+    }
+}
+
+/// The forward of a tensor-core step: `(module, step, K/V buffers)`, kernels
+/// `attn{step}_fwd_d{D}_{sfx}` in `module`, shared memory for the Q tile and `bufs` K/V pairs.
+fn mma_forward(
+    dev: &CudaDevice,
+    g: &AttnGeom,
+    elem: Elem,
+    (module, step, bufs): (&str, &str, usize),
+    ptrs: [DevPtr; 5],
+) -> Result<()> {
+    let [q, k, v, o, lse] = ptrs;
+    let name = KernelName::new(format_args!("attn{step}_fwd_d{}_{}", g.d, elem.suffix()));
+    let name = name.as_str();
+    check_elem(name, elem, HALF)?;
+    let a = g.args(name, elem)?;
+    check_aligned(name, &[q, k, v, o])?;
+    if g.rows() == 0 {
+        return Ok(());
+    }
+    let smem = (BR3 + 2 * bufs * BC3) * g.d * 2;
+    let cfg = grid(name, g.b * g.h * g.tq.div_ceil(BR3), 128)?.with_shared_mem(smem as u32);
+    // SAFETY: matches `attn{step}_fwd_d{D}_{sfx}(const T* q, k, v, T* o, float* lse,
+    // AttnArgs)` with T the 16-bit type of `elem`: q, k, v `g`'s views, o dense
+    // `[b, tq, h, d]`, lse `[b, h, tq]`; the shared memory is the kernel's Q, K and V tiles.
+    unsafe {
+        let args: [&dyn KernelArg; 6] = [&q, &k, &v, &o, &lse, &a];
+        launch(dev, module, name, cfg, &args)
     }
 }
 
 launchers! {
     // the backward of each step (the Backward type)
     (
-        dev: &CudaDevice, g: &AttnGeom, q: DevPtr, k: DevPtr, v: DevPtr, o: DevPtr, dout: DevPtr,
-        lse: DevPtr, dq: DevPtr, dk: DevPtr, dv: DevPtr,
+        dev: &CudaDevice, g: &AttnGeom, elem: Elem, q: DevPtr, k: DevPtr, v: DevPtr, o: DevPtr,
+        dout: DevPtr, lse: DevPtr, dq: DevPtr, dk: DevPtr, dv: DevPtr,
     );
 
-    /// The backward of both steps from the forward's output `o` and log-sum-exp `lse` and the
-    /// output gradient `dout` (dense `[b, tq, h, d]`): `Δ = rowsum(dout ⊙ o)`
+    /// The backward of steps 1 and 2 from the forward's output `o` and log-sum-exp `lse` and
+    /// the output gradient `dout` (dense `[b, tq, h, d]`): `Δ = rowsum(dout ⊙ o)`
     /// (`attn_bwd_delta_f32`, into a workspace), then dk and dv a tile of keys a block
     /// (`attn02_bwd_dkdv_d{D}_f32`) and dq a tile of queries a block (`attn02_bwd_dq_d{D}_f32`),
     /// each written dense `[b, t, h, d]`.
     pub fn tiled_bwd(..) {
-        let dkdv = format!("attn02_bwd_dkdv_d{}_f32", g.d);
-        let a = g.args(&dkdv)?;
-        check_aligned(&dkdv, &[q, k, v, o, dout, dq, dk, dv])?;
-        if g.b * g.h == 0 {
-            return Ok(());
-        }
-        let rows = g.rows();
-        let delta = dev.alloc(rows.max(1) * 4)?;
-        let dp = delta.ptr();
-        if rows > 0 {
-            let name = "attn_bwd_delta_f32";
-            let cfg = grid(name, rows.div_ceil(8), 256)?;
-            let (b, h, tq, d) = (g.b as i64, g.h as i64, g.tq as i64, g.d as i32);
-            // SAFETY: matches `attn_bwd_delta_f32(const float* o, const float* dout, float*
-            // delta, long long b, long long h, long long tq, int d)`: o and dout dense
-            // `[b, tq, h, d]`, delta `rows` floats.
-            unsafe {
-                let args: [&dyn KernelArg; 7] = [&o, &dout, &dp, &b, &h, &tq, &d];
-                launch(dev, STEP2, name, cfg, &args)?;
-            }
-        }
-        // keys that no query sees still get (zero) gradients: every key tile runs
-        let cfg = grid(&dkdv, g.b * g.h * g.tk.div_ceil(TILE), 128)?;
-        // SAFETY: matches `attn02_bwd_dkdv_d{D}_f32(const float* q, k, v, dout, lse, delta,
-        // float* dk, float* dv, AttnArgs)`: q, k, v `g`'s views, dout dense `[b, tq, h, d]`,
-        // lse and delta `[b, h, tq]`, dk and dv dense `[b, tk, h, d]`.
+        let dkdv = KernelName::new(format_args!("attn02_bwd_dkdv_d{}_f32", g.d));
+        let dq_name = KernelName::new(format_args!("attn02_bwd_dq_d{}_f32", g.d));
+        check_elem(dkdv.as_str(), elem, &[Elem::F32])?;
+        let names = BwdNames {
+            module: STEP2,
+            delta: "attn_bwd_delta_f32",
+            dkdv: dkdv.as_str(),
+            dq: dq_name.as_str(),
+        };
+        let shape = BwdShape { keys: TILE, queries: TILE, smem_dkdv: 0, smem_dq: 0 };
+        backward(dev, g, elem, &names, shape, [q, k, v, o, dout, lse, dq, dk, dv])
+    }
+
+    /// Step 3's backward on the tensor cores: Δ (`attn_bwd_delta_{f16,bf16}`), dk and dv for 64
+    /// keys a block walking query tiles of 32 (`attn03_bwd_dkdv_d{D}_{sfx}`), dq for 64 queries
+    /// a block walking key tiles of 64 (`attn03_bwd_dq_d{D}_{sfx}`); the gradients are of
+    /// `elem`, dense `[b, t, h, d]`.
+    pub fn mma_bwd(..) {
+        mma_backward(dev, g, elem, STEP3, "03", [q, k, v, o, dout, lse, dq, dk, dv])
+    }
+
+    /// Step 4's backward: step 3's with `ldmatrix` from swizzled tiles (`attn04_bwd_*`).
+    pub fn swizzle_bwd(..) {
+        mma_backward(dev, g, elem, STEP4, "04", [q, k, v, o, dout, lse, dq, dk, dv])
+    }
+}
+
+/// The backward of a tensor-core step: module `module`, kernels `attn{step}_bwd_*`.
+fn mma_backward(
+    dev: &CudaDevice,
+    g: &AttnGeom,
+    elem: Elem,
+    module: &'static str,
+    step: &str,
+    ptrs: [DevPtr; 9],
+) -> Result<()> {
+    let sfx = elem.suffix();
+    let delta = KernelName::new(format_args!("attn_bwd_delta_{sfx}"));
+    let dkdv = KernelName::new(format_args!("attn{step}_bwd_dkdv_d{}_{sfx}", g.d));
+    let dq_name = KernelName::new(format_args!("attn{step}_bwd_dq_d{}_{sfx}", g.d));
+    check_elem(dkdv.as_str(), elem, HALF)?;
+    let names = BwdNames {
+        module,
+        delta: delta.as_str(),
+        dkdv: dkdv.as_str(),
+        dq: dq_name.as_str(),
+    };
+    let shape = BwdShape {
+        keys: BK3,
+        queries: BR3,
+        smem_dkdv: ((2 * BK3 + 2 * BQ3) * g.d * 2 + 2 * BQ3 * 4) as u32,
+        smem_dq: ((2 * BR3 + 2 * BC3) * g.d * 2) as u32,
+    };
+    backward(dev, g, elem, &names, shape, ptrs)
+}
+
+/// The kernels of one step's backward.
+struct BwdNames<'a> {
+    module: &'static str,
+    delta: &'a str,
+    dkdv: &'a str,
+    dq: &'a str,
+}
+
+/// Keys of a dk/dv block, queries of a dq block, and their dynamic shared memory.
+#[derive(Clone, Copy)]
+struct BwdShape {
+    keys: usize,
+    queries: usize,
+    smem_dkdv: u32,
+    smem_dq: u32,
+}
+
+/// The three launches of a backward: Δ into a workspace, then dk/dv, then dq.
+fn backward(
+    dev: &CudaDevice,
+    g: &AttnGeom,
+    elem: Elem,
+    n: &BwdNames<'_>,
+    shape: BwdShape,
+    ptrs: [DevPtr; 9],
+) -> Result<()> {
+    let [q, k, v, o, dout, lse, dq, dk, dv] = ptrs;
+    let a = g.args(n.dkdv, elem)?;
+    check_aligned(n.dkdv, &[q, k, v, o, dout, dq, dk, dv])?;
+    if g.b * g.h == 0 {
+        return Ok(());
+    }
+    let rows = g.rows();
+    let delta = dev.alloc(rows.max(1) * 4)?;
+    let dp = delta.ptr();
+    if rows > 0 {
+        let cfg = grid(n.delta, rows.div_ceil(8), 256)?;
+        let (b, h, tq, d) = (g.b as i64, g.h as i64, g.tq as i64, g.d as i32);
+        // SAFETY: matches `attn_bwd_delta_{sfx}(const T* o, const T* dout, float* delta,
+        // long long b, long long h, long long tq, int d)`: o and dout dense `[b, tq, h, d]` of
+        // `elem`, delta `rows` floats.
         unsafe {
-            let args: [&dyn KernelArg; 9] = [&q, &k, &v, &dout, &lse, &dp, &dk, &dv, &a];
-            launch(dev, STEP2, &dkdv, cfg, &args)?;
+            let args: [&dyn KernelArg; 7] = [&o, &dout, &dp, &b, &h, &tq, &d];
+            launch(dev, n.module, n.delta, cfg, &args)?;
         }
-        if rows == 0 {
-            return Ok(());
-        }
-        let name = format!("attn02_bwd_dq_d{}_f32", g.d);
-        let cfg = grid(&name, g.b * g.h * g.tq.div_ceil(TILE), 128)?;
-        // SAFETY: matches `attn02_bwd_dq_d{D}_f32(const float* q, k, v, dout, lse, delta,
-        // float* dq, AttnArgs)`, the operands as for dk/dv, dq dense `[b, tq, h, d]`.
-        unsafe {
-            let args: [&dyn KernelArg; 8] = [&q, &k, &v, &dout, &lse, &dp, &dq, &a];
-            launch(dev, STEP2, &name, cfg, &args)
-        }
+    }
+    // keys that no query sees still get (zero) gradients: every key tile runs
+    let cfg =
+        grid(n.dkdv, g.b * g.h * g.tk.div_ceil(shape.keys), 128)?.with_shared_mem(shape.smem_dkdv);
+    // SAFETY: matches `{step}_bwd_dkdv_d{D}_{sfx}(const T* q, k, v, dout, const float* lse,
+    // delta, T* dk, T* dv, AttnArgs)`: q, k, v `g`'s views, dout dense `[b, tq, h, d]`, lse and
+    // delta `[b, h, tq]`, dk and dv dense `[b, tk, h, d]`, all of `elem` but lse and delta.
+    unsafe {
+        let args: [&dyn KernelArg; 9] = [&q, &k, &v, &dout, &lse, &dp, &dk, &dv, &a];
+        launch(dev, n.module, n.dkdv, cfg, &args)?;
+    }
+    if rows == 0 {
+        return Ok(());
+    }
+    let cfg =
+        grid(n.dq, g.b * g.h * g.tq.div_ceil(shape.queries), 128)?.with_shared_mem(shape.smem_dq);
+    // SAFETY: matches `{step}_bwd_dq_d{D}_{sfx}(const T* q, k, v, dout, const float* lse,
+    // delta, T* dq, AttnArgs)`, the operands as for dk/dv, dq dense `[b, tq, h, d]`.
+    unsafe {
+        let args: [&dyn KernelArg; 8] = [&q, &k, &v, &dout, &lse, &dp, &dq, &a];
+        launch(dev, n.module, n.dq, cfg, &args)
     }
 }
 
 // ------------------------------------------------------------------ the family's table
 
-/// An attention forward launcher: `(dev, geom, q, k, v, o, lse)`.
-pub type Forward = fn(&CudaDevice, &AttnGeom, DevPtr, DevPtr, DevPtr, DevPtr, DevPtr) -> Result<()>;
-/// An attention backward launcher: `(dev, geom, q, k, v, o, dout, lse, dq, dk, dv)`.
+/// The 16-bit element types of steps 3 to 5.
+const HALF: &[Elem] = &[Elem::F16, Elem::BF16];
+
+/// An attention forward launcher: `(dev, geom, elem, q, k, v, o, lse)`.
+pub type Forward =
+    fn(&CudaDevice, &AttnGeom, Elem, DevPtr, DevPtr, DevPtr, DevPtr, DevPtr) -> Result<()>;
+/// An attention backward launcher: `(dev, geom, elem, q, k, v, o, dout, lse, dq, dk, dv)`.
 pub type Backward = fn(
     &CudaDevice,
     &AttnGeom,
+    Elem,
     DevPtr,
     DevPtr,
     DevPtr,
@@ -276,6 +459,8 @@ pub type Backward = fn(
 pub struct Kernels {
     /// The step (described in [`super::ladder::Family::Attention`]'s table).
     pub step: super::rows::Step,
+    /// The element types it has kernels for.
+    pub dtypes: &'static [Elem],
     /// Its forward.
     pub forward: Forward,
     /// Its backward.
@@ -283,22 +468,61 @@ pub struct Kernels {
 }
 
 /// The attention ladder.
-pub const STEPS: [Kernels; 2] = [
+pub const STEPS: [Kernels; 5] = [
     Kernels {
         step: super::rows::Step::One,
+        dtypes: &[Elem::F32],
         forward: warp_row,
         backward: tiled_bwd,
     },
     Kernels {
         step: super::rows::Step::Two,
+        dtypes: &[Elem::F32],
         forward: tiled,
         backward: tiled_bwd,
     },
+    Kernels {
+        step: super::rows::Step::Three,
+        dtypes: HALF,
+        forward: mma,
+        backward: mma_bwd,
+    },
+    Kernels {
+        step: super::rows::Step::Four,
+        dtypes: HALF,
+        forward: swizzle,
+        backward: swizzle_bwd,
+    },
+    Kernels {
+        step: super::rows::Step::Five,
+        dtypes: HALF,
+        forward: async_kv,
+        backward: swizzle_bwd,
+    },
 ];
 
-/// The launchers of `step` (the highest step at or below it).
-pub fn at(step: super::rows::Step) -> &'static Kernels {
-    super::ladder::pick(&STEPS, step, |k| k.step)
+/// The launchers for operands of `elem` at `step`: the highest step at or below it that has
+/// kernels for `elem`. An error names the steps that do when none at or below `step` has.
+pub fn at(step: super::rows::Step, elem: Elem) -> Result<&'static Kernels> {
+    STEPS
+        .iter()
+        .rev()
+        .find(|k| k.step.number() <= step.number() && k.dtypes.contains(&elem))
+        .ok_or_else(|| {
+            let have: Vec<u32> = STEPS
+                .iter()
+                .filter(|k| k.dtypes.contains(&elem))
+                .map(|k| k.step.number())
+                .collect();
+            Error::InvalidArgument {
+                op: "attention".into(),
+                msg: format!(
+                    "step {} has no {elem:?} kernels: {elem:?} runs at steps {have:?} \
+                     (CAMEL_ATTENTION)",
+                    step.number()
+                ),
+            }
+        })
 }
 
 #[cfg(test)]
@@ -310,12 +534,56 @@ mod tests {
     fn every_head_dim_is_instantiated() {
         let one = include_str!("../../../../kernels/attention/01_warp_row.cu");
         let two = include_str!("../../../../kernels/attention/02_tiled.cu");
+        let mma = include_str!("../../../../kernels/attention/mma.cuh");
         for d in HEAD_DIMS {
             assert!(one.contains(&format!("\nATTN01({d})")), "step 1, d = {d}");
             assert!(two.contains(&format!("\nATTN02({d})")), "step 2, d = {d}");
+            for t in ["__half, f16", "__nv_bfloat16, bf16"] {
+                let fwd = format!("ATTN_MMA_FWD(STEP, SWZ, ASYNC, {t}, {d})");
+                let bwd = format!("ATTN_MMA_BWD(STEP, SWZ, {t}, {d})");
+                assert!(
+                    mma.contains(&fwd) && mma.contains(&bwd),
+                    "steps 3–5, {t}, {d}"
+                );
+            }
+        }
+        for (file, line) in [
+            (
+                include_str!("../../../../kernels/attention/03_mma.cu"),
+                "\nATTN_MMA_FWD_ALL(03, false, false)",
+            ),
+            (
+                include_str!("../../../../kernels/attention/03_mma.cu"),
+                "\nATTN_MMA_BWD_ALL(03, false)",
+            ),
+            (
+                include_str!("../../../../kernels/attention/04_swizzle.cu"),
+                "\nATTN_MMA_FWD_ALL(04, true, false)",
+            ),
+            (
+                include_str!("../../../../kernels/attention/04_swizzle.cu"),
+                "\nATTN_MMA_BWD_ALL(04, true)",
+            ),
+            (
+                include_str!("../../../../kernels/attention/05_async.cu"),
+                "\nATTN_MMA_FWD_ALL(05, true, true)",
+            ),
+        ] {
+            assert!(file.contains(line), "{line}");
         }
         assert_eq!(TILE, 32);
         assert!(two.contains("constexpr int BR = 32;") && two.contains("constexpr int BC = 32;"));
+        // step 3's tiles, as the launcher sizes grids and shared memory
+        assert_eq!((BR3, BC3, BK3, BQ3), (64, 64, 64, 32));
+        for line in [
+            "constexpr int WARPS = 4;",
+            "constexpr int BR = 16 * WARPS;",
+            "constexpr int BC = 64;",
+            "constexpr int BK = 16 * WARPS;",
+            "constexpr int BQ = 32;",
+        ] {
+            assert!(mma.contains(line), "{line}");
+        }
     }
 
     #[test]
@@ -333,10 +601,34 @@ mod tests {
             causal: true,
         };
         assert_eq!((g.visible(0), g.visible(2)), (3, 5));
-        assert!(g.args("k").is_ok());
-        assert!(AttnGeom { d: 48, ..g }.args("k").is_err());
-        assert!(AttnGeom { tk: 2, ..g }.args("k").is_err());
-        assert!(AttnGeom { q: [1, 2, 3], ..g }.args("k").is_err());
+        assert!(g.args("k", Elem::F32).is_ok());
+        assert!(AttnGeom { d: 48, ..g }.args("k", Elem::F32).is_err());
+        assert!(AttnGeom { tk: 2, ..g }.args("k", Elem::F32).is_err());
+        assert!(AttnGeom { q: [1, 2, 3], ..g }.args("k", Elem::F32).is_err());
+        // 16-byte rows: multiples of 4 floats, of 8 halves
+        let q4 = AttnGeom {
+            q: [4 * 64, 4 * 64, 4],
+            ..g
+        };
+        assert!(q4.args("k", Elem::F32).is_ok());
+        assert!(q4.args("k", Elem::BF16).is_err());
         assert_eq!(AttnGeom { causal: false, ..g }.visible(0), 5);
+    }
+
+    /// f32 runs at steps 1–2 and 16-bit at step 3: a step picks the highest at or below it
+    /// with kernels for the element type, and says so when there is none.
+    #[test]
+    fn steps_are_picked_per_element_type() {
+        use super::super::rows::Step;
+        let step = |s, e| at(s, e).map(|k| k.step);
+        assert_eq!(step(Step::Three, Elem::F32).unwrap(), Step::Two);
+        assert_eq!(step(Step::One, Elem::F32).unwrap(), Step::One);
+        assert_eq!(step(Step::Three, Elem::BF16).unwrap(), Step::Three);
+        assert_eq!(step(Step::Four, Elem::F16).unwrap(), Step::Four);
+        assert_eq!(step(Step::Five, Elem::BF16).unwrap(), Step::Five);
+        assert_eq!(step(Step::Four, Elem::F32).unwrap(), Step::Two);
+        let e = at(Step::Two, Elem::BF16).unwrap_err().to_string();
+        assert!(e.contains("BF16") && e.contains("[3, 4, 5]"), "{e}");
+        assert!(at(Step::Three, Elem::I64).is_err());
     }
 }

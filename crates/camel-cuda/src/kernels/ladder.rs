@@ -386,6 +386,27 @@ const ATTENTION: &[StepInfo] = &[
         &["attention::tiled", "attention::tiled_bwd"],
         "as step 1, and 16-byte aligned rows (else step 1's forward)",
     ),
+    s(
+        Step::Three,
+        "mma",
+        "f16/bf16 on the tensor cores (mma.sync), P kept in registers; forward and backward",
+        &["attention::mma", "attention::mma_bwd"],
+        "f16 or bf16 (f32 runs step 2), a head dim of 32, 64 or 128, 16-byte aligned rows",
+    ),
+    s(
+        Step::Four,
+        "swizzle",
+        "step 3 with ldmatrix fragment loads from XOR-swizzled shared tiles: no bank conflicts",
+        &["attention::swizzle", "attention::swizzle_bwd"],
+        "as step 3",
+    ),
+    s(
+        Step::Five,
+        "async",
+        "step 4's forward with K/V tiles double-buffered by cp.async (copies overlap the math); step 4's backward",
+        &["attention::async_kv", "attention::swizzle_bwd"],
+        "as step 3",
+    ),
 ];
 
 impl Family {
@@ -460,12 +481,12 @@ impl Family {
     }
 
     /// The step the library runs by default: the family's fastest measured step
-    /// (docs/kernels/), step 5 for the image filter, step 4 for LayerNorm, the embedding and
-    /// cross-entropy, step 3 for the rest, and the highest step a family has when it has no
+    /// (docs/kernels/), step 5 for the image filter and attention, step 4 for LayerNorm, the
+    /// embedding and cross-entropy, step 3 for the rest, and the highest step a family has when it has no
     /// step 3.
     pub fn default_step(&self) -> Step {
         let want = match self {
-            Family::Filter => Step::Five,
+            Family::Filter | Family::Attention => Step::Five,
             Family::LayerNorm | Family::Embedding | Family::CrossEntropy => Step::Four,
             _ => Step::Three,
         };

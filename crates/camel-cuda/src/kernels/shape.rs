@@ -168,7 +168,8 @@ pub enum Elem {
 }
 
 impl Elem {
-    fn suffix(self) -> &'static str {
+    /// The kernel-name suffix: `f32`, `i64`, `f16`, `bf16`.
+    pub fn suffix(self) -> &'static str {
         match self {
             Elem::F32 => "f32",
             Elem::I64 => "i64",
