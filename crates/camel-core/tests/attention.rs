@@ -2,10 +2,11 @@
 //! sizes, on every device and every step of the ladder; strided and unaligned views; a key/value
 //! cache; gradcheck; NaN rows; errors naming the shapes. Tolerances: the forward's f32 sums of
 //! `Tk` products stay within `2e-5 + 1e-4·|ref|`; a gradient sums up to `Tq` (or `Tk`) such
-//! terms, so its bound grows with the length: `(5e-5 + 2e-8·T) + 1e-3·|ref|`.
+//! terms, so its bound grows with the length: `(5e-5 + 2e-8·T) + 1e-3·|ref|`. The f16/bf16
+//! tolerances are derived from their rounding unit at [`check_half`].
 
 mod common;
-use camel_core::backend::ladder::Family;
+use camel_core::backend::ladder::{with_step, Family, Step};
 use camel_core::testing::{for_each_step, gpu};
 use camel_core::{DType, Device, Error, Tensor};
 use common::*;
@@ -209,6 +210,159 @@ fn long_sequences_on_the_gpu() {
     }
 }
 
+/// The rounding unit of a 16-bit dtype: 2⁻¹¹ for f16, 2⁻⁸ for bf16.
+fn unit(dt: DType) -> f64 {
+    match dt {
+        DType::F16 => 2f64.powi(-11),
+        _ => 2f64.powi(-8),
+    }
+}
+
+/// Forward and gradients of `c` in `dt` (steps 3 and 4 on the GPU, the f32 reference on the CPU)
+/// against the f64 attention of the inputs as rounded to `dt`. Tolerances, with u the rounding
+/// unit: the output rounds P (relative u) before P·V and is stored in `dt`, so with |v| ≤ 1 it
+/// is held to `3u + 2u·|ref|`; a gradient sums P or dS terms rounded to `dt` (and Δ comes from
+/// the rounded output), so it is held to `8u·max(max|ref|, 1e-3) + 4u·|ref|`, max over its
+/// tensor (the floor: a gradient that is zero in f64, dq with a single key, comes out as
+/// rounding noise of Δ).
+fn check_half(c: Case, dt: DType, seed: u64, devs: &[Device]) {
+    let u = unit(dt);
+    let round = |n: usize, seed: u64| {
+        let x = rand_vec(n, -1.0, 1.0, seed);
+        t(&x, &[n], Device::Cpu)
+            .to_dtype(dt)
+            .unwrap()
+            .to_vec()
+            .unwrap()
+    };
+    let (nq, nk) = (numel(&c.q_shape()), numel(&c.k_shape()));
+    let (q, k, v, g) = (
+        round(nq, seed),
+        round(nk, seed + 1),
+        round(nk, seed + 2),
+        round(nq, seed + 3),
+    );
+    let r = reference(&c, &q, &k, &v, &g);
+    // the tensor-core steps (steps 1–2 are f32 only)
+    for_each_step(Family::Attention, |step| {
+        if step.step.number() < 3 {
+            return;
+        }
+        for &dev in devs {
+            let what = format!("{c:?} {dt:?} step {} on {dev}", step.name);
+            let leaf = |x: &[f32], s: &[usize]| {
+                t(x, s, dev)
+                    .to_dtype(dt)
+                    .unwrap()
+                    .requires_grad_(true)
+                    .unwrap()
+            };
+            let (ql, kl, vl) = (
+                leaf(&q, &c.q_shape()),
+                leaf(&k, &c.k_shape()),
+                leaf(&v, &c.k_shape()),
+            );
+            let out = ql
+                .attention(&kl, &vl, c.scale(), c.causal)
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_eq!((out.shape(), out.dtype()), (&c.q_shape()[..], dt), "{what}");
+            let fwd = Tol {
+                atol: 3.0 * u,
+                rtol: 2.0 * u,
+            };
+            assert_close(
+                &format!("forward {what}"),
+                &out.to_vec().unwrap(),
+                &r.out,
+                fwd,
+            );
+            let gt = t(&g, &c.q_shape(), dev).to_dtype(dt).unwrap();
+            out.mul(&gt).unwrap().sum().unwrap().backward().unwrap();
+            for (name, x, want) in [("dq", &ql, &r.dq), ("dk", &kl, &r.dk), ("dv", &vl, &r.dv)] {
+                let got = x.grad().expect("grad");
+                assert_eq!(got.dtype(), dt, "{name} {what}");
+                let max = want.iter().fold(1e-3f64, |m, w| m.max(w.abs()));
+                let tol = Tol {
+                    atol: 8.0 * u * max,
+                    rtol: 4.0 * u,
+                };
+                assert_close(&format!("{name} {what}"), &got.to_vec().unwrap(), want, tol);
+            }
+        }
+    });
+}
+
+#[test]
+fn half_precision_forward_and_backward_at_awkward_sizes() {
+    let mut seed = 500;
+    for dt in [DType::F16, DType::BF16] {
+        for (tq, tk) in [(1, 1), (7, 7), (1, 9), (5, 12), (127, 127), (40, 97)] {
+            for d in [32, 64, 128] {
+                for causal in [false, true] {
+                    if causal && tk < tq {
+                        continue;
+                    }
+                    let (b, h) = if tq * tk < 1000 { (2, 3) } else { (1, 2) };
+                    seed += 4;
+                    let c = Case {
+                        b,
+                        h,
+                        tq,
+                        tk,
+                        d,
+                        causal,
+                    };
+                    check_half(c, dt, seed, &devices());
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn half_precision_long_sequences_on_the_gpu() {
+    let Some(dev) = gpu() else { return };
+    for (dt, t, d, causal, b, h) in [
+        (DType::BF16, 1000, 64, false, 2, 2),
+        (DType::F16, 1031, 128, true, 1, 3),
+        (DType::BF16, 4097, 128, true, 1, 1),
+        (DType::F16, 4097, 64, false, 1, 1),
+    ] {
+        let c = Case {
+            b,
+            h,
+            tq: t,
+            tk: t,
+            d,
+            causal,
+        };
+        check_half(c, dt, t as u64 + d as u64, &[dev]);
+    }
+}
+
+/// A key the causal mask hides changes nothing before it, in 16-bit on the GPU: the outputs of
+/// the first rows and their gradients ignore a poisoned future.
+#[test]
+fn half_precision_causal_rows_ignore_future_keys() {
+    let Some(dev) = gpu() else { return };
+    let (n, d) = (70, 64);
+    let x = rand_vec(n * d, -1.0, 1.0, 3);
+    let mut y = x.clone();
+    for e in &mut y[65 * d..] {
+        *e = 1e3; // keys and values 65.. changed
+    }
+    let run = |data: &[f32]| {
+        let a = t(data, &[1, 1, n, d], dev).to_dtype(DType::BF16).unwrap();
+        a.attention(&a, &a, 0.125, true)
+            .unwrap()
+            .narrow(2, 0, 65)
+            .unwrap()
+            .to_vec()
+            .unwrap()
+    };
+    assert_eq!(run(&x), run(&y));
+}
+
 /// The head views of a `[B, T, 3·C]` projection, as `MultiHeadAttention` makes them (strided,
 /// read in place), and the same through a layout with rows not a multiple of 4 floats apart
 /// (copied densely first) give the dense result.
@@ -308,10 +462,19 @@ fn gradcheck_attention() {
 fn a_nan_reaches_only_its_row() {
     for_each_step(Family::Attention, |step| {
         for dev in devices() {
+            // f32 at steps 1–2, bf16 at the tensor-core steps
+            let dt = if step.step.number() < 3 {
+                DType::F32
+            } else {
+                DType::BF16
+            };
             let mut qv = rand_vec(2 * 5 * 64, -1.0, 1.0, 4);
             qv[3 * 64 + 7] = f32::NAN; // query 3 of head 0
-            let q = t(&qv, &[1, 2, 5, 64], dev);
-            let kv = Tensor::randn_seeded(&[1, 2, 5, 64], 5, dev).unwrap();
+            let q = t(&qv, &[1, 2, 5, 64], dev).to_dtype(dt).unwrap();
+            let kv = Tensor::randn_seeded(&[1, 2, 5, 64], 5, dev)
+                .unwrap()
+                .to_dtype(dt)
+                .unwrap();
             let y = q
                 .attention(&kv, &kv, 0.125, false)
                 .unwrap()
@@ -359,7 +522,7 @@ fn bad_input_is_a_clear_error() {
             .attention(&z(&[1, 2, 0, 64]), &z(&[1, 2, 0, 64]), 1.0, false)
             .is_err());
         assert!(q.attention(&q, &q, f32::NAN, false).is_err());
-        // a dtype mix and 16-bit operands are refused by name
+        // a dtype mix and integer operands are refused by name
         let h = q.to_dtype(DType::BF16).unwrap();
         assert!(matches!(
             q.attention(&h, &q, 1.0, false),
@@ -368,13 +531,30 @@ fn bad_input_is_a_clear_error() {
                 ..
             })
         ));
+        let i = q.to_dtype(DType::I64).unwrap();
         assert!(matches!(
-            h.attention(&h, &h, 1.0, false),
+            i.attention(&i, &i, 1.0, false),
             Err(Error::DTypeMismatch {
                 op: "attention",
                 ..
             })
         ));
+    }
+    // 16-bit operands at a step with only f32 kernels: an error naming the steps that have them
+    if let Some(dev) = gpu() {
+        let h = Tensor::zeros(&[1, 1, 2, 32], dev)
+            .unwrap()
+            .to_dtype(DType::F16)
+            .unwrap();
+        let e = with_step(Family::Attention, Step::Two, || {
+            h.attention(&h, &h, 1.0, false)
+        })
+        .expect_err("step 2 has no f16 kernels")
+        .to_string();
+        assert!(
+            e.contains("step 2") && e.contains("F16") && e.contains("[3, 4, 5]"),
+            "{e}"
+        );
     }
     if let Some(dev) = gpu() {
         let (qc, kc) = (

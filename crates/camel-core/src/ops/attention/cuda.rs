@@ -1,7 +1,7 @@
-//! Fused attention on the GPU (`kernels/attention`).
+//! Fused attention on the GPU (`kernels/attention`): f32 at steps 1–2, f16 and bf16 at step 3.
 
 use super::{AttentionKernels, Attn};
-use crate::backend::cuda::{expect, like, CudaStorage, Family};
+use crate::backend::cuda::{elem, expect, like, CudaStorage, Family};
 use crate::config::step;
 use crate::{DType, Result};
 use camel_cuda::kernels as k;
@@ -13,24 +13,26 @@ fn operands(
     v: &CudaStorage,
     a: &Attn,
 ) -> [camel_cuda::DevPtr; 3] {
+    let size = q.dtype.size();
     [
-        q.ptr().add::<f32>(a.off[0]),
-        k.ptr().add::<f32>(a.off[1]),
-        v.ptr().add::<f32>(a.off[2]),
+        q.ptr().byte_add(a.off[0] * size),
+        k.ptr().byte_add(a.off[1] * size),
+        v.ptr().byte_add(a.off[2] * size),
     ]
 }
 
 impl AttentionKernels for CudaStorage {
     fn attention(&self, k: &Self, v: &Self, a: &Attn) -> Result<(Self, Self)> {
-        for s in [self, k, v] {
-            expect("attention", s, DType::F32)?;
+        let dt = self.dtype;
+        for s in [k, v] {
+            expect("attention", s, dt)?;
         }
+        let kernels = k::attention::at(step(Family::Attention), elem(dt))?;
         let g = &a.g;
-        let o = like(self, g.rows() * g.d, DType::F32)?;
+        let o = like(self, g.rows() * g.d, dt)?;
         let lse = like(self, g.rows(), DType::F32)?;
         let [qp, kp, vp] = operands(self, k, v, a);
-        let forward = k::attention::at(step(Family::Attention)).forward;
-        forward(&self.dev, g, qp, kp, vp, o.ptr(), lse.ptr())?;
+        (kernels.forward)(&self.dev, g, elem(dt), qp, kp, vp, o.ptr(), lse.ptr())?;
         Ok((o, lse))
     }
 
@@ -43,18 +45,21 @@ impl AttentionKernels for CudaStorage {
         lse: &Self,
         a: &Attn,
     ) -> Result<(Self, Self, Self)> {
-        for s in [self, k, v, o, dout, lse] {
-            expect("attention backward", s, DType::F32)?;
+        let dt = self.dtype;
+        for s in [k, v, o, dout] {
+            expect("attention backward", s, dt)?;
         }
+        expect("attention backward", lse, DType::F32)?;
+        let kernels = k::attention::at(step(Family::Attention), elem(dt))?;
         let g = &a.g;
-        let dq = like(self, g.rows() * g.d, DType::F32)?;
-        let dk = like(self, g.b * g.h * g.tk * g.d, DType::F32)?;
-        let dv = like(self, g.b * g.h * g.tk * g.d, DType::F32)?;
+        let dq = like(self, g.rows() * g.d, dt)?;
+        let dk = like(self, g.b * g.h * g.tk * g.d, dt)?;
+        let dv = like(self, g.b * g.h * g.tk * g.d, dt)?;
         let [qp, kp, vp] = operands(self, k, v, a);
-        let backward = k::attention::at(step(Family::Attention)).backward;
-        backward(
+        (kernels.backward)(
             &self.dev,
             g,
+            elem(dt),
             qp,
             kp,
             vp,

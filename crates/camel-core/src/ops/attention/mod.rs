@@ -3,16 +3,18 @@
 //! only the output and each row's log-sum-exp; the backward recomputes the probabilities from
 //! the log-sum-exp (the FlashAttention-2 backward). It computes what camel-nn's naive attention
 //! (`matmul_t`, [`Tensor::scaled_masked_softmax`], `matmul`) computes, which is its reference.
+//! f32 runs on both devices; f16 and bf16 run the tensor-core kernels on the GPU and the f32
+//! reference on the CPU (inputs widened exactly, the output rounded once).
 //!
 //! Layouts: q `[B, H, Tq, D]`, k and v `[B, H, Tk, D]` are read in place when their features are
 //! contiguous (the head views of a projection need no copy); the output is a `[B, H, Tq, D]`
 //! view of a dense `[B, Tq, H, D]` storage, so `out.transpose(1, 2).reshape([B, Tq, H·D])`
 //! (merging the heads) is free; the gradients come back the same way.
 
-use super::{expect_f32, same_device};
+use super::{expect_float, same_device, same_dtype};
 use crate::storage::{dispatch, Storage};
 use crate::tensor::StorageRef;
-use crate::{Error, Result, Tensor};
+use crate::{DType, Error, Result, Tensor};
 pub use camel_cuda::kernels::attention::{AttnGeom, HEAD_DIMS};
 
 pub(crate) mod cpu;
@@ -74,12 +76,16 @@ impl Storage {
 }
 
 /// `t`'s storage, offset and strides along its first three dims: read in place when the
-/// features are contiguous and every stride and the offset are multiples of 4 (16-byte rows on
-/// the GPU), else a dense copy.
+/// features are contiguous and every stride and the offset are multiples of 16 bytes (the
+/// kernels' 16-byte rows), else a dense copy.
 fn operand(t: &Tensor) -> Result<(StorageRef<'_>, usize, [usize; 3])> {
     let l = t.layout();
     let s = l.strides();
-    if s[3] == 1 && s[..3].iter().all(|x| x.is_multiple_of(4)) && l.offset().is_multiple_of(4) {
+    let per16 = 16 / t.dtype().size();
+    if s[3] == 1
+        && s[..3].iter().all(|x| x.is_multiple_of(per16))
+        && l.offset().is_multiple_of(per16)
+    {
         return Ok((
             StorageRef::Shared(t.raw_storage()),
             l.offset(),
@@ -103,13 +109,15 @@ impl Tensor {
     /// reshape of `transpose(1, 2)`). PyTorch:
     /// `F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)` (for `Tq = Tk`).
     ///
-    /// On the GPU it runs the attention ladder's step (`CAMEL_ATTENTION`,
-    /// docs/kernels/attention.md); on the CPU, the reference.
+    /// The operands are f32, f16 or bf16, all one dtype, which the output has; the sums are
+    /// f32 throughout. On the GPU it runs the attention ladder's step (`CAMEL_ATTENTION`,
+    /// docs/kernels/attention.md: f32 at steps 1–2, f16/bf16 on the tensor cores at step 3); on
+    /// the CPU, the f32 reference (16-bit operands widened, the output rounded once).
     ///
-    /// Errors: operands that are not f32 (f16/bf16 kernels are not written yet), not rank 4,
-    /// whose batch, heads or head dims differ, or whose keys and values differ in length; a head
-    /// dim outside [`HEAD_DIMS`]; `Tk = 0`; `causal` with `Tk < Tq`; a non-finite `scale`; devices
-    /// that differ.
+    /// Errors: operands that are not floats or not one dtype, not rank 4, whose batch, heads or
+    /// head dims differ, or whose keys and values differ in length; a head dim outside
+    /// [`HEAD_DIMS`]; `Tk = 0`; `causal` with `Tk < Tq`; a non-finite `scale`; devices that
+    /// differ; a `CAMEL_ATTENTION` step without kernels for the dtype.
     ///
     /// ```
     /// use camel_core::{Device, Tensor};
@@ -123,9 +131,9 @@ impl Tensor {
     /// ```
     pub fn attention(&self, k: &Tensor, v: &Tensor, scale: f32, causal: bool) -> Result<Tensor> {
         const OP: &str = "attention";
-        for t in [self, k, v] {
-            expect_f32(OP, t)?;
-        }
+        expect_float(OP, self)?;
+        same_dtype(OP, self, k)?;
+        same_dtype(OP, self, v)?;
         same_device(OP, self, k)?;
         same_device(OP, self, v)?;
         let (qs, ks) = (self.shape(), k.shape());
@@ -174,6 +182,15 @@ impl Tensor {
                 op: OP,
                 msg: format!("scale must be finite, got {scale}"),
             });
+        }
+        let dt = self.dtype();
+        if dt != DType::F32 && !self.device().is_cuda() {
+            // the CPU reference computes in f32; the casts carry the gradients back
+            let w = |t: &Tensor| t.to_dtype(DType::F32);
+            return self
+                .to_dtype(DType::F32)?
+                .attention(&w(k)?, &w(v)?, scale, causal)?
+                .to_dtype(dt);
         }
         let (sq, oq, q_st) = operand(self)?;
         let (sk, ok, k_st) = operand(k)?;
