@@ -215,17 +215,15 @@ impl MultiHeadAttention {
     }
 
     /// The attention this layer runs for input `x` in its current mode: [`AttentionPath::Fused`]
-    /// on a GPU for f32 (outside an autocast scope), a head dim the kernels have
-    /// ([`camel_core::ATTENTION_HEAD_DIMS`]) and no attention dropout in effect; otherwise
-    /// [`AttentionPath::Naive`] with the reason.
+    /// on a GPU (f32, or f16/bf16 inside an autocast scope or for 16-bit input), a head dim the
+    /// kernels have ([`camel_core::ATTENTION_HEAD_DIMS`]) and no attention dropout in effect;
+    /// otherwise [`AttentionPath::Naive`] with the reason.
     pub fn path(&self, x: &Tensor) -> AttentionPath {
         let d = self.n_embd / self.n_head;
         if !self.fused {
             AttentionPath::Naive("the fused kernel is switched off")
         } else if !x.device().is_cuda() {
             AttentionPath::Naive("the CPU runs the reference")
-        } else if x.dtype() != DType::F32 || camel_core::autocast_dtype().is_some() {
-            AttentionPath::Naive("the fused kernel is f32 only")
         } else if !camel_core::ATTENTION_HEAD_DIMS.contains(&d) {
             AttentionPath::Naive("a head dim the fused kernel lacks")
         } else if self.dropout > 0.0 && self.is_training() {
