@@ -5,15 +5,33 @@
 use camel_cuda::{Buffer, CudaDevice, Result};
 use std::collections::HashMap;
 
+/// `n` values of a fixed pattern in [-0.5, 0.5).
+fn pattern(n: usize, seed: u32) -> impl Iterator<Item = f32> {
+    (0..n as u32).map(move |i| {
+        ((i.wrapping_mul(2_654_435_761).wrapping_add(seed)) >> 8) as f32 / (1u32 << 24) as f32 - 0.5
+    })
+}
+
 /// A device buffer of `n` floats holding a fixed pattern of values in [-0.5, 0.5).
 pub fn pattern_buffer(dev: &CudaDevice, n: usize, seed: u32) -> Result<Buffer> {
-    let v: Vec<f32> = (0..n as u32)
-        .map(|i| {
-            ((i.wrapping_mul(2_654_435_761).wrapping_add(seed)) >> 8) as f32 / (1u32 << 24) as f32
-                - 0.5
-        })
-        .collect();
-    dev.htod(&v)
+    dev.htod(&pattern(n, seed).collect::<Vec<f32>>())
+}
+
+/// [`pattern_buffer`]'s values rounded to `n` f16 (`bf16` false) or bf16 elements.
+pub fn pattern_buffer_16(dev: &CudaDevice, n: usize, seed: u32, bf16: bool) -> Result<Buffer> {
+    if bf16 {
+        dev.htod(
+            &pattern(n, seed)
+                .map(half::bf16::from_f32)
+                .collect::<Vec<_>>(),
+        )
+    } else {
+        dev.htod(
+            &pattern(n, seed)
+                .map(half::f16::from_f32)
+                .collect::<Vec<_>>(),
+        )
+    }
 }
 
 /// Median milliseconds per call of `f`: `warmup` calls, then launches back to back between one

@@ -5,8 +5,8 @@ timed the same way: back-to-back calls between one pair of CUDA events (as many 
 lines, which `attention_bench --torch FILE` reads to report ratios measured on the same GPU.
 
 Backends: efficient_f32 (the memory-efficient kernel, what SDPA runs for f32: the reference of
-camel's f32 steps), flash_bf16 (FlashAttention-2) and cudnn_bf16 (cuDNN's attention), each forced
-with sdpa_kernel. The backward is timed alone: autograd.grad of a saved forward.
+camel's f32 steps), flash_bf16 and flash_f16 (FlashAttention-2: the reference of camel's 16-bit
+steps) and cudnn_bf16 (cuDNN's attention), each forced with sdpa_kernel. The backward is timed alone: autograd.grad of a saved forward.
 Usage: python3 bench/torch/attention_torch.py [reps] [max_t] > torch.txt"""
 import sys
 import torch
@@ -29,6 +29,7 @@ def med(fn):
 BACKENDS = [
     ("efficient_f32", SDPBackend.EFFICIENT_ATTENTION, torch.float32),
     ("flash_bf16", SDPBackend.FLASH_ATTENTION, torch.bfloat16),
+    ("flash_f16", SDPBackend.FLASH_ATTENTION, torch.float16),
     ("cudnn_bf16", SDPBackend.CUDNN_ATTENTION, torch.bfloat16),
 ]
 

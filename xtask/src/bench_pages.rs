@@ -73,6 +73,8 @@ struct LineSpec {
     title: &'static str,
     /// Rows kept: each `(column, value)` must match.
     filter: &'static [(&'static str, &'static str)],
+    /// Rows dropped: any `(column, value)` that matches.
+    skip: &'static [(&'static str, &'static str)],
     /// Columns joined (with spaces) into a line's name.
     series: &'static [&'static str],
     /// The column on the x axis.
@@ -89,7 +91,8 @@ const LINES: &[LineSpec] = &[LineSpec {
     png: "docs/kernels/attention.png",
     title: "Causal attention, d = 128, 16384 tokens a batch (H100)",
     filter: &[("d", "128"), ("mask", "causal")],
-    series: &["pass", "impl"],
+    skip: &[("dtype", "f16")],
+    series: &["pass", "impl", "dtype"],
     x: "T",
     y: "TFLOP/s",
     y_desc: "TFLOP/s (log scale)",
@@ -350,6 +353,11 @@ fn line_series(spec: &LineSpec, table: &str) -> Result<Vec<Line>, String> {
         .iter()
         .map(|(c, v)| Ok((col(c)?, *v)))
         .collect::<Result<Vec<_>, String>>()?;
+    let skip = spec
+        .skip
+        .iter()
+        .map(|(c, v)| Ok((col(c)?, *v)))
+        .collect::<Result<Vec<_>, String>>()?;
     let series_cols = spec
         .series
         .iter()
@@ -361,6 +369,7 @@ fn line_series(spec: &LineSpec, table: &str) -> Result<Vec<Line>, String> {
         if !filter
             .iter()
             .all(|&(i, v)| c.get(i).is_some_and(|s| s == v))
+            || skip.iter().any(|&(i, v)| c.get(i).is_some_and(|s| s == v))
         {
             continue;
         }
@@ -461,14 +470,15 @@ mod tests {
     #[test]
     fn line_series_keep_the_filtered_rows_in_order() {
         let spec = &LINES[0];
-        let table = "| d | T | mask | pass | impl | ms | TFLOP/s | x |\n|---|---|---|---|---|---|---|---|\n\
-                     | 128 | 512 | causal | forward | camel 2 tiled | 1.0 | 13.5 | 0.3× |\n\
-                     | 64 | 512 | causal | forward | camel 2 tiled | 1.0 | 99 | 0.3× |\n\
-                     | 128 | 1024 | causal | forward | camel 2 tiled | 2.0 | 14.0 | 0.3× |\n\
-                     | 128 | 512 | causal | forward | FA2 bf16 | 0.1 | 300 | 9× |\n";
+        let table = "| d | T | mask | pass | impl | dtype | ms | TFLOP/s | x |\n|---|---|---|---|---|---|---|---|---|\n\
+                     | 128 | 512 | causal | forward | camel 2 tiled | f32 | 1.0 | 13.5 | 0.3× |\n\
+                     | 64 | 512 | causal | forward | camel 2 tiled | f32 | 1.0 | 99 | 0.3× |\n\
+                     | 128 | 1024 | causal | forward | camel 2 tiled | f32 | 2.0 | 14.0 | 0.3× |\n\
+                     | 128 | 512 | causal | forward | FA2 | bf16 | 0.1 | 300 | 1× |\n\
+                     | 128 | 512 | causal | forward | FA2 | f16 | 0.1 | 301 | 1× |\n";
         let s = line_series(spec, table).unwrap();
         assert_eq!(s.len(), 2);
-        assert_eq!(s[0].0, "forward camel 2 tiled");
+        assert_eq!(s[0].0, "forward camel 2 tiled f32");
         assert_eq!(s[0].1, vec![(512.0, 13.5), (1024.0, 14.0)]);
         assert_eq!(s[1], ("forward FA2 bf16".to_string(), vec![(512.0, 300.0)]));
     }

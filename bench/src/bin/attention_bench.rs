@@ -1,8 +1,9 @@
 //! GPU benchmark of fused attention: every step of the attention ladder against PyTorch's
 //! `scaled_dot_product_attention` (`bench/torch/attention_torch.py`, timed the same way in the
-//! same run). The steps are f32, so their reference is SDPA in f32 (the memory-efficient
-//! backend, the one PyTorch runs for f32); the file also carries SDPA in bf16 through
-//! FlashAttention-2 and cuDNN, the bars of the tensor-core steps to come, shown beside them.
+//! same run). Steps 1–2 are f32, and their reference is SDPA in f32 (the memory-efficient
+//! backend, the one PyTorch runs for f32); step 3 runs in bf16 and f16, and its reference is
+//! FlashAttention-2 in the same dtype. cuDNN's attention in bf16 (the FlashAttention-3 class of
+//! kernel) is shown beside them, as the bar of the Hopper steps to come.
 //!
 //! Shapes: head dims 64 and 128, `T` from 512 to 16384 with 16384 tokens a batch
 //! (`B = 16384 / T`) and `2048 / d` heads (FlashAttention's benchmark), causal and not, forward
@@ -13,34 +14,64 @@
 //! 3 to 100), the median over `--reps` batches, per launch, through the camel-cuda launchers.
 //!
 //! `attention_bench [--torch torch.txt] [--reps N] [--max-t T] [--step1-max-t T]` — prints a
-//! Markdown table, a row per implementation (camel's steps, then PyTorch's backends), its speed
-//! relative to SDPA in f32 in the last column; the PyTorch file holds `"<case> <pass> <backend>\t<ms>"` lines
+//! Markdown table, a row per implementation and dtype (camel's steps, then PyTorch's backends),
+//! its speed relative to its reference in the last column (SDPA f32 for f32, FA2 of the same
+//! dtype for f16 and bf16); the PyTorch file holds `"<case> <pass> <backend>\t<ms>"` lines
 //! (`python3 bench/torch/attention_torch.py > torch.txt`). Step 1 runs up to `--step1-max-t`
 //! (default 4096): it is the slow teaching step.
 
 use camel_cuda::kernels::attention::{self as attn, AttnGeom};
 use camel_cuda::kernels::ladder::Family;
+use camel_cuda::kernels::shape::Elem;
 use camel_cuda::{Buffer, CudaDevice, Result};
 use std::collections::HashMap;
-
-/// The pattern-filled inputs of [`camel_bench::pattern_buffer`].
-fn buf(dev: &CudaDevice, n: usize, seed: u32) -> Result<Buffer> {
-    camel_bench::pattern_buffer(dev, n, seed)
-}
 
 /// Median milliseconds per launch of `f` ([`camel_bench::median_ms`], 2 warm-up calls).
 fn time(dev: &CudaDevice, reps: usize, f: &mut dyn FnMut() -> Result<()>) -> Result<f64> {
     camel_bench::median_ms(dev, reps, 2, f)
 }
 
-/// The PyTorch rows: the key in the timings file and the row's label.
-const REFERENCES: [(&str, &str); 3] = [
-    ("efficient_f32", "SDPA f32 (efficient)"),
-    ("flash_bf16", "FA2 bf16"),
-    ("cudnn_bf16", "cuDNN bf16"),
+/// The PyTorch rows: the key in the timings file, the row's label, its dtype, and the key of
+/// its reference.
+const REFERENCES: [(&str, &str, &str, &str); 4] = [
+    ("efficient_f32", "SDPA (efficient)", "f32", "efficient_f32"),
+    ("flash_bf16", "FA2", "bf16", "flash_bf16"),
+    ("flash_f16", "FA2", "f16", "flash_f16"),
+    ("cudnn_bf16", "cuDNN", "bf16", "flash_bf16"),
 ];
 
-/// Prints one row of the table: its time, TFLOP/s and speed against SDPA in f32.
+/// The PyTorch key of the reference of camel's rows in `elem`.
+fn reference_key(elem: Elem) -> &'static str {
+    match elem {
+        Elem::F16 => "flash_f16",
+        Elem::BF16 => "flash_bf16",
+        _ => "efficient_f32",
+    }
+}
+
+/// One problem's operands in one element type: q, k, v, o, dout, dq, dk, dv, and the f32
+/// log-sum-exp.
+struct Operands {
+    bufs: Vec<Buffer>,
+    lse: Buffer,
+}
+
+impl Operands {
+    fn new(dev: &CudaDevice, n: usize, rows: usize, elem: Elem) -> Result<Operands> {
+        let bufs = (1..=8)
+            .map(|seed| match elem {
+                Elem::F16 | Elem::BF16 => {
+                    camel_bench::pattern_buffer_16(dev, n, seed, elem == Elem::BF16)
+                }
+                _ => camel_bench::pattern_buffer(dev, n, seed),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let lse = camel_bench::pattern_buffer(dev, rows, 9)?;
+        Ok(Operands { bufs, lse })
+    }
+}
+
+/// Prints one row of the table: its time, TFLOP/s and speed against its reference.
 #[allow(clippy::too_many_arguments)]
 fn row(
     d: usize,
@@ -48,13 +79,14 @@ fn row(
     mask: &str,
     pass: &str,
     imp: &str,
+    dtype: &str,
     ms: f64,
     flops: f64,
-    f32ref: Option<f64>,
+    reference: Option<f64>,
 ) {
-    let ratio = f32ref.map_or("–".into(), |r| format!("{:.2}×", r / ms));
+    let ratio = reference.map_or("–".into(), |r| format!("{:.2}×", r / ms));
     println!(
-        "| {d} | {t} | {mask} | {pass} | {imp} | {ms:.3} | {:.1} | {ratio} |",
+        "| {d} | {t} | {mask} | {pass} | {imp} | {dtype} | {ms:.3} | {:.1} | {ratio} |",
         flops / (ms * 1e-3) / 1e12
     );
 }
@@ -79,17 +111,17 @@ fn main() -> Result<()> {
     let d = &*dev;
     println!("device: {}", d.name());
     println!();
-    println!("| d | T | mask | pass | impl | ms | TFLOP/s | × SDPA f32 |");
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("| d | T | mask | pass | impl | dtype | ms | TFLOP/s | × reference |");
+    println!("|---|---|---|---|---|---|---|---|---|");
     for hd in [64usize, 128] {
         let mut t = 512usize;
         while t <= max_t {
             let (b, h) = (16384 / t, 2048 / hd);
             let n = b * h * t * hd;
-            let (q, k, v) = (buf(d, n, 1)?, buf(d, n, 2)?, buf(d, n, 3)?);
-            let (o, dout) = (buf(d, n, 4)?, buf(d, n, 5)?);
-            let (dq, dk, dv) = (buf(d, n, 6)?, buf(d, n, 7)?, buf(d, n, 8)?);
-            let lse = buf(d, b * h * t, 9)?;
+            let operands = [Elem::F32, Elem::BF16, Elem::F16]
+                .into_iter()
+                .map(|e| Ok((e, Operands::new(d, n, b * h * t, e)?)))
+                .collect::<Result<Vec<_>>>()?;
             for causal in [false, true] {
                 let g = AttnGeom {
                     b,
@@ -106,64 +138,62 @@ fn main() -> Result<()> {
                 let mask = if causal { "causal" } else { "full" };
                 let fwd_flops = 4.0 * (b * h) as f64 * (t * t) as f64 * hd as f64
                     / if causal { 2.0 } else { 1.0 };
-                // the backward reads the forward's log-sum-exp: run it once first
-                (attn::STEPS[1].forward)(d, &g, q.ptr(), k.ptr(), v.ptr(), o.ptr(), lse.ptr())?;
-                let flops_of = |pass: &str| {
-                    if pass == "forward" {
+                for pass in ["forward", "backward"] {
+                    let case = format!("d{hd} T{t} {mask} {pass}");
+                    let flops = if pass == "forward" {
                         fwd_flops
                     } else {
                         2.5 * fwd_flops
-                    }
-                };
-                for pass in ["forward", "backward"] {
-                    let case = format!("d{hd} T{t} {mask} {pass}");
-                    let flops = flops_of(pass);
+                    };
                     for kern in &attn::STEPS {
                         if kern.step.number() == 1 && (t > step1_max_t || pass == "backward") {
                             continue; // step 1 shares step 2's backward
                         }
-                        let ms = if pass == "forward" {
-                            time(d, reps, &mut || {
-                                (kern.forward)(d, &g, q.ptr(), k.ptr(), v.ptr(), o.ptr(), lse.ptr())
-                            })?
-                        } else {
-                            time(d, reps, &mut || {
-                                (kern.backward)(
-                                    d,
-                                    &g,
-                                    q.ptr(),
-                                    k.ptr(),
-                                    v.ptr(),
-                                    o.ptr(),
-                                    dout.ptr(),
-                                    lse.ptr(),
-                                    dq.ptr(),
-                                    dk.ptr(),
-                                    dv.ptr(),
-                                )
-                            })?
-                        };
-                        let name = Family::Attention
-                            .steps()
-                            .iter()
-                            .find(|i| i.step == kern.step)
-                            .map_or("?", |i| i.name);
-                        let f32ref = torch.get(&format!("{case} efficient_f32")).copied();
-                        row(
-                            hd,
-                            t,
-                            mask,
-                            pass,
-                            &format!("camel {} {name}", kern.step.number()),
-                            ms,
-                            flops,
-                            f32ref,
-                        );
+                        for &elem in kern.dtypes {
+                            let Some((_, x)) = operands.iter().find(|(e, _)| *e == elem) else {
+                                continue;
+                            };
+                            let p: Vec<_> = x.bufs.iter().map(|b| b.ptr()).collect();
+                            let [q, k, v, o, dout, dq, dk, dv] = p[..] else {
+                                unreachable!()
+                            };
+                            let lse = x.lse.ptr();
+                            // the backward reads the forward's output and log-sum-exp
+                            (kern.forward)(d, &g, elem, q, k, v, o, lse)?;
+                            let ms = if pass == "forward" {
+                                time(d, reps, &mut || {
+                                    (kern.forward)(d, &g, elem, q, k, v, o, lse)
+                                })?
+                            } else {
+                                time(d, reps, &mut || {
+                                    (kern.backward)(d, &g, elem, q, k, v, o, dout, lse, dq, dk, dv)
+                                })?
+                            };
+                            let name = Family::Attention
+                                .steps()
+                                .iter()
+                                .find(|i| i.step == kern.step)
+                                .map_or("?", |i| i.name);
+                            let reference = torch
+                                .get(&format!("{case} {}", reference_key(elem)))
+                                .copied();
+                            row(
+                                hd,
+                                t,
+                                mask,
+                                pass,
+                                &format!("camel {} {name}", kern.step.number()),
+                                elem.suffix(),
+                                ms,
+                                flops,
+                                reference,
+                            );
+                        }
                     }
-                    for (key, label) in REFERENCES {
+                    for (key, label, dtype, reference) in REFERENCES {
                         if let Some(&ms) = torch.get(&format!("{case} {key}")) {
-                            let f32ref = torch.get(&format!("{case} efficient_f32")).copied();
-                            row(hd, t, mask, pass, label, ms, flops, f32ref);
+                            let r = torch.get(&format!("{case} {reference}")).copied();
+                            row(hd, t, mask, pass, label, dtype, ms, flops, r);
                         }
                     }
                 }
