@@ -39,11 +39,6 @@ __device__ __forceinline__ void load_tile(float4 (*tile)[D / 4], const float* __
     }
 }
 
-// The first query row that sees key j: 0, or j − (tk − tq) with the causal mask.
-__device__ __forceinline__ long long first_query(const AttnArgs& a, long long j) {
-    return a.causal ? max(0LL, j - (a.tk - a.tq)) : 0;
-}
-
 }  // namespace
 
 template <int D>
@@ -108,21 +103,12 @@ __device__ __forceinline__ void attn02(const float* __restrict__ q, const float*
     if (qd == 0) lse[bh * a.tq + i] = (m + log2f(l)) * camel::LN2;
 }
 
-// Δ_i = Σ_d dO_id · O_id of each query row: a warp per row of the dense [B, Tq, H, D] O and dO,
-// written to the [B, H, Tq] Δ.
+// Δ of each query row (camel::attn_delta), blocks of 256 threads, a warp per row.
 extern "C" __global__ void __launch_bounds__(256)
     attn_bwd_delta_f32(const float* __restrict__ o, const float* __restrict__ dout, float* __restrict__ delta,
                        long long b, long long h, long long tq, int d) {
     CAMEL_PDL_WAIT();
-    const long long row = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;  // (b, h, i)
-    const int lane = threadIdx.x % 32;
-    if (row >= b * h * tq) return;
-    const long long i = row % tq, bh = row / tq, hh = bh % h, bb = bh / h;
-    const long long off = ((bb * tq + i) * h + hh) * d;
-    float s = 0.0f;
-    for (int e = lane; e < d; e += 32) s = fmaf(o[off + e], dout[off + e], s);
-    s = camel::warp_sum(s);
-    if (lane == 0) delta[row] = s;
+    camel::attn_delta(o, dout, delta, b, h, tq, d);
 }
 
 // dK and dV of a tile of BC keys: a quad per key, walking the query tiles that see the keys.
@@ -154,7 +140,7 @@ __device__ __forceinline__ void attn02_dkdv(const float* __restrict__ q, const f
         gk[c] = gv[c] = make_float4(0, 0, 0, 0);
     }
     const long long off = a.tk - a.tq;
-    for (long long i0 = first_query(a, j0) / BR * BR; i0 < a.tq; i0 += BR) {
+    for (long long i0 = camel::first_query(a, j0) / BR * BR; i0 < a.tq; i0 += BR) {
         __syncthreads();
         load_tile<D, BR>(qs, qb, a.q_st, i0, a.tq);
         load_tile<D, BR>(dos, db, a.h * D, i0, a.tq);

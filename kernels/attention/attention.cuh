@@ -13,6 +13,7 @@
 #pragma once
 
 #include "common/common.cuh"
+#include "common/half.cuh"  // to_float
 
 // AttnArgs of crates/camel-cuda/src/kernels/attention.rs, passed by value.
 struct AttnArgs {
@@ -32,6 +33,11 @@ constexpr float LN2 = 0.6931471805599453f;
 // Keys query i sees: all tk, or i + 1 + (tk − tq) with the causal mask (at most tk).
 __device__ __forceinline__ long long attn_visible(const AttnArgs& a, long long i) {
     return a.causal ? min(a.tk, i + 1 + (a.tk - a.tq)) : a.tk;
+}
+
+// The first query row that sees key j: 0, or j − (tk − tq) with the causal mask.
+__device__ __forceinline__ long long first_query(const AttnArgs& a, long long j) {
+    return a.causal ? max(0LL, j - (a.tk - a.tq)) : 0;
 }
 
 // Offset of token t of head (bb, hh) in a dense [B, T, H, D] tensor.
@@ -55,6 +61,22 @@ __device__ __forceinline__ float4 scale4(float4 x, float s) { return make_float4
 __device__ __forceinline__ float quad_sum(float v) {
     v += __shfl_xor_sync(FULL_MASK, v, 1);
     return v + __shfl_xor_sync(FULL_MASK, v, 2);
+}
+
+// The backward's Δ_i = Σ_d dO_id · O_id of each query row (f32 sums): a warp per row of the
+// dense [B, Tq, H, D] O and dO (of T: f32, f16 or bf16), written to the [B, H, Tq] Δ.
+template <typename T>
+__device__ __forceinline__ void attn_delta(const T* __restrict__ o, const T* __restrict__ dout,
+                                           float* __restrict__ delta, long long b, long long h, long long tq, int d) {
+    const long long row = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;  // (b, h, i)
+    const int lane = threadIdx.x % 32;
+    if (row >= b * h * tq) return;
+    const long long i = row % tq, bh = row / tq, hh = bh % h, bb = bh / h;
+    const long long off = ((bb * tq + i) * h + hh) * d;
+    float s = 0.0f;
+    for (int e = lane; e < d; e += 32) s = fmaf(to_float(o[off + e]), to_float(dout[off + e]), s);
+    s = warp_sum(s);
+    if (lane == 0) delta[row] = s;
 }
 
 }  // namespace camel

@@ -152,6 +152,50 @@ __device__ __forceinline__ void c_to_a(unsigned (&a)[4], const float (&c0)[4], c
     a[3] = pack_f<T>(c1[2], c1[3]);
 }
 
+// c += A·Bᵀ over 16 features (columns c0 … c0 + 15): A's 16 rows given as an A fragment, B the
+// N rows of a shared tile D wide, whose rows are the B fragments' columns (K in Q·Kᵀ).
+template <typename T, int D, int N, bool SWZ>
+__device__ __forceinline__ void mma_abt_chunk(float (&c)[N / 8][4], const unsigned (&a)[4], const u16* B, int c0,
+                                              int lane) {
+#pragma unroll
+    for (int nt = 0; nt < N / 8; nt += 2) {
+        unsigned b[4];
+        frag_b_nk<D, SWZ>(b, B, 8 * nt, c0, lane);
+        hgemm::mma16816<T>(c[nt], a, b[0], b[1]);
+        hgemm::mma16816<T>(c[nt + 1], a, b[2], b[3]);
+    }
+}
+
+// c += A·Bᵀ over all D features: the warp's 16 rows of the shared tile A from row r0, against
+// the N rows of the shared tile B (the backward's K·Qᵀ, V·dOᵀ, Q·Kᵀ and dO·Vᵀ).
+template <typename T, int D, int N, bool SWZ>
+__device__ __forceinline__ void mma_abt(float (&c)[N / 8][4], const u16* A, int r0, const u16* B, int lane) {
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+        unsigned a[4];
+        frag_a<D, SWZ>(a, A, r0, 16 * kk, lane);
+        mma_abt_chunk<T, D, N, SWZ>(c, a, B, 16 * kk, lane);
+    }
+}
+
+// acc += P·B: the warp's 16 × K accumulators p (probabilities or dS), rounded to T and fed back
+// as A fragments (c_to_a), times the K × D shared tile B (P·V, Pᵀ·dO, dSᵀ·Q, dS·K).
+template <typename T, int D, int K, bool SWZ>
+__device__ __forceinline__ void mma_pb(float (&acc)[D / 8][4], const float (&p)[K / 8][4], const u16* B, int lane) {
+#pragma unroll
+    for (int kc = 0; kc < K / 16; ++kc) {
+        unsigned pa[4];
+        c_to_a<T>(pa, p[2 * kc], p[2 * kc + 1]);
+#pragma unroll
+        for (int nd = 0; nd < D / 8; nd += 2) {
+            unsigned b[4];
+            frag_b_kn<D, SWZ>(b, B, 16 * kc, 8 * nd, lane);
+            hgemm::mma16816<T>(acc[nd], pa, b[0], b[1]);
+            hgemm::mma16816<T>(acc[nd + 1], pa, b[2], b[3]);
+        }
+    }
+}
+
 __device__ __forceinline__ float quad_max(float v) {
     v = fmaxf(v, __shfl_xor_sync(camel::FULL_MASK, v, 1));
     return fmaxf(v, __shfl_xor_sync(camel::FULL_MASK, v, 2));
@@ -172,11 +216,6 @@ __device__ __forceinline__ void store_rows(u16* out, const AttnArgs& a, long lon
         for (int nd = 0; nd < D / 8; ++nd)
             *reinterpret_cast<unsigned*>(p + 8 * nd) = pack_f<T>(acc[nd][2 * r] * mul[r], acc[nd][2 * r + 1] * mul[r]);
     }
-}
-
-// The first query row that sees key j: 0, or j − (tk − tq) with the causal mask.
-__device__ __forceinline__ long long first_query(const AttnArgs& a, long long j) {
-    return a.causal ? max(0LL, j - (a.tk - a.tq)) : 0;
 }
 
 }  // namespace
@@ -238,14 +277,7 @@ __device__ __forceinline__ void attn_mma_fwd(const u16* __restrict__ q, const u1
         __syncthreads();
         float s[BC / 8][4] = {};
 #pragma unroll
-        for (int nt = 0; nt < BC / 8; nt += 2)
-#pragma unroll
-            for (int kk = 0; kk < D / 16; ++kk) {
-                unsigned b[4];
-                frag_b_nk<D, SWZ>(b, ks, 8 * nt, 16 * kk, lane);
-                hgemm::mma16816<T>(s[nt], qf[kk], b[0], b[1]);
-                hgemm::mma16816<T>(s[nt + 1], qf[kk], b[2], b[3]);
-            }
+        for (int kk = 0; kk < D / 16; ++kk) mma_abt_chunk<T, D, BC, SWZ>(s, qf[kk], ks, 16 * kk, lane);
         // scale and mask; each row's max over the tile (a NaN score is skipped here and
         // reaches l through its exp)
         float mt[2] = {m[0], m[1]};
@@ -280,19 +312,7 @@ __device__ __forceinline__ void attn_mma_fwd(const u16* __restrict__ q, const u1
                 s[nt][e] = p;
                 l[e >> 1] += p;
             }
-        // O += P·V, P straight from the accumulators
-#pragma unroll
-        for (int kc = 0; kc < BC / 16; ++kc) {
-            unsigned pa[4];
-            c_to_a<T>(pa, s[2 * kc], s[2 * kc + 1]);
-#pragma unroll
-            for (int nd = 0; nd < D / 8; nd += 2) {
-                unsigned b[4];
-                frag_b_kn<D, SWZ>(b, vs, 16 * kc, 8 * nd, lane);
-                hgemm::mma16816<T>(acc[nd], pa, b[0], b[1]);
-                hgemm::mma16816<T>(acc[nd + 1], pa, b[2], b[3]);
-            }
-        }
+        mma_pb<T, D, BC, SWZ>(acc, s, vs, lane);  // O += P·V, P straight from the accumulators
     }
     float inv[2];
 #pragma unroll
@@ -303,23 +323,6 @@ __device__ __forceinline__ void attn_mma_fwd(const u16* __restrict__ q, const u1
         if (t == 0 && row < a.tq) lse[bh * a.tq + row] = (m[r] + log2f(l[r])) * camel::LN2;
     }
     store_rows<T, D>(o, a, bb, hh, a.tq, r_lo, a.tq, acc, inv, t);
-}
-
-// Δ_i = Σ_d dO_id · O_id of each query row (f32 sums): a warp per row of the dense [B, Tq, H, D]
-// O and dO, written to the [B, H, Tq] Δ.
-template <typename T>
-__device__ __forceinline__ void attn_mma_delta(const T* __restrict__ o, const T* __restrict__ dout,
-                                             float* __restrict__ delta, long long b, long long h, long long tq,
-                                             int d) {
-    const long long row = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;  // (b, h, i)
-    const int lane = threadIdx.x % 32;
-    if (row >= b * h * tq) return;
-    const long long i = row % tq, bh = row / tq, hh = bh % h, bb = bh / h;
-    const long long off = ((bb * tq + i) * h + hh) * d;
-    float s = 0.0f;
-    for (int e = lane; e < d; e += 32) s = fmaf(camel::to_float(o[off + e]), camel::to_float(dout[off + e]), s);
-    s = camel::warp_sum(s);
-    if (lane == 0) delta[row] = s;
 }
 
 // dK and dV of a tile of BK keys (16 a warp), walking the query tiles that see them.
@@ -346,7 +349,7 @@ __device__ __forceinline__ void attn_mma_dkdv(const u16* __restrict__ q, const u
     const long long off = a.tk - a.tq;
     const float ss = a.scale * camel::LOG2E;
     float gk[D / 8][4] = {}, gv[D / 8][4] = {};
-    for (long long i0 = first_query(a, j0) / BQ * BQ; i0 < a.tq; i0 += BQ) {
+    for (long long i0 = camel::first_query(a, j0) / BQ * BQ; i0 < a.tq; i0 += BQ) {
         __syncthreads();  // the previous tiles are used up (the first time: K and V are loaded)
         load_rows<D, BQ, SWZ>(qs, qb, a.q_st, i0, a.tq);
         load_rows<D, BQ, SWZ>(dos, db, a.h * D, i0, a.tq);
@@ -358,22 +361,8 @@ __device__ __forceinline__ void attn_mma_dkdv(const u16* __restrict__ q, const u
         __syncthreads();
         // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ: the warp's 16 keys × BQ queries
         float st[BQ / 8][4] = {}, dpt[BQ / 8][4] = {};
-#pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
-            unsigned ka[4], va[4];
-            frag_a<D, SWZ>(ka, ks, 16 * w, 16 * kk, lane);
-            frag_a<D, SWZ>(va, vs, 16 * w, 16 * kk, lane);
-#pragma unroll
-            for (int nt = 0; nt < BQ / 8; nt += 2) {
-                unsigned b[4];
-                frag_b_nk<D, SWZ>(b, qs, 8 * nt, 16 * kk, lane);
-                hgemm::mma16816<T>(st[nt], ka, b[0], b[1]);
-                hgemm::mma16816<T>(st[nt + 1], ka, b[2], b[3]);
-                frag_b_nk<D, SWZ>(b, dos, 8 * nt, 16 * kk, lane);
-                hgemm::mma16816<T>(dpt[nt], va, b[0], b[1]);
-                hgemm::mma16816<T>(dpt[nt + 1], va, b[2], b[3]);
-            }
-        }
+        mma_abt<T, D, BQ, SWZ>(st, ks, 16 * w, qs, lane);
+        mma_abt<T, D, BQ, SWZ>(dpt, vs, 16 * w, dos, lane);
         // Pᵀ = exp(Sᵀ − lse), dSᵀ = Pᵀ ⊙ (dPᵀ − Δ), zero where the key is hidden or past the end
 #pragma unroll
         for (int nt = 0; nt < BQ / 8; ++nt)
@@ -386,23 +375,8 @@ __device__ __forceinline__ void attn_mma_dkdv(const u16* __restrict__ q, const u
                 dpt[nt][e] = seen ? p * (dpt[nt][e] - del_s[ii]) : 0.0f;
                 st[nt][e] = p;
             }
-        // dV += Pᵀ·dO, dK += dSᵀ·Q
-#pragma unroll
-        for (int kc = 0; kc < BQ / 16; ++kc) {
-            unsigned pa[4], da[4];
-            c_to_a<T>(pa, st[2 * kc], st[2 * kc + 1]);
-            c_to_a<T>(da, dpt[2 * kc], dpt[2 * kc + 1]);
-#pragma unroll
-            for (int nd = 0; nd < D / 8; nd += 2) {
-                unsigned b[4];
-                frag_b_kn<D, SWZ>(b, dos, 16 * kc, 8 * nd, lane);
-                hgemm::mma16816<T>(gv[nd], pa, b[0], b[1]);
-                hgemm::mma16816<T>(gv[nd + 1], pa, b[2], b[3]);
-                frag_b_kn<D, SWZ>(b, qs, 16 * kc, 8 * nd, lane);
-                hgemm::mma16816<T>(gk[nd], da, b[0], b[1]);
-                hgemm::mma16816<T>(gk[nd + 1], da, b[2], b[3]);
-            }
-        }
+        mma_pb<T, D, BQ, SWZ>(gv, st, dos, lane);  // dV += Pᵀ·dO
+        mma_pb<T, D, BQ, SWZ>(gk, dpt, qs, lane);  // dK += dSᵀ·Q
     }
     const float one[2] = {1.0f, 1.0f}, sc[2] = {a.scale, a.scale};
     store_rows<T, D>(dv, a, bb, hh, a.tk, j_lo, a.tk, gv, one, t);
@@ -446,22 +420,8 @@ __device__ __forceinline__ void attn_mma_dq(const u16* __restrict__ q, const u16
         __syncthreads();
         // S = Q·Kᵀ and dP = dO·Vᵀ: the warp's 16 queries × BC keys
         float s[BC / 8][4] = {}, dp[BC / 8][4] = {};
-#pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
-            unsigned qa[4], da[4];
-            frag_a<D, SWZ>(qa, qs, 16 * w, 16 * kk, lane);
-            frag_a<D, SWZ>(da, dos, 16 * w, 16 * kk, lane);
-#pragma unroll
-            for (int nt = 0; nt < BC / 8; nt += 2) {
-                unsigned b[4];
-                frag_b_nk<D, SWZ>(b, ks, 8 * nt, 16 * kk, lane);
-                hgemm::mma16816<T>(s[nt], qa, b[0], b[1]);
-                hgemm::mma16816<T>(s[nt + 1], qa, b[2], b[3]);
-                frag_b_nk<D, SWZ>(b, vs, 8 * nt, 16 * kk, lane);
-                hgemm::mma16816<T>(dp[nt], da, b[0], b[1]);
-                hgemm::mma16816<T>(dp[nt + 1], da, b[2], b[3]);
-            }
-        }
+        mma_abt<T, D, BC, SWZ>(s, qs, 16 * w, ks, lane);
+        mma_abt<T, D, BC, SWZ>(dp, dos, 16 * w, vs, lane);
         // dS = P ⊙ (dP − Δ), zero where the key is hidden or past the end
 #pragma unroll
         for (int nt = 0; nt < BC / 8; ++nt)
@@ -471,19 +431,7 @@ __device__ __forceinline__ void attn_mma_dq(const u16* __restrict__ q, const u16
                 const int r = e >> 1;
                 s[nt][e] = j < n[r] ? exp2f(s[nt][e] * ss - lse2[r]) * (dp[nt][e] - del[r]) : 0.0f;
             }
-        // dQ += dS·K
-#pragma unroll
-        for (int kc = 0; kc < BC / 16; ++kc) {
-            unsigned dsa[4];
-            c_to_a<T>(dsa, s[2 * kc], s[2 * kc + 1]);
-#pragma unroll
-            for (int nd = 0; nd < D / 8; nd += 2) {
-                unsigned b[4];
-                frag_b_kn<D, SWZ>(b, ks, 16 * kc, 8 * nd, lane);
-                hgemm::mma16816<T>(gq[nd], dsa, b[0], b[1]);
-                hgemm::mma16816<T>(gq[nd + 1], dsa, b[2], b[3]);
-            }
-        }
+        mma_pb<T, D, BC, SWZ>(gq, s, ks, lane);  // dQ += dS·K
     }
     const float sc[2] = {a.scale, a.scale};
     store_rows<T, D>(dq, a, bb, hh, a.tq, r_lo, a.tq, gq, sc, t);
@@ -525,7 +473,7 @@ __device__ __forceinline__ void attn_mma_dq(const u16* __restrict__ q, const u16
         attn_bwd_delta_##SFX(const T* __restrict__ o, const T* __restrict__ dout, float* __restrict__ delta, \
                              long long b, long long h, long long tq, int d) {                          \
         CAMEL_PDL_WAIT();                                                                               \
-        attn_mma_delta<T>(o, dout, delta, b, h, tq, d);                                                 \
+        camel::attn_delta<T>(o, dout, delta, b, h, tq, d);                                                 \
     }
 
 // The forward kernels of a step: both dtypes, every head dim.
