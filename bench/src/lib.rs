@@ -65,6 +65,24 @@ pub fn median_ms(
     Ok(v[v.len() / 2])
 }
 
+/// The value after the flag `name` in a program's arguments (`--reps 5` gives `"5"`).
+pub fn arg(args: &[String], name: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+}
+
+/// The timings of the PyTorch file named by `--torch` ([`read_timings`]), none without the flag.
+/// An unreadable file is an error naming it.
+pub fn torch_timings(args: &[String]) -> std::result::Result<HashMap<String, f64>, String> {
+    match arg(args, "--torch") {
+        Some(path) => std::fs::read_to_string(&path)
+            .map(|t| read_timings(&t))
+            .map_err(|e| format!("{path}: {e}")),
+        None => Ok(HashMap::new()),
+    }
+}
+
 /// The PyTorch scripts' timings: `"<key>\t<ms>"` lines (others, such as `#` comments, skipped).
 pub fn read_timings(text: &str) -> HashMap<String, f64> {
     text.lines()
@@ -85,5 +103,22 @@ mod tests {
         assert_eq!(t.len(), 2);
         assert_eq!(t["lenet1 forward"], 0.125);
         assert_eq!(t["d64 T512 full forward flash_bf16"], 1.5);
+    }
+
+    #[test]
+    fn a_flag_gives_the_argument_after_it() {
+        let args: Vec<String> = ["prog", "--reps", "5", "--torch"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(super::arg(&args, "--reps").as_deref(), Some("5"));
+        assert_eq!(super::arg(&args, "--torch"), None);
+        assert_eq!(super::arg(&args, "--max-t"), None);
+        assert!(super::torch_timings(&args).unwrap().is_empty());
+        let missing = ["prog", "--torch", "/no/such/file"]
+            .map(String::from)
+            .to_vec();
+        assert!(super::torch_timings(&missing)
+            .unwrap_err()
+            .contains("/no/such/file"));
     }
 }

@@ -24,7 +24,6 @@ use camel_cuda::kernels::attention::{self as attn, AttnGeom};
 use camel_cuda::kernels::ladder::Family;
 use camel_cuda::kernels::shape::Elem;
 use camel_cuda::{Buffer, CudaDevice, Result};
-use std::collections::HashMap;
 
 /// Median milliseconds per launch of `f` ([`camel_bench::median_ms`], 2 warm-up calls).
 fn time(dev: &CudaDevice, reps: usize, f: &mut dyn FnMut() -> Result<()>) -> Result<f64> {
@@ -93,20 +92,11 @@ fn row(
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    let arg = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1).cloned())
-    };
+    let arg = |name: &str| camel_bench::arg(&args, name);
     let reps = arg("--reps").map_or(10, |s| s.parse().expect("--reps N"));
     let max_t = arg("--max-t").map_or(16384, |s| s.parse().expect("--max-t T"));
     let step1_max_t = arg("--step1-max-t").map_or(4096, |s| s.parse().expect("--step1-max-t T"));
-    let torch = match arg("--torch") {
-        Some(path) => camel_bench::read_timings(
-            &std::fs::read_to_string(&path).expect("reading the PyTorch timings"),
-        ),
-        None => HashMap::new(),
-    };
+    let torch = camel_bench::torch_timings(&args).expect("reading the PyTorch timings");
     let dev = camel_cuda::device(0)?;
     let d = &*dev;
     println!("device: {}", d.name());

@@ -291,11 +291,7 @@ fn main() {
 
 fn run() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let arg = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1).cloned())
-    };
+    let arg = |name: &str| camel_bench::arg(&args, name);
     let reps = arg("--reps").map_or(20, |s| s.parse().expect("--reps N"));
     let only = arg("--only");
     // `--pdl off` launches every kernel plainly (an experiment switch, not a variable)

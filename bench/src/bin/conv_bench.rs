@@ -18,7 +18,6 @@
 
 use camel_cuda::kernels::conv2d::{self as conv, Conv2dGeom};
 use camel_cuda::{Buffer, CudaDevice, Result};
-use std::collections::HashMap;
 
 /// A benchmarked convolution: (name, n, c, h, w, o, k, pad), stride 1, one group.
 type Shape = (
@@ -74,22 +73,13 @@ fn time(dev: &CudaDevice, reps: usize, f: &mut dyn FnMut() -> Result<()>) -> Res
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    let arg = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1).cloned())
-    };
+    let arg = |name: &str| camel_bench::arg(&args, name);
     let reps = arg("--reps").map_or(20, |s| s.parse().expect("--reps N"));
     let mut passes = vec!["forward", "forward+relu", "backward"];
     if args.iter().any(|a| a == "--parts") {
         passes.extend(["backward dx", "backward dW"]);
     }
-    let torch = match arg("--torch") {
-        Some(path) => camel_bench::read_timings(
-            &std::fs::read_to_string(&path).expect("reading the PyTorch timings"),
-        ),
-        None => HashMap::new(),
-    };
+    let torch = camel_bench::torch_timings(&args).expect("reading the PyTorch timings");
     let dev = camel_cuda::device(0)?;
     let d = &*dev;
     println!(

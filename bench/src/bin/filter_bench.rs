@@ -97,11 +97,7 @@ fn run() -> std::result::Result<(), String> {
         println!("{USAGE}");
         return Ok(());
     }
-    let arg = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1).cloned())
-    };
+    let arg = |name: &str| camel_bench::arg(&args, name);
     let num = |name: &str, default: usize| -> std::result::Result<usize, String> {
         arg(name).map_or(Ok(default), |v| {
             v.parse()

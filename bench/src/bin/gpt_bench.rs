@@ -187,11 +187,7 @@ fn main() {
 
 fn run() -> BenchResult<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let arg = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1).cloned())
-    };
+    let arg = |name: &str| camel_bench::arg(&args, name);
     let device: Device = arg("--device")
         .unwrap_or_else(|| "cuda".into())
         .parse()

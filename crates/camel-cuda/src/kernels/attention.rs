@@ -103,7 +103,7 @@ impl AttnGeom {
             ));
         }
         let strides = [self.q, self.k, self.v];
-        let per16 = 16 / elem_bytes(elem);
+        let per16 = 16 / elem.bytes();
         if strides.iter().flatten().any(|s| s % per16 != 0) {
             return bad(format!(
                 "strides {strides:?} are not multiples of {per16} elements (16 bytes)"
@@ -149,15 +149,6 @@ struct AttnArgs {
     v_st: i64,
     scale: f32,
     causal: i32,
-}
-
-/// Bytes of an element of `elem`.
-fn elem_bytes(elem: Elem) -> usize {
-    match elem {
-        Elem::F32 => 4,
-        Elem::I64 => 8,
-        Elem::F16 | Elem::BF16 => 2,
-    }
 }
 
 /// Error unless `elem` is one of `dtypes`, the element types of `kernel`'s step.

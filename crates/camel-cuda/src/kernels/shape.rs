@@ -168,6 +168,15 @@ pub enum Elem {
 }
 
 impl Elem {
+    /// Bytes of one element.
+    pub fn bytes(self) -> usize {
+        match self {
+            Elem::F32 => 4,
+            Elem::I64 => 8,
+            Elem::F16 | Elem::BF16 => 2,
+        }
+    }
+
     /// The kernel-name suffix: `f32`, `i64`, `f16`, `bf16`.
     pub fn suffix(self) -> &'static str {
         match self {
