@@ -7,14 +7,17 @@
 #include "optim/optim.cuh"
 
 extern "C" __global__ void adam_multi_f32(const __grid_constant__ MultiTable tab, int count, float lr, float beta1,
-                                          float beta2, float eps, int decoupled) {
+                                          float beta2, float eps, int decoupled, const float* __restrict__ found_inf,
+                                          const float* __restrict__ skipped) {
     CAMEL_PDL_WAIT();
+    if (guard_skip(found_inf)) return;
     long long b = blockIdx.x + (long long)blockIdx.y * gridDim.x;
     const MultiTensor* ts = tab.t;
     int k = find_tensor(ts, count, b);
     MultiTensor t = ts[k];
     long long start = (b - t.first_block) * MT_CHUNK;
     if (start >= t.n) return;
+    guard_bias(skipped, t.step, beta1, beta2, t.bc1, t.bc2);
     long long end = min(t.n, start + MT_CHUNK);
     if (end - start == MT_CHUNK) {  // whole chunk: float4 (start is a multiple of 4)
         float4* p4 = reinterpret_cast<float4*>(t.p + start);
@@ -42,8 +45,10 @@ extern "C" __global__ void adam_multi_f32(const __grid_constant__ MultiTable tab
     }
 }
 
-extern "C" __global__ void sgd_multi_f32(const __grid_constant__ MultiTable tab, int count, float lr, float momentum) {
+extern "C" __global__ void sgd_multi_f32(const __grid_constant__ MultiTable tab, int count, float lr, float momentum,
+                                         const float* __restrict__ found_inf) {
     CAMEL_PDL_WAIT();
+    if (guard_skip(found_inf)) return;
     long long b = blockIdx.x + (long long)blockIdx.y * gridDim.x;
     const MultiTensor* ts = tab.t;
     int k = find_tensor(ts, count, b);

@@ -76,8 +76,10 @@ __device__ __forceinline__ void sgd3_any(float* __restrict__ p, const float* __r
 }
 
 extern "C" __global__ void __launch_bounds__(MT3_THREADS) sgd_multi3_f32(const __grid_constant__ MultiTable tab,
-                                                                         int count, float lr, float momentum) {
+                                                                         int count, float lr, float momentum,
+                                                                         const float* __restrict__ found_inf) {
     CAMEL_PDL_WAIT();
+    if (guard_skip(found_inf)) return;
     const long long b = blockIdx.x + (long long)blockIdx.y * gridDim.x;
     const MultiTensor* ts = tab.t;
     const MultiTensor t = ts[find_tensor(ts, count, b)];

@@ -63,8 +63,11 @@ __device__ __forceinline__ void adam3_chunk(float* __restrict__ p, const float* 
 
 extern "C" __global__ void __launch_bounds__(MT3_THREADS) adam_multi3_f32(const __grid_constant__ MultiTable tab,
                                                                           int count, float lr, float beta1,
-                                                                          float beta2, float eps, int decoupled) {
+                                                                          float beta2, float eps, int decoupled,
+                                                                          const float* __restrict__ found_inf,
+                                                                          const float* __restrict__ skipped) {
     CAMEL_PDL_WAIT();
+    if (guard_skip(found_inf)) return;
     const long long b = blockIdx.x + (long long)blockIdx.y * gridDim.x;
     const MultiTensor* ts = tab.t;
     const MultiTensor t = ts[find_tensor(ts, count, b)];
@@ -72,6 +75,8 @@ extern "C" __global__ void __launch_bounds__(MT3_THREADS) adam_multi3_f32(const 
     if (start >= t.n) return;
     const int len = (int)min(t.n - start, (long long)MT_CHUNK);
     const float wd = t.wd;
+    float bc1 = t.bc1, bc2 = t.bc2;
+    guard_bias(skipped, t.step, beta1, beta2, bc1, bc2);
     float* p = t.p + start;
     const float* g = t.g + start;
     float* m = t.s1 + start;
@@ -81,12 +86,12 @@ extern "C" __global__ void __launch_bounds__(MT3_THREADS) adam_multi3_f32(const 
     MT3_GLOBAL(m);
     MT3_GLOBAL(v);
     if (mt3_aligned(p) && mt3_aligned(g) && mt3_aligned(m) && mt3_aligned(v)) {
-        if (len == MT_CHUNK) adam3_chunk<true>(p, g, m, v, len, lr, beta1, beta2, eps, wd, decoupled, t.bc1, t.bc2);
-        else adam3_chunk<false>(p, g, m, v, len, lr, beta1, beta2, eps, wd, decoupled, t.bc1, t.bc2);
+        if (len == MT_CHUNK) adam3_chunk<true>(p, g, m, v, len, lr, beta1, beta2, eps, wd, decoupled, bc1, bc2);
+        else adam3_chunk<false>(p, g, m, v, len, lr, beta1, beta2, eps, wd, decoupled, bc1, bc2);
     } else {
         for (int i = threadIdx.x; i < len; i += blockDim.x) {
             float pi = p[i], mi = m[i], vi = v[i];
-            adam_one(pi, g[i], mi, vi, lr, beta1, beta2, eps, wd, decoupled, t.bc1, t.bc2);
+            adam_one(pi, g[i], mi, vi, lr, beta1, beta2, eps, wd, decoupled, bc1, bc2);
             p[i] = pi;
             m[i] = mi;
             v[i] = vi;

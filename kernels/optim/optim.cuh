@@ -16,13 +16,14 @@ struct MultiTensor {
     long long first_block;
     float bc1, bc2;  // Adam's 1 − β₁ᵗ, 1 − β₂ᵗ for this tensor
     float wd;        // this tensor's weight decay (its parameter group's)
+    float step;      // a guarded step's count for this tensor (see guard_bias)
 };
 
 #define MT_CHUNK 4096  // elements per block (256 threads × 4 float4)
 
 // The table travels in the launch's parameters (no upload, no allocation per optimizer step):
 // up to MT_PARAM_MAX tensors a launch, 3840 bytes (64 a tensor), within the 4 KB
-// kernel-parameter space with the scalar arguments;
+// kernel-parameter space with the scalar and guard arguments;
 // more tensors take more launches. __grid_constant__ lets the kernel index it in place
 // (constant bank) instead of copying it to each thread's local memory.
 #define MT_PARAM_MAX 60
@@ -38,6 +39,22 @@ __device__ __forceinline__ int find_tensor(const MultiTensor* __restrict__ ts, i
         else hi = mid - 1;
     }
     return lo;
+}
+
+// A guarded update (dynamic loss scaling, kernels/optim/loss_scale.cu) reads two device scalars
+// that an unguarded one passes as null: `found_inf`, set when a gradient held an inf or NaN, skips
+// the whole update (nothing is written); `skipped`, the number of steps skipped so far, makes
+// Adam's step count t = step − skipped, so the bias corrections come from the steps that really
+// happened without the host reading the flag.
+__device__ __forceinline__ bool guard_skip(const float* found_inf) { return found_inf && *found_inf != 0.0f; }
+
+// 1 − βᵗ as −expm1(t·ln β): no cancellation when βᵗ is close to 1 (β₂ = 0.999 at small t).
+__device__ __forceinline__ void guard_bias(const float* skipped, float step, float beta1, float beta2, float& bc1,
+                                           float& bc2) {
+    if (!skipped) return;
+    const float t = step - *skipped;
+    bc1 = -expm1f(t * logf(beta1));
+    bc2 = -expm1f(t * logf(beta2));
 }
 
 __device__ __forceinline__ float adam_one(float& p, float g, float& m, float& v, float lr, float beta1, float beta2,

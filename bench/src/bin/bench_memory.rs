@@ -30,6 +30,7 @@
 //! Kernels are called through their camel-cuda launchers (no tensor overhead).
 
 use camel_cuda::kernels::ladder::{Family, Step};
+use camel_cuda::kernels::optim::Guard;
 use camel_cuda::kernels::{
     elementwise as ew, embedding as emb, layernorm as ln, loss, masked_softmax, optim, random,
     reduce, shape, softmax,
@@ -728,6 +729,7 @@ fn run() -> Result<()> {
                     bc2: 0.001,
                     // the Adam rows' decay (SGD does the same arithmetic at any decay)
                     wd: 0.01,
+                    step: 0.0,
                 })
                 .collect();
             sets_of.push(ts);
@@ -737,36 +739,51 @@ fn run() -> Result<()> {
         b.row("adam", "10M", 1, 28.0 * tf, k, &mut |i| {
             for t in &sets_of[i] {
                 optim::adam_f32(
-                    d, t.p, t.g, t.s1, t.s2, t.n, 1e-4, 0.9, 0.999, 1e-8, 0.01, true, 0.1, 0.001,
+                    d,
+                    t.p,
+                    t.g,
+                    t.s1,
+                    t.s2,
+                    t.n,
+                    1e-4,
+                    0.9,
+                    0.999,
+                    1e-8,
+                    0.01,
+                    true,
+                    0.1,
+                    0.001,
+                    Guard::NONE,
+                    0.0,
                 )?;
             }
             Ok(())
         })?;
         b.row("adam", "10M", 2, 28.0 * tf, k, &mut |i| {
-            optim::adam_multi_f32(d, &sets_of[i], 1e-4, 0.9, 0.999, 1e-8, true)
+            optim::adam_multi_f32(d, &sets_of[i], 1e-4, 0.9, 0.999, 1e-8, true, Guard::NONE)
         })?;
         // Adam's loads-first kernel is its step 4 (opt-in): at step 3 the backend keeps step 2's
         b.row("adam", "10M", 4, 28.0 * tf, k, &mut |i| {
-            optim::adam_multi_loads_first(d, &sets_of[i], 1e-4, 0.9, 0.999, 1e-8, true)
+            optim::adam_multi_loads_first(d, &sets_of[i], 1e-4, 0.9, 0.999, 1e-8, true, Guard::NONE)
         })?;
         b.row("sgd_momentum", "10M", 1, 20.0 * tf, k, &mut |i| {
             for t in &sets_of[i] {
-                optim::sgd_f32(d, t.p, t.g, t.s1, t.n, 1e-4, 0.9, 0.0)?;
+                optim::sgd_f32(d, t.p, t.g, t.s1, t.n, 1e-4, 0.9, 0.0, Guard::NONE)?;
             }
             Ok(())
         })?;
         b.row("sgd_momentum", "10M", 2, 20.0 * tf, k, &mut |i| {
-            optim::sgd_multi_f32(d, &sets_of[i], 1e-4, 0.9)
+            optim::sgd_multi_f32(d, &sets_of[i], 1e-4, 0.9, Guard::NONE)
         })?;
         b.row("sgd_momentum", "10M", 3, 20.0 * tf, k, &mut |i| {
-            optim::sgd_multi_loads_first(d, &sets_of[i], 1e-4, 0.9)
+            optim::sgd_multi_loads_first(d, &sets_of[i], 1e-4, 0.9, Guard::NONE)
         })?;
         // plain SGD (momentum 0: no buffer read or written): p and g read, p written
         b.row("sgd", "10M", 2, 12.0 * tf, k, &mut |i| {
-            optim::sgd_multi_f32(d, &sets_of[i], 1e-4, 0.0)
+            optim::sgd_multi_f32(d, &sets_of[i], 1e-4, 0.0, Guard::NONE)
         })?;
         b.row("sgd", "10M", 3, 12.0 * tf, k, &mut |i| {
-            optim::sgd_multi_loads_first(d, &sets_of[i], 1e-4, 0.0)
+            optim::sgd_multi_loads_first(d, &sets_of[i], 1e-4, 0.0, Guard::NONE)
         })?;
         drop(keep);
     }

@@ -662,7 +662,7 @@ impl Tensor {
         let mut p = self.0.storage.write();
         let mut locks: Vec<_> = state.iter().map(|t| t.0.storage.write()).collect();
         let refs: Vec<&mut Storage> = locks.iter_mut().map(|l| &mut **l).collect();
-        crate::ops::update::update_multi(&mut [&mut *p], &[&*g], &mut [refs], &[*rule])?;
+        crate::ops::update::update_multi(&mut [&mut *p], &[&*g], &mut [refs], &[*rule], None)?;
         self.0.storage.bump_version();
         for t in state {
             t.0.storage.bump_version();

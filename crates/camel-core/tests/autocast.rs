@@ -206,8 +206,8 @@ fn scopes_nest_refuse_other_dtypes_and_leave_backward_alone() {
 
 /// An f16 product past f16's largest value (65504) overflows to inf, as the dtype defines, and
 /// the loss computed from it is not finite: the overflow shows instead of being hidden. bf16,
-/// with f32's range, holds the same product. (Dynamic loss scaling, which would skip such a
-/// step, is not built yet; `camel train --precision f16` is refused for that reason.)
+/// with f32's range, holds the same product. (camel-optim's `GradScaler` skips a training step
+/// whose gradients overflow: `crates/camel-optim/tests/scaler.rs`.)
 #[test]
 fn an_f16_overflow_shows_in_the_loss_and_bf16_holds_it() {
     for dev in devices() {

@@ -9,6 +9,7 @@
 //! skew its launcher handles. GPU only: skips without a device.
 
 use camel_cuda::kernels::ladder::Step;
+use camel_cuda::kernels::optim::Guard;
 use camel_cuda::kernels::{embedding as emb, layernorm as ln, optim};
 use camel_cuda::{test_device, CudaDevice, DevPtr};
 
@@ -126,34 +127,51 @@ fn run(dev: &CudaDevice, st: &State, kind: Kind, via: Via, offset: usize) -> Sta
             bc1: 1.0 - 0.9f32.powi(k as i32 + 1),
             bc2: 1.0 - 0.999f32.powi(k as i32 + 1),
             wd,
+            step: 0.0,
         })
         .collect();
     let (b1, b2, eps) = (0.9f32, 0.999f32, 1e-8f32);
     match (kind, via) {
         (Kind::Sgd { momentum }, Via::PerTensor) => {
             for t in &ts {
-                optim::sgd_f32(dev, t.p, t.g, t.s1, t.n, lr, momentum, wd).unwrap();
+                optim::sgd_f32(dev, t.p, t.g, t.s1, t.n, lr, momentum, wd, Guard::NONE).unwrap();
             }
         }
         (Kind::Sgd { momentum }, Via::Multi2) => {
-            optim::sgd_multi_f32(dev, &ts, lr, momentum).unwrap()
+            optim::sgd_multi_f32(dev, &ts, lr, momentum, Guard::NONE).unwrap()
         }
         (Kind::Sgd { momentum }, Via::Multi3) => {
-            optim::sgd_multi_loads_first(dev, &ts, lr, momentum).unwrap()
+            optim::sgd_multi_loads_first(dev, &ts, lr, momentum, Guard::NONE).unwrap()
         }
         (Kind::Adam { decoupled }, Via::PerTensor) => {
             for t in &ts {
                 optim::adam_f32(
-                    dev, t.p, t.g, t.s1, t.s2, t.n, lr, b1, b2, eps, wd, decoupled, t.bc1, t.bc2,
+                    dev,
+                    t.p,
+                    t.g,
+                    t.s1,
+                    t.s2,
+                    t.n,
+                    lr,
+                    b1,
+                    b2,
+                    eps,
+                    wd,
+                    decoupled,
+                    t.bc1,
+                    t.bc2,
+                    Guard::NONE,
+                    0.0,
                 )
                 .unwrap();
             }
         }
         (Kind::Adam { decoupled }, Via::Multi2) => {
-            optim::adam_multi_f32(dev, &ts, lr, b1, b2, eps, decoupled).unwrap()
+            optim::adam_multi_f32(dev, &ts, lr, b1, b2, eps, decoupled, Guard::NONE).unwrap()
         }
         (Kind::Adam { decoupled }, Via::Multi3) => {
-            optim::adam_multi_loads_first(dev, &ts, lr, b1, b2, eps, decoupled).unwrap()
+            optim::adam_multi_loads_first(dev, &ts, lr, b1, b2, eps, decoupled, Guard::NONE)
+                .unwrap()
         }
     }
     let down = |b: &camel_cuda::Buffer, n: usize| -> Vec<f32> {

@@ -65,5 +65,5 @@ pub use state::{load_safetensors, save_safetensors, StateDict, StateError};
 pub use camel_core::{
     self as core, autocast, autocast_guard, cuda_available, gradcheck, manual_seed, no_grad,
     no_grad_guard, testing, Activation, Conv2dOptions, DType, Device, Error, Generator,
-    GradcheckOptions, NoGradGuard, Result, Tensor, UpdateRule,
+    GradcheckOptions, NoGradGuard, Result, StepGuard, Tensor, UpdateRule,
 };

@@ -25,7 +25,7 @@
 //! | `layer_norm/` | layer_norm |
 //! | `batch_norm/` | batch_norm (training, with the batch statistics), batch_norm_eval |
 //! | `loss.rs` | cross_entropy, mse |
-//! | `update.rs` | apply_updates (optimizer step of many parameters) |
+//! | `update/` | apply_updates (optimizer step of many parameters), clip_grad_norm, unscale_grads, apply_updates_guarded, update_loss_scale (dynamic loss scaling) |
 //! | `conv2d/` | conv2d, conv2d_relu (NCHW; stride, padding, dilation, groups) |
 //! | `pool/` | max_pool2d (saves the argmax), avg_pool2d, adaptive_avg_pool2d_1x1 |
 //!

@@ -12,6 +12,27 @@ const STEP3: &str = "optim/03_loads_first_sgd";
 /// PTX module of step 4 (Adam loads first): `kernels/optim/04_loads_first.cu`.
 const STEP4: &str = "optim/04_loads_first";
 
+/// What makes an update conditional on the device (dynamic loss scaling, see
+/// [`grad_unscale`]): two `[1]` f32 device scalars, null ([`Guard::NONE`]) for an ordinary
+/// update. When `*found_inf != 0` the update writes nothing; Adam's step count is
+/// `t = step − *skipped` (each tensor's `step`), its bias corrections `−expm1(t·ln β)` computed
+/// on the device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Guard {
+    /// Set to 1 by [`grad_unscale`] when a gradient holds an inf or NaN.
+    pub found_inf: DevPtr,
+    /// Steps skipped so far (counted by [`loss_scale_update`]).
+    pub skipped: DevPtr,
+}
+
+impl Guard {
+    /// An unguarded update.
+    pub const NONE: Guard = Guard {
+        found_inf: DevPtr(0),
+        skipped: DevPtr(0),
+    };
+}
+
 /// SGD with momentum and weight decay; `buf` is ignored when `momentum == 0`.
 #[allow(clippy::too_many_arguments)]
 pub fn sgd_f32(
@@ -23,16 +44,19 @@ pub fn sgd_f32(
     lr: f32,
     momentum: f32,
     wd: f32,
+    guard: Guard,
 ) -> Result<()> {
     let ni = n as i64;
-    // SAFETY: matches `sgd_f32(float*, const float*, float*, long long, float, float, float)`.
+    // SAFETY: matches `sgd_f32(float*, const float*, float*, long long, float, float, float,
+    // const float*)`.
     unsafe {
-        let args: [&dyn KernelArg; 7] = [&p, &g, &buf, &ni, &lr, &momentum, &wd];
+        let args: [&dyn KernelArg; 8] = [&p, &g, &buf, &ni, &lr, &momentum, &wd, &guard.found_inf];
         launch_elems(dev, STEP1, "sgd_f32", n, &args)
     }
 }
 
-/// Adam / AdamW step with bias corrections `bc1 = 1 − β₁ᵗ`, `bc2 = 1 − β₂ᵗ`.
+/// Adam / AdamW step with bias corrections `bc1 = 1 − β₁ᵗ`, `bc2 = 1 − β₂ᵗ` (from `step` on
+/// the device when `guard` is not [`Guard::NONE`]).
 #[allow(clippy::too_many_arguments)]
 pub fn adam_f32(
     dev: &CudaDevice,
@@ -49,19 +73,38 @@ pub fn adam_f32(
     decoupled: bool,
     bc1: f32,
     bc2: f32,
+    guard: Guard,
+    step: f32,
 ) -> Result<()> {
     let (ni, dec) = (n as i64, decoupled as i32);
-    let args: [&dyn KernelArg; 13] = [
-        &p, &g, &m, &v, &ni, &lr, &beta1, &beta2, &eps, &wd, &dec, &bc1, &bc2,
+    let args: [&dyn KernelArg; 16] = [
+        &p,
+        &g,
+        &m,
+        &v,
+        &ni,
+        &lr,
+        &beta1,
+        &beta2,
+        &eps,
+        &wd,
+        &dec,
+        &bc1,
+        &bc2,
+        &guard.found_inf,
+        &guard.skipped,
+        &step,
     ];
-    // SAFETY: matches `adam_f32(float*, const float*, float*, float*, long long, float ×5, int, float, float)`.
+    // SAFETY: matches `adam_f32(float*, const float*, float*, float*, long long, float ×5, int,
+    // float, float, const float*, const float*, float)`.
     unsafe { launch_elems(dev, STEP1, "adam_f32", n, &args) }
 }
 
 /// One tensor of a multi-tensor update: parameter, gradient, state buffers (SGD: `s1` =
 /// momentum, may be null when momentum is 0; Adam: `s1` = m, `s2` = v), Adam's bias
-/// corrections for this tensor's own step count, and this tensor's weight decay (its parameter
-/// group's, so groups with different decay share one launch).
+/// corrections for this tensor's own step count (or that count, for a guarded update), and this
+/// tensor's weight decay (its parameter group's, so groups with different decay share one
+/// launch).
 #[derive(Clone, Copy, Debug)]
 pub struct MultiTensor {
     /// Parameter (updated in place).
@@ -80,6 +123,8 @@ pub struct MultiTensor {
     pub bc2: f32,
     /// Weight decay of this tensor (L2 for SGD and Adam, decoupled for AdamW).
     pub wd: f32,
+    /// Adam's step count before the skipped steps are taken off (a guarded update only).
+    pub step: f32,
 }
 
 /// Layout of `MultiTensor` in kernels/optim/optim.cuh.
@@ -95,8 +140,7 @@ struct MultiTensorC {
     bc1: f32,
     bc2: f32,
     wd: f32,
-    /// The C struct's tail padding (its alignment is 8), written as zero.
-    pad: f32,
+    step: f32,
 }
 
 /// Elements per block (`MT_CHUNK` in kernels/optim/optim.cuh).
@@ -130,7 +174,7 @@ fn multi_tables(name: &str, ts: &[MultiTensor]) -> Result<Vec<Table>> {
         bc1: 1.0,
         bc2: 1.0,
         wd: 0.0,
-        pad: 0.0,
+        step: 0.0,
     };
     live.chunks(MT_PARAM_MAX)
         .map(|chunk| {
@@ -149,7 +193,7 @@ fn multi_tables(name: &str, ts: &[MultiTensor]) -> Result<Vec<Table>> {
                     bc1: t.bc1,
                     bc2: t.bc2,
                     wd: t.wd,
-                    pad: 0.0,
+                    step: t.step,
                 };
                 blocks += t.n.div_ceil(MT_CHUNK);
             }
@@ -164,14 +208,14 @@ launchers! {
     // Adam over many tensors (the AdamMulti type)
     (
         dev: &CudaDevice, ts: &[MultiTensor], lr: f32, beta1: f32, beta2: f32, eps: f32,
-        decoupled: bool,
+        decoupled: bool, guard: Guard,
     );
 
     /// Adam / AdamW over every tensor of `ts` in one launch (step 2 of [`adam_f32`]), each with
     /// its own weight decay `ts[i].wd`.
     pub fn adam_multi_f32(..) {
         let hyper = [lr, beta1, beta2, eps];
-        adam_multi(dev, STEP2, "adam_multi_f32", ts, hyper, decoupled)
+        adam_multi(dev, STEP2, "adam_multi_f32", ts, hyper, decoupled, guard)
     }
 
     /// Step 3 of [`adam_multi_f32`] (same table, arguments and formula; nvcc may contract a
@@ -180,18 +224,18 @@ launchers! {
     /// must not overlap one another.
     pub fn adam_multi_loads_first(..) {
         let hyper = [lr, beta1, beta2, eps];
-        adam_multi(dev, STEP4, "adam_multi3_f32", ts, hyper, decoupled)
+        adam_multi(dev, STEP4, "adam_multi3_f32", ts, hyper, decoupled, guard)
     }
 }
 
 launchers! {
     // SGD over many tensors (the SgdMulti type)
-    (dev: &CudaDevice, ts: &[MultiTensor], lr: f32, momentum: f32);
+    (dev: &CudaDevice, ts: &[MultiTensor], lr: f32, momentum: f32, guard: Guard);
 
     /// SGD (momentum, weight decay `ts[i].wd`) over every tensor of `ts` in one launch (step 2
     /// of [`sgd_f32`]).
     pub fn sgd_multi_f32(..) {
-        sgd_multi(dev, STEP2, "sgd_multi_f32", ts, lr, momentum)
+        sgd_multi(dev, STEP2, "sgd_multi_f32", ts, lr, momentum, guard)
     }
 
     /// Step 3 of [`sgd_multi_f32`] (same table, arguments and formula; results agree to a few
@@ -199,13 +243,14 @@ launchers! {
     /// before any arithmetic or store. With `momentum == 0` the buffers `s1` are never touched and
     /// may be null. The tensors' buffers must not overlap one another.
     pub fn sgd_multi_loads_first(..) {
-        sgd_multi(dev, STEP3, "sgd_multi3_f32", ts, lr, momentum)
+        sgd_multi(dev, STEP3, "sgd_multi3_f32", ts, lr, momentum, guard)
     }
 }
 
 /// Launches the multi-tensor Adam kernel `name` of PTX module `module` (steps 2 and 4 share
-/// the signature `(MultiTable, int, float lr, β₁, β₂, eps, int decoupled)` and 256-thread
-/// blocks; the weight decay is the table's, per tensor).
+/// the signature `(MultiTable, int, float lr, β₁, β₂, eps, int decoupled, const float*
+/// found_inf, const float* skipped)` and 256-thread blocks; the weight decay is the table's, per
+/// tensor).
 fn adam_multi(
     dev: &CudaDevice,
     module: &str,
@@ -213,11 +258,22 @@ fn adam_multi(
     ts: &[MultiTensor],
     [lr, beta1, beta2, eps]: [f32; 4],
     decoupled: bool,
+    guard: Guard,
 ) -> Result<()> {
     let k = dev.function(module, name)?;
     let dec = decoupled as i32;
     for (table, count, _, cfg) in multi_tables(name, ts)? {
-        let args: [&dyn KernelArg; 7] = [&table, &count, &lr, &beta1, &beta2, &eps, &dec];
+        let args: [&dyn KernelArg; 9] = [
+            &table,
+            &count,
+            &lr,
+            &beta1,
+            &beta2,
+            &eps,
+            &dec,
+            &guard.found_inf,
+            &guard.skipped,
+        ];
         // SAFETY: matches the signature above; the table lists buffers of n floats each.
         unsafe { dev.launch(&k, cfg, &args)? };
     }
@@ -225,8 +281,8 @@ fn adam_multi(
 }
 
 /// Launches the multi-tensor SGD kernel `name` of PTX module `module` (steps 2 and 3 share
-/// the signature `(MultiTable, int, float lr, float momentum)` and 256-thread blocks; the weight
-/// decay is the table's, per tensor).
+/// the signature `(MultiTable, int, float lr, float momentum, const float* found_inf)` and
+/// 256-thread blocks; the weight decay is the table's, per tensor).
 fn sgd_multi(
     dev: &CudaDevice,
     module: &str,
@@ -234,11 +290,12 @@ fn sgd_multi(
     ts: &[MultiTensor],
     lr: f32,
     momentum: f32,
+    guard: Guard,
 ) -> Result<()> {
     let k = dev.function(module, name)?;
     for (table, count, _, cfg) in multi_tables(name, ts)? {
         // SAFETY: matches the signature above.
-        unsafe { dev.launch(&k, cfg, &[&table, &count, &lr, &momentum])? };
+        unsafe { dev.launch(&k, cfg, &[&table, &count, &lr, &momentum, &guard.found_inf])? };
     }
     Ok(())
 }
@@ -261,6 +318,7 @@ fn grad_list(grads: &[(DevPtr, usize)]) -> Vec<MultiTensor> {
             bc1: 1.0,
             bc2: 1.0,
             wd: 0.0,
+            step: 0.0,
         })
         .collect()
 }
@@ -324,14 +382,69 @@ pub fn grad_norm_clip(
     Ok(())
 }
 
+// ------------------------------------------------------------------ dynamic loss scaling
+
+/// PTX module of the loss-scaling kernels: `kernels/optim/loss_scale.cu` (not a ladder step).
+const LOSS_SCALE: &str = "optim/loss_scale";
+
+/// Multiplies every gradient of `grads` (`(pointer, elements)` each) in place by
+/// `1 / scale[0]` and sets `found_inf[0] = 1` when any unscaled element is inf or NaN (it never
+/// clears it). One launch per [`MT_PARAM_MAX`] tensors, no host read. The gradients must not
+/// overlap one another.
+pub fn grad_unscale(
+    dev: &CudaDevice,
+    grads: &[(DevPtr, usize)],
+    scale: DevPtr,
+    found_inf: DevPtr,
+) -> Result<()> {
+    let ts = grad_list(grads);
+    let k = dev.function(LOSS_SCALE, "grad_unscale_f32")?;
+    for (table, count, _, cfg) in multi_tables("grad_unscale_f32", &ts)? {
+        // SAFETY: matches `grad_unscale_f32(MultiTable, int, const float*, float*)`.
+        unsafe { dev.launch(&k, cfg, &[&table, &count, &scale, &found_inf])? };
+    }
+    Ok(())
+}
+
+/// The loss scale's update after a guarded step (PyTorch's `GradScaler.update`), one thread on
+/// the device: when `found_inf[0] != 0`, `scale *= backoff_factor`, `growth_tracker = 0` and
+/// `skipped += 1`; otherwise `growth_tracker += 1`, and at `growth_interval` the scale is
+/// multiplied by `growth_factor` (kept when that would overflow) and the tracker restarts.
+/// `found_inf` is cleared. Every pointer is one f32.
+#[allow(clippy::too_many_arguments)]
+pub fn loss_scale_update(
+    dev: &CudaDevice,
+    scale: DevPtr,
+    growth_tracker: DevPtr,
+    found_inf: DevPtr,
+    skipped: DevPtr,
+    growth_factor: f32,
+    backoff_factor: f32,
+    growth_interval: i32,
+) -> Result<()> {
+    let k = dev.function(LOSS_SCALE, "loss_scale_update_f32")?;
+    let cfg = crate::LaunchConfig::new(crate::Dim3::x(1), crate::Dim3::x(32));
+    let args: [&dyn KernelArg; 7] = [
+        &scale,
+        &growth_tracker,
+        &found_inf,
+        &skipped,
+        &growth_factor,
+        &backoff_factor,
+        &growth_interval,
+    ];
+    // SAFETY: matches `loss_scale_update_f32(float* ×4, float, float, int)`.
+    unsafe { dev.launch(&k, cfg, &args) }
+}
+
 // ------------------------------------------------------------------ the ladder's table
 
-/// An SGD launcher over many tensors: `(dev, tensors, lr, momentum)`; each tensor carries its
-/// weight decay.
-pub type SgdMulti = fn(&CudaDevice, &[MultiTensor], f32, f32) -> Result<()>;
-/// An Adam launcher over many tensors: `(dev, tensors, lr, beta1, beta2, eps, decoupled)`;
-/// each tensor carries its weight decay.
-pub type AdamMulti = fn(&CudaDevice, &[MultiTensor], f32, f32, f32, f32, bool) -> Result<()>;
+/// An SGD launcher over many tensors: `(dev, tensors, lr, momentum, guard)`; each tensor
+/// carries its weight decay.
+pub type SgdMulti = fn(&CudaDevice, &[MultiTensor], f32, f32, Guard) -> Result<()>;
+/// An Adam launcher over many tensors: `(dev, tensors, lr, beta1, beta2, eps, decoupled,
+/// guard)`; each tensor carries its weight decay.
+pub type AdamMulti = fn(&CudaDevice, &[MultiTensor], f32, f32, f32, f32, bool, Guard) -> Result<()>;
 
 /// The launchers of one step of the optimizer ladder.
 #[derive(Clone, Copy, Debug)]
@@ -381,6 +494,7 @@ mod tests {
             include_str!("../../../../kernels/optim/03_loads_first_sgd.cu"),
             include_str!("../../../../kernels/optim/04_loads_first.cu"),
             include_str!("../../../../kernels/optim/grad_norm.cu"),
+            include_str!("../../../../kernels/optim/loss_scale.cu"),
         );
         assert!(src.contains(&format!("#define MT_CHUNK {}", super::MT_CHUNK)));
         assert!(src.contains(&format!("#define MT_PARAM_MAX {}", super::MT_PARAM_MAX)));
@@ -388,6 +502,7 @@ mod tests {
         assert!(src.contains("#define MT3_THREADS 256"));
         assert!(src.contains("#define GN_THREADS 256"));
         assert!(src.contains("#define GN_FINISH_THREADS 1024"));
+        assert!(src.contains("#define LS_THREADS 256"));
         for k in [
             "sgd_multi_f32",
             "adam_multi_f32",
@@ -396,6 +511,8 @@ mod tests {
             "grad_sumsq_f32",
             "grad_norm_finish_f32",
             "grad_scale_f32",
+            "grad_unscale_f32",
+            "loss_scale_update_f32",
         ] {
             assert!(src.contains(&format!(" {k}(")), "{k}");
         }

@@ -1,6 +1,6 @@
 //! The CPU reference of the optimizer updates, one tensor at a time.
 
-use super::{UpdateKernels, UpdateRule};
+use super::{guarded_bias, Guard, UpdateKernels, UpdateRule};
 use crate::backend::cpu::CpuStorage;
 use crate::Result;
 
@@ -10,16 +10,87 @@ impl UpdateKernels for CpuStorage {
         gs: &[&Self],
         states: &mut [Vec<&mut Self>],
         rules: &[UpdateRule],
+        guard: Option<Guard<'_, Self>>,
     ) -> Result<()> {
         let op = "optimizer step";
+        if let Some(g) = &guard {
+            if g.found_inf.f32(op)?[0] != 0.0 {
+                return Ok(()); // an overflow: the step is skipped
+            }
+        }
         for (i, p) in ps.iter_mut().enumerate() {
             let g = gs[i].f32(op)?;
             let mut bufs: Vec<&mut [f32]> = Vec::with_capacity(states[i].len());
             for s in states[i].iter_mut() {
                 bufs.push(s.f32_mut(op)?);
             }
-            update(p.f32_mut(op)?, g, &mut bufs, &rules[i]);
+            let mut rule = rules[i];
+            if let (
+                Some(gd),
+                UpdateRule::Adam {
+                    beta1,
+                    beta2,
+                    bc1,
+                    bc2,
+                    ..
+                },
+            ) = (&guard, &mut rule)
+            {
+                let t = gd.steps[i] - gd.skipped.f32(op)?[0];
+                (*bc1, *bc2) = (guarded_bias(*beta1, t), guarded_bias(*beta2, t));
+            }
+            update(p.f32_mut(op)?, g, &mut bufs, &rule);
         }
+        Ok(())
+    }
+
+    fn grad_unscale(gs: &mut [&mut Self], scale: &Self, found_inf: &mut Self) -> Result<()> {
+        let op = "unscale_grads";
+        let inv = 1.0 / scale.f32(op)?[0];
+        let mut bad = false;
+        for g in gs.iter_mut() {
+            for x in g.f32_mut(op)?.iter_mut() {
+                *x *= inv;
+                bad |= !x.is_finite();
+            }
+        }
+        if bad {
+            found_inf.f32_mut(op)?[0] = 1.0;
+        }
+        Ok(())
+    }
+
+    fn loss_scale_update(
+        scale: &mut Self,
+        growth_tracker: &mut Self,
+        found_inf: &mut Self,
+        skipped: &mut Self,
+        growth_factor: f32,
+        backoff_factor: f32,
+        growth_interval: u32,
+    ) -> Result<()> {
+        let op = "update_loss_scale";
+        let (s, g) = (
+            &mut scale.f32_mut(op)?[0],
+            &mut growth_tracker.f32_mut(op)?[0],
+        );
+        let (f, k) = (&mut found_inf.f32_mut(op)?[0], &mut skipped.f32_mut(op)?[0]);
+        if *f != 0.0 {
+            *s *= backoff_factor;
+            *g = 0.0;
+            *k += 1.0;
+        } else {
+            let mut finite_steps = *g + 1.0;
+            if finite_steps >= growth_interval as f32 {
+                let grown = *s * growth_factor;
+                if grown.is_finite() {
+                    *s = grown; // a scale that would overflow stays
+                }
+                finite_steps = 0.0;
+            }
+            *g = finite_steps;
+        }
+        *f = 0.0;
         Ok(())
     }
 

@@ -1,7 +1,7 @@
 //! The optimizer updates on the GPU: the optimizer ladder (`kernels/optim`), one launch for
 //! many tensors.
 
-use super::{UpdateKernels, UpdateRule};
+use super::{Guard, UpdateKernels, UpdateRule};
 use crate::backend::cuda::{alloc, expect, CudaStorage, Family};
 use crate::config::step;
 use crate::{DType, Result};
@@ -14,13 +14,64 @@ impl UpdateKernels for CudaStorage {
         gs: &[&Self],
         states: &mut [Vec<&mut Self>],
         rules: &[UpdateRule],
+        guard: Option<Guard<'_, Self>>,
     ) -> Result<()> {
         let pc: Vec<&CudaStorage> = ps.iter().map(|p| &**p).collect();
         let sc: Vec<Vec<&CudaStorage>> = states
             .iter()
             .map(|st| st.iter().map(|s| &**s).collect())
             .collect();
-        update_multi(&pc, gs, &sc, rules)
+        let (kg, steps) = match &guard {
+            Some(g) => {
+                expect("optimizer step", g.found_inf, DType::F32)?;
+                expect("optimizer step", g.skipped, DType::F32)?;
+                let kg = k::optim::Guard {
+                    found_inf: g.found_inf.ptr(),
+                    skipped: g.skipped.ptr(),
+                };
+                (kg, Some(g.steps))
+            }
+            None => (k::optim::Guard::NONE, None),
+        };
+        update_multi(&pc, gs, &sc, rules, kg, steps)
+    }
+
+    fn grad_unscale(gs: &mut [&mut Self], scale: &Self, found_inf: &mut Self) -> Result<()> {
+        let op = "unscale_grads";
+        for g in gs.iter() {
+            expect(op, g, DType::F32)?;
+        }
+        expect(op, scale, DType::F32)?;
+        expect(op, found_inf, DType::F32)?;
+        let list: Vec<(DevPtr, usize)> = gs.iter().map(|g| (g.ptr(), g.len)).collect();
+        k::optim::grad_unscale(&gs[0].dev, &list, scale.ptr(), found_inf.ptr())?;
+        Ok(())
+    }
+
+    fn loss_scale_update(
+        scale: &mut Self,
+        growth_tracker: &mut Self,
+        found_inf: &mut Self,
+        skipped: &mut Self,
+        growth_factor: f32,
+        backoff_factor: f32,
+        growth_interval: u32,
+    ) -> Result<()> {
+        let op = "update_loss_scale";
+        for t in [&*scale, &*growth_tracker, &*found_inf, &*skipped] {
+            expect(op, t, DType::F32)?;
+        }
+        k::optim::loss_scale_update(
+            &scale.dev,
+            scale.ptr(),
+            growth_tracker.ptr(),
+            found_inf.ptr(),
+            skipped.ptr(),
+            growth_factor,
+            backoff_factor,
+            growth_interval as i32,
+        )?;
+        Ok(())
     }
 
     fn grad_norm_clip(gs: &mut [&mut Self], max_norm: f32) -> Result<Self> {
@@ -38,12 +89,14 @@ impl UpdateKernels for CudaStorage {
     }
 }
 
-/// One optimizer update in place.
+/// One optimizer update in place (`step`: the tensor's guarded step count).
 fn update(
     p: &CudaStorage,
     g: &CudaStorage,
     state: &[&CudaStorage],
     rule: &UpdateRule,
+    guard: k::optim::Guard,
+    step: f32,
 ) -> Result<()> {
     expect("optimizer step", p, DType::F32)?;
     expect("optimizer step", g, DType::F32)?;
@@ -67,6 +120,7 @@ fn update(
                 lr,
                 momentum,
                 weight_decay,
+                guard,
             )
         }
         UpdateRule::Adam {
@@ -93,6 +147,8 @@ fn update(
             decoupled,
             bc1,
             bc2,
+            guard,
+            step,
         ),
     }?;
     Ok(())
@@ -107,10 +163,13 @@ fn update_multi(
     gs: &[&CudaStorage],
     states: &[Vec<&CudaStorage>],
     rules: &[UpdateRule],
+    guard: k::optim::Guard,
+    steps: Option<&[f32]>,
 ) -> Result<()> {
+    let step_of = |i: usize| steps.map_or(0.0, |s| s[i]);
     let per_tensor = || -> Result<()> {
         for i in 0..ps.len() {
-            update(ps[i], gs[i], &states[i], &rules[i])?;
+            update(ps[i], gs[i], &states[i], &rules[i], guard, step_of(i))?;
         }
         Ok(())
     };
@@ -164,10 +223,11 @@ fn update_multi(
             bc1,
             bc2,
             wd,
+            step: step_of(i),
         });
     }
     match *first {
-        UpdateRule::Sgd { lr, momentum, .. } => sgd_multi(dev, &ts, lr, momentum)?,
+        UpdateRule::Sgd { lr, momentum, .. } => sgd_multi(dev, &ts, lr, momentum, guard)?,
         UpdateRule::Adam {
             lr,
             beta1,
@@ -175,7 +235,7 @@ fn update_multi(
             eps,
             decoupled,
             ..
-        } => adam_multi(dev, &ts, lr, beta1, beta2, eps, decoupled)?,
+        } => adam_multi(dev, &ts, lr, beta1, beta2, eps, decoupled, guard)?,
     }
     Ok(())
 }

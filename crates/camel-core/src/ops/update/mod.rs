@@ -1,7 +1,9 @@
 //! The optimizer step: SGD and Adam/AdamW updates of parameters in place, many parameters at
-//! once, and gradient clipping by global norm. Each backend updates them its own way (`cpu.rs`
-//! one tensor at a time; `cuda.rs` one kernel launch for all of them where the rules allow, and
-//! three launches for the clipping of any number of gradients).
+//! once, gradient clipping by global norm, and the device side of dynamic loss scaling
+//! (gradients unscaled with an overflow flag, updates skipped on that flag, the scale's update).
+//! Each backend updates them its own way (`cpu.rs` one tensor at a time; `cuda.rs` one kernel
+//! launch for all of them where the rules allow, three launches for the clipping of any number
+//! of gradients, and no host read of the overflow flag).
 
 use crate::storage::Storage;
 use crate::{Error, Result, Tensor};
@@ -45,15 +47,64 @@ pub enum UpdateRule {
     },
 }
 
+/// What makes an optimizer update conditional on the device, for dynamic loss scaling
+/// (`camel_optim::GradScaler` builds it): the update writes nothing when `found_inf` holds a
+/// non-zero value, and Adam counts its steps as `t = steps[i] − skipped`, so a skipped step
+/// does not count, with the bias corrections `1 − βᵗ` computed on the device as
+/// `−expm1(t·ln β)`. Neither scalar is read on the host.
+#[derive(Clone, Copy, Debug)]
+pub struct StepGuard<'a> {
+    /// `[1]` f32 on the parameters' device, set by [`Tensor::unscale_grads`] on an overflow.
+    pub found_inf: &'a Tensor,
+    /// `[1]` f32 on the parameters' device: the steps skipped so far (counted by
+    /// [`Tensor::update_loss_scale`]).
+    pub skipped: &'a Tensor,
+    /// Each parameter's step count including the skipped steps (Adam's `t` before `skipped` is
+    /// taken off), one per parameter.
+    pub steps: &'a [f32],
+}
+
+/// A [`StepGuard`] as storages of one backend.
+pub(crate) struct Guard<'a, S> {
+    pub found_inf: &'a S,
+    pub skipped: &'a S,
+    pub steps: &'a [f32],
+}
+
+/// `1 − βᵗ` as `−expm1(t·ln β)`, the bias correction of a guarded Adam step (no cancellation
+/// when `βᵗ` is close to 1), as the CUDA kernels compute it.
+pub(crate) fn guarded_bias(beta: f32, t: f32) -> f32 {
+    -(t * beta.ln()).exp_m1()
+}
+
 /// The optimizer-update primitives of a backend (`cpu.rs`, `cuda.rs`).
 pub(crate) trait UpdateKernels: Sized {
     /// One update of every `ps[i]` in place from its gradient `gs[i]`, its state buffers
-    /// `states[i]` (modified) and its rule `rules[i]`.
+    /// `states[i]` (modified) and its rule `rules[i]`; with a `guard`, none when its flag is
+    /// set, and Adam's bias corrections from its step counts.
     fn update_multi(
         ps: &mut [&mut Self],
         gs: &[&Self],
         states: &mut [Vec<&mut Self>],
         rules: &[UpdateRule],
+        guard: Option<Guard<'_, Self>>,
+    ) -> Result<()>;
+
+    /// Every `gs[i]` multiplied in place by `1 / scale[0]`; `found_inf[0] = 1` when any result
+    /// is inf or NaN (never cleared here). `gs` is not empty.
+    fn grad_unscale(gs: &mut [&mut Self], scale: &Self, found_inf: &mut Self) -> Result<()>;
+
+    /// The loss scale's update after a guarded step ([`Tensor::update_loss_scale`]), each
+    /// argument one f32.
+    #[allow(clippy::too_many_arguments)]
+    fn loss_scale_update(
+        scale: &mut Self,
+        growth_tracker: &mut Self,
+        found_inf: &mut Self,
+        skipped: &mut Self,
+        growth_factor: f32,
+        backoff_factor: f32,
+        growth_interval: u32,
     ) -> Result<()>;
 
     /// The global L2 norm of every element of `gs` as a one-element storage, with each `gs[i]`
@@ -108,21 +159,95 @@ fn grad_norm_clip(gs: &mut [&mut Storage], max_norm: f32) -> Result<Storage> {
     }
 }
 
+/// [`UpdateKernels::grad_unscale`] on the storages' device (the gradients on one device, the
+/// scalars on it too: checked by the caller).
+fn grad_unscale(gs: &mut [&mut Storage], scale: &Storage, found_inf: &mut Storage) -> Result<()> {
+    macro_rules! on_device {
+        ($variant:path) => {{
+            let mut gv = Vec::with_capacity(gs.len());
+            for g in gs.iter_mut() {
+                let $variant(g) = &mut **g else {
+                    unreachable!("devices checked by the caller")
+                };
+                gv.push(g);
+            }
+            let ($variant(scale), $variant(found_inf)) = (scale, found_inf) else {
+                unreachable!("devices checked by the caller")
+            };
+            UpdateKernels::grad_unscale(&mut gv, scale, found_inf)
+        }};
+    }
+    #[allow(irrefutable_let_patterns)]
+    match gs[0].device() {
+        crate::Device::Cpu => on_device!(Storage::Cpu),
+        #[cfg(feature = "cuda")]
+        crate::Device::Cuda(_) => on_device!(Storage::Cuda),
+        #[cfg(not(feature = "cuda"))]
+        crate::Device::Cuda(_) => unreachable!("no CUDA storage without the `cuda` feature"),
+    }
+}
+
+/// [`UpdateKernels::loss_scale_update`] on the storages' device (all on one, checked by the
+/// caller).
+#[allow(clippy::too_many_arguments)]
+fn loss_scale_update(
+    scale: &mut Storage,
+    growth_tracker: &mut Storage,
+    found_inf: &mut Storage,
+    skipped: &mut Storage,
+    growth_factor: f32,
+    backoff_factor: f32,
+    growth_interval: u32,
+) -> Result<()> {
+    macro_rules! on_device {
+        ($variant:path) => {{
+            let ($variant(s), $variant(g), $variant(f), $variant(k)) =
+                (scale, growth_tracker, found_inf, skipped)
+            else {
+                unreachable!("devices checked by the caller")
+            };
+            UpdateKernels::loss_scale_update(
+                s,
+                g,
+                f,
+                k,
+                growth_factor,
+                backoff_factor,
+                growth_interval,
+            )
+        }};
+    }
+    #[allow(irrefutable_let_patterns)]
+    match scale.device() {
+        crate::Device::Cpu => on_device!(Storage::Cpu),
+        #[cfg(feature = "cuda")]
+        crate::Device::Cuda(_) => on_device!(Storage::Cuda),
+        #[cfg(not(feature = "cuda"))]
+        crate::Device::Cuda(_) => unreachable!("no CUDA storage without the `cuda` feature"),
+    }
+}
+
 /// [`UpdateKernels::update_multi`] on the storages' device (all on one device, checked here).
 pub(crate) fn update_multi(
     ps: &mut [&mut Storage],
     gs: &[&Storage],
     states: &mut [Vec<&mut Storage>],
     rules: &[UpdateRule],
+    guard: Option<Guard<'_, Storage>>,
 ) -> Result<()> {
     let op = "optimizer step";
     let Some(first) = ps.first().map(|p| p.device()) else {
         return Ok(());
     };
+    let scalars: Vec<&Storage> = guard
+        .iter()
+        .flat_map(|g| [g.found_inf, g.skipped])
+        .collect();
     for (i, p) in ps.iter().enumerate() {
         let all = std::iter::once(&**p)
             .chain(std::iter::once(gs[i]))
-            .chain(states[i].iter().map(|s| &**s));
+            .chain(states[i].iter().map(|s| &**s))
+            .chain(scalars.iter().copied());
         for s in all {
             if s.device() != first {
                 return Err(Error::DeviceMismatch {
@@ -160,7 +285,20 @@ pub(crate) fn update_multi(
                 }
                 sv.push(v);
             }
-            UpdateKernels::update_multi(&mut pv, &gv, &mut sv, rules)
+            let guard = match guard {
+                Some(g) => {
+                    let ($variant(found_inf), $variant(skipped)) = (g.found_inf, g.skipped) else {
+                        unreachable!("devices checked above")
+                    };
+                    Some(Guard {
+                        found_inf,
+                        skipped,
+                        steps: g.steps,
+                    })
+                }
+                None => None,
+            };
+            UpdateKernels::update_multi(&mut pv, &gv, &mut sv, rules, guard)
         }};
     }
     #[allow(irrefutable_let_patterns)]
@@ -170,6 +308,111 @@ pub(crate) fn update_multi(
         crate::Device::Cuda(_) => on_device!(Storage::Cuda),
         #[cfg(not(feature = "cuda"))]
         crate::Device::Cuda(_) => unreachable!("no CUDA storage without the `cuda` feature"),
+    }
+}
+
+/// Checks a `[1]` f32 device scalar of a loss-scaled step, named `name`, on `device`: a whole
+/// storage, as it is written in place.
+fn check_scalar(op: &'static str, name: &str, t: &Tensor, device: crate::Device) -> Result<()> {
+    if t.dtype() != crate::DType::F32 || t.shape() != [1] {
+        return Err(Error::InvalidArgument {
+            op,
+            msg: format!(
+                "{name} must be an f32 tensor of shape [1], got {} {:?}",
+                t.dtype(),
+                t.shape()
+            ),
+        });
+    }
+    if t.device() != device {
+        return Err(Error::DeviceMismatch {
+            op,
+            lhs: device,
+            rhs: t.device(),
+        });
+    }
+    t.expect_whole_storage(op)
+}
+
+/// Every storage of `ts` is a different one (each is locked once).
+fn distinct(op: &'static str, what: &str, ts: &[&Tensor]) -> Result<()> {
+    let mut seen = HashSet::new();
+    for t in ts {
+        if !seen.insert(Arc::as_ptr(t.storage_arc()) as usize) {
+            return Err(Error::InvalidArgument {
+                op,
+                msg: format!("{what} share a storage"),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The gradients of `params` to write in place, for `op`: each parameter's gradient once (a
+/// parameter listed twice counts once, one without a gradient is skipped), all f32 on one
+/// device. A gradient that is a view, or whose storage another tensor holds too (one gradient
+/// passed to two inputs by a backward), is replaced by its own copy first, so no other tensor
+/// changes: the copies are returned beside the parameter index they belong to, to be set as
+/// that parameter's gradient once written.
+type OwnedGrads = (Vec<Tensor>, Vec<(usize, Tensor)>);
+fn owned_grads(op: &'static str, params: &[Tensor]) -> Result<OwnedGrads> {
+    let mut grads: Vec<(usize, Tensor)> = Vec::new();
+    let mut ids = HashSet::new();
+    for (i, p) in params.iter().enumerate() {
+        if !ids.insert(p.id()) {
+            continue;
+        }
+        let Some(g) = p.grad() else { continue };
+        if g.dtype() != crate::DType::F32 {
+            return Err(Error::DTypeMismatch {
+                op,
+                expected: crate::DType::F32,
+                got: g.dtype(),
+            });
+        }
+        if let Some((_, g0)) = grads.first() {
+            if g.device() != g0.device() {
+                return Err(Error::DeviceMismatch {
+                    op,
+                    lhs: g0.device(),
+                    rhs: g.device(),
+                });
+            }
+        }
+        grads.push((i, g));
+    }
+    let mut owned: Vec<Tensor> = Vec::with_capacity(grads.len());
+    let mut replace: Vec<(usize, Tensor)> = Vec::new();
+    let mut seen = HashSet::new();
+    for (i, g) in grads {
+        let cell = g.storage_arc();
+        let dense = g.layout().is_dense(g.raw_storage().len());
+        if dense && Arc::strong_count(cell) == 1 {
+            // Only this gradient holds the storage, so it is never locked twice.
+            if seen.insert(Arc::as_ptr(cell) as usize) {
+                owned.push(g);
+            }
+            continue;
+        }
+        let copy = match g.storage()? {
+            crate::tensor::StorageRef::Copied(s) => s,
+            crate::tensor::StorageRef::Shared(s) => s.to_device(g.device())?,
+        };
+        let t = Tensor::from_storage(copy, g.shape().to_vec());
+        replace.push((i, t.clone()));
+        owned.push(t);
+    }
+    Ok((owned, replace))
+}
+
+/// Sets the copies [`owned_grads`] made as their parameters' gradients and bumps the version of
+/// every gradient written.
+fn finish_grads(params: &[Tensor], owned: &[Tensor], replace: Vec<(usize, Tensor)>) {
+    for (i, t) in replace {
+        params[i].set_grad(Some(t));
+    }
+    for t in owned {
+        t.storage_arc().bump_version();
     }
 }
 
@@ -186,83 +429,21 @@ impl Tensor {
         states: &[Vec<Tensor>],
         rules: &[UpdateRule],
     ) -> Result<()> {
-        let op = "optimizer step";
-        let n = params.len();
-        if grads.len() != n || states.len() != n || rules.len() != n {
-            return Err(Error::InvalidArgument {
-                op,
-                msg: format!(
-                    "{n} parameters but {} gradients, {} state lists and {} rules",
-                    grads.len(),
-                    states.len(),
-                    rules.len()
-                ),
-            });
-        }
-        // Every storage written or read must be distinct (each is locked once below).
-        let mut seen = HashSet::new();
-        for i in 0..n {
-            let p = &params[i];
-            let need = match rules[i] {
-                UpdateRule::Sgd { momentum, .. } => usize::from(momentum != 0.0),
-                UpdateRule::Adam { .. } => 2,
-            };
-            if states[i].len() < need {
-                return Err(Error::InvalidArgument {
-                    op,
-                    msg: format!(
-                        "parameter {i} has {} state buffers, its rule needs {need}",
-                        states[i].len()
-                    ),
-                });
-            }
-            for t in std::iter::once(&grads[i]).chain(states[i].iter()) {
-                if t.shape() != p.shape() {
-                    return Err(Error::ShapeMismatch {
-                        op,
-                        lhs: p.shape().to_vec(),
-                        rhs: t.shape().to_vec(),
-                        expected: "gradient and state of the parameter's shape".into(),
-                    });
-                }
-            }
-            for t in std::iter::once(p)
-                .chain(std::iter::once(&grads[i]))
-                .chain(states[i].iter())
-            {
-                if !seen.insert(Arc::as_ptr(t.storage_arc()) as usize) {
-                    return Err(Error::InvalidArgument {
-                        op,
-                        msg: format!(
-                            "parameter {i}: a parameter, gradient or state buffer appears twice"
-                        ),
-                    });
-                }
-            }
-        }
-        for t in params.iter().chain(states.iter().flatten()) {
-            t.expect_whole_storage(op)?;
-        }
-        let mut p_locks: Vec<_> = params.iter().map(|t| t.storage_arc().write()).collect();
-        let g_locks = grads
-            .iter()
-            .map(|t| t.storage())
-            .collect::<Result<Vec<_>>>()?;
-        let mut s_locks: Vec<Vec<_>> = states
-            .iter()
-            .map(|st| st.iter().map(|t| t.storage_arc().write()).collect())
-            .collect();
-        let mut ps: Vec<&mut Storage> = p_locks.iter_mut().map(|l| &mut **l).collect();
-        let gs: Vec<&Storage> = g_locks.iter().map(|l| &**l).collect();
-        let mut ss: Vec<Vec<&mut Storage>> = s_locks
-            .iter_mut()
-            .map(|st| st.iter_mut().map(|l| &mut **l).collect())
-            .collect();
-        update_multi(&mut ps, &gs, &mut ss, rules)?;
-        for t in params.iter().chain(states.iter().flatten()) {
-            t.storage_arc().bump_version();
-        }
-        Ok(())
+        apply(params, grads, states, rules, None)
+    }
+
+    /// [`Tensor::apply_updates`] guarded by `guard` for dynamic loss scaling: on the device,
+    /// nothing is written when `guard.found_inf` is not 0, and Adam's bias corrections come
+    /// from `t = guard.steps[i] − guard.skipped` (see [`StepGuard`]). The host reads neither
+    /// scalar. They must be `[1]` f32 tensors on the parameters' device.
+    pub fn apply_updates_guarded(
+        params: &[Tensor],
+        grads: &[Tensor],
+        states: &[Vec<Tensor>],
+        rules: &[UpdateRule],
+        guard: StepGuard<'_>,
+    ) -> Result<()> {
+        apply(params, grads, states, rules, Some(guard))
     }
 
     /// Clips the gradients of `params` by their global L2 norm, in place, as PyTorch's
@@ -291,70 +472,222 @@ impl Tensor {
                 msg: format!("max_norm must be > 0, got {max_norm}"),
             });
         }
-        let mut grads: Vec<(usize, Tensor)> = Vec::new();
-        let mut ids = HashSet::new();
-        for (i, p) in params.iter().enumerate() {
-            if !ids.insert(p.id()) {
-                continue; // a parameter listed twice counts once
-            }
-            let Some(g) = p.grad() else { continue };
-            if g.dtype() != crate::DType::F32 {
-                return Err(Error::DTypeMismatch {
-                    op,
-                    expected: crate::DType::F32,
-                    got: g.dtype(),
-                });
-            }
-            if let Some((_, g0)) = grads.first() {
-                if g.device() != g0.device() {
-                    return Err(Error::DeviceMismatch {
-                        op,
-                        lhs: g0.device(),
-                        rhs: g.device(),
-                    });
-                }
-            }
-            grads.push((i, g));
-        }
-        let Some((_, g0)) = grads.first() else {
+        let (owned, replace) = owned_grads(op, params)?;
+        if owned.is_empty() {
             let device = params.first().map_or(crate::Device::Cpu, |p| p.device());
             return Tensor::zeros(&[1], device);
-        };
-        let device = g0.device();
-        // Every gradient written must be its own whole storage: a view, or a storage another
-        // tensor holds too (one gradient passed to two inputs by a backward), gets a copy first.
-        let mut owned: Vec<Tensor> = Vec::with_capacity(grads.len());
-        let mut replace: Vec<(usize, Tensor)> = Vec::new();
-        let mut seen = HashSet::new();
-        for (i, g) in grads {
-            let cell = g.storage_arc();
-            let dense = g.layout().is_dense(g.raw_storage().len());
-            if dense && Arc::strong_count(cell) == 1 {
-                // Only this gradient holds the storage, so it is never locked twice.
-                if seen.insert(Arc::as_ptr(cell) as usize) {
-                    owned.push(g);
-                }
-                continue;
-            }
-            let copy = match g.storage()? {
-                crate::tensor::StorageRef::Copied(s) => s,
-                crate::tensor::StorageRef::Shared(s) => s.to_device(device)?,
-            };
-            let t = Tensor::from_storage(copy, g.shape().to_vec());
-            replace.push((i, t.clone()));
-            owned.push(t);
         }
         let mut locks: Vec<_> = owned.iter().map(|t| t.storage_arc().write()).collect();
         let mut gs: Vec<&mut Storage> = locks.iter_mut().map(|l| &mut **l).collect();
         let norm = grad_norm_clip(&mut gs, max_norm)?;
         drop(gs);
         drop(locks);
-        for (i, t) in replace {
-            params[i].set_grad(Some(t));
-        }
-        for t in &owned {
-            t.storage_arc().bump_version();
-        }
+        finish_grads(params, &owned, replace);
         Ok(Tensor::from_storage(norm, vec![1]))
     }
+
+    /// Unscales the gradients of `params` for dynamic loss scaling (PyTorch's
+    /// `GradScaler.unscale_`): every gradient is multiplied in place by `1 / scale[0]`, and
+    /// `found_inf[0]` is set to 1 when any unscaled element is inf or NaN (it is never cleared
+    /// here: [`Tensor::update_loss_scale`] clears it). Neither scalar is read on the host: on a
+    /// GPU this is one kernel launch for up to 60 gradients (`kernels/optim/loss_scale.cu`).
+    /// `scale` and `found_inf` are `[1]` f32 tensors on the gradients' device. Parameters
+    /// without a gradient are skipped and a parameter listed twice counts once; a gradient that
+    /// shares its storage or is a view is first replaced by its own copy, as in
+    /// [`Tensor::clip_grad_norm`].
+    pub fn unscale_grads(params: &[Tensor], scale: &Tensor, found_inf: &Tensor) -> Result<()> {
+        let op = "unscale_grads";
+        let (owned, replace) = owned_grads(op, params)?;
+        let Some(g0) = owned.first() else {
+            return Ok(());
+        };
+        check_scalar(op, "scale", scale, g0.device())?;
+        check_scalar(op, "found_inf", found_inf, g0.device())?;
+        distinct(op, "scale and found_inf", &[scale, found_inf])?;
+        {
+            let scale_ref = scale.storage()?;
+            let mut flag = found_inf.storage_arc().write();
+            let mut locks: Vec<_> = owned.iter().map(|t| t.storage_arc().write()).collect();
+            let mut gs: Vec<&mut Storage> = locks.iter_mut().map(|l| &mut **l).collect();
+            grad_unscale(&mut gs, &scale_ref, &mut flag)?;
+        }
+        found_inf.storage_arc().bump_version();
+        finish_grads(params, &owned, replace);
+        Ok(())
+    }
+
+    /// The loss scale's update after a guarded step (PyTorch's `GradScaler.update`), on the
+    /// device, without a host read: when `found_inf[0]` is not 0 the step was skipped, so
+    /// `scale *= backoff_factor`, `growth_tracker = 0` and `skipped += 1`; otherwise
+    /// `growth_tracker += 1`, and once it reaches `growth_interval` the scale is multiplied by
+    /// `growth_factor` (unless that overflows f32) and the tracker restarts at 0. `found_inf`
+    /// is then cleared. Every tensor is a `[1]` f32 tensor of its own, all on one device;
+    /// `growth_factor` must be finite and > 1, `backoff_factor` in (0, 1), `growth_interval`
+    /// in [1, 2^24].
+    #[allow(clippy::too_many_arguments)]
+    pub fn update_loss_scale(
+        scale: &Tensor,
+        growth_tracker: &Tensor,
+        found_inf: &Tensor,
+        skipped: &Tensor,
+        growth_factor: f32,
+        backoff_factor: f32,
+        growth_interval: u32,
+    ) -> Result<()> {
+        let op = "update_loss_scale";
+        let bad = |msg: String| Err(Error::InvalidArgument { op, msg });
+        if !(growth_factor.is_finite() && growth_factor > 1.0) {
+            return bad(format!(
+                "growth_factor must be finite and > 1, got {growth_factor}"
+            ));
+        }
+        if !(backoff_factor > 0.0 && backoff_factor < 1.0) {
+            return bad(format!(
+                "backoff_factor must be in (0, 1), got {backoff_factor}"
+            ));
+        }
+        // The tracker counts in f32, exact up to 2^24.
+        if growth_interval == 0 || growth_interval > 1 << 24 {
+            return bad(format!(
+                "growth_interval must be in [1, 2^24], got {growth_interval}"
+            ));
+        }
+        let device = scale.device();
+        let all = [scale, growth_tracker, found_inf, skipped];
+        for (t, name) in all
+            .iter()
+            .zip(["scale", "growth_tracker", "found_inf", "skipped"])
+        {
+            check_scalar(op, name, t, device)?;
+        }
+        distinct(op, "scale, growth_tracker, found_inf and skipped", &all)?;
+        {
+            let mut locks: Vec<_> = all.iter().map(|t| t.storage_arc().write()).collect();
+            let [s, g, f, k] = &mut locks[..] else {
+                unreachable!("four tensors")
+            };
+            loss_scale_update(s, g, f, k, growth_factor, backoff_factor, growth_interval)?;
+        }
+        for t in all {
+            t.storage_arc().bump_version();
+        }
+        Ok(())
+    }
+}
+
+/// [`Tensor::apply_updates`] with an optional guard.
+fn apply(
+    params: &[Tensor],
+    grads: &[Tensor],
+    states: &[Vec<Tensor>],
+    rules: &[UpdateRule],
+    guard: Option<StepGuard<'_>>,
+) -> Result<()> {
+    let op = "optimizer step";
+    let n = params.len();
+    if grads.len() != n || states.len() != n || rules.len() != n {
+        return Err(Error::InvalidArgument {
+            op,
+            msg: format!(
+                "{n} parameters but {} gradients, {} state lists and {} rules",
+                grads.len(),
+                states.len(),
+                rules.len()
+            ),
+        });
+    }
+    // Every storage written or read must be distinct (each is locked once below).
+    let mut seen = HashSet::new();
+    for i in 0..n {
+        let p = &params[i];
+        let need = match rules[i] {
+            UpdateRule::Sgd { momentum, .. } => usize::from(momentum != 0.0),
+            UpdateRule::Adam { .. } => 2,
+        };
+        if states[i].len() < need {
+            return Err(Error::InvalidArgument {
+                op,
+                msg: format!(
+                    "parameter {i} has {} state buffers, its rule needs {need}",
+                    states[i].len()
+                ),
+            });
+        }
+        for t in std::iter::once(&grads[i]).chain(states[i].iter()) {
+            if t.shape() != p.shape() {
+                return Err(Error::ShapeMismatch {
+                    op,
+                    lhs: p.shape().to_vec(),
+                    rhs: t.shape().to_vec(),
+                    expected: "gradient and state of the parameter's shape".into(),
+                });
+            }
+        }
+        for t in std::iter::once(p)
+            .chain(std::iter::once(&grads[i]))
+            .chain(states[i].iter())
+        {
+            if !seen.insert(Arc::as_ptr(t.storage_arc()) as usize) {
+                return Err(Error::InvalidArgument {
+                    op,
+                    msg: format!(
+                        "parameter {i}: a parameter, gradient or state buffer appears twice"
+                    ),
+                });
+            }
+        }
+    }
+    for t in params.iter().chain(states.iter().flatten()) {
+        t.expect_whole_storage(op)?;
+    }
+    if let Some(g) = &guard {
+        if g.steps.len() != n {
+            return Err(Error::InvalidArgument {
+                op,
+                msg: format!("{n} parameters but {} guard step counts", g.steps.len()),
+            });
+        }
+        if let Some(p) = params.first() {
+            check_scalar(op, "the guard's found_inf", g.found_inf, p.device())?;
+            check_scalar(op, "the guard's skipped", g.skipped, p.device())?;
+        }
+        for t in [g.found_inf, g.skipped] {
+            if seen.contains(&(Arc::as_ptr(t.storage_arc()) as usize)) {
+                return Err(Error::InvalidArgument {
+                    op,
+                    msg: "a guard scalar shares a parameter's, gradient's or state's storage"
+                        .into(),
+                });
+            }
+        }
+    }
+    let mut p_locks: Vec<_> = params.iter().map(|t| t.storage_arc().write()).collect();
+    let g_locks = grads
+        .iter()
+        .map(|t| t.storage())
+        .collect::<Result<Vec<_>>>()?;
+    let mut s_locks: Vec<Vec<_>> = states
+        .iter()
+        .map(|st| st.iter().map(|t| t.storage_arc().write()).collect())
+        .collect();
+    let guard_locks = match &guard {
+        Some(g) => Some((g.found_inf.storage()?, g.skipped.storage()?, g.steps)),
+        None => None,
+    };
+    let mut ps: Vec<&mut Storage> = p_locks.iter_mut().map(|l| &mut **l).collect();
+    let gs: Vec<&Storage> = g_locks.iter().map(|l| &**l).collect();
+    let mut ss: Vec<Vec<&mut Storage>> = s_locks
+        .iter_mut()
+        .map(|st| st.iter_mut().map(|l| &mut **l).collect())
+        .collect();
+    let guard = guard_locks.as_ref().map(|(f, k, steps)| Guard {
+        found_inf: &**f,
+        skipped: &**k,
+        steps,
+    });
+    update_multi(&mut ps, &gs, &mut ss, rules, guard)?;
+    for t in params.iter().chain(states.iter().flatten()) {
+        t.storage_arc().bump_version();
+    }
+    Ok(())
 }
