@@ -1,7 +1,8 @@
 //! camel-optim: SGD (momentum, weight decay), Adam and AdamW with parameter groups,
 //! learning-rate schedules ([`LrSchedule`]), gradient clipping by global norm
-//! ([`clip_grad_norm`]), the optimizers' state ([`Optimizer::state_dict`]) and checkpoints of a
-//! model with its optimizer ([`save_checkpoint`], [`load_checkpoint`]).
+//! ([`clip_grad_norm`]), dynamic loss scaling for f16 training ([`GradScaler`]), the
+//! optimizers' state ([`Optimizer::state_dict`]) and checkpoints of a model with its optimizer
+//! ([`save_checkpoint`], [`load_checkpoint`]).
 //!
 //! Each optimizer keeps per-parameter state (momentum, or Adam's first and second moments) on the
 //! parameter's device, created on the first step. The update of all parameters is one device
@@ -27,14 +28,16 @@
 
 mod checkpoint;
 mod clip;
+mod scaler;
 mod schedule;
 mod state;
 
 pub use checkpoint::{load_checkpoint, save_checkpoint, save_checkpoint_with};
 pub use clip::clip_grad_norm;
+pub use scaler::GradScaler;
 pub use schedule::LrSchedule;
 
-use camel_nn::{no_grad_guard, Error, Parameter, Result, StateDict, Tensor, UpdateRule};
+use camel_nn::{no_grad_guard, Error, Parameter, Result, StateDict, StepGuard, Tensor, UpdateRule};
 
 /// Checks one hyper-parameter: `ok` says whether `value` is valid, `want` says what is.
 fn check(op: &'static str, name: &str, value: f32, ok: bool, want: &str) -> Result<()> {
@@ -90,6 +93,13 @@ fn check_decay(op: &'static str, wd: f32) -> Result<()> {
 pub trait Optimizer {
     /// Apply one update to every parameter that has a gradient.
     fn step(&mut self) -> Result<()>;
+    /// [`Optimizer::step`] guarded on the device, as [`GradScaler::step`] runs it: nothing
+    /// changes when `found_inf` (a `[1]` f32 tensor on the parameters' device) is not 0, and
+    /// the step counts leave out the `skipped` steps (`[1]` f32, counted by the scaler), all
+    /// without a host read.
+    fn step_guarded(&mut self, found_inf: &Tensor, skipped: &Tensor) -> Result<()>;
+    /// The parameters updated, in the order given at construction, duplicates removed.
+    fn params(&self) -> &[Parameter];
     /// Clear every parameter's gradient.
     fn zero_grad(&self);
     /// The learning rate.
@@ -165,7 +175,11 @@ struct Slots {
     state: Vec<Vec<Tensor>>,
     /// Updates applied to each parameter so far (Adam's bias correction counts per parameter,
     /// as in PyTorch: a parameter that first gets a gradient at step 3 is at its step 1).
+    /// After guarded steps these count the skipped steps too, from the value of `skipped` when
+    /// the parameter's first update came: its true count is then its entry minus `skipped`.
     steps: Vec<u32>,
+    /// The device counter of skipped steps of the last guarded step ([`GradScaler`]'s).
+    skipped: Option<Tensor>,
 }
 
 impl Slots {
@@ -180,7 +194,53 @@ impl Slots {
             wd: vec![wd; n],
             state: vec![Vec::new(); n],
             steps: vec![0; n],
+            skipped: None,
         }
+    }
+
+    /// The skipped steps counted by `self.skipped` (0 without one), read from the device.
+    fn skipped_now(&self) -> Result<u32> {
+        match &self.skipped {
+            Some(k) => Ok(k.item()? as u32),
+            None => Ok(0),
+        }
+    }
+
+    /// Counts the steps against `counter` from now on: the entries of parameters already
+    /// updated move from the old counter's value to the new one's. Reads both on the host, but
+    /// only when the counter changes (the first guarded step, or a switch of scaler or back to
+    /// unguarded steps), never on every step.
+    fn count_against(&mut self, counter: Option<&Tensor>) -> Result<()> {
+        if self.skipped.as_ref().map(Tensor::id) == counter.map(Tensor::id) {
+            return Ok(());
+        }
+        let old = self.skipped_now()?;
+        self.skipped = counter.cloned();
+        let new = self.skipped_now()?;
+        for s in self.steps.iter_mut().filter(|s| **s > 0) {
+            *s = s.saturating_sub(old) + new;
+        }
+        Ok(())
+    }
+
+    /// Each parameter's true step count (its entry minus the skipped steps).
+    pub(crate) fn true_steps(&self) -> Result<Vec<u32>> {
+        let k = self.skipped_now()?;
+        Ok(self
+            .steps
+            .iter()
+            .map(|&s| if s > 0 { s.saturating_sub(k) } else { 0 })
+            .collect())
+    }
+
+    /// Sets the true step counts (from a state dict).
+    pub(crate) fn set_true_steps(&mut self, steps: Vec<u32>) -> Result<()> {
+        let k = self.skipped_now()?;
+        self.steps = steps
+            .into_iter()
+            .map(|s| if s > 0 { s + k } else { 0 })
+            .collect();
+        Ok(())
     }
 
     fn zero_grad(&self) {
@@ -190,9 +250,19 @@ impl Slots {
     /// Apply `rule(t, wd)` to every parameter with a gradient, `t` being that parameter's own
     /// 1-based update count and `wd` its weight decay, with `nbuf` state buffers each. All
     /// parameters go to the device in one call ([`Tensor::apply_updates`]): on a GPU, one
-    /// kernel launch for the whole model (the weight decay travels per tensor).
-    fn step(&mut self, nbuf: usize, rule: impl Fn(u32, f32) -> UpdateRule) -> Result<()> {
+    /// kernel launch for the whole model (the weight decay travels per tensor). With a `guard`
+    /// (`found_inf`, `skipped`), the update is [`Tensor::apply_updates_guarded`]'s.
+    fn step(
+        &mut self,
+        nbuf: usize,
+        rule: impl Fn(u32, f32) -> UpdateRule,
+        guard: Option<(&Tensor, &Tensor)>,
+    ) -> Result<()> {
         let _ng = no_grad_guard();
+        self.count_against(guard.map(|(_, k)| k))?;
+        // A parameter's first guarded update starts its count at the skipped steps so far
+        // (read once, only in a step where some parameter has its first update).
+        let mut base: Option<u32> = None;
         // Grouped by device (a model normally lives on one).
         let mut groups: Vec<(camel_nn::Device, Batch)> = Vec::new();
         for (((p, st), t_p), &wd) in self
@@ -206,6 +276,15 @@ impl Slots {
             let Some(g) = t.grad() else { continue };
             if st.len() != nbuf || st.first().is_some_and(|s| s.device() != t.device()) {
                 *st = (0..nbuf).map(|_| t.zeros_like()).collect::<Result<_>>()?;
+            }
+            if *t_p == 0 && guard.is_some() {
+                *t_p = match base {
+                    Some(b) => b,
+                    None => *base.insert(match guard {
+                        Some((_, k)) => k.item()? as u32,
+                        None => 0,
+                    }),
+                };
             }
             *t_p += 1;
             let dev = t.device();
@@ -221,9 +300,23 @@ impl Slots {
             b.grads.push(g);
             b.states.push(st.clone());
             b.rules.push(rule(*t_p, wd));
+            b.steps.push(*t_p as f32);
         }
         for (_, b) in groups {
-            Tensor::apply_updates(&b.params, &b.grads, &b.states, &b.rules)?;
+            match guard {
+                Some((found_inf, skipped)) => Tensor::apply_updates_guarded(
+                    &b.params,
+                    &b.grads,
+                    &b.states,
+                    &b.rules,
+                    StepGuard {
+                        found_inf,
+                        skipped,
+                        steps: &b.steps,
+                    },
+                )?,
+                None => Tensor::apply_updates(&b.params, &b.grads, &b.states, &b.rules)?,
+            }
         }
         Ok(())
     }
@@ -236,6 +329,8 @@ struct Batch {
     grads: Vec<Tensor>,
     states: Vec<Vec<Tensor>>,
     rules: Vec<UpdateRule>,
+    /// Each parameter's step count as a guarded update takes it.
+    steps: Vec<f32>,
 }
 
 /// Stochastic gradient descent with optional momentum and L2 weight decay:
@@ -310,15 +405,28 @@ impl Sgd {
     }
 }
 
-impl Optimizer for Sgd {
-    fn step(&mut self) -> Result<()> {
+impl Sgd {
+    fn step_with(&mut self, guard: Option<(&Tensor, &Tensor)>) -> Result<()> {
         let (lr, momentum) = (self.lr, self.momentum);
         let nbuf = usize::from(momentum != 0.0);
-        self.slots.step(nbuf, |_, weight_decay| UpdateRule::Sgd {
+        let rule = |_, weight_decay| UpdateRule::Sgd {
             lr,
             momentum,
             weight_decay,
-        })
+        };
+        self.slots.step(nbuf, rule, guard)
+    }
+}
+
+impl Optimizer for Sgd {
+    fn step(&mut self) -> Result<()> {
+        self.step_with(None)
+    }
+    fn step_guarded(&mut self, found_inf: &Tensor, skipped: &Tensor) -> Result<()> {
+        self.step_with(Some((found_inf, skipped)))
+    }
+    fn params(&self) -> &[Parameter] {
+        &self.slots.params
     }
     fn zero_grad(&self) {
         self.slots.zero_grad()
@@ -490,11 +598,12 @@ impl Adam {
 /// AdamW is Adam with decoupled weight decay; see [`Adam::adamw`].
 pub type AdamW = Adam;
 
-impl Optimizer for Adam {
-    fn step(&mut self) -> Result<()> {
+impl Adam {
+    fn step_with(&mut self, guard: Option<(&Tensor, &Tensor)>) -> Result<()> {
         let (lr, beta1, beta2, eps, decoupled) =
             (self.lr, self.beta1, self.beta2, self.eps, self.decoupled);
-        self.slots.step(2, |t, weight_decay| UpdateRule::Adam {
+        // A guarded step's bias corrections are computed on the device from its step counts.
+        let rule = |t: u32, weight_decay| UpdateRule::Adam {
             lr,
             beta1,
             beta2,
@@ -503,7 +612,20 @@ impl Optimizer for Adam {
             decoupled,
             bc1: (1.0 - f64::from(beta1).powi(t as i32)) as f32,
             bc2: (1.0 - f64::from(beta2).powi(t as i32)) as f32,
-        })
+        };
+        self.slots.step(2, rule, guard)
+    }
+}
+
+impl Optimizer for Adam {
+    fn step(&mut self) -> Result<()> {
+        self.step_with(None)
+    }
+    fn step_guarded(&mut self, found_inf: &Tensor, skipped: &Tensor) -> Result<()> {
+        self.step_with(Some((found_inf, skipped)))
+    }
+    fn params(&self) -> &[Parameter] {
+        &self.slots.params
     }
     fn zero_grad(&self) {
         self.slots.zero_grad()

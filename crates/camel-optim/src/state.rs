@@ -17,9 +17,10 @@ impl Slots {
     pub(crate) fn state_dict(&self, names: &[&str]) -> Result<StateDict> {
         let _ng = no_grad_guard();
         let mut out = StateDict::new();
+        let steps = self.true_steps()?;
         for (i, (p, st)) in self.params.iter().zip(&self.state).enumerate() {
             let dev = p.tensor().device();
-            let step = Tensor::from_vec(vec![self.steps[i] as f32], &[1], dev)?;
+            let step = Tensor::from_vec(vec![steps[i] as f32], &[1], dev)?;
             out.insert(format!("state.{i}.step"), step);
             if st.len() == names.len() {
                 for (name, buf) in names.iter().zip(st) {
@@ -116,7 +117,7 @@ impl Slots {
                 .collect::<Result<Vec<_>>>()?;
             new_state.push(copies);
         }
-        self.steps = steps;
+        self.set_true_steps(steps)?;
         self.state = new_state;
         Ok(())
     }
