@@ -14,22 +14,23 @@
 //! Sizes: `small` (4 layers, 4 heads, 128 wide, block 128, batch 64, dropout 0) and `recipe`
 //! (6 layers, 6 heads, 384 wide, block 256, batch 64, dropout 0.2).
 //!
-//! `--precision bf16` runs the forward in an autocast scope (matrix products in bf16 on f32
-//! master weights), as `camel train gpt --precision bf16` does; compare it with
-//! `gpt_torch.py --precision bf16`.
+//! `--precision bf16|f16` runs the forward in an autocast scope (matrix products in that dtype
+//! on f32 master weights; f16 with dynamic loss scaling), as `camel train gpt --precision …`
+//! does; compare it with `gpt_torch.py` at the same precision.
 //!
 //! `--attention naive` runs the naive attention where the fused kernel would apply (the path
 //! each size takes goes to stderr).
 //!
 //! `gpt_bench [--device cuda|cpu] [--sizes small,recipe] [--steps N] [--warmup N]
-//! [--precision f32|bf16] [--attention fused|naive] [--torch FILE]` prints a CSV `size,impl,device,step_ms,tokens_per_s,peak_mib` (the format of
+//! [--precision f32|bf16|f16] [--attention fused|naive] [--torch FILE]` prints a CSV `size,impl,device,step_ms,tokens_per_s,peak_mib` (the format of
 //! gpt_torch.py); with `--torch FILE` (gpt_torch.py's output) it then prints a Markdown table
 //! of both and the ratios (PyTorch time / camel time: above 1 means camel is faster; camel's
 //! peak memory / PyTorch's).
 
 use camel_models::gpt::{GptConfig, GptMini};
+use camel_models::train::backward_step;
 use camel_nn::{autocast_guard, DType, Device, Module, Tensor};
-use camel_optim::{clip_grad_norm, decay_groups, Adam, Optimizer};
+use camel_optim::{decay_groups, Adam, GradScaler, Optimizer};
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
 
@@ -91,6 +92,10 @@ fn bench(
     let groups = decay_groups(model.named_parameters(), 0.1);
     let mut opt = Adam::adamw_groups(groups, 1e-3)?.betas(0.9, 0.99)?;
     let params = model.parameters();
+    let mut scaler = match precision {
+        Some(DType::F16) => Some(GradScaler::new(device)?),
+        _ => None,
+    };
     let (b, t) = (size.batch, cfg.block_size);
     let mut rng = rand::rngs::StdRng::seed_from_u64(0);
     let mut ids =
@@ -103,9 +108,7 @@ fn bench(
             let _scope = autocast_guard(precision)?;
             GptMini::loss(&model.logits(&x)?, &y)?
         };
-        loss.backward()?;
-        clip_grad_norm(&params, 1.0)?;
-        opt.step()?;
+        backward_step(&loss, &mut opt, scaler.as_mut(), Some((&params, 1.0)))?;
         Ok(())
     };
     for _ in 0..warmup {
@@ -196,7 +199,8 @@ fn run() -> BenchResult<()> {
     let precision = match arg("--precision").as_deref() {
         None | Some("f32") => None,
         Some("bf16") => Some(DType::BF16),
-        Some(p) => return Err(format!("--precision: {p:?} is not f32 or bf16").into()),
+        Some("f16") => Some(DType::F16),
+        Some(p) => return Err(format!("--precision: {p:?} is not f32, bf16 or f16").into()),
     };
     let warmup: usize = arg("--warmup").map_or(Ok(10), |s| s.parse())?;
     if steps == 0 {

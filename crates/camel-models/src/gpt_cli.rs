@@ -1,6 +1,6 @@
 //! `camel train gpt` and `camel generate` (part of the `camel` program, not of the library).
 
-use super::{at_least_one, check_device, check_precision, positive, CliError, CliResult, Out};
+use super::{at_least_one, check_device, positive, CliError, CliResult, Out};
 use camel_models::data::{data_dir, CharTokenizer, TextData};
 use camel_models::gpt::{GptConfig, GptMini};
 use camel_models::run::{self, Metrics, RunDir};
@@ -89,8 +89,8 @@ pub struct GptArgs {
     /// cpu, cuda or cuda:N.
     #[arg(long, default_value = "cpu")]
     device: Device,
-    /// Precision of the matrix products: f32, or bf16 on f32 master weights (autocast). f16
-    /// needs dynamic loss scaling, which camel does not have yet.
+    /// Precision of the matrix products: f32, or bf16 or f16 on f32 master weights (autocast);
+    /// f16 scales the loss dynamically.
     #[arg(long, value_enum, default_value_t = Precision::F32)]
     precision: Precision,
     /// Folder holding the data sets (default: $CAMEL_DATA_DIR, else the checkout's datasets/).
@@ -179,7 +179,6 @@ impl GptArgs {
         };
         let b1 = unit_interval("--betas (β₁)", b1)?;
         let b2 = unit_interval("--betas (β₂)", b2)?;
-        check_precision(self.precision)?;
         check_device(self.device)?;
         Ok(GptTrainConfig {
             model: GptConfig {
@@ -330,17 +329,22 @@ pub fn train_gpt(out: &Out, args: &GptArgs) -> CliResult<()> {
             })?;
             let shown = out.result(
                 &format!(
-                    "step {}/{iters}: train loss {:.4}  val loss {:.4}{}  lr {:.2e}  {:.1} ms/step",
+                    "step {}/{iters}: train loss {:.4}  val loss {:.4}{}  lr {:.2e}  {:.1} ms/step{}",
                     e.iter,
                     e.train_loss,
                     e.val_loss,
                     if improved { " (best, saved)" } else { "" },
                     e.lr,
-                    e.ms_per_step
+                    e.ms_per_step,
+                    e.loss_scale.map_or(String::new(), |(s, k)| format!(
+                        "  loss scale {s} ({k} steps skipped)"
+                    ))
                 ),
                 json!({"event": "eval", "step": e.iter, "iters": iters, "train_loss": e.train_loss,
                        "val_loss": e.val_loss, "best": improved, "lr": e.lr,
-                       "ms_per_step": e.ms_per_step, "seconds": t0.elapsed().as_secs_f64()}),
+                       "ms_per_step": e.ms_per_step, "seconds": t0.elapsed().as_secs_f64(),
+                       "loss_scale": e.loss_scale.map(|(s, _)| s),
+                       "skipped_steps": e.loss_scale.map(|(_, k)| k)}),
             );
             if let Err(err) = shown {
                 out_err = Some(err);

@@ -285,9 +285,8 @@ struct ClassifierArgs {
     /// 4 pixels, and a horizontal flip with probability ½, seeded from --seed and the epoch.
     #[arg(long)]
     augment: bool,
-    /// Precision of the matrix products: f32, or bf16 on f32 master weights (autocast; the MLP
-    /// only, as convolution has no 16-bit kernel yet). f16 needs dynamic loss scaling, which
-    /// camel does not have yet.
+    /// Precision of the matrix products: f32, or bf16 or f16 on f32 master weights (autocast;
+    /// the MLP only, as convolution has no 16-bit kernel yet); f16 scales the loss dynamically.
     #[arg(long, value_enum, default_value_t = Precision::F32)]
     precision: Precision,
     /// Run folder to write (default: runs/MODEL-TIME, TIME in UTC).
@@ -369,19 +368,6 @@ fn positive(flag: &str, x: f64) -> CliResult<f32> {
     }
 }
 
-/// Refuses the precisions camel cannot train in: f16 without dynamic loss scaling would lose
-/// the small gradients to underflow.
-fn check_precision(p: Precision) -> CliResult<()> {
-    if p == Precision::F16 {
-        return Err(CliError::Usage(
-            "--precision f16: f16 training needs dynamic loss scaling, which camel does not have \
-             yet; use bf16 (f32's range, no scaling needed) or f32"
-                .into(),
-        ));
-    }
-    Ok(())
-}
-
 /// Checks that `device` answers (a one-element allocation), so a missing GPU is reported
 /// before the data is read.
 fn check_device(device: Device) -> CliResult<()> {
@@ -418,7 +404,6 @@ impl ClassifierArgs {
                  fashion-mnist), and {data}'s are {c}×{h}×{w}; train cnn or mlp on it"
             )));
         }
-        check_precision(self.precision)?;
         if model != "mlp" && self.precision != Precision::F32 {
             return Err(CliError::Usage(format!(
                 "--precision {}: {model} is a convolutional network, and conv2d has no 16-bit \
@@ -733,6 +718,7 @@ fn train_classifier(out: &Out, cfg: &ClassifierConfig, args: &ClassifierArgs) ->
         .shuffle(Some(cfg.seed));
     // training and evaluation in the run's precision (f32 master weights in every mode)
     let _precision = camel_nn::autocast_guard(cfg.precision.autocast())?;
+    let mut scaler = cfg.precision.loss_scaler(device)?;
     let epochs = cfg.epochs;
     let mut step = 0usize;
     let mut best = f32::NEG_INFINITY;
@@ -742,6 +728,7 @@ fn train_classifier(out: &Out, cfg: &ClassifierConfig, args: &ClassifierArgs) ->
         let (train_loss, steps, secs) = train_epoch_augmented(
             model,
             opt.as_mut(),
+            scaler.as_mut(),
             &ds.train,
             &loader,
             epoch as u64,
@@ -778,6 +765,13 @@ fn train_classifier(out: &Out, cfg: &ClassifierConfig, args: &ClassifierArgs) ->
             json!({"event": "epoch", "step": step, "epoch": epoch, "epochs": epochs, "train_loss": train_loss,
                    "test_loss": test_loss, "test_acc": test_acc, "seconds": secs,
                    "ms_per_step": secs * 1e3 / steps.max(1) as f64}),
+        )?;
+    }
+    if let Some(s) = &scaler {
+        let (scale, skipped) = (s.scale_value()?, s.skipped_steps()?);
+        out.info(
+            &format!("loss scale {scale} ({skipped} of {step} steps skipped on an overflow)"),
+            json!({"event": "loss_scale", "loss_scale": scale, "skipped_steps": skipped, "steps": step}),
         )?;
     }
     out.info(

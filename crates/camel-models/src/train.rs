@@ -3,13 +3,14 @@
 
 use crate::data::{Augment, DataLoader, Split};
 use crate::{Error, Result};
-use camel_nn::{no_grad, Device, Module, Tensor};
-use camel_optim::Optimizer;
+use camel_nn::{no_grad, Device, Module, Parameter, Tensor};
+use camel_optim::{GradScaler, Optimizer};
 use std::time::Instant;
 
 /// The precision a model trains in. Parameters, their gradients, the optimizer's state and the
 /// losses stay f32 in every mode: `Bf16` and `F16` run the matrix products in that dtype inside
-/// an autocast scope ([`camel_nn::core::autocast`]) on the f32 master weights.
+/// an autocast scope ([`camel_nn::core::autocast`]) on the f32 master weights, and `F16` scales
+/// the loss ([`Precision::loss_scaler`]).
 #[derive(
     Clone,
     Copy,
@@ -28,7 +29,8 @@ pub enum Precision {
     F32,
     /// Matrix products in bf16 (f32's range: no loss scaling needed).
     Bf16,
-    /// Matrix products in f16.
+    /// Matrix products in f16, with dynamic loss scaling (f16's range is too narrow for small
+    /// gradients without it).
     F16,
 }
 
@@ -42,6 +44,15 @@ impl Precision {
         }
     }
 
+    /// The loss scaler this precision trains with on `device`: a [`GradScaler`] for f16, none
+    /// for f32 and bf16.
+    pub fn loss_scaler(&self, device: Device) -> Result<Option<GradScaler>> {
+        match self {
+            Precision::F16 => Ok(Some(GradScaler::new(device)?)),
+            Precision::F32 | Precision::Bf16 => Ok(None),
+        }
+    }
+
     /// The precision's name: `f32`, `bf16`, `f16`.
     pub fn name(&self) -> &'static str {
         match self {
@@ -50,6 +61,41 @@ impl Precision {
             Precision::F16 => "f16",
         }
     }
+}
+
+/// The backward pass and optimizer step of one batch: `loss.backward()` and `opt.step()`, or
+/// with a loss `scaler`, the scaled loss's backward and the scaler's guarded step and update.
+/// With `clip` (the parameters and a maximum norm) the gradients are clipped by their global
+/// norm first, after the scaler has unscaled them. Nothing is read on the host.
+pub fn backward_step(
+    loss: &Tensor,
+    opt: &mut dyn Optimizer,
+    scaler: Option<&mut GradScaler>,
+    clip: Option<(&[Parameter], f32)>,
+) -> Result<()> {
+    let clip_grads = || -> Result<()> {
+        if let Some((params, max_norm)) = clip {
+            camel_optim::clip_grad_norm(params, max_norm)?;
+        }
+        Ok(())
+    };
+    match scaler {
+        Some(s) => {
+            s.scale(loss)?.backward()?;
+            if clip.is_some() {
+                s.unscale(opt)?;
+            }
+            clip_grads()?;
+            s.step(opt)?;
+            s.update()?;
+        }
+        None => {
+            loss.backward()?;
+            clip_grads()?;
+            opt.step()?;
+        }
+    }
+    Ok(())
 }
 
 /// What one epoch achieved.
@@ -171,6 +217,7 @@ pub fn train_epoch(
     train_epoch_augmented(
         model,
         opt,
+        None,
         train,
         loader,
         epoch,
@@ -181,12 +228,14 @@ pub fn train_epoch(
     )
 }
 
-/// [`train_epoch`], with every training batch augmented by `augment` when one is given (see
+/// [`train_epoch`], with the loss scaled by `scaler` when one is given (f16 training, see
+/// [`backward_step`]) and every training batch augmented by `augment` when one is given (see
 /// [`train_batch`] and [`epoch_augment`]); evaluation never augments.
 #[allow(clippy::too_many_arguments)]
 pub fn train_epoch_augmented(
     model: &dyn Module,
     opt: &mut dyn Optimizer,
+    mut scaler: Option<&mut GradScaler>,
     train: &Split,
     loader: &DataLoader,
     epoch: u64,
@@ -204,8 +253,7 @@ pub fn train_epoch_augmented(
         let (x, y) = train_batch(train, &idx, device, augment.as_deref_mut())?;
         opt.zero_grad();
         let loss = model.forward(&x)?.cross_entropy(&y)?;
-        loss.backward()?;
-        opt.step()?;
+        backward_step(&loss, opt, scaler.as_deref_mut(), None)?;
         loss_sum = no_grad(|| loss_sum.add(&loss.detach()))?;
         steps += 1;
         if steps.is_multiple_of(report_every.max(1)) || steps == total {
@@ -275,6 +323,8 @@ pub struct GptEval {
     pub lr: f32,
     /// Milliseconds per training step since the previous evaluation (0 at the first).
     pub ms_per_step: f64,
+    /// With loss scaling (f16): the scale and the steps skipped so far, read at the evaluation.
+    pub loss_scale: Option<(f32, u64)>,
 }
 
 /// Mean loss of `model` over `iters` random batches of `split`, in evaluation mode and without
@@ -323,7 +373,7 @@ pub fn train_gpt(
     mut on_step: impl FnMut(usize),
     mut on_eval: impl FnMut(&GptEval) -> Result<()>,
 ) -> Result<f32> {
-    use camel_optim::{clip_grad_norm, decay_groups, Adam, LrSchedule};
+    use camel_optim::{decay_groups, Adam, LrSchedule};
     let sched = LrSchedule::WarmupCosine {
         max_lr: cfg.lr,
         min_lr: cfg.min_lr,
@@ -333,6 +383,7 @@ pub fn train_gpt(
     let groups = decay_groups(model.named_parameters(), cfg.weight_decay);
     let mut opt = Adam::adamw_groups(groups, cfg.lr)?.betas(cfg.betas[0], cfg.betas[1])?;
     let params = model.parameters();
+    let mut scaler = cfg.precision.loss_scaler(device)?;
     let mut g_train = camel_nn::Generator::new(cfg.seed);
     let mut g_eval = camel_nn::Generator::new(cfg.seed ^ 0x5eed_e7a1);
     let block = model.config().block_size;
@@ -380,12 +431,17 @@ pub fn train_gpt(
                 lr,
             )?;
             best = best.min(val_loss);
+            let loss_scale = match &scaler {
+                Some(s) => Some((s.scale_value()?, s.skipped_steps()?)),
+                None => None,
+            };
             on_eval(&GptEval {
                 iter,
                 train_loss,
                 val_loss,
                 lr,
                 ms_per_step: step_ms,
+                loss_scale,
             })?;
             t_last = Instant::now();
             steps_since = 0;
@@ -403,11 +459,8 @@ pub fn train_gpt(
         opt.set_lr(lr)?;
         opt.zero_grad();
         let loss = crate::gpt::GptMini::loss(&model.logits(&x)?, &y)?;
-        loss.backward()?;
-        if cfg.grad_clip > 0.0 {
-            clip_grad_norm(&params, cfg.grad_clip)?;
-        }
-        opt.step()?;
+        let clip = (cfg.grad_clip > 0.0).then_some((&params[..], cfg.grad_clip));
+        backward_step(&loss, &mut opt, scaler.as_mut(), clip)?;
         steps_since += 1;
         on_step(iter);
     }

@@ -330,6 +330,7 @@ fn augmentation_changes_training_batches_only_and_repeats_for_a_seed() {
             train_epoch_augmented(
                 &model,
                 &mut opt,
+                None,
                 &s,
                 &loader,
                 1,
