@@ -37,7 +37,7 @@ pub use autograd::{is_grad_enabled, no_grad, no_grad_guard, GradModeGuard};
 /// The guard [`no_grad_guard`] returns: autograd records nothing until it is dropped (PyTorch's
 /// `torch.no_grad()` context).
 pub type NoGradGuard = GradModeGuard;
-pub use backend::{Activation, StepGuard, UpdateRule};
+pub use backend::{check_loss_scale_options, Activation, StepGuard, UpdateRule};
 /// Every `CAMEL_*` environment variable, read in one place (see its table).
 pub use camel_cuda::config;
 pub use device::{cuda_available, DType, Device};

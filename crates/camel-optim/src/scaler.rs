@@ -14,6 +14,7 @@
 //! the flag on every step). Adam's step count leaves the skipped steps out, as PyTorch's does.
 
 use crate::Optimizer;
+use camel_nn::core::check_loss_scale_options;
 use camel_nn::{no_grad_guard, DType, Device, Error, Parameter, Result, Tensor};
 
 /// Where a scaler is in its iteration: `unscale` and `step` at most once each between two
@@ -73,32 +74,13 @@ impl GradScaler {
         backoff_factor: f32,
         growth_interval: u32,
     ) -> Result<GradScaler> {
-        let bad = |msg: String| {
-            Err(Error::InvalidArgument {
-                op: "GradScaler",
-                msg,
-            })
-        };
         if !(init_scale.is_finite() && init_scale > 0.0) {
-            return bad(format!(
-                "the initial scale must be finite and > 0, got {init_scale}"
-            ));
+            return Err(Error::InvalidArgument {
+                op: "GradScaler",
+                msg: format!("the initial scale must be finite and > 0, got {init_scale}"),
+            });
         }
-        if !(growth_factor.is_finite() && growth_factor > 1.0) {
-            return bad(format!(
-                "the growth factor must be finite and > 1, got {growth_factor}"
-            ));
-        }
-        if !(backoff_factor > 0.0 && backoff_factor < 1.0) {
-            return bad(format!(
-                "the backoff factor must be in (0, 1), got {backoff_factor}"
-            ));
-        }
-        if growth_interval == 0 || growth_interval > 1 << 24 {
-            return bad(format!(
-                "the growth interval must be in [1, 2^24] steps, got {growth_interval}"
-            ));
-        }
+        check_loss_scale_options("GradScaler", growth_factor, backoff_factor, growth_interval)?;
         Ok(GradScaler {
             scale: Tensor::full(&[1], init_scale, device)?,
             growth_tracker: Tensor::zeros(&[1], device)?,

@@ -10,5 +10,5 @@ pub mod ladder;
 
 pub use crate::ops::elementwise::{BinaryOp, UnaryOp, GELU_C};
 pub use crate::ops::reduce::ReduceOp;
-pub use crate::ops::update::{StepGuard, UpdateRule};
+pub use crate::ops::update::{check_loss_scale_options, StepGuard, UpdateRule};
 pub use camel_cuda::kernels::matmul::Activation;

@@ -535,23 +535,7 @@ impl Tensor {
         growth_interval: u32,
     ) -> Result<()> {
         let op = "update_loss_scale";
-        let bad = |msg: String| Err(Error::InvalidArgument { op, msg });
-        if !(growth_factor.is_finite() && growth_factor > 1.0) {
-            return bad(format!(
-                "growth_factor must be finite and > 1, got {growth_factor}"
-            ));
-        }
-        if !(backoff_factor > 0.0 && backoff_factor < 1.0) {
-            return bad(format!(
-                "backoff_factor must be in (0, 1), got {backoff_factor}"
-            ));
-        }
-        // The tracker counts in f32, exact up to 2^24.
-        if growth_interval == 0 || growth_interval > 1 << 24 {
-            return bad(format!(
-                "growth_interval must be in [1, 2^24], got {growth_interval}"
-            ));
-        }
+        check_loss_scale_options(op, growth_factor, backoff_factor, growth_interval)?;
         let device = scale.device();
         let all = [scale, growth_tracker, found_inf, skipped];
         for (t, name) in all
@@ -573,6 +557,34 @@ impl Tensor {
         }
         Ok(())
     }
+}
+
+/// Checks the options of [`Tensor::update_loss_scale`] for `op`: `growth_factor` finite and
+/// greater than 1, `backoff_factor` in (0, 1), `growth_interval` in [1, 2^24] (the tracker
+/// counts in f32, exact up to 2^24). A loss scaler checks them once, when it is made.
+pub fn check_loss_scale_options(
+    op: &'static str,
+    growth_factor: f32,
+    backoff_factor: f32,
+    growth_interval: u32,
+) -> Result<()> {
+    let bad = |msg: String| Err(Error::InvalidArgument { op, msg });
+    if !(growth_factor.is_finite() && growth_factor > 1.0) {
+        return bad(format!(
+            "growth_factor must be finite and > 1, got {growth_factor}"
+        ));
+    }
+    if !(backoff_factor > 0.0 && backoff_factor < 1.0) {
+        return bad(format!(
+            "backoff_factor must be in (0, 1), got {backoff_factor}"
+        ));
+    }
+    if growth_interval == 0 || growth_interval > 1 << 24 {
+        return bad(format!(
+            "growth_interval must be in [1, 2^24], got {growth_interval}"
+        ));
+    }
+    Ok(())
 }
 
 /// [`Tensor::apply_updates`] with an optional guard.
