@@ -279,3 +279,49 @@ fn linear_rejects_bad_shapes() {
         assert!(e.contains("bias of shape [2]"), "{e}");
     }
 }
+
+/// Products of head views (`[B, T, H, D]` permuted to `[B, H, T, D]`, which the GEMM reads
+/// through a dense copy) give the same values and gradients, bit for bit, as the same products
+/// of dense copies made beforehand: the backward reuses the forward's copies of the operands,
+/// and an upstream gradient that is itself such a view is copied once for both operands.
+#[test]
+fn head_view_products_match_dense_ones() {
+    let (b, tl, h, d) = (2, 7, 3, 5);
+    let n = b * tl * h * d;
+    for dev in devices() {
+        let leaf = |seed| {
+            t(&rand_vec(n, -1.0, 1.0, seed), &[b, tl, h, d], dev)
+                .requires_grad_(true)
+                .unwrap()
+        };
+        let (x, y, z) = (leaf(1), leaf(2), leaf(3));
+        let w = t(&rand_vec(n, -1.0, 1.0, 4), &[b, tl, h * d], dev);
+        let run = |dense: bool| {
+            let heads = |v: &Tensor| {
+                let p = v.permute(&[0, 2, 1, 3]).unwrap();
+                if dense {
+                    p.contiguous().unwrap()
+                } else {
+                    p
+                }
+            };
+            let (q, k, v) = (heads(&x), heads(&y), heads(&z));
+            // [B, H, T, T] · [B, H, T, D], heads merged back: the gradient of the second
+            // product arrives as a view
+            let s = q.matmul_t(&k, false, true).unwrap();
+            let o = s.matmul(&v).unwrap().transpose(1, 2).unwrap();
+            let o = o.reshape(&[b, tl, h * d]).unwrap();
+            o.mul(&w).unwrap().sum().unwrap().backward().unwrap();
+            let grads: Vec<Vec<f32>> = [&x, &y, &z]
+                .iter()
+                .map(|l| l.grad().expect("a gradient").to_vec().unwrap())
+                .collect();
+            for l in [&x, &y, &z] {
+                l.zero_grad();
+            }
+            (o.to_vec().unwrap(), grads)
+        };
+        let (views, dense) = (run(false), run(true));
+        assert_eq!(views, dense, "{dev}: head views against dense copies");
+    }
+}

@@ -150,14 +150,30 @@ impl Tensor {
         let s = sa.matmul(&sb, &spec)?;
         let mut out_shape = batch_dims;
         out_shape.extend([m, n]);
-        let (a, b) = (self.detach(), rhs.detach());
         let (ga_need, gb_need) = (self.requires_grad(), rhs.requires_grad());
+        // what the backward reads: `b` for A's gradient, `a` for B's; an operand this product
+        // copied into dense order (a view of the heads, say) is kept as that copy, so the
+        // backward does not copy it again
+        let keep = |t: &Tensor, r: StorageRef<'_>, needed: bool| match (needed, r) {
+            (false, _) => t.detach(),
+            (true, StorageRef::Copied(st)) => Tensor::from_storage(st, t.shape().to_vec()),
+            (true, StorageRef::Shared(_)) => t.detach(),
+        };
+        let (a, b) = (keep(self, sa, gb_need), keep(rhs, sb, ga_need));
         Ok(Tensor::from_op(
             s,
             out_shape,
             "matmul",
             &[self, rhs],
             move |g| {
+                // both gradients read `g`: a layout they would each copy is copied once here
+                let dense_g;
+                let g = if ga_need && gb_need && g.gemm_copies() {
+                    dense_g = g.contiguous()?;
+                    &dense_g
+                } else {
+                    g
+                };
                 let ga = if ga_need {
                     let d = if trans_a {
                         b.matmul_t(g, trans_b, true)?
@@ -194,6 +210,14 @@ impl Tensor {
 }
 
 impl Tensor {
+    /// Whether [`Tensor::gemm_operand`] copies this tensor (neither dense nor a transposed
+    /// view of a dense tensor).
+    fn gemm_copies(&self) -> bool {
+        let r = self.rank();
+        let len = self.raw_storage().len();
+        !self.layout().is_dense(len) && !self.layout().transpose(r - 2, r - 1).is_dense(len)
+    }
+
     /// This tensor's data for a GEMM, and whether it is stored with its last two dims swapped:
     /// a transposed view of a dense tensor is read in place (the GEMM's transpose flag), any
     /// other layout densely.
