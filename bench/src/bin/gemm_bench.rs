@@ -57,6 +57,7 @@ experiment switches (camel_cuda::config::Experiments; the library runs the defau
   --async-nn on|off           step 13's NN interior kernels (default on)
   --async-wholek on|off       step 13's whole-K kernels (default on)
   --async-relayout on|off     step 13's re-layout before its TN kernel (default on)
+  --async-thin on|off         step 13's routes for a model's thin products (default on)
   -h, --help                  this text";
 
 /// Square sizes (M = K = N).
@@ -204,6 +205,7 @@ fn parse_args(args: &[String]) -> Result<Option<Opts>, String> {
             "--async-nn" => x.async_nn = flag("--async-nn", value("on or off")?)?,
             "--async-wholek" => x.async_whole_k = flag("--async-wholek", value("on or off")?)?,
             "--async-relayout" => x.async_relayout = flag("--async-relayout", value("on or off")?)?,
+            "--async-thin" => x.async_thin = flag("--async-thin", value("on or off")?)?,
             "--async-tn" => x.async_tn = Some(value("a tile, e.g. 128x256x32")?),
             "--async-small" => {
                 let v = value("off or a kernel name")?;

@@ -22,7 +22,7 @@
 //! each size takes goes to stderr).
 //!
 //! `gpt_bench [--device cuda|cpu] [--sizes small,recipe] [--steps N] [--warmup N]
-//! [--precision f32|bf16|f16] [--attention fused|naive] [--torch FILE]` prints a CSV `size,impl,device,step_ms,tokens_per_s,peak_mib` (the format of
+//! [--precision f32|bf16|f16] [--attention fused|naive] [--async-thin on|off] [--torch FILE]` prints a CSV `size,impl,device,step_ms,tokens_per_s,peak_mib` (the format of
 //! gpt_torch.py); with `--torch FILE` (gpt_torch.py's output) it then prints a Markdown table
 //! of both and the ratios (PyTorch time / camel time: above 1 means camel is faster; camel's
 //! peak memory / PyTorch's).
@@ -211,6 +211,16 @@ fn run() -> BenchResult<()> {
         Some("naive") => false,
         Some(a) => return Err(format!("--attention: {a:?} is not fused or naive").into()),
     };
+    if let Some(v) = arg("--async-thin") {
+        // for measuring SGEMM step 13's thin-product routes against the tiles they replace
+        let mut x = camel_cuda::config::experiments();
+        x.async_thin = match v.as_str() {
+            "on" => true,
+            "off" => false,
+            _ => return Err(format!("--async-thin: {v:?} is not on or off").into()),
+        };
+        camel_cuda::config::set_experiments(x);
+    }
     let wanted = arg("--sizes").unwrap_or_else(|| "small,recipe".into());
     let mut all = sizes();
     for s in &mut all {

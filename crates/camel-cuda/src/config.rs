@@ -477,6 +477,10 @@ pub struct Experiments {
     pub async_whole_k: bool,
     /// SGEMM step 13's re-layout of a transposed operand before its TN interior kernel.
     pub async_relayout: bool,
+    /// SGEMM step 13's routes for the thin products of a model's layers: a transposed weight
+    /// (`x · wᵀ`) copied once so that an NN interior kernel runs, and a weight gradient
+    /// (`gᵀ · x`, long K) on the TN interior kernel with split-K.
+    pub async_thin: bool,
 }
 
 impl Default for Experiments {
@@ -491,6 +495,7 @@ impl Default for Experiments {
             async_nn: true,
             async_whole_k: true,
             async_relayout: true,
+            async_thin: true,
         }
     }
 }

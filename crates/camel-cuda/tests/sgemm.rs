@@ -967,3 +967,103 @@ fn wholek_only_for_small_outputs_with_long_k() {
     let ta = gemm(64, 256, 784, true, false);
     assert_eq!(async_wholek_choice(&ta, p, p, smem), None);
 }
+
+/// Step 13's routes for a model's thin products, through `sgemm_epilogue` with bias, GELU and
+/// the saved pre-activation: `x · wᵀ` with `w` copied `k × n` for an NN interior kernel (one
+/// and two batches, B broadcast or not, A 4 bytes in), and the weight gradient `gᵀ · x` on the
+/// TN interior kernel with split-K. Each shape is checked to take its route, and the routes
+/// to stay out where they do not apply or the switch is off.
+#[test]
+fn thin_routes_through_sgemm() {
+    use camel_cuda::kernels::matmul::{relayout_fits, thin_tn_choice, transposed_b_choice};
+    let Some(dev) = test_device() else { return };
+    let run = |g: &Gemm, a_off: u64, seed: u64, want: &str| {
+        let (mut a, b) = inputs(g, seed);
+        a.push(0.5); // one float more, so that A can start 4 bytes in
+        let bias = lcg(seed + 7, g.n);
+        let (da, db, dbias) = (
+            dev.htod(&a).unwrap(),
+            dev.htod(&b).unwrap(),
+            dev.htod(&bias).unwrap(),
+        );
+        let len = g.batch * g.m * g.n;
+        let dc = dev.htod(&vec![f32::NAN; len]).unwrap(); // poisoned
+        let dz = dev.htod(&vec![f32::NAN; len]).unwrap();
+        let epi = Epilogue {
+            bias: Some(dbias.ptr()),
+            act: Activation::Gelu,
+            pre_act: Some(dz.ptr()),
+        };
+        let ap = camel_cuda::DevPtr(da.ptr().0 + a_off);
+        let (bp, cp) = (db.ptr(), dc.ptr());
+        assert!(!relayout_fits(g, ap, bp, cp, &epi), "{g:?}");
+        let chosen = transposed_b_choice(g, ap, cp, &epi)
+            .or_else(|| thin_tn_choice(g, ap, bp, cp, &epi))
+            .map(|t| t.kernel);
+        assert_eq!(chosen, Some(want), "{g:?}");
+        sgemm_epilogue(&dev, SgemmKernel::AsyncPipeline, g, ap, bp, cp, &epi).unwrap();
+        let c: Vec<f32> = dev.dtoh_vec(&dc, len).unwrap();
+        let z: Vec<f32> = dev.dtoh_vec(&dz, len).unwrap();
+        let a_used = &a[a_off as usize / 4..][..a.len() - 1];
+        let what = format!("{want}, A offset {a_off}");
+        let gelu = Activation::Gelu;
+        assert_epilogue(
+            &what,
+            SgemmKernel::AsyncPipeline,
+            g,
+            a_used,
+            &b,
+            &bias,
+            gelu,
+            &c,
+            &z,
+        );
+    };
+    // x · wᵀ: B stored n × k
+    for (m, n, k, batch, broadcast, want) in [
+        (7680, 384, 48, 1, true, "sgemm_13_async_128x192x16_nn"),
+        (3840, 512, 80, 1, true, "sgemm_13_async_64x256x16_nn"),
+        (3840, 384, 32, 2, true, "sgemm_13_async_128x192x16_nn"),
+        (3840, 384, 64, 2, false, "sgemm_13_async_128x192x16_nn"),
+    ] {
+        let g = Gemm {
+            batch,
+            stride_b: if broadcast { 0 } else { n * k },
+            ..gemm(m, n, k, false, true)
+        };
+        for a_off in [0, 4] {
+            run(&g, a_off, 71, want);
+        }
+    }
+    // gᵀ · x: A stored k × m, long K, a small output
+    for (m, n, k) in [(384, 384, 4096), (256, 128, 1008), (128, 256, 512)] {
+        run(
+            &gemm(m, n, k, true, false),
+            0,
+            83,
+            "sgemm_13_async_128x128x16_tn",
+        );
+    }
+    let p = camel_cuda::DevPtr(0x1000);
+    let none = Epilogue::default();
+    // too few rows to reuse the copy of B, too few tiles, not whole tiles: no copy of B
+    assert!(transposed_b_choice(&gemm(512, 384, 64, false, true), p, p, &none).is_none());
+    assert!(transposed_b_choice(&gemm(2048, 384, 64, false, true), p, p, &none).is_none());
+    assert!(transposed_b_choice(&gemm(7680, 380, 64, false, true), p, p, &none).is_none());
+    assert!(transposed_b_choice(&gemm(7680, 384, 64, false, false), p, p, &none).is_none());
+    // short K, not whole tiles, B transposed: not the TN route
+    assert!(thin_tn_choice(&gemm(384, 384, 128, true, false), p, p, p, &none).is_none());
+    assert!(thin_tn_choice(&gemm(384, 380, 4096, true, false), p, p, p, &none).is_none());
+    assert!(thin_tn_choice(&gemm(384, 384, 4096, true, true), p, p, p, &none).is_none());
+    // the switch off keeps both out
+    let off = camel_cuda::config::Experiments {
+        async_thin: false,
+        ..Default::default()
+    };
+    camel_cuda::config::with_scoped_experiments(off, || {
+        let g = gemm(7680, 384, 48, false, true);
+        assert!(transposed_b_choice(&g, p, p, &none).is_none());
+        let g = gemm(384, 384, 4096, true, false);
+        assert!(thin_tn_choice(&g, p, p, p, &none).is_none());
+    });
+}

@@ -767,12 +767,105 @@ pub fn sgemm_epilogue(
         if let Some(t) = async_nn_choice(g, a, b, c, epi) {
             return sgemm_with_tile(dev, &SgemmKernel::interior_tile(t), g, a, b, c, epi);
         }
+        if let Some(t) = transposed_b_choice(g, a, c, epi) {
+            return sgemm_transposed_b(dev, t, kernel, g, a, b, c, epi);
+        }
         let max_smem = dev.limits().max_shared_per_block_optin as usize;
         if let Some(i) = async_wholek_choice(g, a, b, max_smem) {
             return sgemm_with_tile(dev, &SgemmKernel::wholek_tile(i, g), g, a, b, c, epi);
         }
+        if let Some(t) = thin_tn_choice(g, a, b, c, epi) {
+            return sgemm_with_tile(dev, &SgemmKernel::interior_tile(t), g, a, b, c, epi);
+        }
     }
     sgemm_with_tile(dev, &kernel.tile(g), g, a, b, c, epi)
+}
+
+/// `g` with B stored `k × n` instead of `n × k`: the product [`sgemm_transposed_b`] runs once
+/// it has copied B that way.
+fn untransposed_b(g: &Gemm) -> Gemm {
+    Gemm {
+        trans_b: false,
+        stride_b: if g.stride_b == 0 { 0 } else { g.n * g.k },
+        ..*g
+    }
+}
+
+/// The [`ASYNC_NN`] kernel for `x · wᵀ` (B stored `n × k`, as a linear layer's weight) once B
+/// is copied `k × n`, where the re-layout and the NN kernels do not take `g` and the copy pays
+/// (B reused at least [`RELAYOUT_MIN_REUSE`] times): a model's thin products (n of a few
+/// hundred) fill too little of the re-layout's 128×256 tiles, and the NN kernel on the copy
+/// measured faster than step 11's tuned tiles there (docs/kernels/matmul.md). The copy is a
+/// fresh, aligned workspace, so only A, C and the pre-activation are checked here.
+/// [`Experiments::async_thin`](crate::config::Experiments::async_thin) off keeps it out.
+pub fn transposed_b_choice(
+    g: &Gemm,
+    a: DevPtr,
+    c: DevPtr,
+    epi: &Epilogue,
+) -> Option<&'static Interior> {
+    if !crate::config::with_experiments(|e| e.async_thin)
+        || g.trans_a
+        || !g.trans_b
+        || g.m < RELAYOUT_MIN_REUSE
+    {
+        return None;
+    }
+    // allocations are 256-byte aligned: the workspace passes the alignment checks
+    const WORKSPACE: DevPtr = DevPtr(0);
+    let nn = untransposed_b(g);
+    ASYNC_NN.iter().find(|t| {
+        let tiles = nn.m / t.bm as usize * (nn.n / t.bn as usize) * nn.batch;
+        tiles >= ASYNC_MIN_BLOCKS && interior_fits(&nn, t, a, WORKSPACE, c, epi).is_ok()
+    })
+}
+
+/// `x · wᵀ` as `x · w'` with `w' = wᵀ` copied into a workspace, on the [`ASYNC_NN`] kernel `t`
+/// ([`transposed_b_choice`] chose it). Where the workspace cannot be had, `kernel`'s own tile
+/// runs instead (it needs none).
+#[allow(clippy::too_many_arguments)]
+fn sgemm_transposed_b(
+    dev: &CudaDevice,
+    t: &Interior,
+    kernel: SgemmKernel,
+    g: &Gemm,
+    a: DevPtr,
+    b: DevPtr,
+    c: DevPtr,
+    epi: &Epilogue,
+) -> Result<()> {
+    let count = if g.stride_b == 0 { 1 } else { g.batch };
+    let w = match dev.alloc(count * g.n * g.k * 4) {
+        Err(Error::OutOfMemory { .. }) => {
+            return sgemm_with_tile(dev, &kernel.tile(g), g, a, b, c, epi)
+        }
+        r => r?,
+    };
+    transpose_f32(dev, b, w.ptr(), g.n, g.k, g.stride_b, count)?;
+    let tile = SgemmKernel::interior_tile(t);
+    sgemm_with_tile(dev, &tile, &untransposed_b(g), a, w.ptr(), c, epi)
+}
+
+/// The TN interior kernel (the first of [`ASYNC_TN`]) for `aᵀ · b` with a small output and a
+/// long K (K ≥ 256), as a layer's weight gradient `gᵀ · x`, where the re-layout does not take
+/// it: split-K cuts K so that about two blocks run per multiprocessor, and this kernel's
+/// 128×128 tiles with 16-byte copies measured faster there than the 64×64 split-K tile or
+/// step 11's tuned tiles (docs/kernels/matmul.md).
+/// [`Experiments::async_thin`](crate::config::Experiments::async_thin) off keeps it out.
+pub fn thin_tn_choice(
+    g: &Gemm,
+    a: DevPtr,
+    b: DevPtr,
+    c: DevPtr,
+    epi: &Epilogue,
+) -> Option<&'static Interior> {
+    let t = &ASYNC_TN[0];
+    (crate::config::with_experiments(|e| e.async_thin)
+        && g.trans_a
+        && !g.trans_b
+        && g.k >= 256
+        && interior_fits(g, t, a, b, c, epi).is_ok())
+    .then_some(t)
 }
 
 /// Split-K policy: (shortest K per split, blocks per multiprocessor to aim for). Default
