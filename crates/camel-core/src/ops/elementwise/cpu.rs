@@ -120,7 +120,12 @@ pub fn clamp_apply(x: f32, lo: f32, hi: f32, grad: bool) -> f32 {
 
 /// `y = f(x)` elementwise.
 pub fn unary(x: &[f32], op: UnaryOp) -> Vec<f32> {
-    x.iter().map(|&v| op.apply(v)).collect()
+    match op {
+        // loops of their own, which the compiler vectorizes
+        UnaryOp::Gelu => x.iter().map(|&v| super::gelu(v)).collect(),
+        UnaryOp::GeluGrad => x.iter().map(|&v| super::gelu_grad(v)).collect(),
+        _ => x.iter().map(|&v| op.apply(v)).collect(),
+    }
 }
 
 /// `out = a ∘ b` with broadcasting to `out_shape`; an output the host cannot hold is
@@ -134,6 +139,14 @@ pub fn binary(
     op: BinaryOp,
 ) -> Result<Vec<f32>> {
     if a_shape == b_shape {
+        if op == BinaryOp::GeluBwd {
+            // a loop of its own, which the compiler vectorizes
+            return Ok(a
+                .iter()
+                .zip(b)
+                .map(|(&x, &g)| g * super::gelu_grad(x))
+                .collect());
+        }
         return Ok(a.iter().zip(b).map(|(&x, &y)| op.apply(x, y)).collect());
     }
     let n = numel(out_shape);

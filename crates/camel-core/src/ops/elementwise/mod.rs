@@ -116,16 +116,8 @@ impl UnaryOp {
                 }
             }
             UnaryOp::Tanh => x.tanh(),
-            UnaryOp::Gelu => {
-                let u = GELU_C * (x + 0.044715 * x * x * x);
-                0.5 * x * (1.0 + u.tanh())
-            }
-            UnaryOp::GeluGrad => {
-                let u = GELU_C * (x + 0.044715 * x * x * x);
-                let t = u.tanh();
-                let du = GELU_C * (1.0 + 3.0 * 0.044715 * x * x);
-                0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du
-            }
+            UnaryOp::Gelu => gelu(x),
+            UnaryOp::GeluGrad => gelu_grad(x),
             UnaryOp::Exp => x.exp(),
             UnaryOp::Log => x.ln(),
             UnaryOp::Step => {
@@ -162,6 +154,119 @@ impl UnaryOp {
 
 /// sqrt(2/pi), the constant of the tanh-approximated GELU.
 pub const GELU_C: f32 = 0.797_884_6;
+
+/// The tanh-approximated GELU, `0.5·x·(1 + tanh(u))` with `u = GELU_C·(x + 0.044715·x³)`,
+/// computed as `x · σ(2u)` (the same function: `1 + tanh(u) = 2σ(2u)`), which needs one
+/// exponential and has no cancellation where `tanh(u)` is near −1.
+#[inline]
+pub(crate) fn gelu(x: f32) -> f32 {
+    let u = GELU_C * (x + 0.044715 * x * x * x);
+    x / (1.0 + exp_f32(-2.0 * u))
+}
+
+/// The derivative of [`gelu`]: `0.5·(1 + t) + 0.5·x·(1 − t²)·u'` with `t = tanh(u)`, as
+/// `s + 2·x·s·(1 − s)·u'` with `s = σ(2u)`; where `s` is above ½, `s·(1 − s)` is taken as
+/// `e·s²` with `e = e^(−2u)`, which has no cancellation as `s` nears 1.
+#[inline]
+pub(crate) fn gelu_grad(x: f32) -> f32 {
+    let u = GELU_C * (x + 0.044715 * x * x * x);
+    let du = GELU_C * (1.0 + 3.0 * 0.044715 * x * x);
+    let e = exp_f32(-2.0 * u);
+    let s = 1.0 / (1.0 + e);
+    let ss = if e > 1.0 { s * (1.0 - s) } else { e * s * s };
+    s + 2.0 * x * ss * du
+}
+
+/// `e^y` to about 1 ulp, written without calls or branches so that loops over it vectorize
+/// (libm's `expf` and `tanhf` are scalar calls, and made GELU a quarter of the CPU's GPT step).
+/// `y = n·ln 2 + r` with `|r| ≤ ln 2 / 2` (ln 2 split in two for an exact `n·ln 2`), `e^r` by
+/// its Taylor series to r⁷ (truncation below 2⁻²⁷), and `2^n` as two powers of two built in
+/// the exponent bits (so that subnormal results come out too). Above 88.72 (past `f32::MAX`) it
+/// is +∞, below −103 (under the smallest subnormal) 0; NaN stays NaN.
+#[inline]
+pub(crate) fn exp_f32(x: f32) -> f32 {
+    // selects rather than f32::clamp, so that a NaN passes through
+    let y = if x > 88.72 { 88.72 } else { x };
+    let y = if y < -103.0 { -103.0 } else { y };
+    // round to nearest by the 1.5·2²³ trick (no SSE4.1 round instruction needed)
+    const MAGIC: f32 = 12_582_912.0;
+    let n = (y * std::f32::consts::LOG2_E + MAGIC) - MAGIC;
+    let r = (y - n * 0.693_145_75) - n * 1.428_606_8e-6;
+    let p = 1.0
+        + r * (1.0
+            + r * (0.5
+                + r * (1.0 / 6.0
+                    + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0 + r / 5040.0))))));
+    // n in [−149, 128]: 2^n = 2^h · 2^(n−h), both normal
+    let (n, h) = (n as i32, (n as i32) >> 1);
+    let pow2 = |k: i32| f32::from_bits(((k + 127) as u32) << 23);
+    let e = p * pow2(h) * pow2(n - h);
+    let e = if x > 88.72 { f32::INFINITY } else { e };
+    if x < -103.0 {
+        0.0
+    } else {
+        e
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exp_f32_within_two_ulp_and_its_edges() {
+        let mut x = -87.0f32;
+        while x < 88.7 {
+            let (got, want) = (exp_f32(x) as f64, (x as f64).exp());
+            assert!(
+                (got - want).abs() <= 2.5e-7 * want,
+                "exp({x}) = {got}, want {want}"
+            );
+            x += 0.0137;
+        }
+        assert_eq!(exp_f32(0.0), 1.0);
+        assert_eq!(exp_f32(100.0), f32::INFINITY);
+        assert_eq!(exp_f32(f32::INFINITY), f32::INFINITY);
+        let tiny = exp_f32(-100.0) as f64; // a subnormal: 2⁻¹⁴⁹ apart
+        assert!(
+            (tiny - (-100f64).exp()).abs() <= 2f64.powi(-149),
+            "exp(-100) = {tiny}"
+        );
+        assert_eq!(exp_f32(-110.0), 0.0);
+        assert_eq!(exp_f32(f32::NEG_INFINITY), 0.0);
+        assert!(exp_f32(f32::NAN).is_nan());
+    }
+
+    #[test]
+    fn gelu_and_its_derivative_against_f64() {
+        let tanh_gelu = |x: f64| {
+            let u = (2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x);
+            (0.5 * x * (1.0 + u.tanh()), u)
+        };
+        let mut x = -12.0f32;
+        while x < 12.0 {
+            let xd = x as f64;
+            let (want, u) = tanh_gelu(xd);
+            let du = (2.0 / std::f64::consts::PI).sqrt() * (1.0 + 3.0 * 0.044715 * xd * xd);
+            let t = u.tanh();
+            let dwant = 0.5 * (1.0 + t) + 0.5 * xd * (1.0 - t * t) * du;
+            let (got, dgot) = (gelu(x) as f64, gelu_grad(x) as f64);
+            // u in f32 carries a relative error of a few 1e-8, which e^(−2u) multiplies by |2u|
+            let tol = 2e-7 * (1.0 + 2.0 * u.abs()) * want.abs() + 1e-12;
+            assert!((got - want).abs() <= tol, "gelu({x}) = {got}, want {want}");
+            assert!(
+                (dgot - dwant).abs() <= 1e-6,
+                "gelu'({x}) = {dgot}, want {dwant}"
+            );
+            x += 0.00731;
+        }
+        // the ends: as 0.5·x·(1 + tanh(u)) gives them
+        assert_eq!(gelu(f32::INFINITY), f32::INFINITY);
+        assert!(gelu(f32::NEG_INFINITY).is_nan());
+        assert_eq!(gelu(-1000.0), 0.0);
+        assert!(gelu(f32::NAN).is_nan() && gelu_grad(f32::NAN).is_nan());
+    }
+}
 
 /// Elementwise functions of two tensors, with broadcasting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

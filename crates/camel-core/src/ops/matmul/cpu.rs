@@ -3,7 +3,7 @@
 use super::{Gemm, MatmulKernels};
 use crate::backend::cpu::CpuStorage;
 use crate::backend::Activation;
-use crate::ops::elementwise::UnaryOp;
+use crate::ops::elementwise::{gelu, UnaryOp};
 use crate::{DType, Error, Result};
 use ndarray::linalg::general_mat_mul;
 use ndarray::{ArrayView2, ArrayViewMut2, ShapeBuilder};
@@ -116,7 +116,7 @@ pub fn linear(
     Ok(match act {
         Activation::Identity => (z, None),
         Activation::Relu => (z.into_iter().map(|v| apply(act, v)).collect(), None),
-        Activation::Gelu => (z.iter().map(|&v| apply(act, v)).collect(), Some(z)),
+        Activation::Gelu => (z.iter().map(|&v| gelu(v)).collect(), Some(z)),
     })
 }
 
