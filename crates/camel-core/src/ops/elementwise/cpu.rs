@@ -2,6 +2,7 @@
 
 use super::{BinaryOp, ElementwiseKernels, UnaryOp};
 use crate::backend::cpu::CpuStorage;
+use crate::backend::vector::{map, zip_map_rows};
 use crate::shape::{broadcast_strides, numel};
 use crate::Result;
 
@@ -118,14 +119,37 @@ pub fn clamp_apply(x: f32, lo: f32, hi: f32, grad: bool) -> f32 {
     }
 }
 
-/// `y = f(x)` elementwise.
+/// `y = f(x)` elementwise: one loop per op (a match on the op inside the loop would keep it from
+/// vectorizing), compiled for the CPU's widest vector unit.
 pub fn unary(x: &[f32], op: UnaryOp) -> Vec<f32> {
-    match op {
-        // loops of their own, which the compiler vectorizes
-        UnaryOp::Gelu => x.iter().map(|&v| super::gelu(v)).collect(),
-        UnaryOp::GeluGrad => x.iter().map(|&v| super::gelu_grad(v)).collect(),
-        _ => x.iter().map(|&v| op.apply(v)).collect(),
+    use UnaryOp::*;
+    macro_rules! per_op {
+        ($($unit:ident),*; $($scalar:ident),*) => {
+            match op {
+                $($unit => map(x, |v| $unit.apply(v)),)*
+                $($scalar(c) => map(x, move |v| $scalar(c).apply(v)),)*
+            }
+        };
     }
+    per_op!(
+        Neg, Relu, Sigmoid, Tanh, Gelu, GeluGrad, Exp, Log, Step, Sqrt, Square, Abs, Sign;
+        AddScalar, MulScalar, PowScalar, EqScalar, NeScalar, LtScalar, LeScalar, GtScalar,
+        GeScalar
+    )
+}
+
+/// `a ∘ b` where `b` has `a`'s length or is a row that repeats along `a` (`a.len()` a multiple of
+/// `b.len()`), one loop per op as in [`unary`].
+fn binary_rows(a: &[f32], b: &[f32], op: BinaryOp) -> Vec<f32> {
+    use BinaryOp::*;
+    macro_rules! per_op {
+        ($($op:ident),*) => {
+            match op {
+                $($op => zip_map_rows(a, b, |x, y| $op.apply(x, y)),)*
+            }
+        };
+    }
+    per_op!(Add, Sub, Mul, Div, Eq, GeluBwd, Ne, Lt, Le, Gt, Ge, Minimum, Maximum)
 }
 
 /// `out = a ∘ b` with broadcasting to `out_shape`; an output the host cannot hold is
@@ -139,15 +163,7 @@ pub fn binary(
     op: BinaryOp,
 ) -> Result<Vec<f32>> {
     if a_shape == b_shape {
-        if op == BinaryOp::GeluBwd {
-            // a loop of its own, which the compiler vectorizes
-            return Ok(a
-                .iter()
-                .zip(b)
-                .map(|(&x, &g)| g * super::gelu_grad(x))
-                .collect());
-        }
-        return Ok(a.iter().zip(b).map(|(&x, &y)| op.apply(x, y)).collect());
+        return Ok(binary_rows(a, b, op));
     }
     let n = numel(out_shape);
     // Fast path for the common "bias over rows" case: b is a trailing block repeated.
@@ -156,12 +172,7 @@ pub fn binary(
         && n.is_multiple_of(b.len())
         && out_shape.ends_with(b_shape_trim(b_shape))
     {
-        let m = b.len();
-        return Ok(a
-            .iter()
-            .enumerate()
-            .map(|(i, &x)| op.apply(x, b[i % m]))
-            .collect());
+        return Ok(binary_rows(a, b, op));
     }
     let sa = broadcast_strides(a_shape, out_shape);
     let sb = broadcast_strides(b_shape, out_shape);
@@ -190,4 +201,109 @@ pub fn binary(
 fn b_shape_trim(s: &[usize]) -> &[usize] {
     let k = s.iter().take_while(|&&d| d == 1).count();
     &s[k..]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Inputs of awkward lengths with the edge values every op must carry through.
+    fn inputs(n: usize, seed: u32) -> Vec<f32> {
+        let edges = [
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            1e-40,
+        ];
+        let mut s = seed;
+        (0..n)
+            .map(|i| {
+                s = s.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                if i % 11 == 3 {
+                    edges[(s >> 29) as usize]
+                } else {
+                    (s >> 8) as f32 / (1 << 24) as f32 * 16.0 - 8.0
+                }
+            })
+            .collect()
+    }
+
+    fn same_bits(got: &[f32], want: &[f32], what: &str) {
+        assert_eq!(got.len(), want.len(), "{what}: length");
+        for (i, (g, w)) in got.iter().zip(want).enumerate() {
+            assert!(
+                g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()),
+                "{what}[{i}]: {g} where the scalar reference gives {w}"
+            );
+        }
+    }
+
+    /// The loops compiled for the wider vector units give each op's scalar result bit for bit.
+    #[test]
+    fn vector_loops_match_the_scalar_reference_bit_for_bit() {
+        let unary_ops = [
+            UnaryOp::Neg,
+            UnaryOp::Relu,
+            UnaryOp::Sigmoid,
+            UnaryOp::Tanh,
+            UnaryOp::Gelu,
+            UnaryOp::GeluGrad,
+            UnaryOp::Exp,
+            UnaryOp::Log,
+            UnaryOp::Step,
+            UnaryOp::Sqrt,
+            UnaryOp::Square,
+            UnaryOp::Abs,
+            UnaryOp::Sign,
+            UnaryOp::AddScalar(0.5),
+            UnaryOp::MulScalar(-3.0),
+            UnaryOp::PowScalar(1.5),
+            UnaryOp::EqScalar(1.0),
+            UnaryOp::NeScalar(1.0),
+            UnaryOp::LtScalar(0.0),
+            UnaryOp::LeScalar(0.0),
+            UnaryOp::GtScalar(0.0),
+            UnaryOp::GeScalar(0.0),
+        ];
+        let binary_ops = [
+            BinaryOp::Add,
+            BinaryOp::Sub,
+            BinaryOp::Mul,
+            BinaryOp::Div,
+            BinaryOp::Eq,
+            BinaryOp::GeluBwd,
+            BinaryOp::Ne,
+            BinaryOp::Lt,
+            BinaryOp::Le,
+            BinaryOp::Gt,
+            BinaryOp::Ge,
+            BinaryOp::Minimum,
+            BinaryOp::Maximum,
+        ];
+        for n in [1, 7, 127, 1031] {
+            let (a, b) = (inputs(n, 1), inputs(n, 2));
+            for op in unary_ops {
+                let want: Vec<f32> = a.iter().map(|&v| op.apply(v)).collect();
+                same_bits(&unary(&a, op), &want, &format!("{op:?} at n = {n}"));
+            }
+            for op in binary_ops {
+                let want: Vec<f32> = a.iter().zip(&b).map(|(&x, &y)| op.apply(x, y)).collect();
+                let got = binary(&a, &[n], &b, &[n], &[n], op).unwrap();
+                same_bits(&got, &want, &format!("{op:?} at n = {n}"));
+                // a row repeated over 3 rows (the bias path)
+                let big = inputs(3 * n, 3);
+                let want: Vec<f32> = big
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &x)| op.apply(x, b[i % n]))
+                    .collect();
+                let got = binary(&big, &[3, n], &b, &[n], &[3, n], op).unwrap();
+                same_bits(&got, &want, &format!("{op:?} over rows at n = {n}"));
+            }
+        }
+    }
 }

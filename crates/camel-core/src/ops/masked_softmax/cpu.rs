@@ -2,13 +2,32 @@
 
 use super::{MaskedRows, MaskedSoftmaxKernels};
 use crate::backend::cpu::{try_filled, CpuStorage};
+use crate::backend::vector::{widest, Loop};
+use crate::ops::elementwise::exp_f32;
 use crate::Result;
+
+/// [`masked_softmax`] or its backward, compiled for the CPU's widest vector unit.
+enum Pass<'a> {
+    Forward(&'a [f32]),
+    Backward(&'a [f32], &'a [f32]),
+}
+
+impl Loop for (Pass<'_>, &mut [f32], MaskedRows) {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        match self {
+            (Pass::Forward(x), out, m) => masked_softmax(x, out, m),
+            (Pass::Backward(y, g), out, m) => masked_softmax_bwd(y, g, out, m),
+        }
+    }
+}
 
 impl MaskedSoftmaxKernels for CpuStorage {
     fn masked_softmax(&self, m: MaskedRows) -> Result<Self> {
         let x = self.f32("scaled_masked_softmax")?;
         let mut out = try_filled("scaled_masked_softmax", m.rows * m.tk, 0.0f32)?;
-        masked_softmax(x, &mut out, m);
+        widest((Pass::Forward(x), &mut out[..], m));
         Ok(CpuStorage::F32(out))
     }
 
@@ -16,13 +35,14 @@ impl MaskedSoftmaxKernels for CpuStorage {
         let op = "scaled_masked_softmax backward";
         let (y, g) = (self.f32(op)?, g.f32(op)?);
         let mut out = try_filled(op, m.rows * m.tk, 0.0f32)?;
-        masked_softmax_bwd(y, g, &mut out, m);
+        widest((Pass::Backward(y, g), &mut out[..], m));
         Ok(CpuStorage::F32(out))
     }
 }
 
 /// `softmax(scale · x)` of each row over its visible keys (max-subtracted), 0 on masked keys;
-/// `out` is zeros on entry.
+/// `out` is zeros on entry. The exponential is [`exp_f32`], which vectorizes.
+#[inline(always)]
 pub fn masked_softmax(x: &[f32], out: &mut [f32], m: MaskedRows) {
     for r in 0..m.rows {
         let n = m.visible(r);
@@ -36,8 +56,10 @@ pub fn masked_softmax(x: &[f32], out: &mut [f32], m: MaskedRows) {
         let mref = if mx == f32::NEG_INFINITY { 0.0 } else { mx };
         let mut sum = 0.0f32;
         for (oi, &v) in o.iter_mut().zip(row) {
-            *oi = (v * m.scale - mref).exp();
-            sum += *oi;
+            *oi = exp_f32(v * m.scale - mref);
+        }
+        for &v in &o[..n] {
+            sum += v;
         }
         // the masked keys hold 0 (from `try_filled`): 0 · (1 / Σ) is 0, or NaN when the row
         // holds a NaN, as the kernel gives
@@ -48,6 +70,7 @@ pub fn masked_softmax(x: &[f32], out: &mut [f32], m: MaskedRows) {
 
 /// Backward of [`masked_softmax`] from its output `y`: `dx = scale · y ⊙ (g − Σ g⊙y)` over the
 /// visible keys, 0 on masked keys whatever `g` holds there; `out` is zeros on entry.
+#[inline(always)]
 pub fn masked_softmax_bwd(y: &[f32], g: &[f32], out: &mut [f32], m: MaskedRows) {
     for r in 0..m.rows {
         let n = m.visible(r);
