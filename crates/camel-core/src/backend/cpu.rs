@@ -5,9 +5,40 @@
 use crate::{DType, Error, Result};
 use half::{bf16, f16};
 
+/// Keeps the buffers a training step frees in the process heap, so that the next step reuses
+/// them instead of asking the kernel for fresh pages and faulting each one in again.
+///
+/// glibc returns freed memory at the top of its heap to the kernel once it exceeds the trim
+/// threshold, and serves large requests from `mmap`; both thresholds move with the program's
+/// frees, and a step's peak-then-release pattern keeps tripping them, which costs a fifth of a
+/// small GPT's CPU step in page faults (`docs/gpt-mini.md`, "Step time against PyTorch"). This sets
+/// the `mmap` threshold to glibc's largest (32 MiB) and the trim threshold to 1 GiB, once per
+/// process, as a caching allocator would; the process then holds on to up to 1 GiB of freed
+/// heap. A process started with glibc's own `MALLOC_MMAP_THRESHOLD_` or
+/// `MALLOC_TRIM_THRESHOLD_` keeps what it asked for.
+fn keep_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            let set = |name| std::env::var_os(name).is_some();
+            if set("MALLOC_MMAP_THRESHOLD_") || set("MALLOC_TRIM_THRESHOLD_") {
+                return;
+            }
+            // SAFETY: mallopt only changes the allocator's tuning parameters; it is called
+            // once, before the buffers it concerns are allocated.
+            unsafe {
+                libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+                libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 30);
+            }
+        });
+    }
+}
+
 /// An empty vector with room for `n` elements, or [`Error::OutOfMemory`] naming `op` and the
 /// bytes asked when the host cannot provide them (where `Vec::with_capacity` would abort).
 pub(crate) fn try_vec<T>(op: &'static str, n: usize) -> Result<Vec<T>> {
+    keep_freed_memory();
     let mut v = Vec::new();
     v.try_reserve_exact(n).map_err(|_| Error::OutOfMemory {
         op,

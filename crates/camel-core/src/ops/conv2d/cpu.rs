@@ -1,12 +1,11 @@
 //! The CPU reference of conv2d: im2col of one image and group at a time, multiplied with
-//! ndarray's GEMM (`matrixmultiply`). The CPU backend has no thread pool, so the images run one
+//! the CPU GEMM (`ops::matmul::cpu::gemm_into`). The CPU backend has no thread pool, so the images run one
 //! after another (the GEMM itself is single-threaded too).
 
 use super::{Conv2dGeom, Conv2dKernels};
 use crate::backend::cpu::{try_filled, CpuStorage};
+use crate::ops::matmul::cpu::{gemm_into, Mat};
 use crate::Result;
-use ndarray::linalg::general_mat_mul;
-use ndarray::{ArrayView2, ArrayViewMut2};
 
 impl Conv2dKernels for CpuStorage {
     fn conv2d(&self, w: &Self, bias: Option<&Self>, g: &Conv2dGeom, relu: bool) -> Result<Self> {
@@ -40,6 +39,16 @@ impl Conv2dKernels for CpuStorage {
     }
 }
 
+/// The output columns `ox` whose input column `ox·stride + off` lies inside `0..width`: a range,
+/// so that the loops below copy its middle without a bounds test per element.
+fn valid_columns(ow: usize, stride: usize, off: isize, width: usize) -> std::ops::Range<usize> {
+    // ox·stride + off ≥ 0  ⇔  ox ≥ ⌈−off / stride⌉;  ox·stride + off < width  ⇔  ox < ⌈(width − off) / stride⌉
+    let ceil_div = |a: isize| (a.max(0) as usize).div_ceil(stride);
+    let lo = ceil_div(-off).min(ow);
+    let hi = ceil_div(width as isize - off).min(ow);
+    lo..hi.max(lo)
+}
+
 /// The column matrix `[kg, oh·ow]` of image `img`, group `gi` of `x`: row `(c·kh + i)·kw + j`
 /// holds input channel `c` of the group at tap `(i, j)` for every output pixel (0 in the
 /// padding).
@@ -51,21 +60,28 @@ fn im2col(x: &[f32], col: &mut [f32], g: &Conv2dGeom, img: usize, gi: usize) {
         for i in 0..g.kh {
             for j in 0..g.kw {
                 let row = &mut col[((c * g.kh + i) * g.kw + j) * p..][..p];
+                let off = (j * g.dw) as isize - g.pw as isize;
+                let cols = valid_columns(g.ow, g.sw, off, g.w);
                 for oy in 0..g.oh {
                     let iy = (oy * g.sh + i * g.dh) as isize - g.ph as isize;
                     let out = &mut row[oy * g.ow..(oy + 1) * g.ow];
-                    if iy < 0 || iy >= g.h as isize {
+                    if iy < 0 || iy >= g.h as isize || cols.is_empty() {
                         out.fill(0.0);
                         continue;
                     }
                     let src = &plane[iy as usize * g.w..][..g.w];
-                    for (ox, v) in out.iter_mut().enumerate() {
-                        let ix = (ox * g.sw + j * g.dw) as isize - g.pw as isize;
-                        *v = if ix < 0 || ix >= g.w as isize {
-                            0.0
-                        } else {
-                            src[ix as usize]
-                        };
+                    out[..cols.start].fill(0.0);
+                    out[cols.end..].fill(0.0);
+                    // the first input column read, ≥ 0 by the range
+                    let first = (cols.start * g.sw) as isize + off;
+                    let mid = &mut out[cols.clone()];
+                    if g.sw == 1 {
+                        mid.copy_from_slice(&src[first as usize..][..mid.len()]);
+                    } else {
+                        let taps = src[first as usize..].iter().step_by(g.sw);
+                        for (v, &s) in mid.iter_mut().zip(taps) {
+                            *v = s;
+                        }
                     }
                 }
             }
@@ -82,31 +98,33 @@ fn col2im(dcol: &[f32], dx: &mut [f32], g: &Conv2dGeom, img: usize, gi: usize) {
         for i in 0..g.kh {
             for j in 0..g.kw {
                 let row = &dcol[((c * g.kh + i) * g.kw + j) * p..][..p];
+                let off = (j * g.dw) as isize - g.pw as isize;
+                let cols = valid_columns(g.ow, g.sw, off, g.w);
+                if cols.is_empty() {
+                    continue;
+                }
+                let first = (cols.start * g.sw) as isize + off;
                 for oy in 0..g.oh {
                     let iy = (oy * g.sh + i * g.dh) as isize - g.ph as isize;
                     if iy < 0 || iy >= g.h as isize {
                         continue;
                     }
                     let dst = &mut plane[iy as usize * g.w..][..g.w];
-                    for (ox, &v) in row[oy * g.ow..(oy + 1) * g.ow].iter().enumerate() {
-                        let ix = (ox * g.sw + j * g.dw) as isize - g.pw as isize;
-                        if ix >= 0 && ix < g.w as isize {
-                            dst[ix as usize] += v;
+                    let src = &row[oy * g.ow..(oy + 1) * g.ow][cols.clone()];
+                    let dst = &mut dst[first as usize..];
+                    if g.sw == 1 {
+                        for (d, &v) in dst.iter_mut().zip(src) {
+                            *d += v;
+                        }
+                    } else {
+                        for (d, &v) in dst.iter_mut().step_by(g.sw).zip(src) {
+                            *d += v;
                         }
                     }
                 }
             }
         }
     }
-}
-
-fn view(s: &[f32], rows: usize, cols: usize) -> ArrayView2<'_, f32> {
-    ArrayView2::from_shape((rows, cols), &s[..rows * cols]).expect("conv2d: GEMM operand view")
-}
-
-fn view_mut(s: &mut [f32], rows: usize, cols: usize) -> ArrayViewMut2<'_, f32> {
-    ArrayViewMut2::from_shape((rows, cols), &mut s[..rows * cols])
-        .expect("conv2d: GEMM output view")
 }
 
 /// `act(conv2d(x, w) + bias)`: per image and group, `y = W_g · im2col(x)`.
@@ -126,17 +144,23 @@ pub fn conv2d(
     for img in 0..g.n {
         for gi in 0..g.groups {
             im2col(x, &mut col, g, img, gi);
-            let wg = view(&w[gi * og * kg..], og, kg);
-            let mut yv = view_mut(&mut y[(img * g.o + gi * og) * p..], og, p);
-            general_mat_mul(1.0, &wg, &view(&col, kg, p), 0.0, &mut yv);
+            let wg = Mat::new(&w[gi * og * kg..], og, kg);
+            let yv = &mut y[(img * g.o + gi * og) * p..];
+            gemm_into(yv, wg, Mat::new(&col, kg, p), false);
         }
     }
-    for (i, v) in y.iter_mut().enumerate() {
-        if let Some(b) = bias {
-            *v += b[(i / p) % g.o];
-        }
-        if relu && *v < 0.0 {
-            *v = 0.0;
+    // the epilogue, one output plane (image, channel) at a time
+    if bias.is_some() || relu {
+        for (plane, ys) in y.chunks_exact_mut(p).enumerate() {
+            let b = bias.map(|b| b[plane % g.o]);
+            for v in ys {
+                if let Some(b) = b {
+                    *v += b;
+                }
+                if relu && *v < 0.0 {
+                    *v = 0.0;
+                }
+            }
         }
     }
     Ok(y)
@@ -152,9 +176,9 @@ pub fn conv2d_bwd_input(dy: &[f32], w: &[f32], g: &Conv2dGeom) -> Result<Vec<f32
     let mut dcol = try_filled("conv2d backward", kg * p, 0.0f32)?;
     for img in 0..g.n {
         for gi in 0..g.groups {
-            let wg = view(&w[gi * og * kg..], og, kg);
-            let dyv = view(&dy[(img * g.o + gi * og) * p..], og, p);
-            general_mat_mul(1.0, &wg.t(), &dyv, 0.0, &mut view_mut(&mut dcol, kg, p));
+            let wg = Mat::new(&w[gi * og * kg..], og, kg);
+            let dyv = Mat::new(&dy[(img * g.o + gi * og) * p..], og, p);
+            gemm_into(&mut dcol, wg.t(), dyv, false);
             col2im(&dcol, &mut dx, g, img, gi);
         }
     }
@@ -172,9 +196,13 @@ pub fn conv2d_bwd_weight(dy: &[f32], x: &[f32], g: &Conv2dGeom) -> Result<Vec<f3
     for img in 0..g.n {
         for gi in 0..g.groups {
             im2col(x, &mut col, g, img, gi);
-            let dyv = view(&dy[(img * g.o + gi * og) * p..], og, p);
-            let mut dwv = view_mut(&mut dw[gi * og * kg..], og, kg);
-            general_mat_mul(1.0, &dyv, &view(&col, kg, p).t(), 1.0, &mut dwv);
+            let dyv = Mat::new(&dy[(img * g.o + gi * og) * p..], og, p);
+            gemm_into(
+                &mut dw[gi * og * kg..],
+                dyv,
+                Mat::new(&col, kg, p).t(),
+                true,
+            );
         }
     }
     Ok(dw)

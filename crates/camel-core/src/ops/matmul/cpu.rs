@@ -1,12 +1,14 @@
-//! The CPU reference of the matrix products, through ndarray's GEMM (`matrixmultiply`).
+//! The CPU matrix products, through the `gemm` crate: packed, cache-blocked kernels for AVX2 or
+//! AVX-512, chosen at run time, on one thread (the CPU backend has no thread pool). `gemm_into`
+//! is the one entry every CPU product goes through, conv2d's im2col products included.
 
 use super::{Gemm, MatmulKernels};
 use crate::backend::cpu::CpuStorage;
+use crate::backend::vector::map;
 use crate::backend::Activation;
 use crate::ops::elementwise::{gelu, UnaryOp};
 use crate::{DType, Error, Result};
-use ndarray::linalg::general_mat_mul;
-use ndarray::{ArrayView2, ArrayViewMut2, ShapeBuilder};
+use std::mem::MaybeUninit;
 
 impl MatmulKernels for CpuStorage {
     fn matmul(&self, rhs: &Self, g: &Gemm) -> Result<Self> {
@@ -57,32 +59,145 @@ fn half_dtype(op: &'static str, a: &CpuStorage, b: &CpuStorage) -> Result<DType>
     })
 }
 
-/// Batched matrix product on the CPU through ndarray's optimized GEMM; an output the host cannot
-/// hold is [`crate::Error::OutOfMemory`].
+/// A matrix operand of [`gemm_into`]: `rows × cols`, stored row-major in `data`, or, with
+/// `trans`, stored as its transpose (`cols × rows` row-major, read in place).
+#[derive(Clone, Copy)]
+pub(crate) struct Mat<'a> {
+    pub data: &'a [f32],
+    pub rows: usize,
+    pub cols: usize,
+    pub trans: bool,
+}
+
+impl<'a> Mat<'a> {
+    /// A `rows × cols` matrix stored row-major at the start of `data`.
+    pub fn new(data: &'a [f32], rows: usize, cols: usize) -> Self {
+        Mat {
+            data,
+            rows,
+            cols,
+            trans: false,
+        }
+    }
+
+    /// The transpose of this matrix, read in place.
+    pub fn t(self) -> Self {
+        Mat {
+            rows: self.cols,
+            cols: self.rows,
+            trans: !self.trans,
+            ..self
+        }
+    }
+
+    /// (row stride, column stride) in elements.
+    fn strides(&self) -> (isize, isize) {
+        if self.trans {
+            (1, self.rows as isize)
+        } else {
+            (self.cols as isize, 1)
+        }
+    }
+}
+
+/// `c = a · b`, or `c += a · b` with `accumulate`, for `c` the `a.rows × b.cols` row-major
+/// matrix at the start of `c`.
+///
+/// # Panics
+///
+/// When the operands' shapes disagree or a slice is shorter than its matrix: the callers size
+/// them from shapes they have already checked, so this is an internal error.
+pub(crate) fn gemm_into(c: &mut [f32], a: Mat<'_>, b: Mat<'_>, accumulate: bool) {
+    check(c.len(), a, b);
+    // SAFETY: `c` holds the whole output (checked), initialized, and overlaps neither operand.
+    unsafe { gemm_raw(c.as_mut_ptr(), a, b, accumulate) }
+}
+
+/// `c = a · b` into memory not yet written (a new output), as [`gemm_into`]; every element of
+/// the `a.rows × b.cols` matrix is written.
+fn gemm_uninit(c: &mut [MaybeUninit<f32>], a: Mat<'_>, b: Mat<'_>) {
+    check(c.len(), a, b);
+    // SAFETY: as in `gemm_into`; without `accumulate` the product writes `c` without reading it
+    unsafe { gemm_raw(c.as_mut_ptr().cast(), a, b, false) }
+}
+
+/// The shape checks of [`gemm_into`].
+fn check(c_len: usize, a: Mat<'_>, b: Mat<'_>) {
+    let (m, k, n) = (a.rows, a.cols, b.cols);
+    assert!(b.rows == k, "gemm: inner dimensions {k} and {}", b.rows);
+    assert!(
+        a.data.len() >= m * k && b.data.len() >= k * n && c_len >= m * n,
+        "gemm: a slice is shorter than its matrix"
+    );
+}
+
+/// The product itself, through the `gemm` crate.
+///
+/// # Safety
+///
+/// `c` points to `a.rows × b.cols` writable elements (initialized when `accumulate`) that
+/// overlap neither operand, and the operands passed [`check`].
+unsafe fn gemm_raw(c: *mut f32, a: Mat<'_>, b: Mat<'_>, accumulate: bool) {
+    let (m, k, n) = (a.rows, a.cols, b.cols);
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        if !accumulate {
+            // SAFETY: `c` points to m·n writable elements (the caller's contract).
+            unsafe { std::ptr::write_bytes(c, 0, m * n) };
+        }
+        return;
+    }
+    let ((ars, acs), (brs, bcs)) = (a.strides(), b.strides());
+    // SAFETY: every index the product touches lies inside the operands (rows and columns within
+    // bounds for the strides of a dense row-major or transposed matrix), and inside `c`.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            c,
+            1,
+            n as isize,
+            accumulate,
+            a.data.as_ptr(),
+            acs,
+            ars,
+            b.data.as_ptr(),
+            bcs,
+            brs,
+            1.0,
+            1.0,
+            false,
+            false,
+            false,
+            gemm::Parallelism::None,
+        );
+    }
+}
+
+/// Batched matrix product on the CPU; an output the host cannot hold is
+/// [`crate::Error::OutOfMemory`].
 pub fn matmul(a: &[f32], b: &[f32], s: &Gemm) -> Result<Vec<f32>> {
     let Gemm { batch, m, n, k, .. } = *s;
     let size = batch.saturating_mul(m).saturating_mul(n);
-    let mut c = crate::backend::cpu::try_filled("matmul", size, 0.0f32)?;
+    let mut c = crate::backend::cpu::try_vec("matmul", size)?;
+    let out = &mut c.spare_capacity_mut()[..size];
     for bi in 0..batch {
-        let pa = &a[bi * s.stride_a..bi * s.stride_a + m * k];
-        let pb = &b[bi * s.stride_b..bi * s.stride_b + k * n];
-        // a stored transposed is an m×k view with column-major (Fortran) strides
-        let av = if s.trans_a {
-            ArrayView2::from_shape((m, k).f(), pa)
-        } else {
-            ArrayView2::from_shape((m, k), pa)
-        }
-        .expect("matmul: A view");
-        let bv = if s.trans_b {
-            ArrayView2::from_shape((k, n).f(), pb)
-        } else {
-            ArrayView2::from_shape((k, n), pb)
-        }
-        .expect("matmul: B view");
-        let mut cv =
-            ArrayViewMut2::from_shape((m, n), &mut c[bi * m * n..(bi + 1) * m * n]).expect("C");
-        general_mat_mul(1.0, &av, &bv, 0.0, &mut cv);
+        // an operand stored transposed is its transpose read in place
+        let (ra, ca) = if s.trans_a { (k, m) } else { (m, k) };
+        let (rb, cb) = if s.trans_b { (n, k) } else { (k, n) };
+        let pa = Mat::new(&a[bi * s.stride_a..], ra, ca);
+        let pb = Mat::new(&b[bi * s.stride_b..], rb, cb);
+        let (pa, pb) = (
+            if s.trans_a { pa.t() } else { pa },
+            if s.trans_b { pb.t() } else { pb },
+        );
+        gemm_uninit(&mut out[bi * m * n..], pa, pb);
     }
+    // SAFETY: each of the `batch` products wrote its whole m × n block.
+    unsafe { c.set_len(size) };
     Ok(c)
 }
 
@@ -115,16 +230,7 @@ pub fn linear(
     }
     Ok(match act {
         Activation::Identity => (z, None),
-        Activation::Relu => (z.into_iter().map(|v| apply(act, v)).collect(), None),
-        Activation::Gelu => (z.iter().map(|&v| gelu(v)).collect(), Some(z)),
+        Activation::Relu => (map(&z, |v| UnaryOp::Relu.apply(v)), None),
+        Activation::Gelu => (map(&z, gelu), Some(z)),
     })
-}
-
-/// The CPU reference of an activation fused into `linear`.
-fn apply(act: Activation, x: f32) -> f32 {
-    match act {
-        Activation::Identity => x,
-        Activation::Relu => UnaryOp::Relu.apply(x),
-        Activation::Gelu => UnaryOp::Gelu.apply(x),
-    }
 }

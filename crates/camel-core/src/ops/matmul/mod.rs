@@ -1,7 +1,7 @@
 //! Matrix products, 2-D and batched, with transpose flags so that the backward pass never
 //! materializes a transpose just to multiply, and `linear` with its bias and activation fused
 //! into the GEMM. The geometry of a product is camel-cuda's [`Gemm`], on both devices: the CPU
-//! multiplies through ndarray (`cpu.rs`), the GPU through the SGEMM ladder for f32 and the
+//! multiplies through the `gemm` crate (`cpu.rs`), the GPU through the SGEMM ladder for f32 and the
 //! tensor-core ladder for f16/bf16 (`cuda.rs`, `kernels/matmul`).
 //!
 //! Operands are of one float dtype. f16 and bf16 products sum in f32 and round once to the
@@ -18,7 +18,7 @@ use crate::tensor::{StorageCell, StorageRef};
 use crate::{Error, Result, Tensor};
 pub use camel_cuda::kernels::matmul::Gemm;
 
-mod cpu;
+pub(crate) mod cpu;
 #[cfg(feature = "cuda")]
 mod cuda;
 
