@@ -48,25 +48,28 @@ pub fn max_pool2d(x: &[f32], g: &PoolGeom) -> Result<(Vec<f32>, Vec<i64>)> {
     let mut y = try_filled("max_pool2d", g.out_len(), 0.0f32)?;
     let mut idx = try_filled("max_pool2d", g.out_len(), 0i64)?;
     let (hw, ohw) = (g.h * g.w, g.oh * g.ow);
+    // the column span of every output column, computed once
+    let spans: Vec<_> = (0..g.ow)
+        .map(|ox| span(ox, g.kw, g.sw, g.pw, g.w))
+        .collect();
     for plane in 0..g.n * g.c {
         let xp = &x[plane * hw..][..hw];
+        let (yp, ip) = (&mut y[plane * ohw..][..ohw], &mut idx[plane * ohw..][..ohw]);
         for oy in 0..g.oh {
             let (y0, y1) = span(oy, g.kh, g.sh, g.ph, g.h);
-            for ox in 0..g.ow {
-                let (x0, x1) = span(ox, g.kw, g.sw, g.pw, g.w);
-                let (mut best, mut bi) = (f32::NEG_INFINITY, None::<usize>);
+            for (ox, &(x0, x1)) in spans.iter().enumerate() {
+                // an empty window (all padding) keeps −∞ and the index −1
+                let (mut best, mut bi) = (f32::NEG_INFINITY, -1i64);
                 for iy in y0..y1 {
-                    for ix in x0..x1 {
-                        let v = xp[iy * g.w + ix];
-                        if bi.is_none() || v > best || (v.is_nan() && !best.is_nan()) {
+                    for (ix, &v) in xp[iy * g.w..][x0..x1].iter().enumerate() {
+                        if bi < 0 || v > best || (v.is_nan() && !best.is_nan()) {
                             best = v;
-                            bi = Some(iy * g.w + ix);
+                            bi = (iy * g.w + x0 + ix) as i64;
                         }
                     }
                 }
-                let o = plane * ohw + oy * g.ow + ox;
-                y[o] = best;
-                idx[o] = bi.map_or(-1, |i| i as i64);
+                yp[oy * g.ow + ox] = best;
+                ip[oy * g.ow + ox] = bi;
             }
         }
     }

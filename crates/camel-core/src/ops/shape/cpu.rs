@@ -80,17 +80,28 @@ pub fn copy_strided<T: Copy>(
     if n == 0 {
         return Ok(out);
     }
-    let mut idx = vec![0usize; shape.len()];
+    let Some((&len, outer)) = shape.split_last() else {
+        out.push(src[offset]); // a scalar
+        return Ok(out);
+    };
+    let (step, outer_strides) = strides.split_last().expect("strides match shape");
+    // the innermost dim is copied as one run (a slice when its stride is 1), the outer dims are
+    // counted like an odometer
+    let mut idx = vec![0usize; outer.len()];
     let mut p = offset;
-    for _ in 0..n {
-        out.push(src[p]);
-        for d in (0..shape.len()).rev() {
+    for _ in 0..n / len {
+        if *step == 1 {
+            out.extend_from_slice(&src[p..p + len]);
+        } else {
+            out.extend((0..len).map(|i| src[p + i * step]));
+        }
+        for d in (0..outer.len()).rev() {
             idx[d] += 1;
-            p += strides[d];
-            if idx[d] < shape[d] {
+            p += outer_strides[d];
+            if idx[d] < outer[d] {
                 break;
             }
-            p -= strides[d] * shape[d];
+            p -= outer_strides[d] * outer[d];
             idx[d] = 0;
         }
     }
