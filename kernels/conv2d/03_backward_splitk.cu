@@ -227,14 +227,16 @@ extern "C" __global__ void __launch_bounds__(256) conv2d_wgrad_partial_f32(const
                                                                            const float* __restrict__ x,
                                                                            float* __restrict__ part, ConvArgs a) {
     CAMEL_PDL_WAIT();
-    extern __shared__ float smem[];
+    // a name of its own: in an extern "C" kernel `smem` would take C linkage, against the C++
+    // linkage the helpers above give it (any name is the block's one dynamic allocation)
+    extern __shared__ float wsmem[];
     const int cg_n = (int)(a.c / a.groups), og = (int)(a.o / a.groups);
     const int KH = (int)a.kh, KW = (int)a.kw, khw = KH * KW, kg = cg_n * khw, E = og * kg;
     const int H = (int)a.h, W = (int)a.w, OH = (int)a.oh, OW = (int)a.ow, P = OH * OW, HW = H * W;
     const int SH = (int)a.sh, SW = (int)a.sw, PH = (int)a.ph, PW = (int)a.pw, DH = (int)a.dh, DW = (int)a.dw;
     const long long g = blockIdx.y;
     const int chunk = (E + gridDim.z - 1) / gridDim.z, e0 = blockIdx.z * chunk, e1 = min(E, e0 + chunk);
-    float* acc = smem;
+    float* acc = wsmem;
     float* xs = acc + E;
     float* dys = xs + cg_n * HW;
     // each thread owns the entries e ≡ e0 + threadIdx.x (mod blockDim.x): acc needs no barrier
