@@ -35,6 +35,12 @@ launchers! {
         };
         rows_op(dev, STEP2, name, true, [table, idx, out], [n, v, d], err)
     }
+
+    /// Step 2's gather for an f16 or bf16 table (16-bit patterns moved as they are).
+    pub fn index_select_rows_warp_b16(..) {
+        let name = "index_select_rows_warp_b16";
+        rows_op(dev, STEP2, name, true, [table, idx, out], [n, v, d], err)
+    }
 }
 
 /// Launches a gather or scatter-add kernel of steps 1 and 2, `(const float* src, const long
@@ -61,9 +67,9 @@ fn rows_op(
         launch_1d(n * d)
     };
     let (n, v, d) = (n as i64, v as i64, d as i64);
-    // SAFETY: matches `index_{select,add}_rows*_f32(const float*, const long long*, float*, long
-    // long ×3, long long*)`; the callers pass `[v, d]` and `[n, d]` floats, `n` indices and the
-    // error slot.
+    // SAFETY: matches `index_{select,add}_rows*(const T*, const long long*, U*, long long ×3, long
+    // long*)`; the callers pass `[v, d]` and `[n, d]` elements of the kernel's types, `n` indices
+    // and the error slot.
     unsafe {
         let args: [&dyn KernelArg; 7] = [&src, &idx, &out, &n, &v, &d, &err];
         launch(dev, module, name, cfg, &args)
@@ -86,6 +92,18 @@ launchers! {
     /// Step 2 of [`index_add_rows_f32`]: a warp per index, atomicAdd along the row.
     pub fn index_add_rows_warp_f32(..) {
         let name = "index_add_rows_warp_f32";
+        rows_op(dev, STEP2, name, true, [g, idx, out], [n, v, d], err)
+    }
+
+    /// Step 2's scatter-add of f16 rows `g` into the f32 `out` (zeroed first).
+    pub fn index_add_rows_warp_f16(..) {
+        let name = "index_add_rows_warp_f16";
+        rows_op(dev, STEP2, name, true, [g, idx, out], [n, v, d], err)
+    }
+
+    /// Step 2's scatter-add of bf16 rows `g` into the f32 `out` (zeroed first).
+    pub fn index_add_rows_warp_bf16(..) {
+        let name = "index_add_rows_warp_bf16";
         rows_op(dev, STEP2, name, true, [g, idx, out], [n, v, d], err)
     }
 

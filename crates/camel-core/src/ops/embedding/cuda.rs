@@ -1,10 +1,28 @@
-//! The embedding on the GPU: the embedding ladder (`kernels/embedding`).
+//! The embedding on the GPU: the embedding ladder (`kernels/embedding`). f16 and bf16 tables run
+//! step 2's kernels, the one step with them: the gather moves the 16-bit values, the backward adds
+//! the 16-bit rows into an f32 table that is rounded to the dtype once.
 
 use super::EmbeddingKernels;
-use crate::backend::cuda::{err_slot, expect, like, CudaStorage, Family};
+use crate::backend::cuda::{elem, err_slot, expect, like, CudaStorage, Family};
+use crate::backend::ladder::Step;
 use crate::config::step;
-use crate::{DType, Result};
+use crate::{DType, Error, Result};
 use camel_cuda::kernels as k;
+
+/// The step whose kernels a 16-bit table runs: step 2, unless a lower step is selected, which
+/// has none (an error naming the dtype and the step).
+fn half_step(op: &'static str, dtype: DType) -> Result<()> {
+    if step(Family::Embedding) == Step::One {
+        return Err(Error::InvalidArgument {
+            op,
+            msg: format!(
+                "embedding step 1 has no {dtype} kernels; steps 2 and above run {dtype} tables \
+                 on step 2's"
+            ),
+        });
+    }
+    Ok(())
+}
 
 impl EmbeddingKernels for CudaStorage {
     fn index_select_rows(&self, idx: &Self, v: usize, d: usize) -> Result<Self> {
@@ -23,10 +41,15 @@ fn index_select_rows(
     v: usize,
     d: usize,
 ) -> Result<CudaStorage> {
-    expect("embedding", table, DType::F32)?;
     expect("embedding", idx, DType::I64)?;
-    let out = like(table, idx.len * d, DType::F32)?;
+    let out = like(table, idx.len * d, table.dtype)?;
     let err = err_slot(&table.dev)?;
+    if table.dtype != DType::F32 {
+        half_step("embedding", table.dtype)?;
+        let (p, n) = ((table.ptr(), idx.ptr(), out.ptr()), idx.len);
+        k::embedding::index_select_rows_warp_b16(&table.dev, p.0, p.1, p.2, n, v, d, err)?;
+        return Ok(out);
+    }
     let select = k::embedding::at(step(Family::Embedding)).select;
     select(
         &table.dev,
@@ -47,6 +70,26 @@ fn index_add_rows(g: &CudaStorage, idx: &CudaStorage, v: usize, d: usize) -> Res
     let out = like(g, v * d, DType::F32)?;
     let err = err_slot(&g.dev)?;
     let n = idx.len;
+    if g.dtype != DType::F32 {
+        // the rows summed in f32, then rounded to the dtype once
+        half_step("embedding backward", g.dtype)?;
+        let add = match g.dtype {
+            DType::F16 => k::embedding::index_add_rows_warp_f16,
+            _ => k::embedding::index_add_rows_warp_bf16,
+        };
+        g.dev.memset_zero(&out.buf)?;
+        add(&g.dev, g.ptr(), idx.ptr(), out.ptr(), n, v, d, err)?;
+        let narrow = like(g, v * d, g.dtype)?;
+        k::shape::cast(
+            &g.dev,
+            out.ptr(),
+            narrow.ptr(),
+            v * d,
+            elem(DType::F32),
+            elem(g.dtype),
+        )?;
+        return Ok(narrow);
+    }
     let st = step(Family::Embedding);
     let ks = k::embedding::at(st);
     if let Some(grouped) = ks

@@ -1,8 +1,10 @@
 //! Embedding: rows of a `[vocab, dim]` table gathered by integer index, and the backward that
 //! adds each upstream row into the row it came from (repeated indices accumulate). An index
 //! outside the table is an error on both devices (on the GPU, reported at the next host read).
+//! The table is f32, f16 or bf16; a 16-bit table's gradient sums the rows in f32 and rounds
+//! once.
 
-use super::{expect_f32, same_device};
+use super::{expect_float, same_device};
 use crate::storage::{dispatch, Storage};
 use crate::{DType, Error, Result, Tensor};
 
@@ -32,9 +34,10 @@ impl Storage {
 
 impl Tensor {
     /// Embedding lookup: rows of this `[vocab, dim]` table picked by the i64 tensor `idx`;
-    /// the result has shape `idx.shape() + [dim]`. An index outside `0..vocab` is an error.
+    /// the result has shape `idx.shape() + [dim]` and the table's dtype. An index outside
+    /// `0..vocab` is an error.
     pub fn embedding(&self, idx: &Tensor) -> Result<Tensor> {
-        expect_f32("embedding", self)?;
+        expect_float("embedding", self)?;
         same_device("embedding", self, idx)?;
         if idx.dtype() != DType::I64 {
             return Err(Error::DTypeMismatch {
