@@ -10,9 +10,9 @@ use half::{bf16, f16};
 ///
 /// glibc returns freed memory at the top of its heap to the kernel once it exceeds the trim
 /// threshold, and serves large requests from `mmap`; both thresholds move with the program's
-/// frees, and a step's peak-then-release pattern keeps tripping them, which costs a fifth of a
-/// small GPT's CPU step in page faults (`docs/gpt-mini.md`, "Step time against PyTorch"). This sets
-/// the `mmap` threshold to glibc's largest (32 MiB) and the trim threshold to 1 GiB, once per
+/// frees, and a step's peak-then-release pattern keeps tripping them, so every step pays page
+/// faults for memory it had just given back (`docs/gpt-mini.md` measures it). This sets the
+/// `mmap` threshold to glibc's largest (32 MiB) and the trim threshold to 1 GiB, once per
 /// process, as a caching allocator would; the process then holds on to up to 1 GiB of freed
 /// heap. A process started with glibc's own `MALLOC_MMAP_THRESHOLD_` or
 /// `MALLOC_TRIM_THRESHOLD_` keeps what it asked for.

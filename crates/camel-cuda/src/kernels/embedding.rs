@@ -1,5 +1,6 @@
 //! Launchers for `kernels/embedding/` (one PTX module per ladder step). `err` points at the device's index-error slot.
 
+use super::shape::Elem;
 use super::{launch, launch_elems, warp_rows_config};
 use crate::{launch_1d, CudaDevice, DevPtr, KernelArg, LaunchConfig, Result};
 
@@ -41,6 +42,34 @@ launchers! {
         let name = "index_select_rows_warp_b16";
         rows_op(dev, STEP2, name, true, [table, idx, out], [n, v, d], err)
     }
+}
+
+/// Step 2's scatter-add of 16-bit rows `g` (`elem` f16 or bf16) into the f32 `out` (zeroed
+/// first): `out[idx[i], :] += g[i, :]`, widened.
+#[allow(clippy::too_many_arguments)]
+pub fn index_add_rows_warp_half(
+    dev: &CudaDevice,
+    g: DevPtr,
+    idx: DevPtr,
+    out: DevPtr,
+    n: usize,
+    v: usize,
+    d: usize,
+    err: DevPtr,
+    elem: Elem,
+) -> Result<()> {
+    let name = match elem {
+        Elem::F16 => "index_add_rows_warp_f16",
+        Elem::BF16 => "index_add_rows_warp_bf16",
+        _ => {
+            let msg = format!("{} is not a 16-bit float", elem.suffix());
+            return Err(crate::Error::invalid(
+                "embedding::index_add_rows_warp_half",
+                msg,
+            ));
+        }
+    };
+    rows_op(dev, STEP2, name, true, [g, idx, out], [n, v, d], err)
 }
 
 /// Launches a gather or scatter-add kernel of steps 1 and 2, `(const float* src, const long
@@ -92,18 +121,6 @@ launchers! {
     /// Step 2 of [`index_add_rows_f32`]: a warp per index, atomicAdd along the row.
     pub fn index_add_rows_warp_f32(..) {
         let name = "index_add_rows_warp_f32";
-        rows_op(dev, STEP2, name, true, [g, idx, out], [n, v, d], err)
-    }
-
-    /// Step 2's scatter-add of f16 rows `g` into the f32 `out` (zeroed first).
-    pub fn index_add_rows_warp_f16(..) {
-        let name = "index_add_rows_warp_f16";
-        rows_op(dev, STEP2, name, true, [g, idx, out], [n, v, d], err)
-    }
-
-    /// Step 2's scatter-add of bf16 rows `g` into the f32 `out` (zeroed first).
-    pub fn index_add_rows_warp_bf16(..) {
-        let name = "index_add_rows_warp_bf16";
         rows_op(dev, STEP2, name, true, [g, idx, out], [n, v, d], err)
     }
 

@@ -1,6 +1,6 @@
-//! The CPU reference of conv2d: im2col of one image and group at a time, multiplied with
-//! the CPU GEMM (`ops::matmul::cpu::gemm_into`). The CPU backend has no thread pool, so the images run one
-//! after another (the GEMM itself is single-threaded too).
+//! The CPU reference of conv2d: im2col of one image and group at a time, multiplied with the
+//! CPU GEMM (`ops::matmul::cpu::gemm_into`). The CPU backend has no thread pool, so the images
+//! run one after another (the GEMM itself is single-threaded too).
 
 use super::{Conv2dGeom, Conv2dKernels};
 use crate::backend::cpu::{try_filled, CpuStorage};
@@ -42,7 +42,8 @@ impl Conv2dKernels for CpuStorage {
 /// The output columns `ox` whose input column `ox·stride + off` lies inside `0..width`: a range,
 /// so that the loops below copy its middle without a bounds test per element.
 fn valid_columns(ow: usize, stride: usize, off: isize, width: usize) -> std::ops::Range<usize> {
-    // ox·stride + off ≥ 0  ⇔  ox ≥ ⌈−off / stride⌉;  ox·stride + off < width  ⇔  ox < ⌈(width − off) / stride⌉
+    // ox·stride + off ≥ 0      ⇔  ox ≥ ⌈−off / stride⌉
+    // ox·stride + off < width  ⇔  ox < ⌈(width − off) / stride⌉
     let ceil_div = |a: isize| (a.max(0) as usize).div_ceil(stride);
     let lo = ceil_div(-off).min(ow);
     let hi = ceil_div(width as isize - off).min(ow);

@@ -42,12 +42,14 @@ fn index_select_rows(
     d: usize,
 ) -> Result<CudaStorage> {
     expect("embedding", idx, DType::I64)?;
+    if table.dtype != DType::F32 {
+        half_step("embedding", table.dtype)?;
+    }
     let out = like(table, idx.len * d, table.dtype)?;
     let err = err_slot(&table.dev)?;
     if table.dtype != DType::F32 {
-        half_step("embedding", table.dtype)?;
-        let (p, n) = ((table.ptr(), idx.ptr(), out.ptr()), idx.len);
-        k::embedding::index_select_rows_warp_b16(&table.dev, p.0, p.1, p.2, n, v, d, err)?;
+        let (t, i, o) = (table.ptr(), idx.ptr(), out.ptr());
+        k::embedding::index_select_rows_warp_b16(&table.dev, t, i, o, idx.len, v, d, err)?;
         return Ok(out);
     }
     let select = k::embedding::at(step(Family::Embedding)).select;
@@ -67,18 +69,17 @@ fn index_select_rows(
 /// Embedding backward (scatter-add into zeros).
 fn index_add_rows(g: &CudaStorage, idx: &CudaStorage, v: usize, d: usize) -> Result<CudaStorage> {
     expect("embedding backward", idx, DType::I64)?;
+    if g.dtype != DType::F32 {
+        half_step("embedding backward", g.dtype)?;
+    }
     let out = like(g, v * d, DType::F32)?;
     let err = err_slot(&g.dev)?;
     let n = idx.len;
     if g.dtype != DType::F32 {
         // the rows summed in f32, then rounded to the dtype once
-        half_step("embedding backward", g.dtype)?;
-        let add = match g.dtype {
-            DType::F16 => k::embedding::index_add_rows_warp_f16,
-            _ => k::embedding::index_add_rows_warp_bf16,
-        };
         g.dev.memset_zero(&out.buf)?;
-        add(&g.dev, g.ptr(), idx.ptr(), out.ptr(), n, v, d, err)?;
+        let (gp, ip, op) = (g.ptr(), idx.ptr(), out.ptr());
+        k::embedding::index_add_rows_warp_half(&g.dev, gp, ip, op, n, v, d, err, elem(g.dtype))?;
         let narrow = like(g, v * d, g.dtype)?;
         k::shape::cast(
             &g.dev,
