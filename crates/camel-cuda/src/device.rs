@@ -31,7 +31,7 @@ unsafe impl Sync for Handle {}
 // ---------------------------------------------------------------------------------------------
 
 /// `"CUDA_ERROR_X: description"` for a `CUresult`.
-fn describe(code: CUresult) -> String {
+pub(crate) fn describe(code: CUresult) -> String {
     let mut name: *const c_char = ptr::null();
     let mut desc: *const c_char = ptr::null();
     // SAFETY: both calls only write a pointer to a static string.

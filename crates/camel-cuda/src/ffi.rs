@@ -4,9 +4,10 @@
 //! search path from `CUDA_LIBRARY_PATH`), but its bindings come from CUDA 11.4 headers and type
 //! `CUresult` as a Rust `enum`: a newer driver returning an error code that 11.4 did not know
 //! would be undefined behaviour. Here every `CUresult` is a plain `u32`, and every enum argument
-//! a plain integer with the value from `cuda.h`. All functions but one are present in CUDA 11.4;
-//! `cuLaunchKernelEx` (programmatic dependent launch) came with CUDA 12.0. The kernels' PTX
-//! (version 9.0) needs a CUDA 13.0 driver anyway, and the no-driver stub provides every one.
+//! a plain integer with the value from `cuda.h`. All functions but two are present in CUDA 11.4;
+//! `cuLaunchKernelEx` (programmatic dependent launch) and `cuTensorMapEncodeTiled` (the tensor
+//! maps of Hopper's TMA copies) came with CUDA 12.0. The kernels' PTX (version 9.0) needs a
+//! CUDA 13.0 driver anyway, and the no-driver stub provides every one.
 //!
 //! Without the `cuda` feature the same functions exist as Rust functions that return
 //! `CUDA_ERROR_NO_DEVICE`, so the rest of the crate has one code path and no `cfg`.
@@ -91,6 +92,15 @@ pub struct CUlaunchConfig {
 
 const _: () = assert!(std::mem::size_of::<CUlaunchAttribute>() == 72);
 const _: () = assert!(std::mem::size_of::<CUlaunchConfig>() == 56);
+
+// CUtensorMapDataType, CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion,
+// CUtensorMapFloatOOBfill
+pub const CU_TENSOR_MAP_DATA_TYPE_FLOAT16: c_uint = 6;
+pub const CU_TENSOR_MAP_DATA_TYPE_BFLOAT16: c_uint = 9;
+pub const CU_TENSOR_MAP_INTERLEAVE_NONE: c_uint = 0;
+pub const CU_TENSOR_MAP_SWIZZLE_128B: c_uint = 3;
+pub const CU_TENSOR_MAP_L2_PROMOTION_L2_256B: c_uint = 3;
+pub const CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE: c_uint = 0;
 
 // CUjit_option
 pub const CU_JIT_ERROR_LOG_BUFFER: c_uint = 5;
@@ -191,4 +201,18 @@ driver_api! {
     fn cuEventQuery(event: CUevent);
     fn cuEventElapsedTime(ms: *mut f32, start: CUevent, end: CUevent);
     fn cuEventDestroy_v2(event: CUevent);
+    fn cuTensorMapEncodeTiled(
+        tensor_map: *mut c_void,
+        data_type: c_uint,
+        rank: c_uint,
+        global_address: *mut c_void,
+        global_dim: *const u64,
+        global_strides: *const u64,
+        box_dim: *const u32,
+        element_strides: *const u32,
+        interleave: c_uint,
+        swizzle: c_uint,
+        l2_promotion: c_uint,
+        oob_fill: c_uint,
+    );
 }

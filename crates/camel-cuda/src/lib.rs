@@ -79,6 +79,7 @@ pub mod kernels;
 mod launch;
 mod ptx;
 mod testing;
+pub mod tma;
 
 pub use alloc::MemoryStats;
 pub use device::{

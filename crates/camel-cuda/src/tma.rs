@@ -1,0 +1,118 @@
+//! Tensor maps for Hopper's TMA copy engine (`cp.async.bulk.tensor`).
+//!
+//! A TMA load copies a whole box of a matrix from global into shared memory in one instruction,
+//! zero-filling what lies outside the matrix and swizzling the rows on the way. The geometry
+//! (base address, sizes, strides, box, swizzle) is a 128-byte `CUtensorMap` the driver encodes
+//! on the host; the kernel receives it by value as a `__grid_constant__` parameter.
+
+use crate::ffi;
+use crate::kernels::shape::Elem;
+use crate::{DevPtr, DeviceCopy, Error, Result};
+
+/// An encoded `CUtensorMap` (opaque, 64-byte aligned), passed to a kernel by value.
+#[repr(C, align(64))]
+#[derive(Clone, Copy, Debug)]
+pub struct TensorMap {
+    words: [u64; 16],
+}
+
+// SAFETY: plain bytes with no pointers into host memory; the kernel parameter has the same size
+// and alignment (`const __grid_constant__ wg::TmaMap`, kernels/matmul/wgmma.cuh).
+unsafe impl DeviceCopy for TensorMap {}
+
+/// A batch of row-major matrices of 16-bit elements as TMA sees them: `rows` rows of `inner`
+/// contiguous elements, `batch` matrices `batch_stride` elements apart (a stride of 0: one matrix
+/// every batch reads).
+#[derive(Clone, Copy, Debug)]
+pub struct Matrices {
+    /// First element.
+    pub base: DevPtr,
+    /// Contiguous elements a row (also the row stride).
+    pub inner: usize,
+    /// Rows a matrix.
+    pub rows: usize,
+    /// Matrices.
+    pub batch: usize,
+    /// Elements from one matrix to the next; 0 broadcasts one matrix.
+    pub batch_stride: usize,
+}
+
+impl Matrices {
+    /// Whether TMA can address these matrices: 16-byte aligned base, rows and batch stride.
+    pub fn tma_compatible(&self) -> bool {
+        self.base.0 % 16 == 0
+            && self.inner % 8 == 0
+            && self.batch_stride % 8 == 0
+            && self.inner > 0
+            && self.rows > 0
+    }
+}
+
+/// Encodes a 3-D tensor map (contiguous dimension, rows, batch) of `m` with boxes of
+/// `box_inner × box_rows` elements (one matrix deep), swizzled in 128-byte rows, zero-filled
+/// outside the matrices.
+pub fn encode_swizzled(
+    elem: Elem,
+    m: &Matrices,
+    box_inner: u32,
+    box_rows: u32,
+) -> Result<TensorMap> {
+    let data_type = match elem {
+        Elem::F16 => ffi::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+        Elem::BF16 => ffi::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+        other => {
+            return Err(Error::invalid(
+                "tma::encode_swizzled",
+                format!("tensor maps here hold f16 or bf16 elements, not {other:?}"),
+            ))
+        }
+    };
+    if !m.tma_compatible() || box_inner as usize * 2 > 128 {
+        return Err(Error::invalid(
+            "tma::encode_swizzled",
+            format!(
+                "{m:?} with a {box_inner}×{box_rows} box: TMA needs a 16-byte aligned base, \
+                 rows and batch stride (multiples of 8 elements), and a box row of at most 128 bytes"
+            ),
+        ));
+    }
+    let row_bytes = (m.inner * 2) as u64;
+    let (batch, batch_bytes) = if m.batch_stride == 0 {
+        // one matrix: the batch extent is 1 and its stride is never used
+        (1, (row_bytes * m.rows as u64).next_multiple_of(16))
+    } else {
+        (m.batch as u64, (m.batch_stride * 2) as u64)
+    };
+    let dims = [m.inner as u64, m.rows as u64, batch];
+    let strides = [row_bytes, batch_bytes];
+    let boxes = [box_inner, box_rows, 1];
+    let element_strides = [1u32; 3];
+    let mut map = TensorMap { words: [0; 16] };
+    // SAFETY: `map` is 128 writable bytes, 64-byte aligned; the arrays have `rank` (3) entries
+    // (strides: rank − 1); the base is a device address the caller keeps alive while kernels
+    // use the map.
+    let code = unsafe {
+        ffi::cuTensorMapEncodeTiled(
+            (&mut map as *mut TensorMap).cast(),
+            data_type,
+            3,
+            m.base.0 as *mut std::ffi::c_void,
+            dims.as_ptr(),
+            strides.as_ptr(),
+            boxes.as_ptr(),
+            element_strides.as_ptr(),
+            ffi::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            ffi::CU_TENSOR_MAP_SWIZZLE_128B,
+            ffi::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            ffi::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+    };
+    if code != ffi::CUDA_SUCCESS {
+        return Err(Error::Driver {
+            op: format!("cuTensorMapEncodeTiled({m:?}, box {box_inner}×{box_rows})"),
+            code,
+            msg: crate::device::describe(code),
+        });
+    }
+    Ok(map)
+}
