@@ -1,6 +1,9 @@
 //! Every step of the tensor-core GEMM ladder (f16 and bf16) against an f64 CPU reference, at
 //! odd and tile-missing sizes, in every transpose combination, batched and broadcast, with
 //! misaligned operands and with the fused epilogue. Outputs are poisoned with NaN first.
+//! Step 17 (TMA + wgmma) runs where TMA can address the operands and step 16 elsewhere
+//! (`hgemm_route`): the shapes of `hgemm_step_17_shapes` keep every row 16-byte aligned so that
+//! step 17 itself is what they check, and `hgemm_step_17_route` says which step ran.
 //!
 //! Error bound of one element (inputs are exact 16-bit values, so every product is exact in f32):
 //! the f32 accumulation of k products errs by at most k·2⁻²³·Σ|a·b| (twice the textbook
@@ -8,7 +11,9 @@
 //! type, relative 2⁻¹¹ (f16) or 2⁻⁸ (bf16):
 //!   |C − C_ref| ≤ u·|C_ref| + (1 + u)·k·2⁻²³·Σ|a·b| + 2⁻²⁴ (f16's smallest subnormal).
 
-use camel_cuda::kernels::hgemm::{hgemm, hgemm_split_k, hgemm_splits, HgemmKernel};
+use camel_cuda::kernels::hgemm::{
+    hgemm, hgemm_route, hgemm_split_k, hgemm_splits, wgmma_width, HgemmKernel,
+};
 use camel_cuda::kernels::matmul::{Activation, Epilogue, Gemm};
 use camel_cuda::kernels::shape::Elem;
 use camel_cuda::{test_device, Buffer, CudaDevice, DevPtr};
@@ -260,6 +265,21 @@ fn hgemm_split_policy() {
     assert_eq!(hgemm_splits(132, k, &gemm(64, 256, 256, false, true)), 1);
     let s = hgemm_splits(132, k, &gemm(40, 300, 4097, false, false));
     assert!((2..=16).contains(&s), "{s}");
+    // step 17: whole K down to a quarter of a wave of tiles, then splits into one wave
+    let w = HgemmKernel::Wgmma;
+    assert_eq!(
+        hgemm_splits(132, w, &gemm(2048, 2048, 2048, false, false)),
+        1
+    );
+    assert_eq!(
+        hgemm_splits(132, w, &gemm(1024, 1024, 1024, false, false)),
+        1
+    );
+    assert_eq!(
+        hgemm_splits(132, w, &gemm(1152, 384, 16384, true, false)),
+        4
+    );
+    assert_eq!(hgemm_splits(132, w, &gemm(40, 300, 4097, false, false)), 16);
 }
 
 fn plain_split(g: Gemm, seed: u64, splits: usize) {
@@ -374,4 +394,106 @@ fn hgemm_refuses_other_element_types() {
     .unwrap_err()
     .to_string();
     assert!(err.contains("f16 or bf16"), "{err}");
+}
+
+/// Step 17 at shapes whose rows are all multiples of 8 elements (so TMA addresses them and
+/// step 17 runs, not step 16), none a multiple of its 128×256 or 128×128 tiles or of its 64-deep
+/// K slices: every layout, one row, batched and broadcast, the epilogue, forced K-splits.
+#[test]
+fn hgemm_step_17_shapes() {
+    for (m, n, k) in [(8, 8, 8), (136, 264, 72), (64, 784, 256), (4104, 40, 504)] {
+        for (ta, tb) in LAYOUTS {
+            plain(gemm(m, n, k, ta, tb), (m + n + k) as u64);
+        }
+    }
+    // A not transposed: its rows are K long, so M may be anything
+    for (m, n, k) in [(1, 16, 8), (127, 264, 72), (1025, 136, 1000)] {
+        plain(gemm(m, n, k, false, true), (m + 2 * n + k) as u64);
+        plain(gemm(m, n, k, false, false), (m + 3 * n + k) as u64);
+    }
+    for (ta, tb) in LAYOUTS {
+        plain(
+            Gemm {
+                batch: 3,
+                ..gemm(136, 264, 72, ta, tb)
+            },
+            30,
+        );
+        plain(
+            Gemm {
+                batch: 4,
+                stride_b: 0,
+                ..gemm(72, 136, 200, ta, tb)
+            },
+            31,
+        );
+        check(
+            gemm(136, 80, 1000, ta, tb),
+            32,
+            0,
+            true,
+            Activation::Gelu,
+            true,
+        );
+        plain_split(gemm(40, 72, 1000, ta, tb), 33, 3);
+    }
+    check_splits(
+        gemm(130, 80, 2000, false, true),
+        34,
+        0,
+        true,
+        Activation::Relu,
+        false,
+        Some(6),
+    );
+}
+
+/// Which step runs when step 17 is asked for: step 17 on a compute capability 9.0 device when
+/// every operand row and batch stride is 16-byte aligned and K > 0, step 16 otherwise; other
+/// steps run as asked.
+#[test]
+fn hgemm_step_17_route() {
+    let Some(dev) = test_device() else { return };
+    let buf = dev.alloc(1 << 16).unwrap();
+    let p = buf.ptr();
+    let w = HgemmKernel::Wgmma;
+    let here = if dev.compute_capability() == (9, 0) {
+        HgemmKernel::Wgmma
+    } else {
+        HgemmKernel::Async
+    };
+    let route = |g: &Gemm, a: DevPtr| hgemm_route(&dev, w, g, a, p);
+    assert_eq!(route(&gemm(136, 264, 72, false, true), p), here);
+    assert_eq!(route(&gemm(9, 8, 8, false, false), p), here);
+    assert_eq!(route(&gemm(7, 7, 7, false, false), p), HgemmKernel::Async);
+    // A transposed: its rows are M long
+    assert_eq!(route(&gemm(9, 8, 8, true, false), p), HgemmKernel::Async);
+    // a base 2 bytes off 16-byte alignment, K = 0, an odd batch stride
+    assert_eq!(
+        route(&gemm(8, 8, 8, false, false), DevPtr(p.0 + 2)),
+        HgemmKernel::Async
+    );
+    assert_eq!(route(&gemm(8, 8, 0, false, false), p), HgemmKernel::Async);
+    let odd = Gemm {
+        batch: 2,
+        stride_a: 68,
+        ..gemm(8, 8, 8, false, false)
+    };
+    assert_eq!(route(&odd, p), HgemmKernel::Async);
+    let g = gemm(7, 7, 7, false, false);
+    assert_eq!(
+        hgemm_route(&dev, HgemmKernel::Swizzle, &g, p, p),
+        HgemmKernel::Swizzle
+    );
+}
+
+/// Step 17's tile width: 256 for grids of several waves, 128 where the grid is under a wave
+/// or the 256-wide tiles leave half a tile empty (on 132 multiprocessors).
+#[test]
+fn hgemm_step_17_width() {
+    assert_eq!(wgmma_width(132, &gemm(4096, 4096, 4096, false, false)), 256);
+    assert_eq!(wgmma_width(132, &gemm(2048, 2048, 2048, false, false)), 256);
+    assert_eq!(wgmma_width(132, &gemm(1024, 1024, 1024, false, false)), 128);
+    assert_eq!(wgmma_width(132, &gemm(16384, 384, 1536, false, true)), 128);
+    assert_eq!(wgmma_width(132, &gemm(16384, 1536, 384, false, true)), 256);
 }

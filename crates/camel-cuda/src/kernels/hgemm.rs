@@ -1,11 +1,13 @@
-//! Launchers for the tensor-core GEMM ladder of 16-bit inputs (`kernels/matmul/14_*` … `16_*`,
-//! template in `kernels/matmul/hmma.cuh`): `C = act(op(A)·op(B) + bias)` for each batch, with A,
+//! Launchers for the tensor-core GEMM ladder of 16-bit inputs (`kernels/matmul/14_*` … `17_*`,
+//! templates in `kernels/matmul/hmma.cuh` and, for Hopper's step 17, `kernels/matmul/wgmma.cuh`):
+//! `C = act(op(A)·op(B) + bias)` for each batch, with A,
 //! B, C, bias and the saved pre-activation all f16 or all bf16, products summed in f32 on the
 //! tensor cores and rounded once where C is stored. The geometry is the SGEMM ladder's [`Gemm`]
 //! and the epilogue its [`Epilogue`] (pointers to 16-bit elements here).
 
 use super::matmul::{Activation, Epilogue, Gemm};
 use super::shape::Elem;
+use crate::tma::{encode_swizzled, Matrices};
 use crate::{CudaDevice, DevPtr, Dim3, Error, KernelArg, LaunchConfig, Result};
 
 /// A step of the tensor-core GEMM ladder, selectable at run time for tests and benchmarks.
@@ -17,6 +19,9 @@ pub enum HgemmKernel {
     Swizzle,
     /// 16: swizzled tiles filled by a four-stage `cp.async` pipeline, 128×256 block tiles.
     Async,
+    /// 17: TMA loads and `wgmma` warpgroup MMAs, a producer and two consumer warpgroups, 128×256
+    /// or 128×128 block tiles (compute capability 9.0; see [`hgemm_route`]).
+    Wgmma,
 }
 
 /// Launch shape of one step: module, kernel-name prefix, block tile, threads, shared memory.
@@ -31,14 +36,16 @@ struct Config {
 
 impl HgemmKernel {
     /// Every step, in ladder order.
-    pub const ALL: [HgemmKernel; 3] = [
+    pub const ALL: [HgemmKernel; 4] = [
         HgemmKernel::Ldmatrix,
         HgemmKernel::Swizzle,
         HgemmKernel::Async,
+        HgemmKernel::Wgmma,
     ];
 
-    /// The fastest step (the library default for 16-bit `matmul`).
-    pub const BEST: HgemmKernel = HgemmKernel::Async;
+    /// The fastest step (the library default for 16-bit `matmul`); where it cannot run, step 16
+    /// does ([`hgemm_route`]).
+    pub const BEST: HgemmKernel = HgemmKernel::Wgmma;
 
     /// Short name, as printed by the benchmarks and accepted by `gemm_bench --kernels`.
     pub fn name(&self) -> &'static str {
@@ -46,6 +53,7 @@ impl HgemmKernel {
             HgemmKernel::Ldmatrix => "mma",
             HgemmKernel::Swizzle => "swizzle",
             HgemmKernel::Async => "mma_async",
+            HgemmKernel::Wgmma => "wgmma",
         }
     }
 
@@ -55,6 +63,7 @@ impl HgemmKernel {
             HgemmKernel::Ldmatrix => "14",
             HgemmKernel::Swizzle => "15",
             HgemmKernel::Async => "16",
+            HgemmKernel::Wgmma => "17",
         }
     }
 
@@ -63,12 +72,13 @@ impl HgemmKernel {
         HgemmKernel::ALL.iter().find(|k| k.name() == name).copied()
     }
 
+    /// Launch shape of steps 14–16 (step 17 has its own, [`wgmma_width`]).
     fn config(&self) -> Config {
         // shared memory: STAGES × (BM·BK + BK·BN) 16-bit elements, BK = 32
         let (module, prefix, bn, stages) = match self {
             HgemmKernel::Ldmatrix => ("matmul/14_hmma_ldmatrix", "hgemm_14", 128, 2),
             HgemmKernel::Swizzle => ("matmul/15_hmma_swizzle", "hgemm_15", 128, 2),
-            HgemmKernel::Async => ("matmul/16_hmma_async", "hgemm_16", 256, 4),
+            HgemmKernel::Async | HgemmKernel::Wgmma => ("matmul/16_hmma_async", "hgemm_16", 256, 4),
         };
         Config {
             module,
@@ -85,11 +95,20 @@ impl HgemmKernel {
 const MIN_K_PER_SPLIT: usize = 256;
 
 /// How many K-splits [`hgemm`] gives `g` under `kernel` on `sm_count` multiprocessors. A
-/// product whose output tiles fill less than one block per multiprocessor (a weight gradient,
-/// which sums every token of the batch into a small matrix) has its K cut so that about two
-/// blocks run on each multiprocessor, each split keeping at least [`MIN_K_PER_SPLIT`] of K;
-/// every other product runs whole.
+/// product whose output tiles are too few for the GPU (a weight gradient, which sums every token
+/// of the batch into a small matrix) has its K cut, each split keeping at least
+/// [`MIN_K_PER_SPLIT`] of K; every other product runs whole. Steps 14–16 split grids of less
+/// than one block per multiprocessor into about two blocks per multiprocessor. Step 17 runs one
+/// block per multiprocessor, and its splits cost an f32 round trip that a whole-K block spends
+/// on the tensor cores instead: it splits only grids under a quarter of a wave, into one wave.
 pub fn hgemm_splits(sm_count: usize, kernel: HgemmKernel, g: &Gemm) -> usize {
+    if kernel == HgemmKernel::Wgmma {
+        let tiles = g.m.div_ceil(WGMMA_BM) * g.n.div_ceil(wgmma_width(sm_count, g)) * g.batch;
+        if tiles == 0 || 4 * tiles > sm_count || g.k < 2 * MIN_K_PER_SPLIT {
+            return 1;
+        }
+        return (sm_count / tiles).min(g.k / MIN_K_PER_SPLIT).max(1);
+    }
     let t = kernel.config();
     let tiles = g.m.div_ceil(t.bm) * g.n.div_ceil(t.bn) * g.batch;
     if tiles == 0 || tiles >= sm_count || g.k < 2 * MIN_K_PER_SPLIT {
@@ -114,12 +133,13 @@ pub fn hgemm(
     c: DevPtr,
     epi: &Epilogue,
 ) -> Result<()> {
+    let kernel = hgemm_route(dev, kernel, g, a, b);
     let splits = hgemm_splits(dev.limits().sm_count as usize, kernel, g);
     hgemm_split_k(dev, kernel, elem, g, a, b, c, epi, splits)
 }
 
 /// [`hgemm`] with an explicit number of K-splits (1 = none; more are cut into ranges of a
-/// multiple of 32, so the count may come out lower). With more than one, each split's f32
+/// multiple of 32, or 64 for step 17, so the count may come out lower). With more than one, each split's f32
 /// partial sums go to a workspace and `hgemm_splitk_reduce` adds them in split order, applies
 /// the epilogue and rounds once to the element type.
 #[allow(clippy::too_many_arguments)]
@@ -134,7 +154,6 @@ pub fn hgemm_split_k(
     epi: &Epilogue,
     splits: usize,
 ) -> Result<()> {
-    let t = kernel.config();
     let suffix = match elem {
         Elem::F16 => "f16",
         Elem::BF16 => "bf16",
@@ -148,6 +167,10 @@ pub fn hgemm_split_k(
     if g.batch == 0 || g.m == 0 || g.n == 0 {
         return Ok(());
     }
+    if hgemm_route(dev, kernel, g, a, b) == HgemmKernel::Wgmma {
+        return wgmma(dev, elem, suffix, g, a, b, c, epi, splits);
+    }
+    let t = kernel.config();
     let name = format!(
         "{}_{suffix}_{}{}",
         t.prefix,
@@ -181,11 +204,7 @@ pub fn hgemm_split_k(
     let (sa, sb, sc) = (g.stride_a as i64, g.stride_b as i64, (g.m * g.n) as i64);
     let bias = epi.bias.unwrap_or(DevPtr::NULL);
     let z = epi.pre_act.unwrap_or(DevPtr::NULL);
-    let act: i32 = match epi.act {
-        Activation::Identity => 0,
-        Activation::Relu => 1,
-        Activation::Gelu => 2,
-    };
+    let act = activation(epi.act);
     if splits == 1 {
         let (p, ks) = (DevPtr::NULL, 0i32);
         let args: [&dyn KernelArg; 14] = [
@@ -205,8 +224,26 @@ pub fn hgemm_split_k(
     // SAFETY: as above, with the workspace holding splits × batch × m × n floats; the kernel
     // writes only the workspace.
     unsafe { dev.launch(&f, cfg, &args)? };
+    reduce_splits(dev, suffix, wp, c, splits, g, epi)
+}
+
+/// Adds the `splits` f32 partial sums in `work` (laid out [split][batch·m·n]) in split order,
+/// applies the epilogue and stores C rounded once (`hgemm_splitk_reduce`).
+fn reduce_splits(
+    dev: &CudaDevice,
+    suffix: &str,
+    work: DevPtr,
+    c: DevPtr,
+    splits: usize,
+    g: &Gemm,
+    epi: &Epilogue,
+) -> Result<()> {
+    let bias = epi.bias.unwrap_or(DevPtr::NULL);
+    let z = epi.pre_act.unwrap_or(DevPtr::NULL);
+    let act = activation(epi.act);
+    let total = g.batch * g.m * g.n;
     let (sp, tot, nn) = (splits as i32, total as i64, g.n as i32);
-    let args: [&dyn KernelArg; 8] = [&wp, &c, &sp, &tot, &nn, &bias, &act, &z];
+    let args: [&dyn KernelArg; 8] = [&work, &c, &sp, &tot, &nn, &bias, &act, &z];
     // SAFETY: matches HGEMM_SPLITK_REDUCE: the workspace holds splits × total floats, C and Z
     // total elements of `elem`, bias n of them.
     unsafe {
@@ -217,5 +254,155 @@ pub fn hgemm_split_k(
             crate::launch_1d(total),
             &args,
         )
+    }
+}
+
+fn activation(act: Activation) -> i32 {
+    match act {
+        Activation::Identity => 0,
+        Activation::Relu => 1,
+        Activation::Gelu => 2,
+    }
+}
+
+/// Block tile rows of step 17.
+const WGMMA_BM: usize = 128;
+/// Shared memory of a step-17 block: its pipeline stages fill 192 KiB; 1 KiB more lets the
+/// kernel start them on a 1024-byte boundary (kernels/matmul/wgmma.cuh).
+const WGMMA_SMEM: u32 = 192 * 1024 + 1024;
+
+/// The tile width (256 or 128) step 17 uses for `g` on `sm_count` multiprocessors: the one
+/// whose whole waves of tiles take less time, counting a 128-wide tile's lower throughput (about
+/// 1.3× the time per column of a 256-wide one, docs/kernels/matmul.md). Narrow outputs and
+/// grids of less than a wave get 128.
+pub fn wgmma_width(sm_count: usize, g: &Gemm) -> usize {
+    let waves =
+        |bn: usize| (g.m.div_ceil(WGMMA_BM) * g.n.div_ceil(bn) * g.batch).div_ceil(sm_count.max(1));
+    if waves(128) * 128 * 130 < waves(256) * 256 * 100 {
+        128
+    } else {
+        256
+    }
+}
+
+/// A and B of `g` as TMA sees them (rows of the contiguous dimension; one matrix when the batch
+/// is 1 or the stride 0).
+fn wgmma_operands(g: &Gemm, a: DevPtr, b: DevPtr) -> (Matrices, Matrices) {
+    let stride = |s: usize| if g.batch == 1 { 0 } else { s };
+    let (ai, ar) = if g.trans_a { (g.m, g.k) } else { (g.k, g.m) };
+    let (bi, br) = if g.trans_b { (g.k, g.n) } else { (g.n, g.k) };
+    (
+        Matrices {
+            base: a,
+            inner: ai,
+            rows: ar,
+            batch: g.batch,
+            batch_stride: stride(g.stride_a),
+        },
+        Matrices {
+            base: b,
+            inner: bi,
+            rows: br,
+            batch: g.batch,
+            batch_stride: stride(g.stride_b),
+        },
+    )
+}
+
+/// The step that runs `g` when `kernel` is asked for. Step 17 needs compute capability 9.0
+/// (sm_90a PTX), K > 0, and operands TMA can address: 16-byte aligned base pointers, and rows
+/// and batch strides of multiples of 8 elements. Elsewhere step 16 runs it, at every shape and
+/// alignment. Every other step runs as asked.
+pub fn hgemm_route(
+    dev: &CudaDevice,
+    kernel: HgemmKernel,
+    g: &Gemm,
+    a: DevPtr,
+    b: DevPtr,
+) -> HgemmKernel {
+    if kernel != HgemmKernel::Wgmma {
+        return kernel;
+    }
+    let (ma, mb) = wgmma_operands(g, a, b);
+    let fits =
+        dev.compute_capability() == (9, 0) && g.k > 0 && ma.tma_compatible() && mb.tma_compatible();
+    if fits {
+        HgemmKernel::Wgmma
+    } else {
+        HgemmKernel::Async
+    }
+}
+
+/// Step 17 (the caller has checked [`hgemm_route`]): tensor maps for A and B, then the kernel of
+/// the chosen width, and the split-K reduction where K is split (ranges of a multiple of 64, the
+/// kernel's slice depth, so that only the last range has a tail).
+#[allow(clippy::too_many_arguments)]
+fn wgmma(
+    dev: &CudaDevice,
+    elem: Elem,
+    suffix: &str,
+    g: &Gemm,
+    a: DevPtr,
+    b: DevPtr,
+    c: DevPtr,
+    epi: &Epilogue,
+    splits: usize,
+) -> Result<()> {
+    let bn = wgmma_width(dev.limits().sm_count as usize, g);
+    let name = format!(
+        "hgemm_17_w{bn}_{suffix}_{}{}",
+        if g.trans_a { 't' } else { 'n' },
+        if g.trans_b { 't' } else { 'n' }
+    );
+    let (tiles_n, tiles_m) = (g.n.div_ceil(bn), g.m.div_ceil(WGMMA_BM));
+    let (k_split, splits) = super::matmul::k_ranges_aligned(g.k, splits, 64);
+    if g.m > i32::MAX as usize
+        || g.n > i32::MAX as usize
+        || g.k > i32::MAX as usize
+        || g.batch * splits > 65_535
+        || tiles_m > 65_535
+    {
+        return Err(Error::LaunchConfig {
+            kernel: name,
+            msg: format!(
+                "sizes m={} n={} k={} batch={} (× {splits} K-splits) exceed the kernel's limits \
+                 (i32 dims, batch·splits ≤ 65535, m ≤ 65535 tiles of {WGMMA_BM})",
+                g.m, g.n, g.k, g.batch
+            ),
+        });
+    }
+    let (oa, ob) = wgmma_operands(g, a, b);
+    let map_a = encode_swizzled(elem, &oa, 64, if g.trans_a { 64 } else { 128 })?;
+    let map_b = encode_swizzled(elem, &ob, 64, if g.trans_b { bn as u32 } else { 64 })?;
+    let f = dev.function("matmul/17_wgmma_tma_sm90a", &name)?;
+    let cfg = LaunchConfig::new(
+        Dim3::xyz(tiles_n as u32, tiles_m as u32, (g.batch * splits) as u32),
+        Dim3::x(384),
+    )
+    .with_shared_mem(WGMMA_SMEM);
+    let (m, n, k) = (g.m as i32, g.n as i32, g.k as i32);
+    let sc = (g.m * g.n) as i64;
+    let bias = epi.bias.unwrap_or(DevPtr::NULL);
+    let z = epi.pre_act.unwrap_or(DevPtr::NULL);
+    let act = activation(epi.act);
+    let (a_batched, b_batched) = ((oa.batch_stride != 0) as i32, (ob.batch_stride != 0) as i32);
+    let work = if splits > 1 {
+        Some(dev.alloc(splits * g.batch * g.m * g.n * 4)?)
+    } else {
+        None
+    };
+    let wp = work.as_ref().map_or(DevPtr::NULL, |w| w.ptr());
+    let ks = if splits > 1 { k_split as i32 } else { 0 };
+    let args: [&dyn KernelArg; 14] = [
+        &map_a, &map_b, &c, &m, &n, &k, &sc, &bias, &act, &z, &wp, &ks, &a_batched, &b_batched,
+    ];
+    // SAFETY: matches WGMMA_ARGS in wgmma.cuh; the tensor maps describe A and B as the caller's
+    // buffers hold them (checked by hgemm_route), C and Z hold batch × m × n elements of `elem`,
+    // bias n of them, and with k_split > 0 the workspace splits × batch × m × n floats (the
+    // kernel then writes only the workspace).
+    unsafe { dev.launch(&f, cfg, &args)? };
+    match splits {
+        1 => Ok(()),
+        _ => reduce_splits(dev, suffix, wp, c, splits, g, epi),
     }
 }

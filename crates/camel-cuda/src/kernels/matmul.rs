@@ -915,10 +915,15 @@ pub fn whole_wave_splits(splits: usize, tiles: usize, resident: usize) -> usize 
 /// slices, so vector loads stay aligned): (range length, number of ranges). (0, 1) when K is not
 /// split: one split asked for, K = 0, or K too short for a second range.
 pub(crate) fn k_ranges(k: usize, splits: usize) -> (usize, usize) {
+    k_ranges_aligned(k, splits, 32)
+}
+
+/// [`k_ranges`] with ranges of a multiple of `align`.
+pub(crate) fn k_ranges_aligned(k: usize, splits: usize, align: usize) -> (usize, usize) {
     if splits <= 1 || k == 0 {
         return (0, 1);
     }
-    let len = k.div_ceil(splits).next_multiple_of(32);
+    let len = k.div_ceil(splits).next_multiple_of(align);
     match k.div_ceil(len) {
         1 => (0, 1),
         n => (len, n),

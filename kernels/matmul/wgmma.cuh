@@ -1,0 +1,452 @@
+// The Hopper GEMM for 16-bit inputs (HGEMM step 17): TMA loads into 128-byte-swizzled shared
+// tiles, warpgroup MMAs (`wgmma.mma_async`) that read both operands straight from shared memory,
+// and a producer/consumer split of the block. Same contract as steps 14–16 (hmma.cuh):
+//   C[b] = act(op(A[b]) · op(B[b]) + bias),  f16 or bf16 in and out, f32 sums, one rounding,
+// the same epilogue (bias, ReLU/GELU, the saved pre-activation Z) and the same split-K workspace.
+//
+// The pieces:
+// - TMA (`cp.async.bulk.tensor`): one thread asks the copy engine for a whole box of a matrix;
+//   the engine reads it from global memory, zero-fills whatever lies outside the matrix (so tails
+//   in M, N and K need no code), writes it into shared memory in the 128-byte swizzled layout
+//   wgmma reads, and counts the bytes into an mbarrier. The box geometry lives in a tensor map
+//   (a 128-byte `CUtensorMap`) the host encodes with `cuTensorMapEncodeTiled` and passes as a
+//   `__grid_constant__` kernel parameter.
+// - mbarriers: `full[s]` completes when stage s's bytes have landed; `empty[s]` when both
+//   consumer warpgroups have finished reading it. Each is a phase bit that flips per round.
+// - wgmma: a warpgroup (4 warps, 128 threads) multiplies a 64×16 tile of A by a 16×N tile of B
+//   into a 64×N f32 accumulator held in its registers. The operands are described by 64-bit
+//   shared-memory descriptors (address, stride between 8-row groups, swizzle mode); `tnspA`/
+//   `tnspB` say whether an operand is K-major (K contiguous) or M/N-major, so all four transpose
+//   combinations read the global layout as it is.
+// - Roles: warpgroup 0 is the producer (one thread issues the TMA loads, STAGES slices ahead);
+//   warpgroups 1 and 2 are consumers, each owning 64 rows of the 128×BN block tile. A consumer
+//   keeps one wgmma group in flight: it issues slice s, waits for slice s−1 to finish and then
+//   releases s−1's buffers to the producer (one arrival a warp).
+// - Epilogue: bias and activation in registers, then the rounded tile goes through the now idle
+//   pipeline buffers so that C is written in 16-byte row chunks (with Z to save, and for split-K
+//   partial sums, the registers store straight to global memory instead).
+//
+// Shared layout of one stage (BK = 64, so one 64-element row of a K-major box is exactly one
+// 128-byte swizzle row):
+//   A K-major  (A as M×K):  one box of 128 rows × 64 k                 (rows 128 B apart)
+//   A M-major  (A as K×M):  two boxes of 64 k-rows × 64 m, 8 KiB apart
+//   B K-major  (B as N×K):  one box of BN rows × 64 k
+//   B N-major  (B as K×N):  BN/64 boxes of 64 k-rows × 64 n, 8 KiB apart
+// Descriptors: stride-byte-offset 1024 (eight 128-byte rows); for M/N-major operands the
+// leading-byte-offset is 8 KiB, the distance between 64-wide boxes along M or N. A 16-deep
+// k step moves a K-major descriptor by 32 bytes within the swizzled row and an M/N-major one by
+// 16 rows (2 KiB).
+#pragma once
+
+#include "hmma.cuh"  // store_pair, epilogue (bias, activation, Z), CAMEL_PDL_WAIT
+
+namespace wg {
+
+// A `CUtensorMap`: 128 opaque bytes, 64-byte aligned, encoded on the host.
+struct alignas(64) TmaMap {
+    unsigned long long w[16];
+};
+
+__device__ __forceinline__ unsigned smem_u32(const void* p) {
+    return (unsigned)__cvta_generic_to_shared(p);
+}
+
+__device__ __forceinline__ void mbar_init(unsigned long long* bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count));
+}
+// Arrives once and adds `bytes` to the transaction count the phase waits for.
+__device__ __forceinline__ void mbar_expect_tx(unsigned long long* bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)),
+                 "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(unsigned long long* bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
+}
+// Spins until the phase with parity `parity` has completed.
+__device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned parity) {
+    unsigned done;
+    do {
+        asm volatile(
+            "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+            "selp.u32 %0, 1, 0, p;\n}\n"
+            : "=r"(done)
+            : "r"(smem_u32(bar)), "r"(parity)
+            : "memory");
+    } while (!done);
+}
+
+// One 3-D box (inner coordinate c0, row c1, batch c2) of `map` into shared `dst`, completing
+// on `bar`.
+__device__ __forceinline__ void tma_load(void* dst, const TmaMap& map, int c0, int c1, int c2,
+                                         unsigned long long* bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+        " [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(smem_u32(dst)),
+        "l"(reinterpret_cast<unsigned long long>(&map)), "r"(c0), "r"(c1), "r"(c2),
+        "r"(smem_u32(bar))
+        : "memory");
+}
+
+// Shared-memory matrix descriptor, 128-byte swizzle: address, leading- and stride-byte offsets
+// (all in 16-byte units), swizzle mode 1 in bits 62–63.
+__device__ __forceinline__ unsigned long long desc(unsigned addr, unsigned lbo, unsigned sbo) {
+    return (unsigned long long)((addr & 0x3FFFF) >> 4) |
+           ((unsigned long long)((lbo & 0x3FFFF) >> 4) << 16) |
+           ((unsigned long long)((sbo & 0x3FFFF) >> 4) << 32) | (1ull << 62);
+}
+
+__device__ __forceinline__ void wgmma_fence() {
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_commit() {
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+// wgmma.mma_async m64nNk16 with f32 accumulators (N/2 a thread), operands from shared memory;
+// TA/TB are wgmma's tnspA/tnspB: 1 = the operand is M-major (A) or N-major (B), 0 = K-major. Accumulate always (scale-d
+// = 1): the accumulators start at zero.
+template <int TA, int TB>
+__device__ __forceinline__ void wgmma_m64n128k16_f16(float (&d)[64], unsigned long long da,
+                                                        unsigned long long db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
+        "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+        "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+        "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+        "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
+        "}, %64, %65, p, 1, 1, %67, %68;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(da), "l"(db), "r"(1), "n"(TA), "n"(TB));
+}
+
+template <int TA, int TB>
+__device__ __forceinline__ void wgmma_m64n128k16_bf16(float (&d)[64], unsigned long long da,
+                                                        unsigned long long db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+        "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+        "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+        "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+        "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
+        "}, %64, %65, p, 1, 1, %67, %68;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(da), "l"(db), "r"(1), "n"(TA), "n"(TB));
+}
+
+template <int TA, int TB>
+__device__ __forceinline__ void wgmma_m64n256k16_f16(float (&d)[128], unsigned long long da,
+                                                        unsigned long long db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {"
+        "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+        "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+        "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+        "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,"
+        "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,"
+        "%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,"
+        "%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,"
+        "%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127"
+        "}, %128, %129, p, 1, 1, %131, %132;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+          "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+          "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+          "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+          "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        : "l"(da), "l"(db), "r"(1), "n"(TA), "n"(TB));
+}
+
+template <int TA, int TB>
+__device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], unsigned long long da,
+                                                        unsigned long long db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+        "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+        "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+        "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+        "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,"
+        "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,"
+        "%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,"
+        "%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,"
+        "%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127"
+        "}, %128, %129, p, 1, 1, %131, %132;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+          "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+          "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+          "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+          "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        : "l"(da), "l"(db), "r"(1), "n"(TA), "n"(TB));
+}
+
+// The wgmma of one k step for element type T and tile width BN.
+template <typename T, int BN, int TA, int TB>
+struct Mma;
+template <int TA, int TB>
+struct Mma<__half, 256, TA, TB> {
+    static __device__ __forceinline__ void run(float (&d)[128], unsigned long long a,
+                                               unsigned long long b) {
+        wgmma_m64n256k16_f16<TA, TB>(d, a, b);
+    }
+};
+template <int TA, int TB>
+struct Mma<__nv_bfloat16, 256, TA, TB> {
+    static __device__ __forceinline__ void run(float (&d)[128], unsigned long long a,
+                                               unsigned long long b) {
+        wgmma_m64n256k16_bf16<TA, TB>(d, a, b);
+    }
+};
+template <int TA, int TB>
+struct Mma<__half, 128, TA, TB> {
+    static __device__ __forceinline__ void run(float (&d)[64], unsigned long long a,
+                                               unsigned long long b) {
+        wgmma_m64n128k16_f16<TA, TB>(d, a, b);
+    }
+};
+template <int TA, int TB>
+struct Mma<__nv_bfloat16, 128, TA, TB> {
+    static __device__ __forceinline__ void run(float (&d)[64], unsigned long long a,
+                                               unsigned long long b) {
+        wgmma_m64n128k16_bf16<TA, TB>(d, a, b);
+    }
+};
+
+constexpr int BM = 128, BK = 64, THREADS = 384, GROUP = 8;
+constexpr unsigned BOX = 64 * 64 * 2;  // bytes of one 64×64 box (64 rows of 128 bytes)
+
+// Stages in flight: as many as fit in 192 KiB of shared memory.
+template <int BN>
+__host__ __device__ constexpr int stages() {
+    return (192 * 1024) / ((BM + BN) * BK * 2);
+}
+
+// The kernel arguments: tensor maps of A and B (3-D: contiguous dimension, rows, batch), the
+// output and epilogue as HGEMM_ARGS, and whether A and B have a batch dimension (else the map's
+// batch extent is 1 and every batch reads batch 0: a broadcast operand).
+#define WGMMA_ARGS(T)                                                                          \
+    const __grid_constant__ wg::TmaMap ma, const __grid_constant__ wg::TmaMap mb,              \
+        T *__restrict__ C, int M, int N, int K, long long strideC, const T *__restrict__ bias, \
+        int act, T *__restrict__ Z, float *__restrict__ P, int k_split, int a_batched,         \
+        int b_batched
+#define WGMMA_CALL_ARGS ma, mb, C, M, N, K, strideC, bias, act, Z, P, k_split, a_batched, b_batched
+
+// The kernel body: BN-wide tiles; TA, TB: the operands are stored transposed.
+template <typename T, int BN, bool TA, bool TB>
+__device__ __forceinline__ void body(const TmaMap& ma, const TmaMap& mb, T* __restrict__ C, int M,
+                                     int N, int K, long long strideC, const T* __restrict__ bias,
+                                     int act, T* __restrict__ Z, float* __restrict__ P,
+                                     int k_split, int a_batched, int b_batched) {
+    constexpr int STAGES = stages<BN>();
+    constexpr unsigned A_BYTES = BM * BK * 2, STAGE = (BM + BN) * BK * 2;
+    // a stage is free once each of the 8 consumer warps has read it
+    constexpr unsigned RELEASES = 8;
+    CAMEL_PDL_WAIT();
+    extern __shared__ unsigned char wg_smem_raw[];
+    __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
+    // the swizzle pattern repeats every 1024 bytes: tiles start on such a boundary
+    unsigned char* smem = wg_smem_raw + ((1024u - (smem_u32(wg_smem_raw) & 1023u)) & 1023u);
+
+    // block order: GROUP tile rows at a time sweep all tile columns (L2 reuse of B)
+    int bm, bn;
+    {
+        const int gx = gridDim.x, gy = gridDim.y, id = blockIdx.y * gx + blockIdx.x;
+        const int first = (id / (GROUP * gx)) * GROUP, rows = min(gy - first, GROUP);
+        bm = first + (id % (GROUP * gx)) % rows;
+        bn = (id % (GROUP * gx)) / rows;
+    }
+    const int i0 = bm * BM, j0 = bn * BN;
+    const int splits = k_split > 0 ? (K + k_split - 1) / k_split : 1;
+    const int batch = blockIdx.z / splits, split = blockIdx.z % splits;
+    const int k_begin = k_split > 0 ? split * k_split : 0;
+    const int k_end = k_split > 0 ? min(K, k_begin + k_split) : K;
+    // k_split is a multiple of BK, so only the last range has a tail, and TMA zero-fills it
+    const int KT = k_end > k_begin ? (k_end - k_begin + BK - 1) / BK : 0;
+
+    const int tid = threadIdx.x;
+    if (tid == 0) {
+#pragma unroll
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(&full[s], 1);
+            mbar_init(&empty[s], RELEASES);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    float d[BN / 2];
+    const int c = tid / 128 - 1;  // consumer warpgroup: rows 64·c … 64·c + 63 of the tile
+    if (tid < 128) {  // producer warpgroup: one thread issues every load
+        if (tid == 0) {
+            const int ab = a_batched ? batch : 0, bb = b_batched ? batch : 0;
+            for (int kt = 0; kt < KT; ++kt) {
+                const int s = kt % STAGES;
+                if (kt >= STAGES) mbar_wait(&empty[s], ((kt / STAGES) - 1) & 1);
+                unsigned char* sa = smem + s * STAGE;
+                unsigned char* sb = sa + A_BYTES;
+                const int k0 = k_begin + kt * BK;
+                mbar_expect_tx(&full[s], STAGE);
+                if constexpr (TA) {
+                    tma_load(sa, ma, i0, k0, ab, &full[s]);
+                    tma_load(sa + BOX, ma, i0 + 64, k0, ab, &full[s]);
+                } else {
+                    tma_load(sa, ma, k0, i0, ab, &full[s]);
+                }
+                if constexpr (TB) {
+                    tma_load(sb, mb, k0, j0, bb, &full[s]);
+                } else {
+#pragma unroll
+                    for (int q = 0; q < BN / 64; ++q)
+                        tma_load(sb + q * BOX, mb, j0 + 64 * q, k0, bb, &full[s]);
+                }
+            }
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) d[i] = 0.0f;
+        const int lane = tid % 32;
+        for (int kt = 0; kt < KT; ++kt) {
+            const int s = kt % STAGES;
+            mbar_wait(&full[s], (kt / STAGES) & 1);
+            // in both layouts of A the consumer's 64 rows start one box (8 KiB) per consumer in
+            const unsigned sa = smem_u32(smem + s * STAGE) + c * BOX;
+            const unsigned sb = smem_u32(smem + s * STAGE + A_BYTES);
+            wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < BK / 16; ++kk) {
+                const unsigned long long da =
+                    TA ? desc(sa + kk * 2048, BOX, 1024) : desc(sa + kk * 32, 16, 1024);
+                const unsigned long long db =
+                    TB ? desc(sb + kk * 32, 16, 1024) : desc(sb + kk * 2048, BOX, 1024);
+                Mma<T, BN, TA, !TB>::run(d, da, db);  // tnspB = 1: B is N-major (stored K×N)
+            }
+            wgmma_commit();
+            wgmma_wait<1>();  // slice kt − 1 is read: hand its buffers back
+            if (kt > 0) {
+                __syncwarp();
+                if (lane == 0) mbar_arrive(&empty[(kt - 1) % STAGES]);
+            }
+        }
+        wgmma_wait<0>();
+
+        // accumulator 4·j + q: row g (q < 2) or g + 8, columns 8·j + t2 + (q % 2) of the warp's
+        // 16 rows, as mma.sync's C fragment repeated along N
+        const int warp = (tid % 128) / 32;
+        const int i = i0 + c * 64 + warp * 16 + lane / 4, j = j0 + (lane % 4) * 2;
+        if (k_split > 0) {  // raw partial sums of this split, in f32
+            float* p = P + ((long long)split * (gridDim.z / splits) + batch) * M * N;
+#pragma unroll
+            for (int n = 0; n < BN / 8; ++n)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int r = i + 8 * h, col = j + 8 * n;
+                    if (r >= M || col >= N) continue;
+                    p[(long long)r * N + col] = d[4 * n + 2 * h];
+                    if (col + 1 < N) p[(long long)r * N + col + 1] = d[4 * n + 2 * h + 1];
+                }
+        } else if (Z == nullptr) {
+            // Staged through shared memory: once both consumers are done with every stage, the
+            // pipeline's buffers hold each consumer's 64 × BN tile, rounded (rows padded by 8
+            // elements, so that a warp's pair stores hit 32 distinct banks); then each row goes
+            // out in 16-byte chunks, whole 128-byte lines a warp, instead of 4-byte pairs.
+            asm volatile("bar.sync 1, 256;\n" ::: "memory");
+            constexpr int LD = BN + 8;
+            T* st = reinterpret_cast<T*>(smem) + c * 64 * LD;
+            const int r0 = warp * 16 + lane / 4, c0 = (lane % 4) * 2;
+#pragma unroll
+            for (int n = 0; n < BN / 8; ++n)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int col = j + 8 * n;
+                    float v0 = d[4 * n + 2 * h], v1 = d[4 * n + 2 * h + 1];
+                    v0 = hgemm::epilogue(v0, col, 0, bias, act, (T*)nullptr);
+                    v1 = hgemm::epilogue(v1, col + 1, 0, bias, act, (T*)nullptr);
+                    const unsigned lo = camel::float_to_bits<T>(v0), hi = camel::float_to_bits<T>(v1);
+                    *reinterpret_cast<unsigned*>(st + (r0 + 8 * h) * LD + c0 + 8 * n) = lo | (hi << 16);
+                }
+            asm volatile("bar.sync %0, 128;\n" ::"r"(2 + c) : "memory");
+            C += batch * strideC;
+            const bool vec = (N % 8 == 0) && ((reinterpret_cast<size_t>(C) & 15) == 0);
+            const int t = tid % 128;
+#pragma unroll 4
+            for (int e = t; e < 64 * (BN / 8); e += 128) {
+                const int r = e / (BN / 8), q = (e % (BN / 8)) * 8;
+                const int gi = i0 + c * 64 + r, gj = j0 + q;
+                if (gi >= M || gj >= N) continue;
+                const uint4 v = *reinterpret_cast<const uint4*>(st + r * LD + q);
+                T* out = C + (long long)gi * N + gj;
+                if (vec) {
+                    *reinterpret_cast<uint4*>(out) = v;
+                } else {
+                    const T* pv = reinterpret_cast<const T*>(&v);
+                    for (int x = 0; x < 8 && gj + x < N; ++x) out[x] = pv[x];
+                }
+            }
+        } else {  // the pre-activation is saved too: pair stores straight from the registers
+            C += batch * strideC;
+            Z += batch * strideC;
+#pragma unroll
+            for (int n = 0; n < BN / 8; ++n) {
+                hgemm::store_pair(C, M, N, i, j + 8 * n, d[4 * n], d[4 * n + 1], bias, act, Z);
+                hgemm::store_pair(C, M, N, i + 8, j + 8 * n, d[4 * n + 2], d[4 * n + 3], bias, act,
+                                  Z);
+            }
+        }
+    }
+}
+
+}  // namespace wg
+
+// One kernel: NAME(WGMMA_ARGS(T)) for tile width BN and transposes TA, TB.
+#define WGMMA_KERNEL(NAME, T, BN, TA, TB)                                                  \
+    extern "C" __global__ void __launch_bounds__(wg::THREADS, 1) NAME(WGMMA_ARGS(T)) {     \
+        wg::body<T, BN, TA, TB>(WGMMA_CALL_ARGS);                                          \
+    }
+// The four transposes of one tile width and element type: PREFIX_nn … PREFIX_tt.
+#define WGMMA_STEP(PREFIX, T, BN)                         \
+    WGMMA_KERNEL(PREFIX##_nn, T, BN, false, false)        \
+    WGMMA_KERNEL(PREFIX##_nt, T, BN, false, true)         \
+    WGMMA_KERNEL(PREFIX##_tn, T, BN, true, false)         \
+    WGMMA_KERNEL(PREFIX##_tt, T, BN, true, true)
