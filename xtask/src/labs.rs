@@ -52,13 +52,19 @@ pub fn labs(args: &[String]) -> Result<(), String> {
                     out.join(format!("{stem}.o"))
                 };
                 let mut cmd = Command::new(&nvcc);
-                cmd.current_dir(&root).args([
-                    "-O3",
-                    "-std=c++17",
-                    &format!("-arch={arch}"),
-                    "-I",
-                    "kernels",
-                ]);
+                cmd.current_dir(&root)
+                    .args(["-O3", "-std=c++17", "-I", "kernels"]);
+                // `*_sm90a_lab.cu` use Hopper-only instructions (wgmma, TMA multicast): the
+                // architecture-specific target of the same GPU, and libcuda for its tensor maps
+                if stem.ends_with("_sm90a_lab") {
+                    let a = arch.trim_start_matches("sm_");
+                    cmd.arg(format!("-gencode=arch=compute_{a}a,code=sm_{a}a"));
+                    if link {
+                        cmd.arg("-lcuda");
+                    }
+                } else {
+                    cmd.arg(format!("-arch={arch}"));
+                }
                 if !link {
                     cmd.arg("-c");
                 }
