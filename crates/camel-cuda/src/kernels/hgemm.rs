@@ -99,8 +99,9 @@ const MIN_K_PER_SPLIT: usize = 256;
 /// of the batch into a small matrix) has its K cut, each split keeping at least
 /// [`MIN_K_PER_SPLIT`] of K; every other product runs whole. Steps 14–16 split grids of less
 /// than one block per multiprocessor into about two blocks per multiprocessor. Step 17 runs one
-/// block per multiprocessor, and its splits cost an f32 round trip that a whole-K block spends
-/// on the tensor cores instead: it splits only grids under a quarter of a wave, into one wave.
+/// block per multiprocessor, and a split writes f32 partial sums that a second kernel reads back,
+/// which costs more than a grid of a quarter of a wave or more leaves idle: it splits only
+/// smaller grids, into one wave.
 pub fn hgemm_splits(sm_count: usize, kernel: HgemmKernel, g: &Gemm) -> usize {
     if kernel == HgemmKernel::Wgmma {
         let tiles = g.m.div_ceil(WGMMA_BM) * g.n.div_ceil(wgmma_width(sm_count, g)) * g.batch;
@@ -272,9 +273,9 @@ const WGMMA_BM: usize = 128;
 const WGMMA_SMEM: u32 = 192 * 1024 + 1024;
 
 /// The tile width (256 or 128) step 17 uses for `g` on `sm_count` multiprocessors: the one
-/// whose whole waves of tiles take less time, counting a 128-wide tile's lower throughput (about
-/// 1.3× the time per column of a 256-wide one, docs/kernels/matmul.md). Narrow outputs and
-/// grids of less than a wave get 128.
+/// whose whole waves of tiles take less time, counting a 128-wide tile as 1.3× the time per
+/// column of a 256-wide one (each slice of A it loads feeds half as many columns). Narrow
+/// outputs and grids of less than a wave get 128.
 pub fn wgmma_width(sm_count: usize, g: &Gemm) -> usize {
     let waves =
         |bn: usize| (g.m.div_ceil(WGMMA_BM) * g.n.div_ceil(bn) * g.batch).div_ceil(sm_count.max(1));
