@@ -12,6 +12,8 @@
 //                producers through mbarrier arrives on the other block's barrier (mapa), with
 //                the arrive's default .cta scope
 //   cluster rel  the same with .release.cluster arrives
+//   persistent   library, one block a multiprocessor looping over tiles, three stages and a
+//                staging area of its own, so the next tile's loads overlap this one's stores
 // Validation: every version's C against the library's, bit for bit (same sums, same rounding).
 // Timing: CUDA events around each launch after warm-up, median of 30; TFLOP/s = 2·M·N·K / time.
 // What it found: docs/kernels/matmul.md (step 17); raw output docs/data/wgmma_lab_h100.txt.
@@ -183,6 +185,111 @@ __device__ __forceinline__ void body(const TmaMap& ma, const TmaMap& mb, T* __re
     }
     if (CL > 1) cluster_sync();
 }
+
+// Step 17 made persistent: one block a multiprocessor loops over tiles (GROUP-ordered, stride
+// gridDim.x). Three stages instead of four leave room for a staging area of its own, so the
+// producer loads the next tile's first slices while the consumers store this one's C; the
+// stage ring and its phases run on across tiles. Batch 1, whole K, no saved pre-activation.
+template <bool TB>
+__device__ __forceinline__ void persistent(const TmaMap& ma, const TmaMap& mb, __nv_bfloat16* __restrict__ C,
+                                           int M, int N, int K) {
+    typedef __nv_bfloat16 T;
+    constexpr int BN = 256, STAGES = 3, LD = BN + 8;
+    constexpr unsigned A_BYTES = BM * BK * 2, STAGE = (BM + BN) * BK * 2;
+    CAMEL_PDL_WAIT();
+    extern __shared__ unsigned char wg_smem_raw[];
+    __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
+    unsigned char* smem = wg_smem_raw + ((1024u - (smem_u32(wg_smem_raw) & 1023u)) & 1023u);
+    T* staging = reinterpret_cast<T*>(smem + STAGES * STAGE);
+    const int gx = (N + BN - 1) / BN, gy = (M + BM - 1) / BM, tiles = gx * gy;
+    const int KT = (K + BK - 1) / BK;
+    auto tile_at = [&](int id, int& i0, int& j0) {
+        const int first = (id / (GROUP * gx)) * GROUP, rows = min(gy - first, GROUP);
+        i0 = (first + (id % (GROUP * gx)) % rows) * BM;
+        j0 = ((id % (GROUP * gx)) / rows) * BN;
+    };
+    const int tid = threadIdx.x;
+    if (tid == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(&full[s], 1);
+            mbar_init(&empty[s], 8);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    if (tid < 128) {
+        if (tid == 0) {
+            int it = 0;
+            for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+                int i0, j0;
+                tile_at(t, i0, j0);
+                for (int kt = 0; kt < KT; ++kt, ++it) {
+                    const int s = it % STAGES;
+                    if (it >= STAGES) mbar_wait(&empty[s], ((it / STAGES) - 1) & 1);
+                    unsigned char* sa = smem + s * STAGE;
+                    unsigned char* sb = sa + A_BYTES;
+                    const int k0 = kt * BK;
+                    mbar_expect_tx(&full[s], STAGE);
+                    tma_load(sa, ma, k0, i0, 0, &full[s]);
+                    if constexpr (TB)
+                        tma_load(sb, mb, k0, j0, 0, &full[s]);
+                    else
+                        for (int q = 0; q < BN / 64; ++q) tma_load(sb + q * BOX, mb, j0 + 64 * q, k0, 0, &full[s]);
+                }
+            }
+        }
+        return;
+    }
+    const int c = tid / 128 - 1, lane = tid % 32, warp = (tid % 128) / 32;
+    T* st = staging + c * 64 * LD;
+    int it = 0;
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+        int i0, j0;
+        tile_at(t, i0, j0);
+        float d[BN / 2];
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) d[i] = 0.0f;
+        for (int kt = 0; kt < KT; ++kt, ++it) {
+            const int s = it % STAGES;
+            mbar_wait(&full[s], (it / STAGES) & 1);
+            const unsigned sa = smem_u32(smem + s * STAGE) + c * BOX;
+            const unsigned sb = smem_u32(smem + s * STAGE + A_BYTES);
+            wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < BK / 16; ++kk) {
+                const unsigned long long da = desc(sa + kk * 32, 16, 1024);
+                const unsigned long long db = TB ? desc(sb + kk * 32, 16, 1024) : desc(sb + kk * 2048, BOX, 1024);
+                Mma<T, BN, 0, !TB>::run(d, da, db);
+            }
+            wgmma_commit();
+            wgmma_wait<1>();
+            if (kt > 0) {
+                __syncwarp();
+                if (lane == 0) mbar_arrive(&empty[(it - 1) % STAGES]);
+            }
+        }
+        wgmma_wait<0>();
+        __syncwarp();
+        if (lane == 0 && KT > 0) mbar_arrive(&empty[(it - 1) % STAGES]);  // the tile's last slice
+        // the staging area is this warpgroup's own: wait until its last tile's reads are done
+        asm volatile("bar.sync %0, 128;\n" ::"r"(2 + c) : "memory");
+        const int r0 = warp * 16 + lane / 4, c0 = (lane % 4) * 2;
+#pragma unroll
+        for (int n = 0; n < BN / 8; ++n)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const unsigned lo = camel::float_to_bits<T>(d[4 * n + 2 * h]), hi = camel::float_to_bits<T>(d[4 * n + 2 * h + 1]);
+                *reinterpret_cast<unsigned*>(st + (r0 + 8 * h) * LD + c0 + 8 * n) = lo | (hi << 16);
+            }
+        asm volatile("bar.sync %0, 128;\n" ::"r"(2 + c) : "memory");
+        for (int e = tid % 128; e < 64 * (BN / 8); e += 128) {
+            const int r = e / (BN / 8), q = (e % (BN / 8)) * 8;
+            const int gi = i0 + c * 64 + r, gj = j0 + q;
+            if (gi < M && gj < N)  // the lab's shapes: N a multiple of 8, C 16-byte aligned
+                *reinterpret_cast<uint4*>(C + (long long)gi * N + gj) = *reinterpret_cast<const uint4*>(st + r * LD + q);
+        }
+    }
+}
 }  // namespace lab
 
 #define LAB_KERNEL(NAME, CLD, CL, REL, TB)                                                            \
@@ -195,6 +302,12 @@ LAB_KERNEL(cluster_nn, __cluster_dims__(1, 2, 1), 2, false, false)
 LAB_KERNEL(cluster_nt, __cluster_dims__(1, 2, 1), 2, false, true)
 LAB_KERNEL(cluster_rel_nn, __cluster_dims__(1, 2, 1), 2, true, false)
 LAB_KERNEL(cluster_rel_nt, __cluster_dims__(1, 2, 1), 2, true, true)
+#define LAB_PERSISTENT(NAME, TB)                                                                     \
+    extern "C" __global__ void __launch_bounds__(wg::THREADS, 1) NAME(WGMMA_ARGS(__nv_bfloat16)) { \
+        lab::persistent<TB>(ma, mb, C, M, N, K);                                                    \
+    }
+LAB_PERSISTENT(persistent_nn, false)
+LAB_PERSISTENT(persistent_nt, true)
 
 typedef void (*Kern)(wg::TmaMap, wg::TmaMap, __nv_bfloat16*, int, int, int, long long, const __nv_bfloat16*, int,
                      __nv_bfloat16*, float*, int, int, int);
@@ -222,18 +335,21 @@ __global__ void fill_bf16(__nv_bfloat16* x, size_t n, unsigned seed) {
     x[i] = __float2bfloat16((h & 0xFFFF) / 32768.0f - 1.0f);
 }
 
-struct Version { const char* name; Kern nn, nt; int cl; };
+struct Version { const char* name; Kern nn, nt; int cl; bool persistent; };
 
 int main() {
     cudaStream_t stream;
-    lab_open(&stream);
+    const int sms = lab_open(&stream).multiProcessorCount;
     const unsigned SMEM = 192 * 1024 + 1024;
-    Version vs[] = {{"library", (Kern)hgemm_17_w256_bf16_nn, (Kern)hgemm_17_w256_bf16_nt, 1},
-                    {"pairs", (Kern)pairs_nn, (Kern)pairs_nt, 1},
-                    {"cluster", (Kern)cluster_nn, (Kern)cluster_nt, 2},
-                    {"cluster rel", (Kern)cluster_rel_nn, (Kern)cluster_rel_nt, 2}};
+    Version vs[] = {{"library", (Kern)hgemm_17_w256_bf16_nn, (Kern)hgemm_17_w256_bf16_nt, 1, false},
+                    {"pairs", (Kern)pairs_nn, (Kern)pairs_nt, 1, false},
+                    {"cluster", (Kern)cluster_nn, (Kern)cluster_nt, 2, false},
+                    {"cluster rel", (Kern)cluster_rel_nn, (Kern)cluster_rel_nt, 2, false},
+                    {"persistent", (Kern)persistent_nn, (Kern)persistent_nt, 1, true}};
+    const unsigned PSMEM = 3 * 48 * 1024 + 64 * 264 * 2 * 2 + 1024;  // three stages, staging
     for (auto& v : vs)
-        for (Kern k : {v.nn, v.nt}) CK(cudaFuncSetAttribute((const void*)k, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
+        for (Kern k : {v.nn, v.nt})
+            CK(cudaFuncSetAttribute((const void*)k, cudaFuncAttributeMaxDynamicSharedMemorySize, v.persistent ? PSMEM : SMEM));
     int shapes[][3] = {{4096, 4096, 4096}, {8192, 8192, 8192}, {2048, 2048, 2048}, {16384, 1536, 1536}, {16384, 384, 384}};
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0);
@@ -253,9 +369,12 @@ int main() {
                 wg::TmaMap mb = tb ? make_map(B, K, N, 64, 256 / v.cl) : make_map(B, N, K, 64, 64);
                 Kern k = tb ? v.nt : v.nn;
                 dim3 grid((N + 255) / 256, ((M + 127) / 128 + v.cl - 1) / v.cl * v.cl, 1);
+                const int tiles = ((N + 255) / 256) * ((M + 127) / 128);
+                if (v.persistent) grid = dim3(std::min(tiles, sms), 1, 1);
+                const unsigned smem = v.persistent ? PSMEM : SMEM;
                 __nv_bfloat16* out = v.cl == 1 && !strcmp(v.name, "library") ? R : C;
                 auto launch = [&]() {
-                    k<<<grid, wg::THREADS, SMEM, stream>>>(ma, mb, out, M, N, K, (long long)M * N, nullptr, 0, nullptr,
+                    k<<<grid, wg::THREADS, smem, stream>>>(ma, mb, out, M, N, K, (long long)M * N, nullptr, 0, nullptr,
                                                            nullptr, 0, 0, 0);
                 };
                 CK(cudaMemsetAsync(out, 0xFF, (size_t)M * N * 2, stream));  // poisoned
