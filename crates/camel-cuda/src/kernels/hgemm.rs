@@ -5,7 +5,7 @@
 //! tensor cores and rounded once where C is stored. The geometry is the SGEMM ladder's [`Gemm`]
 //! and the epilogue its [`Epilogue`] (pointers to 16-bit elements here).
 
-use super::matmul::{Activation, Epilogue, Gemm};
+use super::matmul::{Epilogue, Gemm};
 use super::shape::Elem;
 use crate::tma::{encode_swizzled, Matrices};
 use crate::{CudaDevice, DevPtr, Dim3, Error, KernelArg, LaunchConfig, Result};
@@ -172,29 +172,10 @@ pub fn hgemm_split_k(
         return wgmma(dev, elem, suffix, g, a, b, c, epi, splits);
     }
     let t = kernel.config();
-    let name = format!(
-        "{}_{suffix}_{}{}",
-        t.prefix,
-        if g.trans_a { 't' } else { 'n' },
-        if g.trans_b { 't' } else { 'n' }
-    );
+    let name = format!("{}_{suffix}_{}", t.prefix, transposes(g));
     let (tiles_n, tiles_m) = (g.n.div_ceil(t.bn), g.m.div_ceil(t.bm));
     let (k_split, splits) = super::matmul::k_ranges(g.k, splits);
-    if g.m > i32::MAX as usize
-        || g.n > i32::MAX as usize
-        || g.k > i32::MAX as usize
-        || g.batch * splits > 65_535
-        || tiles_m > 65_535
-    {
-        return Err(Error::LaunchConfig {
-            kernel: name,
-            msg: format!(
-                "sizes m={} n={} k={} batch={} (× {splits} K-splits) exceed the kernel's limits \
-                 (i32 dims, batch·splits ≤ 65535, m ≤ 65535 tiles of {})",
-                g.m, g.n, g.k, g.batch, t.bm
-            ),
-        });
-    }
+    check_limits(&name, g, splits, t.bm)?;
     let f = dev.function(t.module, &name)?;
     let cfg = LaunchConfig::new(
         Dim3::xyz(tiles_n as u32, tiles_m as u32, (g.batch * splits) as u32),
@@ -205,7 +186,7 @@ pub fn hgemm_split_k(
     let (sa, sb, sc) = (g.stride_a as i64, g.stride_b as i64, (g.m * g.n) as i64);
     let bias = epi.bias.unwrap_or(DevPtr::NULL);
     let z = epi.pre_act.unwrap_or(DevPtr::NULL);
-    let act = activation(epi.act);
+    let act = epi.act.code();
     if splits == 1 {
         let (p, ks) = (DevPtr::NULL, 0i32);
         let args: [&dyn KernelArg; 14] = [
@@ -228,6 +209,34 @@ pub fn hgemm_split_k(
     reduce_splits(dev, suffix, wp, c, splits, g, epi)
 }
 
+/// The kernel-name suffix of `g`'s transposes: `nn`, `nt`, `tn` or `tt` (A first; `t` = stored
+/// transposed).
+fn transposes(g: &Gemm) -> String {
+    let t = |x: bool| if x { 't' } else { 'n' };
+    format!("{}{}", t(g.trans_a), t(g.trans_b))
+}
+
+/// Refuses sizes the kernels cannot index or launch: dimensions past i32, more than 65535
+/// batches × splits (grid z) or tiles of `bm` rows (grid y).
+fn check_limits(name: &str, g: &Gemm, splits: usize, bm: usize) -> Result<()> {
+    if g.m > i32::MAX as usize
+        || g.n > i32::MAX as usize
+        || g.k > i32::MAX as usize
+        || g.batch * splits > 65_535
+        || g.m.div_ceil(bm) > 65_535
+    {
+        return Err(Error::LaunchConfig {
+            kernel: name.to_string(),
+            msg: format!(
+                "sizes m={} n={} k={} batch={} (× {splits} K-splits) exceed the kernel's limits \
+                 (i32 dims, batch·splits ≤ 65535, m ≤ 65535 tiles of {bm})",
+                g.m, g.n, g.k, g.batch
+            ),
+        });
+    }
+    Ok(())
+}
+
 /// Adds the `splits` f32 partial sums in `work` (laid out [split][batch·m·n]) in split order,
 /// applies the epilogue and stores C rounded once (`hgemm_splitk_reduce`).
 fn reduce_splits(
@@ -241,7 +250,7 @@ fn reduce_splits(
 ) -> Result<()> {
     let bias = epi.bias.unwrap_or(DevPtr::NULL);
     let z = epi.pre_act.unwrap_or(DevPtr::NULL);
-    let act = activation(epi.act);
+    let act = epi.act.code();
     let total = g.batch * g.m * g.n;
     let (sp, tot, nn) = (splits as i32, total as i64, g.n as i32);
     let args: [&dyn KernelArg; 8] = [&work, &c, &sp, &tot, &nn, &bias, &act, &z];
@@ -258,28 +267,26 @@ fn reduce_splits(
     }
 }
 
-fn activation(act: Activation) -> i32 {
-    match act {
-        Activation::Identity => 0,
-        Activation::Relu => 1,
-        Activation::Gelu => 2,
-    }
-}
-
 /// Block tile rows of step 17.
 const WGMMA_BM: usize = 128;
 /// Shared memory of a step-17 block: its pipeline stages fill 192 KiB; 1 KiB more lets the
 /// kernel start them on a 1024-byte boundary (kernels/matmul/wgmma.cuh).
 const WGMMA_SMEM: u32 = 192 * 1024 + 1024;
 
+/// Relative time per output column of a 128-wide step-17 tile …
+const COST_PER_COLUMN_128: usize = 130;
+/// … and of a 256-wide one.
+const COST_PER_COLUMN_256: usize = 100;
+
 /// The tile width (256 or 128) step 17 uses for `g` on `sm_count` multiprocessors: the one
-/// whose whole waves of tiles take less time, counting a 128-wide tile as 1.3× the time per
-/// column of a 256-wide one (each slice of A it loads feeds half as many columns). Narrow
-/// outputs and grids of less than a wave get 128.
+/// whose whole waves of tiles take less time, weighting a 128-wide tile's time per column
+/// above a 256-wide one's (each slice of A it loads feeds half as many columns; the weights are
+/// the two constants, docs/kernels/matmul.md). Narrow outputs and grids of less than a wave
+/// get 128.
 pub fn wgmma_width(sm_count: usize, g: &Gemm) -> usize {
     let waves =
         |bn: usize| (g.m.div_ceil(WGMMA_BM) * g.n.div_ceil(bn) * g.batch).div_ceil(sm_count.max(1));
-    if waves(128) * 128 * 130 < waves(256) * 256 * 100 {
+    if waves(128) * 128 * COST_PER_COLUMN_128 < waves(256) * 256 * COST_PER_COLUMN_256 {
         128
     } else {
         256
@@ -350,28 +357,10 @@ fn wgmma(
     splits: usize,
 ) -> Result<()> {
     let bn = wgmma_width(dev.limits().sm_count as usize, g);
-    let name = format!(
-        "hgemm_17_w{bn}_{suffix}_{}{}",
-        if g.trans_a { 't' } else { 'n' },
-        if g.trans_b { 't' } else { 'n' }
-    );
+    let name = format!("hgemm_17_w{bn}_{suffix}_{}", transposes(g));
     let (tiles_n, tiles_m) = (g.n.div_ceil(bn), g.m.div_ceil(WGMMA_BM));
     let (k_split, splits) = super::matmul::k_ranges_aligned(g.k, splits, 64);
-    if g.m > i32::MAX as usize
-        || g.n > i32::MAX as usize
-        || g.k > i32::MAX as usize
-        || g.batch * splits > 65_535
-        || tiles_m > 65_535
-    {
-        return Err(Error::LaunchConfig {
-            kernel: name,
-            msg: format!(
-                "sizes m={} n={} k={} batch={} (× {splits} K-splits) exceed the kernel's limits \
-                 (i32 dims, batch·splits ≤ 65535, m ≤ 65535 tiles of {WGMMA_BM})",
-                g.m, g.n, g.k, g.batch
-            ),
-        });
-    }
+    check_limits(&name, g, splits, WGMMA_BM)?;
     let (oa, ob) = wgmma_operands(g, a, b);
     let map_a = encode_swizzled(elem, &oa, 64, if g.trans_a { 64 } else { 128 })?;
     let map_b = encode_swizzled(elem, &ob, 64, if g.trans_b { bn as u32 } else { 64 })?;
@@ -385,7 +374,7 @@ fn wgmma(
     let sc = (g.m * g.n) as i64;
     let bias = epi.bias.unwrap_or(DevPtr::NULL);
     let z = epi.pre_act.unwrap_or(DevPtr::NULL);
-    let act = activation(epi.act);
+    let act = epi.act.code();
     let (a_batched, b_batched) = ((oa.batch_stride != 0) as i32, (ob.batch_stride != 0) as i32);
     let work = if splits > 1 {
         Some(dev.alloc(splits * g.batch * g.m * g.n * 4)?)

@@ -727,6 +727,17 @@ pub enum Activation {
     Gelu,
 }
 
+impl Activation {
+    /// The kernels' `act` argument (common_gemm.cuh): 0 none, 1 ReLU, 2 GELU.
+    pub(crate) fn code(self) -> i32 {
+        match self {
+            Activation::Identity => 0,
+            Activation::Relu => 1,
+            Activation::Gelu => 2,
+        }
+    }
+}
+
 /// Work fused into the GEMM's store: `C = act(A·B + bias)`, optionally saving `A·B + bias`.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Epilogue {
@@ -1091,11 +1102,7 @@ pub fn sgemm_split_k_reduce(
     let (sa, sb, sc) = (g.stride_a as i64, g.stride_b as i64, (g.m * g.n) as i64);
     let bias = epi.bias.unwrap_or(DevPtr::NULL);
     let z = epi.pre_act.unwrap_or(DevPtr::NULL);
-    let act: i32 = match epi.act {
-        Activation::Identity => 0,
-        Activation::Relu => 1,
-        Activation::Gelu => 2,
-    };
+    let act = epi.act.code();
     let total = g.batch * g.m * g.n;
     let cfg = LaunchConfig::new(grid, block).with_shared_mem(t.smem);
     if splits == 1 {
