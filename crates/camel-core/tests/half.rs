@@ -3,7 +3,7 @@
 //! through `to_dtype`, and a clear dtype error from every op that does not take them yet.
 
 mod common;
-use camel_core::{bf16, f16, Conv2dOptions, DType, Device, Error, Tensor};
+use camel_core::{bf16, f16, DType, Device, Error, Tensor};
 use common::{devices, rand_vec, round_to_half as round};
 
 /// Values where rounding decides: ties to even in both formats, f16's overflow boundary and
@@ -506,29 +506,10 @@ fn embedding_gathers_16_bit_rows_and_sums_their_gradients_in_f32() {
 fn ops_without_16_bit_kernels_refuse_them_by_name() {
     for dev in devices() {
         for dtype in [DType::F16, DType::BF16] {
-            let x = Tensor::ones(&[2, 3, 4, 5], dev)
-                .unwrap()
-                .to_dtype(dtype)
-                .unwrap();
             let m = Tensor::ones(&[4, 5], dev).unwrap().to_dtype(dtype).unwrap();
             let f = Tensor::ones(&[3, 3], dev).unwrap();
-            let w = Tensor::ones(&[2, 3, 3, 3], dev)
-                .unwrap()
-                .to_dtype(dtype)
-                .unwrap();
             type Case<'a> = (&'a str, camel_core::Result<Tensor>);
-            let cases: Vec<Case> = vec![
-                (
-                    "conv2d",
-                    x.narrow(1, 0, 3)
-                        .unwrap()
-                        .conv2d(&w, None, Conv2dOptions::default()),
-                ),
-                ("max_pool2d", x.max_pool2d((2, 2), (2, 2), (0, 0))),
-                ("avg_pool2d", x.avg_pool2d((2, 2), (2, 2), (0, 0), true)),
-                ("filter2d", m.filter2d(&f)),
-                ("bernoulli", m.bernoulli()),
-            ];
+            let cases: Vec<Case> = vec![("filter2d", m.filter2d(&f)), ("bernoulli", m.bernoulli())];
             for (name, r) in cases {
                 match r {
                     Err(Error::DTypeMismatch { got, .. }) => assert_eq!(got, dtype, "{dev} {name}"),

@@ -19,8 +19,13 @@
 //!
 //! Columns are laid out `[groups][C/g·kH·kW][images·OH·OW]`, so one GEMM batched over the
 //! groups covers a chunk of images; chunks bound the column matrix to [`WORKSPACE_BYTES`].
+//!
+//! f16 and bf16 convolutions are not a step: [`unfold_rows`] writes the patches of the whole
+//! batch as rows (`kernels/conv2d/half_rows.cu`), camel-core multiplies them with the weight on
+//! the tensor-core GEMM ladder, and [`fold_rows`] gathers the rows' gradient back onto the input.
 
 use super::matmul::{sgemm, Gemm};
+use super::shape::Elem;
 use super::{launch, launch_elems, rows::Step};
 use crate::{Buffer, CudaDevice, DevPtr, Dim3, Error, LaunchConfig, Result};
 
@@ -30,6 +35,8 @@ const STEP1: &str = "conv2d/01_im2col";
 const STEP2: &str = "conv2d/02_implicit_gemm";
 /// PTX module of step 3: `kernels/conv2d/03_backward_splitk.cu`.
 const STEP3: &str = "conv2d/03_backward_splitk";
+/// PTX module of the 16-bit convolution's rows: `kernels/conv2d/half_rows.cu`.
+const HALF_ROWS: &str = "conv2d/half_rows";
 
 /// The most bytes of column matrix (and GEMM output) step 1 holds at once; larger batches run
 /// in chunks of images.
@@ -753,6 +760,61 @@ pub type Forward =
 pub type BackwardInput = fn(&CudaDevice, DevPtr, DevPtr, DevPtr, &Conv2dGeom) -> Result<()>;
 /// A weight-gradient launcher: `(dev, dy, x, dw, geometry)`.
 pub type BackwardWeight = fn(&CudaDevice, DevPtr, DevPtr, DevPtr, &Conv2dGeom) -> Result<()>;
+
+/// The element type of a 16-bit convolution's kernels (`f16` or `bf16`), or an error naming
+/// `kernel` and the type.
+fn half_suffix(kernel: &str, elem: Elem) -> Result<&'static str> {
+    match elem {
+        Elem::F16 | Elem::BF16 => Ok(elem.suffix()),
+        other => Err(Error::InvalidArgument {
+            op: kernel.to_string(),
+            msg: format!("the 16-bit convolution's rows are f16 or bf16, not {other:?}"),
+        }),
+    }
+}
+
+/// The 16-bit convolution's rows of `x` (`elem`, f16 or bf16): `[groups][n·oh·ow][c/groups·kh·kw]`,
+/// one row per output pixel holding its patch (0 in the padding), for one tensor-core GEMM with
+/// the weight (`kernels/conv2d/half_rows.cu`).
+pub fn unfold_rows(
+    dev: &CudaDevice,
+    elem: Elem,
+    x: DevPtr,
+    rows: DevPtr,
+    g: &Conv2dGeom,
+) -> Result<()> {
+    let name = format!(
+        "conv2d_unfold_rows_{}",
+        half_suffix("conv2d_unfold_rows", elem)?
+    );
+    check_geom(&name, g)?;
+    let a = g.args();
+    let total = g.groups * g.n * g.pixels() * g.kg();
+    // SAFETY: matches `conv2d_unfold_rows_*(const T*, T*, ConvArgs)`; `x` holds the input of `g`
+    // and `rows` `total` elements of `elem`.
+    unsafe { launch_elems(dev, HALF_ROWS, &name, total, &[&x, &rows, &a]) }
+}
+
+/// The input gradient of the 16-bit convolution from its rows' gradient `drows` (the layout of
+/// [`unfold_rows`]): each input element sums the entries that read it in f32 and rounds once.
+pub fn fold_rows(
+    dev: &CudaDevice,
+    elem: Elem,
+    drows: DevPtr,
+    dx: DevPtr,
+    g: &Conv2dGeom,
+) -> Result<()> {
+    let name = format!(
+        "conv2d_fold_rows_{}",
+        half_suffix("conv2d_fold_rows", elem)?
+    );
+    check_geom(&name, g)?;
+    let a = g.args();
+    let total = g.n * g.c * g.h * g.w;
+    // SAFETY: matches `conv2d_fold_rows_*(const T*, T*, ConvArgs)`; `drows` holds the rows of
+    // `g` and `dx` its input, in `elem`.
+    unsafe { launch_elems(dev, HALF_ROWS, &name, total, &[&drows, &dx, &a]) }
+}
 
 /// The launchers of one step of the conv2d ladder.
 #[derive(Clone, Copy, Debug)]

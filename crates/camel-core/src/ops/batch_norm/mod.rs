@@ -4,10 +4,16 @@
 //!
 //! A channel's elements are `x[n, c, i]` for every sample `n` and position `i` of the trailing
 //! dims (`hw` of them): `m = N·hw` values, strided by `C·hw` between samples.
+//!
+//! An f16 or bf16 input normalizes through the f32 kernels (`autocast::via_f32`) with f32
+//! weight, bias and statistics (a model's parameters and buffers): the input widens, the
+//! statistics and the output are computed in f32, and the output rounds once to the input's
+//! dtype, as PyTorch's batch norm does for a 16-bit input.
 
 use super::{expect_f32, same_device};
+use crate::autocast::via_f32;
 use crate::storage::{dispatch, Storage};
-use crate::{Error, Result, Tensor};
+use crate::{DType, Error, Result, Tensor};
 
 mod cpu;
 #[cfg(feature = "cuda")]
@@ -195,6 +201,10 @@ impl Tensor {
         bias: Option<&Tensor>,
         eps: f32,
     ) -> Result<(Tensor, Tensor, Tensor)> {
+        if self.dtype().is_half() {
+            let (y, mean, var) = self.to_dtype(DType::F32)?.batch_norm(weight, bias, eps)?;
+            return Ok((y.to_dtype(self.dtype())?, mean, var));
+        }
         let op = "batch_norm";
         let params: Vec<(&str, &Tensor)> = [("weight", weight), ("bias", bias)]
             .into_iter()
@@ -256,6 +266,11 @@ impl Tensor {
         bias: Option<&Tensor>,
         eps: f32,
     ) -> Result<Tensor> {
+        if self.dtype().is_half() {
+            return via_f32(self, |x| {
+                x.batch_norm_eval(running_mean, running_var, weight, bias, eps)
+            });
+        }
         let op = "batch_norm_eval";
         let mut params = vec![("running_mean", running_mean), ("running_var", running_var)];
         params.extend(

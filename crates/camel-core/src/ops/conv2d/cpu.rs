@@ -5,7 +5,7 @@
 use super::{Conv2dGeom, Conv2dKernels};
 use crate::backend::cpu::{try_filled, CpuStorage};
 use crate::ops::matmul::cpu::{gemm_into, Mat};
-use crate::Result;
+use crate::{DType, Error, Result};
 
 impl Conv2dKernels for CpuStorage {
     fn conv2d(&self, w: &Self, bias: Option<&Self>, g: &Conv2dGeom, relu: bool) -> Result<Self> {
@@ -37,6 +37,99 @@ impl Conv2dKernels for CpuStorage {
             g,
         )?))
     }
+
+    fn conv2d_unfold_rows(&self, g: &Conv2dGeom) -> Result<Self> {
+        match self {
+            CpuStorage::F16(x) => Ok(CpuStorage::F16(unfold_rows(x, g)?)),
+            CpuStorage::BF16(x) => Ok(CpuStorage::BF16(unfold_rows(x, g)?)),
+            other => Err(half_only("conv2d", other.dtype())),
+        }
+    }
+
+    fn conv2d_fold_rows(&self, g: &Conv2dGeom) -> Result<Self> {
+        match self.dtype() {
+            dtype @ (DType::F16 | DType::BF16) => Ok(CpuStorage::from_f32_vec(
+                fold_rows(&self.to_f32_vec(), g)?,
+                dtype,
+            )),
+            other => Err(half_only("conv2d backward", other)),
+        }
+    }
+}
+
+fn half_only(op: &'static str, got: DType) -> Error {
+    Error::InvalidArgument {
+        op,
+        msg: format!("the 16-bit convolution's rows are f16 or bf16, not {got}"),
+    }
+}
+
+/// The rows of the 16-bit convolution: `rows[g][img·P + p][k]` is the input value that tap `k`
+/// (`(c·kh + i)·kw + j` within group `g`) of output pixel `p` of image `img` reads, 0 in the
+/// padding (`kernels/conv2d/half_rows.cu` on the GPU).
+fn unfold_rows<T: Copy + Default>(x: &[T], g: &Conv2dGeom) -> Result<Vec<T>> {
+    let (p, kg, cg) = (g.pixels(), g.kg(), g.cg());
+    let len = g.groups * g.n * p * kg;
+    let mut rows = try_filled("conv2d", len, T::default())?;
+    for gi in 0..g.groups {
+        for img in 0..g.n {
+            for oy in 0..g.oh {
+                for ox in 0..g.ow {
+                    let row = &mut rows[((gi * g.n + img) * p + oy * g.ow + ox) * kg..][..kg];
+                    for c in 0..cg {
+                        let plane = &x[(img * g.c + gi * cg + c) * g.h * g.w..][..g.h * g.w];
+                        for i in 0..g.kh {
+                            let iy = (oy * g.sh + i * g.dh) as isize - g.ph as isize;
+                            if iy < 0 || iy >= g.h as isize {
+                                continue;
+                            }
+                            for j in 0..g.kw {
+                                let ix = (ox * g.sw + j * g.dw) as isize - g.pw as isize;
+                                if ix >= 0 && ix < g.w as isize {
+                                    row[(c * g.kh + i) * g.kw + j] =
+                                        plane[iy as usize * g.w + ix as usize];
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(rows)
+}
+
+/// The input gradient from the rows' gradient `drows` (the layout of [`unfold_rows`]): every
+/// row entry added, in f32, to the input element it read.
+fn fold_rows(drows: &[f32], g: &Conv2dGeom) -> Result<Vec<f32>> {
+    let (p, kg, cg) = (g.pixels(), g.kg(), g.cg());
+    let mut dx = try_filled("conv2d backward", g.n * g.c * g.h * g.w, 0.0f32)?;
+    for gi in 0..g.groups {
+        for img in 0..g.n {
+            for oy in 0..g.oh {
+                for ox in 0..g.ow {
+                    let row = &drows[((gi * g.n + img) * p + oy * g.ow + ox) * kg..][..kg];
+                    for c in 0..cg {
+                        let plane = &mut dx[(img * g.c + gi * cg + c) * g.h * g.w..][..g.h * g.w];
+                        for i in 0..g.kh {
+                            let iy = (oy * g.sh + i * g.dh) as isize - g.ph as isize;
+                            if iy < 0 || iy >= g.h as isize {
+                                continue;
+                            }
+                            for j in 0..g.kw {
+                                let ix = (ox * g.sw + j * g.dw) as isize - g.pw as isize;
+                                if ix >= 0 && ix < g.w as isize {
+                                    plane[iy as usize * g.w + ix as usize] +=
+                                        row[(c * g.kh + i) * g.kw + j];
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(dx)
 }
 
 /// The output columns `ox` whose input column `ox·stride + off` lies inside `0..width`: a range,

@@ -1,7 +1,8 @@
-//! conv2d on the GPU: the conv2d ladder (`kernels/conv2d`) at the step `CAMEL_CONV2D` selects.
+//! conv2d on the GPU: the conv2d ladder (`kernels/conv2d`) at the step `CAMEL_CONV2D` selects
+//! for f32, and the 16-bit convolution's rows (`kernels/conv2d/half_rows.cu`) for f16 and bf16.
 
 use super::{Conv2dGeom, Conv2dKernels};
-use crate::backend::cuda::{expect, like, CudaStorage, Family};
+use crate::backend::cuda::{elem, expect, like, CudaStorage, Family};
 use crate::config::step;
 use crate::{DType, Result};
 use camel_cuda::kernels as k;
@@ -46,5 +47,17 @@ impl Conv2dKernels for CudaStorage {
         let bwd = k::conv2d::at(step(Family::Conv2d)).backward_weight;
         bwd(&self.dev, self.ptr(), x.ptr(), dw.ptr(), g)?;
         Ok(dw)
+    }
+
+    fn conv2d_unfold_rows(&self, g: &Conv2dGeom) -> Result<Self> {
+        let rows = like(self, g.groups * g.n * g.pixels() * g.kg(), self.dtype)?;
+        k::conv2d::unfold_rows(&self.dev, elem(self.dtype), self.ptr(), rows.ptr(), g)?;
+        Ok(rows)
+    }
+
+    fn conv2d_fold_rows(&self, g: &Conv2dGeom) -> Result<Self> {
+        let dx = like(self, g.n * g.c * g.h * g.w, self.dtype)?;
+        k::conv2d::fold_rows(&self.dev, elem(self.dtype), self.ptr(), dx.ptr(), g)?;
+        Ok(dx)
     }
 }

@@ -4,15 +4,24 @@
 //! the weight and the bias.
 //!
 //! Both devices compute the product of each group's weight `[O/g, C/g·kH·kW]` with the matrix
-//! of the input's patches (one column per output pixel). The CPU builds that column matrix
+//! of the input's patches (one column per output pixel) for f32. The CPU builds that column matrix
 //! image by image (im2col) and multiplies with ndarray's GEMM (`cpu.rs`); the camel CPU backend
 //! has no thread pool, so images run one after another. The GPU runs the conv2d ladder
 //! (`kernels/conv2d`, `CAMEL_CONV2D`): step 1 writes the column matrix and runs camel's SGEMM,
 //! step 2 is an implicit GEMM that never writes it, step 3 (the default) adds a backward that
 //! stages each image in shared memory (the weight gradient split over the images, summed in a
 //! fixed order). Geometry is camel-cuda's [`Conv2dGeom`] on both devices.
+//!
+//! f16 and bf16 convolutions (and f32 ones inside an autocast scope, whose operands are cast
+//! first) write the patches as rows, one per output pixel (`conv2d_unfold_rows`: `cpu.rs`, or
+//! `kernels/conv2d/half_rows.cu`), and multiply them with the weight as a `linear` on the matrix
+//! products of that dtype (the tensor-core GEMM ladder on the GPU), which sum in f32 and round
+//! once; the backward comes from those ops, with the rows' gradient folded back onto the input
+//! in f32 (`conv2d_fold_rows`). The rows hold `kH·kW` times the input.
 
-use super::{expect_f32, same_device};
+use super::{expect_float, same_device, same_dtype};
+use crate::autocast::lower;
+use crate::backend::Activation;
 use crate::ops::elementwise::UnaryOp;
 use crate::storage::{dispatch, Storage};
 use crate::tensor::StorageCell;
@@ -56,6 +65,12 @@ pub(crate) trait Conv2dKernels: Sized {
     fn conv2d_bwd_input(&self, w: &Self, g: &Conv2dGeom) -> Result<Self>;
     /// The weight gradient from the upstream gradient `self` and the input `x`.
     fn conv2d_bwd_weight(&self, x: &Self, g: &Conv2dGeom) -> Result<Self>;
+    /// The 16-bit convolution's rows of `self` (f16 or bf16): `[groups][n·oh·ow][c/groups·kh·kw]`,
+    /// one row per output pixel holding its patch, 0 in the padding.
+    fn conv2d_unfold_rows(&self, g: &Conv2dGeom) -> Result<Self>;
+    /// The input gradient from the rows' gradient `self`: each input element sums the entries
+    /// that read it, in f32, rounded once to the dtype.
+    fn conv2d_fold_rows(&self, g: &Conv2dGeom) -> Result<Self>;
 }
 
 impl Storage {
@@ -82,6 +97,16 @@ impl Storage {
     pub(crate) fn conv2d_bwd_weight(&self, x: &Storage, g: &Conv2dGeom) -> Result<Storage> {
         dispatch!("conv2d backward"; dy = self, x = x => dy.conv2d_bwd_weight(x, g))
     }
+
+    /// [`Conv2dKernels::conv2d_unfold_rows`] on the input's device.
+    pub(crate) fn conv2d_unfold_rows(&self, g: &Conv2dGeom) -> Result<Storage> {
+        dispatch!("conv2d"; x = self => x.conv2d_unfold_rows(g))
+    }
+
+    /// [`Conv2dKernels::conv2d_fold_rows`] on the gradient's device.
+    pub(crate) fn conv2d_fold_rows(&self, g: &Conv2dGeom) -> Result<Storage> {
+        dispatch!("conv2d backward"; d = self => d.conv2d_fold_rows(g))
+    }
 }
 
 /// The geometry of `x` `[N, C, H, W]` convolved with `w` `[O, C/groups, kH, kW]` (and `bias`
@@ -93,8 +118,8 @@ pub fn conv2d_geom(
     bias: Option<&Tensor>,
     o: Conv2dOptions,
 ) -> Result<Conv2dGeom> {
-    expect_f32(op, x)?;
-    expect_f32(op, w)?;
+    expect_float(op, x)?;
+    same_dtype(op, x, w)?;
     same_device(op, x, w)?;
     if x.rank() != 4 {
         return Err(Error::BadShape {
@@ -156,7 +181,7 @@ pub fn conv2d_geom(
     };
     crate::layout::checked_numel(op, &[n, oc, oh, ow])?;
     if let Some(b) = bias {
-        expect_f32(op, b)?;
+        same_dtype(op, x, b)?;
         same_device(op, x, b)?;
         if b.shape() != [oc] {
             return Err(Error::ShapeMismatch {
@@ -235,7 +260,16 @@ impl Tensor {
         opts: Conv2dOptions,
         relu: bool,
     ) -> Result<Tensor> {
+        if crate::autocast_dtype().is_some() {
+            let (x, w) = (lower(self)?, lower(weight)?);
+            let b = bias.map(lower).transpose()?;
+            let _off = crate::autocast_guard(None)?;
+            return x.conv2d_impl(op, &w, b.as_ref(), opts, relu);
+        }
         let geom = conv2d_geom(op, self, weight, bias, opts)?;
+        if self.dtype().is_half() {
+            return self.conv2d_half(weight, bias, &geom, relu);
+        }
         let y = {
             let bs = bias.map(|b| b.storage()).transpose()?;
             self.storage()?
@@ -290,6 +324,69 @@ impl Tensor {
                 }
                 Ok(grads)
             }),
+        ))
+    }
+
+    /// The f16/bf16 convolution: the patch of every output pixel as a row
+    /// ([`Tensor::conv2d_rows`]) times the weight on the tensor-core GEMM ladder, then the
+    /// `[N·OH·OW, O]` product moved to NCHW. With one group the product is a `linear`, so the
+    /// bias and the activation apply to its f32 sums before their one rounding; with more, one
+    /// GEMM batched over the groups, then the bias and the activation as elementwise ops.
+    fn conv2d_half(
+        &self,
+        w: &Tensor,
+        bias: Option<&Tensor>,
+        g: &Conv2dGeom,
+        relu: bool,
+    ) -> Result<Tensor> {
+        let (n, p, kg, o, og, groups) = (g.n, g.pixels(), g.kg(), g.o, g.og(), g.groups);
+        let rows = self.conv2d_rows(g)?;
+        let y = if groups == 1 {
+            let act = if relu {
+                Activation::Relu
+            } else {
+                Activation::Identity
+            };
+            rows.reshape(&[n * p, kg])?
+                .linear(&w.reshape(&[o, kg])?, bias, act)?
+                .reshape(&[n, p, o])?
+                .permute(&[0, 2, 1])?
+        } else {
+            // [groups, N·P, O/groups] → [N, groups, O/groups, P]
+            let y = rows
+                .matmul_t(&w.reshape(&[groups, og, kg])?, false, true)?
+                .reshape(&[groups, n, p, og])?
+                .permute(&[1, 0, 3, 2])?
+                .contiguous()?
+                .reshape(&[n, o, p])?;
+            let y = match bias {
+                Some(b) => y.add(&b.reshape(&[1, o, 1])?)?,
+                None => y,
+            };
+            if relu {
+                y.relu()?
+            } else {
+                y
+            }
+        };
+        y.contiguous()?.reshape(&[n, o, g.oh, g.ow])
+    }
+
+    /// The rows of the 16-bit convolution, `[groups, N·OH·OW, C/groups·kH·kW]`: output pixel
+    /// `p`'s patch in group `g` is row `p` of matrix `g`. Differentiable: the backward folds the
+    /// rows' gradient back onto the input.
+    fn conv2d_rows(&self, g: &Conv2dGeom) -> Result<Tensor> {
+        let rows = self.storage()?.conv2d_unfold_rows(g)?;
+        let (in_shape, g) = (self.shape().to_vec(), *g);
+        Ok(Tensor::from_op(
+            rows,
+            vec![g.groups, g.n * g.pixels(), g.kg()],
+            "conv2d",
+            &[self],
+            move |d| {
+                let s = d.storage()?.conv2d_fold_rows(&g)?;
+                Ok(vec![Some(Tensor::from_storage(s, in_shape.clone()))])
+            },
         ))
     }
 }

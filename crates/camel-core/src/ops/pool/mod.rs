@@ -11,8 +11,13 @@
 //!
 //! Windows: `OH = ⌊(H + 2·pad − k) / stride⌋ + 1`; padding may be at most half the window (as
 //! PyTorch requires), so every window holds at least one input element.
+//!
+//! f16 and bf16 inputs pool through the f32 kernels (`autocast::via_f32`): the input widens, the
+//! pooling runs in f32 and the output rounds back once to the input's dtype. A maximum rounds
+//! back to itself, so 16-bit max pooling is exact; an average sums in f32.
 
-use super::expect_f32;
+use super::{expect_f32, expect_float};
+use crate::autocast::via_f32;
 use crate::storage::{dispatch, Storage};
 use crate::{DType, Error, Result, Tensor};
 pub use camel_cuda::kernels::pool::PoolGeom;
@@ -138,6 +143,13 @@ impl Tensor {
         stride: (usize, usize),
         padding: (usize, usize),
     ) -> Result<(Tensor, Tensor)> {
+        if self.dtype().is_half() {
+            // the maximum of the widened window rounds back to itself: exact
+            let (y, idx) = self
+                .to_dtype(DType::F32)?
+                .max_pool2d_with_indices(kernel, stride, padding)?;
+            return Ok((y.to_dtype(self.dtype())?, idx));
+        }
         let g = pool_geom("max_pool2d", self, kernel, stride, padding)?;
         let (y, idx) = self.storage()?.max_pool2d(&g)?;
         let shape = vec![g.n, g.c, g.oh, g.ow];
@@ -162,6 +174,11 @@ impl Tensor {
         padding: (usize, usize),
         count_include_pad: bool,
     ) -> Result<Tensor> {
+        if self.dtype().is_half() {
+            return via_f32(self, |x| {
+                x.avg_pool2d(kernel, stride, padding, count_include_pad)
+            });
+        }
         let g = pool_geom("avg_pool2d", self, kernel, stride, padding)?;
         let y = self.storage()?.avg_pool2d(&g, count_include_pad)?;
         let in_shape = self.shape().to_vec();
@@ -181,7 +198,7 @@ impl Tensor {
     /// `[N, C, 1, 1]` (PyTorch's `F.adaptive_avg_pool2d(x, 1)`). Built on the reduction ops, so
     /// it runs and differentiates on every device.
     pub fn adaptive_avg_pool2d_1x1(&self) -> Result<Tensor> {
-        expect_f32("adaptive_avg_pool2d", self)?;
+        expect_float("adaptive_avg_pool2d", self)?;
         if self.rank() != 4 {
             return Err(Error::BadShape {
                 op: "adaptive_avg_pool2d",
