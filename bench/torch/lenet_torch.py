@@ -1,6 +1,8 @@
 """PyTorch reference for `camel train lenet`: LeNet-5 (conv 1->6 k5 pad 2, ReLU, max-pool 2,
-conv 6->16 k5, ReLU, max-pool 2, 400-120-84-10) trained with Adam (lr 1e-3), batch 64, fp32,
-eager, on MNIST normalized as camel does ((x/255 - 0.1307) / 0.3081).
+conv 6->16 k5, ReLU, max-pool 2, 400-120-84-10) trained with Adam (lr 1e-3), batch 64, eager,
+on MNIST normalized as camel does ((x/255 - 0.1307) / 0.3081). `--precision bf16|f16` trains
+under torch.autocast with f32 master weights (f16 with torch.amp.GradScaler), as
+`camel train lenet --precision` does; the default is fp32 (TF32 off).
 
 The epoch is timed as camel's CLI times it: wall clock over one epoch, every batch gathered from
 host memory by a shuffled index and copied to the device, the running loss read every 50
@@ -9,6 +11,7 @@ steps. The figure is milliseconds per step. On the GPU a second row times the st
 favourable figure for PyTorch.
 
     python3 bench/torch/lenet_torch.py --device cuda --epochs 8        # accuracy and ms/step
+    python3 bench/torch/lenet_torch.py --device cuda --epochs 8 --precision bf16
     taskset -c 0 python3 bench/torch/lenet_torch.py --device cpu --threads 1 --epochs 1
 
 MNIST is read from $CAMEL_DATA_DIR/mnist (the four idx .gz files)."""
@@ -60,6 +63,7 @@ def main():
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (CPU)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--precision", choices=["f32", "bf16", "f16"], default="f32")
     a = ap.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
@@ -72,9 +76,23 @@ def main():
     xtr, ytr, xte, yte = load(root)
     model = LeNet5().to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    amp_dtype = {"f32": None, "bf16": torch.bfloat16, "f16": torch.float16}[a.precision]
+    scaler = torch.amp.GradScaler(dev.type, enabled=a.precision == "f16")
+
+    def autocast():
+        return torch.autocast(dev.type, dtype=amp_dtype, enabled=amp_dtype is not None)
+
+    def train_step(x, y):
+        opt.zero_grad(set_to_none=True)
+        with autocast():
+            loss = F.cross_entropy(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        return loss
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     print(f"# torch {torch.__version__}, device {a.device}, threads {torch.get_num_threads()}, "
-          f"batch {a.batch_size}", flush=True)
+          f"batch {a.batch_size}, precision {a.precision}", flush=True)
     g = torch.Generator().manual_seed(a.seed)
     best = 0.0
     for epoch in range(1, a.epochs + 1):
@@ -86,11 +104,8 @@ def main():
         for i in range(0, xtr.shape[0], a.batch_size):
             b = perm[i:i + a.batch_size]
             x, y = xtr[b].to(dev), ytr[b].to(dev)
-            opt.zero_grad(set_to_none=True)
-            loss = F.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
-            running += loss.detach()
+            loss = train_step(x, y)
+            running += loss.detach().float()
             steps += 1
             if steps % 50 == 0:
                 running.item()
@@ -98,7 +113,7 @@ def main():
         secs = time.perf_counter() - t0
         model.eval()
         correct = 0
-        with torch.no_grad():
+        with torch.no_grad(), autocast():
             for i in range(0, xte.shape[0], 1000):
                 correct += (model(xte[i:i + 1000].to(dev)).argmax(1).cpu() == yte[i:i + 1000]).sum().item()
         acc = correct / xte.shape[0]
@@ -111,9 +126,7 @@ def main():
         model.train()
 
         def step():
-            opt.zero_grad(set_to_none=True)
-            F.cross_entropy(model(x), y).backward()
-            opt.step()
+            train_step(x, y)
 
         for _ in range(30):
             step()

@@ -285,8 +285,8 @@ struct ClassifierArgs {
     /// 4 pixels, and a horizontal flip with probability ½, seeded from --seed and the epoch.
     #[arg(long)]
     augment: bool,
-    /// Precision of the matrix products: f32, or bf16 or f16 on f32 master weights (autocast;
-    /// the MLP only, as convolution has no 16-bit kernel yet); f16 scales the loss dynamically.
+    /// Precision of the matrix products and convolutions: f32, or bf16 or f16 on f32 master
+    /// weights (autocast); f16 scales the loss dynamically.
     #[arg(long, value_enum, default_value_t = Precision::F32)]
     precision: Precision,
     /// Run folder to write (default: runs/MODEL-TIME, TIME in UTC).
@@ -402,14 +402,6 @@ impl ClassifierArgs {
             return Err(CliError::Usage(format!(
                 "--data {data}: LeNet-5 takes 28×28 single-channel images (mnist, \
                  fashion-mnist), and {data}'s are {c}×{h}×{w}; train cnn or mlp on it"
-            )));
-        }
-        if model != "mlp" && self.precision != Precision::F32 {
-            return Err(CliError::Usage(format!(
-                "--precision {}: {model} is a convolutional network, and conv2d has no 16-bit \
-                 kernel yet; train it in f32, or train mlp in {}",
-                self.precision.name(),
-                self.precision.name()
             )));
         }
         let epochs = at_least_one("--epochs", self.epochs)?;
@@ -845,6 +837,13 @@ fn eval(out: &Out, dir: &Path, device: Device) -> CliResult<()> {
     model
         .load_state_dict(&state)
         .map_err(camel_models::Error::from)?;
+    // the run's precision (absent from older run folders: f32), so eval reproduces its figures
+    let precision: Precision = match &config["precision"] {
+        serde_json::Value::Null => Precision::F32,
+        p => serde_json::from_value(p.clone())
+            .map_err(|_| bad("\"precision\" is not one of \"f32\", \"bf16\", \"f16\""))?,
+    };
+    let _precision = camel_nn::autocast_guard(precision.autocast())?;
     let (test_loss, test_acc) = evaluate(model.as_ref(), &ds.test, 1000, device)?;
     out.result(
         &format!(

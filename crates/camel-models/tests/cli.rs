@@ -106,33 +106,6 @@ fn bad_arguments_are_rejected_before_any_work() {
     }
 }
 
-/// Convolution has no 16-bit kernel: the convolutional models refuse a 16-bit precision before
-/// reading any data, rather than train partly in f32.
-#[test]
-fn convolutional_models_refuse_16_bit_precision() {
-    for (model, precision) in [("lenet", "bf16"), ("cnn", "bf16"), ("cnn", "f16")] {
-        let args = [
-            "train",
-            model,
-            "--precision",
-            precision,
-            "--data-dir",
-            "/nonexistent/camel-data",
-        ];
-        let out = camel(&args);
-        let err = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{model}: {err}");
-        assert!(
-            err.contains("conv2d has no 16-bit kernel"),
-            "{model}: {err}"
-        );
-        assert!(
-            !err.contains("nonexistent"),
-            "{model} read data first: {err}"
-        );
-    }
-}
-
 #[test]
 fn unavailable_device_is_rejected_before_any_work() {
     if camel_nn::cuda_available() {
