@@ -27,6 +27,7 @@ __device__ __forceinline__ void attn01(const float* __restrict__ q, const float*
     }
     float m = -INFINITY, l = 0.0f;
     const long long n = camel::attn_visible(a, i);
+    const unsigned drow = camel::attn_drop_row(a, bh, i);
     for (long long j = 0; j < n; ++j) {
         const float* kr = kb + j * a.k_st;
         const float* vr = vb + j * a.v_st;
@@ -39,8 +40,9 @@ __device__ __forceinline__ void attn01(const float* __restrict__ q, const float*
         const float corr = expf(m - mn);  // 0 at the first key (m = −inf)
         const float p = expf(s - mn);
         l = fmaf(l, corr, p);
+        const float pz = p * camel::attn_dropout(a, drow, j);  // l sums the weights before dropout
 #pragma unroll
-        for (int e = 0; e < E; ++e) acc[e] = fmaf(acc[e], corr, p * vr[lane + 32 * e]);
+        for (int e = 0; e < E; ++e) acc[e] = fmaf(acc[e], corr, pz * vr[lane + 32 * e]);
         m = mn;
     }
     float* orow = o + camel::bthd(a, bb, hh, i, a.tq, D);

@@ -65,6 +65,7 @@ __device__ __forceinline__ void attn02(const float* __restrict__ q, const float*
     }
     const long long n = live ? camel::attn_visible(a, i) : 0;
     const long long n_blk = camel::attn_visible(a, min(i0 + BR, a.tq) - 1);  // the block's last row sees most
+    const unsigned drow = camel::attn_drop_row(a, bh, i);
     float m = -INFINITY, l = 0.0f;
     for (long long j0 = 0; j0 < n_blk; j0 += BC) {
         __syncthreads();  // the previous tile is used up
@@ -89,9 +90,10 @@ __device__ __forceinline__ void attn02(const float* __restrict__ q, const float*
 #pragma unroll
         for (int jj = 0; jj < BC; ++jj) {
             const float p = exp2f(s[jj] - mt);
-            l += p;
+            l += p;  // the weights before dropout
+            const float pz = p * camel::attn_dropout(a, drow, j0 + jj);
 #pragma unroll
-            for (int c = 0; c < C; ++c) acc[c] = camel::axpy4(p, vs[jj][4 * c + qd], acc[c]);
+            for (int c = 0; c < C; ++c) acc[c] = camel::axpy4(pz, vs[jj][4 * c + qd], acc[c]);
         }
         m = mt;
     }
@@ -120,6 +122,7 @@ __device__ __forceinline__ void attn02_dkdv(const float* __restrict__ q, const f
     constexpr int C = D / 16;
     __shared__ float4 qs[BR][D / 4], dos[BR][D / 4];
     __shared__ float lse_s[BR], del_s[BR];
+    __shared__ unsigned drow_s[BR];
     const long long tiles = camel::ceil_div(a.tk, BC);
     const long long bh = blockIdx.x / tiles, j0 = (blockIdx.x % tiles) * BC;
     const long long hh = bh % a.h, bb = bh / a.h;
@@ -149,6 +152,7 @@ __device__ __forceinline__ void attn02_dkdv(const float* __restrict__ q, const f
             // a row past the end gets lse = +inf: p = 0
             lse_s[threadIdx.x] = i < a.tq ? lse[bh * a.tq + i] * camel::LOG2E : INFINITY;
             del_s[threadIdx.x] = i < a.tq ? delta[bh * a.tq + i] : 0.0f;
+            drow_s[threadIdx.x] = camel::attn_drop_row(a, bh, i);
         }
         __syncthreads();
 #pragma unroll 4
@@ -164,10 +168,11 @@ __device__ __forceinline__ void attn02_dkdv(const float* __restrict__ q, const f
             dp = camel::quad_sum(dp);
             const bool seen = live && i < a.tq && (!a.causal || j <= i + off);
             const float p = seen ? exp2f(s * ss - lse_s[ii]) : 0.0f;
-            const float ds = seen ? p * (dp - del_s[ii]) : 0.0f;
+            const float z = camel::attn_dropout(a, drow_s[ii], j);
+            const float ds = seen ? p * (z * dp - del_s[ii]) : 0.0f;
 #pragma unroll
             for (int c = 0; c < C; ++c) {
-                gv[c] = camel::axpy4(p, dos[ii][4 * c + qd], gv[c]);
+                gv[c] = camel::axpy4(p * z, dos[ii][4 * c + qd], gv[c]);
                 gk[c] = camel::axpy4(ds, qs[ii][4 * c + qd], gk[c]);
             }
         }
@@ -203,6 +208,7 @@ __device__ __forceinline__ void attn02_dq(const float* __restrict__ q, const flo
     const float ss = a.scale * camel::LOG2E;
     const float lse_i = live ? lse[bh * a.tq + i] * camel::LOG2E : INFINITY;
     const float del_i = live ? delta[bh * a.tq + i] : 0.0f;
+    const unsigned drow = camel::attn_drop_row(a, bh, i);
     float4 qv[C], dov[C], g[C];
 #pragma unroll
     for (int c = 0; c < C; ++c) {
@@ -228,7 +234,8 @@ __device__ __forceinline__ void attn02_dq(const float* __restrict__ q, const flo
             s = camel::quad_sum(s);
             dp = camel::quad_sum(dp);
             const bool seen = j0 + jj < n;
-            const float ds = seen ? exp2f(s * ss - lse_i) * (dp - del_i) : 0.0f;
+            const float z = camel::attn_dropout(a, drow, j0 + jj);
+            const float ds = seen ? exp2f(s * ss - lse_i) * (z * dp - del_i) : 0.0f;
 #pragma unroll
             for (int c = 0; c < C; ++c) g[c] = camel::axpy4(ds, ks[jj][4 * c + qd], g[c]);
         }

@@ -10,6 +10,11 @@
 //
 // Masking. With `causal`, query i sees key j when j ≤ i + (Tk − Tq): the queries are the last
 // Tq positions of Tk (a key/value cache), as in the masked softmax (kernels/masked_softmax).
+//
+// Dropout (attn_dropout below) multiplies each weight P_ij by z_ij, 0 or 1 / (1 − p), after the
+// softmax: O = (P ⊙ Z)·V. The log-sum-exp is the softmax's, without dropout. The backward
+// uses dV = (P ⊙ Z)ᵀ·dO and dS = P ⊙ (Z ⊙ dP − Δ), where dP = dO·Vᵀ and Δ_i = Σ_d dO_id · O_id
+// (= Σ_j P_ij Z_ij dP_ij, as O is the output with dropout).
 #pragma once
 
 #include "common/common.cuh"
@@ -23,6 +28,9 @@ struct AttnArgs {
     long long v_sb, v_sh, v_st;  // v's
     float scale;                 // the multiplier of q·k
     int causal;                  // mask the keys j > i + (tk − tq)
+    unsigned long long seed;     // of the dropout mask
+    float drop_scale;            // 1 / (1 − dropout): a kept weight's multiplier
+    unsigned drop_thr;           // a weight whose draw is below this is dropped; 0: no dropout
 };
 
 namespace camel {
@@ -38,6 +46,31 @@ __device__ __forceinline__ long long attn_visible(const AttnArgs& a, long long i
 // The first query row that sees key j: 0, or j − (tk − tq) with the causal mask.
 __device__ __forceinline__ long long first_query(const AttnArgs& a, long long j) {
     return a.causal ? max(0LL, j - (a.tk - a.tq)) : 0;
+}
+
+// Dropout on the attention weights. The draw of key j for query i of head bh is a hash of (seed,
+// bh, i, j), a pure function, so the backward recomputes the forward's mask without storing it,
+// and AttnGeom::dropout_multiplier (crates/camel-cuda/src/kernels/attention.rs) computes the same
+// bits on the CPU. The hash starts from one value per query row (attn_drop_row, once per row)
+// and costs one attn_mix per weight (attn_dropout).
+__device__ __forceinline__ unsigned attn_mix(unsigned h) {  // murmur3's finalizer
+    h ^= h >> 16;
+    h *= 0x85ebca6bu;
+    h ^= h >> 13;
+    h *= 0xc2b2ae35u;
+    return h ^ (h >> 16);
+}
+
+__device__ __forceinline__ unsigned attn_drop_row(const AttnArgs& a, long long bh, long long i) {
+    const unsigned key = attn_mix((unsigned)a.seed ^ attn_mix((unsigned)(a.seed >> 32)));
+    return attn_mix(key ^ attn_mix((unsigned)bh ^ attn_mix((unsigned)i)));
+}
+
+// The multiplier of key j's weight in the row whose hash is `row`: 0 (dropped), 1 / (1 − p)
+// (kept), or 1 without dropout.
+__device__ __forceinline__ float attn_dropout(const AttnArgs& a, unsigned row, long long j) {
+    if (a.drop_thr == 0) return 1.0f;
+    return attn_mix(row ^ ((unsigned)j * 0x9e3779b9u)) >= a.drop_thr ? a.drop_scale : 0.0f;
 }
 
 // Offset of token t of head (bb, hh) in a dense [B, T, H, D] tensor.

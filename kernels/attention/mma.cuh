@@ -19,7 +19,8 @@
 // dK += dSᵀ·Q with Pᵀ and dSᵀ fed back as A fragments. The dQ kernel takes 64 queries and walks
 // the key tiles: S, dP, dS as above and dQ += dS·K. Two kernels instead of atomics keep the
 // gradients deterministic. P and dS are rounded to 16 bits before their products, as
-// FlashAttention-2 does; every sum stays f32.
+// FlashAttention-2 does; every sum stays f32. With dropout, P is multiplied by its mask
+// (attention.cuh) before P·V and dV, and dP before dS.
 //
 // How fragments leave shared memory (the difference between the steps):
 //   SWZ = false (step 3): plain row-major tiles and 32-bit loads, one fragment register each.
@@ -248,6 +249,7 @@ __device__ __forceinline__ void attn_mma_fwd(const u16* __restrict__ q, const u1
     const long long r_lo = i0 + 16 * w + g;  // this thread's rows: r_lo and r_lo + 8
     const long long n[2] = {camel::attn_visible(a, r_lo), camel::attn_visible(a, r_lo + 8)};
     const long long n_blk = camel::attn_visible(a, min(i0 + BR, a.tq) - 1);
+    const unsigned drow[2] = {camel::attn_drop_row(a, bh, r_lo), camel::attn_drop_row(a, bh, r_lo + 8)};
     const float ss = a.scale * camel::LOG2E;  // scores in log2 units
     float acc[D / 8][4] = {};
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
@@ -309,8 +311,8 @@ __device__ __forceinline__ void attn_mma_fwd(const u16* __restrict__ q, const u1
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 const float p = exp2f(s[nt][e] - mu[e >> 1]);
-                s[nt][e] = p;
-                l[e >> 1] += p;
+                l[e >> 1] += p;  // the weights before dropout
+                s[nt][e] = p * camel::attn_dropout(a, drow[e >> 1], j0 + 8 * nt + 2 * t + (e & 1));
             }
         mma_pb<T, D, BC, SWZ>(acc, s, vs, lane);  // O += P·V, P straight from the accumulators
     }
@@ -337,6 +339,7 @@ __device__ __forceinline__ void attn_mma_dkdv(const u16* __restrict__ q, const u
     u16* dos = qs + BQ * D;                         // [BQ][D]
     float* lse_s = reinterpret_cast<float*>(dos + BQ * D);
     float* del_s = lse_s + BQ;
+    unsigned* drow_s = reinterpret_cast<unsigned*>(del_s + BQ);
     const long long tiles = camel::ceil_div(a.tk, BK);
     const long long bh = blockIdx.x / tiles, j0 = (blockIdx.x % tiles) * BK;
     const long long hh = bh % a.h, bb = bh / a.h;
@@ -357,6 +360,7 @@ __device__ __forceinline__ void attn_mma_dkdv(const u16* __restrict__ q, const u
             const long long i = i0 + threadIdx.x;
             lse_s[threadIdx.x] = i < a.tq ? lse[bh * a.tq + i] * camel::LOG2E : INFINITY;
             del_s[threadIdx.x] = i < a.tq ? delta[bh * a.tq + i] : 0.0f;
+            drow_s[threadIdx.x] = camel::attn_drop_row(a, bh, i);
         }
         __syncthreads();
         // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ: the warp's 16 keys × BQ queries
@@ -372,8 +376,9 @@ __device__ __forceinline__ void attn_mma_dkdv(const u16* __restrict__ q, const u
                 const long long i = i0 + ii, j = j_lo + 8 * (e >> 1);
                 const bool seen = i < a.tq && j < a.tk && (!a.causal || j <= i + off);
                 const float p = seen ? exp2f(st[nt][e] * ss - lse_s[ii]) : 0.0f;
-                dpt[nt][e] = seen ? p * (dpt[nt][e] - del_s[ii]) : 0.0f;
-                st[nt][e] = p;
+                const float z = camel::attn_dropout(a, drow_s[ii], j);
+                dpt[nt][e] = seen ? p * (z * dpt[nt][e] - del_s[ii]) : 0.0f;
+                st[nt][e] = p * z;
             }
         mma_pb<T, D, BQ, SWZ>(gv, st, dos, lane);  // dV += Pᵀ·dO
         mma_pb<T, D, BQ, SWZ>(gk, dpt, qs, lane);  // dK += dSᵀ·Q
@@ -405,11 +410,13 @@ __device__ __forceinline__ void attn_mma_dq(const u16* __restrict__ q, const u16
     const long long n[2] = {camel::attn_visible(a, r_lo), camel::attn_visible(a, r_lo + 8)};
     const long long n_blk = camel::attn_visible(a, min(i0 + BR, a.tq) - 1);
     float lse2[2], del[2];
+    unsigned drow[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         const long long row = r_lo + 8 * r;
         lse2[r] = row < a.tq ? lse[bh * a.tq + row] * camel::LOG2E : INFINITY;
         del[r] = row < a.tq ? delta[bh * a.tq + row] : 0.0f;
+        drow[r] = camel::attn_drop_row(a, bh, row);
     }
     const float ss = a.scale * camel::LOG2E;
     float gq[D / 8][4] = {};
@@ -429,7 +436,8 @@ __device__ __forceinline__ void attn_mma_dq(const u16* __restrict__ q, const u16
             for (int e = 0; e < 4; ++e) {
                 const long long j = j0 + 8 * nt + 2 * t + (e & 1);
                 const int r = e >> 1;
-                s[nt][e] = j < n[r] ? exp2f(s[nt][e] * ss - lse2[r]) * (dp[nt][e] - del[r]) : 0.0f;
+                const float z = camel::attn_dropout(a, drow[r], j);
+                s[nt][e] = j < n[r] ? exp2f(s[nt][e] * ss - lse2[r]) * (z * dp[nt][e] - del[r]) : 0.0f;
             }
         mma_pb<T, D, BC, SWZ>(gq, s, ks, lane);  // dQ += dS·K
     }

@@ -124,6 +124,8 @@ fn main() -> Result<()> {
                     v: AttnGeom::dense(h, t, hd),
                     scale: 1.0 / (hd as f32).sqrt(),
                     causal,
+                    dropout: 0.0,
+                    seed: 0,
                 };
                 let mask = if causal { "causal" } else { "full" };
                 let fwd_flops = 4.0 * (b * h) as f64 * (t * t) as f64 * hd as f64

@@ -1,6 +1,7 @@
 //! Fused attention against the naive attention computed in f64 (forward and backward) at awkward
 //! sizes, on every device and every step of the ladder; strided and unaligned views; a key/value
-//! cache; gradcheck; NaN rows; errors naming the shapes. Tolerances: the forward's f32 sums of
+//! cache; gradcheck; dropout against the f64 attention with the kernels' mask; NaN rows; errors
+//! naming the shapes. Tolerances: the forward's f32 sums of
 //! `Tk` products stay within `2e-5 + 1e-4·|ref|`; a gradient sums up to `Tq` (or `Tk`) such
 //! terms, so its bound grows with the length: `(5e-5 + 2e-8·T) + 1e-3·|ref|`. The f16/bf16
 //! tolerances are derived from their rounding unit at [`check_half`].
@@ -8,7 +9,8 @@
 mod common;
 use camel_core::backend::ladder::{with_step, Family, Step};
 use camel_core::testing::{for_each_step, gpu};
-use camel_core::{DType, Device, Error, Tensor};
+use camel_core::{DType, Device, Error, Generator, Result, Tensor};
+use camel_cuda::kernels::attention::AttnGeom;
 use common::*;
 
 /// One attention problem: q `[b, h, tq, d]`, k and v `[b, h, tk, d]` (dense, logical order).
@@ -50,6 +52,19 @@ struct Reference {
 }
 
 fn reference(c: &Case, q: &[f32], k: &[f32], v: &[f32], g: &[f32]) -> Reference {
+    reference_dropout(c, q, k, v, g, &|_, _, _| 1.0)
+}
+
+/// [`reference`] with each weight `P_ij` of head `bh` multiplied by `z(bh, i, j)` after the
+/// softmax: `O = (P ⊙ Z)·V`, `dV = (P ⊙ Z)ᵀ·G`, `dS = P ⊙ (Z ⊙ dP − Σ_j P Z dP)`.
+fn reference_dropout(
+    c: &Case,
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    g: &[f32],
+    z: &dyn Fn(usize, usize, usize) -> f64,
+) -> Reference {
     let (d, sc) = (c.d, c.scale() as f64);
     let mut r = Reference {
         out: vec![0.0; q.len()],
@@ -71,15 +86,17 @@ fn reference(c: &Case, q: &[f32], k: &[f32], v: &[f32], g: &[f32]) -> Reference 
             let m = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
             let l: f64 = s.iter().map(|x| (x - m).exp()).sum();
             let p: Vec<f64> = s.iter().map(|x| (x - m).exp() / l).collect();
+            let zs: Vec<f64> = (0..n).map(|j| z(bh, i, j)).collect();
             let dp: Vec<f64> = (0..n).map(|j| dot(gi, &v[kb + j * d..][..d])).collect();
-            let pdp: f64 = p.iter().zip(&dp).map(|(a, b)| a * b).sum();
+            let pdp: f64 = (0..n).map(|j| p[j] * zs[j] * dp[j]).sum();
             for j in 0..n {
-                let ds = p[j] * (dp[j] - pdp);
+                let pz = p[j] * zs[j];
+                let ds = p[j] * (zs[j] * dp[j] - pdp);
                 for e in 0..d {
-                    r.out[qb + i * d + e] += p[j] * v[kb + j * d + e] as f64;
+                    r.out[qb + i * d + e] += pz * v[kb + j * d + e] as f64;
                     r.dq[qb + i * d + e] += sc * ds * k[kb + j * d + e] as f64;
                     r.dk[kb + j * d + e] += sc * ds * qi[e] as f64;
-                    r.dv[kb + j * d + e] += p[j] * gi[e] as f64;
+                    r.dv[kb + j * d + e] += pz * gi[e] as f64;
                 }
             }
         }
@@ -125,22 +142,55 @@ fn forward_then_backprop(
 
 /// Forward and the three gradients of `c` on `devs`, every step, against the f64 reference.
 fn check_case(c: Case, seed: u64, devs: &[Device]) {
+    check_case_dropout(c, 0.0, seed, devs)
+}
+
+/// The dropout mask the fused attention of `c` draws with probability `p` from a generator
+/// seeded with `seed`, as the multiplier of each weight `(bh, i, j)`.
+fn mask(c: &Case, p: f32, seed: u64) -> impl Fn(usize, usize, usize) -> f64 {
+    let g = AttnGeom {
+        b: c.b,
+        h: c.h,
+        tq: c.tq,
+        tk: c.tk,
+        d: c.d,
+        q: [0; 3],
+        k: [0; 3],
+        v: [0; 3],
+        scale: c.scale(),
+        causal: c.causal,
+        dropout: p,
+        seed: Generator::new(seed).next_u64(),
+    };
+    move |bh, i, j| g.dropout_multiplier(bh, i, j) as f64
+}
+
+/// `q.attention(k, v)`, or with dropout `p` drawn from a generator seeded with `seed`.
+fn attend(q: &Tensor, k: &Tensor, v: &Tensor, c: &Case, p: f32, seed: u64) -> Result<Tensor> {
+    if p == 0.0 {
+        q.attention(k, v, c.scale(), c.causal)
+    } else {
+        q.attention_dropout_with(k, v, c.scale(), c.causal, p, &mut Generator::new(seed))
+    }
+}
+
+/// [`check_case`] with dropout `p` on the attention weights: against the f64 attention with the
+/// kernels' mask.
+fn check_case_dropout(c: Case, p: f32, seed: u64, devs: &[Device]) {
     let q = rand_vec(numel(&c.q_shape()), -1.0, 1.0, seed);
     let k = rand_vec(numel(&c.k_shape()), -1.0, 1.0, seed + 1);
     let v = rand_vec(numel(&c.k_shape()), -1.0, 1.0, seed + 2);
     let g = rand_vec(numel(&c.q_shape()), -1.0, 1.0, seed + 3);
-    let r = reference(&c, &q, &k, &v, &g);
+    let r = reference_dropout(&c, &q, &k, &v, &g, &mask(&c, p, seed));
     for_each_step(Family::Attention, |step| {
         for &dev in devs {
-            let what = format!("{c:?} step {} on {dev}", step.name);
+            let what = format!("{c:?} dropout {p} step {} on {dev}", step.name);
             let (ql, kl, vl) = (
                 t(&q, &c.q_shape(), dev).requires_grad_(true).unwrap(),
                 t(&k, &c.k_shape(), dev).requires_grad_(true).unwrap(),
                 t(&v, &c.k_shape(), dev).requires_grad_(true).unwrap(),
             );
-            let out = ql
-                .attention(&kl, &vl, c.scale(), c.causal)
-                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let out = attend(&ql, &kl, &vl, &c, p, seed).unwrap_or_else(|e| panic!("{what}: {e}"));
             assert_eq!(out.shape(), c.q_shape(), "{what}");
             forward_then_backprop(&what, &out, &r, &c, &g, dev);
             for (name, x, want) in [("dq", &ql, &r.dq), ("dk", &kl, &r.dk), ("dv", &vl, &r.dv)] {
@@ -231,6 +281,11 @@ fn unit(dt: DType) -> f64 {
 /// tensor (the floor: a gradient that is zero in f64, dq with a single key, comes out as
 /// rounding noise of Δ).
 fn check_half(c: Case, dt: DType, seed: u64, devs: &[Device]) {
+    check_half_dropout(c, dt, 0.0, seed, devs)
+}
+
+/// [`check_half`] with dropout `p` on the attention weights.
+fn check_half_dropout(c: Case, dt: DType, p: f32, seed: u64, devs: &[Device]) {
     let u = unit(dt);
     let round = |n: usize, seed: u64| {
         let x = rand_vec(n, -1.0, 1.0, seed);
@@ -247,14 +302,14 @@ fn check_half(c: Case, dt: DType, seed: u64, devs: &[Device]) {
         round(nk, seed + 2),
         round(nq, seed + 3),
     );
-    let r = reference(&c, &q, &k, &v, &g);
+    let r = reference_dropout(&c, &q, &k, &v, &g, &mask(&c, p, seed));
     // the tensor-core steps (steps 1–2 are f32 only)
     for_each_step(Family::Attention, |step| {
         if step.step.number() < 3 {
             return;
         }
         for &dev in devs {
-            let what = format!("{c:?} {dt:?} step {} on {dev}", step.name);
+            let what = format!("{c:?} {dt:?} dropout {p} step {} on {dev}", step.name);
             let leaf = |x: &[f32], s: &[usize]| {
                 t(x, s, dev)
                     .to_dtype(dt)
@@ -267,9 +322,7 @@ fn check_half(c: Case, dt: DType, seed: u64, devs: &[Device]) {
                 leaf(&k, &c.k_shape()),
                 leaf(&v, &c.k_shape()),
             );
-            let out = ql
-                .attention(&kl, &vl, c.scale(), c.causal)
-                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let out = attend(&ql, &kl, &vl, &c, p, seed).unwrap_or_else(|e| panic!("{what}: {e}"));
             assert_eq!((out.shape(), out.dtype()), (&c.q_shape()[..], dt), "{what}");
             let fwd = Tol {
                 atol: 3.0 * u,
@@ -443,6 +496,88 @@ fn gradcheck_attention() {
             |a| a[0].attention(&a[1], &a[2], 0.4, causal),
             &inputs,
         );
+    }
+}
+
+/// Dropout on the attention weights, every step and device, f32 and 16-bit: against the f64
+/// attention with the kernels' mask (a fifth of the weights dropped), forward and backward.
+#[test]
+fn dropout_matches_f64_with_the_kernels_mask() {
+    let sizes = [(1, 1), (7, 7), (5, 12), (127, 127), (40, 97)];
+    for (i, c) in awkward_cases(&sizes).into_iter().enumerate() {
+        check_case_dropout(c, 0.2, 900 + 4 * i as u64, &devices());
+    }
+    for dt in [DType::F16, DType::BF16] {
+        for (i, c) in awkward_cases(&[(7, 7), (127, 127), (40, 97)])
+            .into_iter()
+            .enumerate()
+        {
+            check_half_dropout(c, dt, 0.1, 1300 + 4 * i as u64, &devices());
+        }
+    }
+    if let Some(dev) = gpu() {
+        let c = Case {
+            b: 1,
+            h: 2,
+            tq: 1031,
+            tk: 1031,
+            d: 64,
+            causal: true,
+        };
+        check_case_dropout(c, 0.5, 77, &[dev]);
+        check_half_dropout(c, DType::BF16, 0.2, 78, &[dev]);
+    }
+}
+
+/// The dropout mask is fixed by the generator's seed, so the attention with dropout is a
+/// differentiable function of q, k and v that gradcheck can probe; the generator moves by one
+/// counter per call with dropout and not at all without.
+#[test]
+fn dropout_gradcheck_and_generator_use() {
+    for (tq, tk, causal) in [(3, 5, false), (4, 4, true)] {
+        let (qs, ks) = (vec![1, 2, tq, 32], vec![1, 2, tk, 32]);
+        let inputs = [
+            hf(rand_vec(numel(&qs), -1.0, 1.0, 4), &qs),
+            hf(rand_vec(numel(&ks), -1.0, 1.0, 5), &ks),
+            hf(rand_vec(numel(&ks), -1.0, 1.0, 6), &ks),
+        ];
+        gradcheck_all(
+            &format!("attention dropout tq {tq} tk {tk} causal {causal}"),
+            |a| a[0].attention_dropout_with(&a[1], &a[2], 0.4, causal, 0.3, &mut Generator::new(9)),
+            &inputs,
+        );
+    }
+    for dev in devices() {
+        let x = Tensor::randn_seeded(&[1, 2, 6, 32], 1, dev).unwrap();
+        let mut g = Generator::new(3);
+        let none = x
+            .attention_dropout_with(&x, &x, 0.2, true, 0.0, &mut g)
+            .unwrap();
+        assert_eq!(g.offset(), 0, "{dev}: p = 0 draws nothing");
+        assert_eq!(
+            none.to_vec().unwrap(),
+            x.attention(&x, &x, 0.2, true).unwrap().to_vec().unwrap()
+        );
+        let a = x
+            .attention_dropout_with(&x, &x, 0.2, true, 0.5, &mut g)
+            .unwrap();
+        assert_eq!(g.offset(), 1, "{dev}: one counter a call");
+        let b = x
+            .attention_dropout_with(&x, &x, 0.2, true, 0.5, &mut g)
+            .unwrap();
+        assert_ne!(
+            a.to_vec().unwrap(),
+            b.to_vec().unwrap(),
+            "{dev}: a new mask a call"
+        );
+        for p in [1.0, -0.1, f32::NAN] {
+            let r = x.attention_dropout_with(&x, &x, 0.2, true, p, &mut g);
+            assert!(
+                matches!(r, Err(Error::InvalidArgument { .. })),
+                "{dev} p {p}: {r:?}"
+            );
+        }
+        assert_eq!(g.offset(), 2, "{dev}: a refused call draws nothing");
     }
 }
 

@@ -33,7 +33,8 @@ pub struct AttentionOptions {
 /// The attention a [`MultiHeadAttention`] runs for an input ([`MultiHeadAttention::path`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AttentionPath {
-    /// [`Tensor::attention`]: one fused kernel, no score matrix.
+    /// [`Tensor::attention`] (or [`Tensor::attention_dropout`] in training): one fused kernel,
+    /// no score matrix.
     Fused,
     /// `matmul_t`, [`Tensor::scaled_masked_softmax`], dropout, `matmul`, and why the fused kernel
     /// does not apply.
@@ -215,9 +216,10 @@ impl MultiHeadAttention {
     }
 
     /// The attention this layer runs for input `x` in its current mode: [`AttentionPath::Fused`]
-    /// on a GPU (f32, or f16/bf16 inside an autocast scope or for 16-bit input), a head dim the
-    /// kernels have ([`camel_core::ATTENTION_HEAD_DIMS`]) and no attention dropout in effect;
-    /// otherwise [`AttentionPath::Naive`] with the reason.
+    /// on a GPU (f32, or f16/bf16 inside an autocast scope or for 16-bit input) for a head dim
+    /// the kernels have ([`camel_core::ATTENTION_HEAD_DIMS`]), with attention dropout inside the
+    /// kernel in training ([`Tensor::attention_dropout`]) unless it is 1; otherwise
+    /// [`AttentionPath::Naive`] with the reason.
     pub fn path(&self, x: &Tensor) -> AttentionPath {
         let d = self.n_embd / self.n_head;
         if !self.fused {
@@ -226,8 +228,8 @@ impl MultiHeadAttention {
             AttentionPath::Naive("the CPU runs the reference")
         } else if !camel_core::ATTENTION_HEAD_DIMS.contains(&d) {
             AttentionPath::Naive("a head dim the fused kernel lacks")
-        } else if self.dropout > 0.0 && self.is_training() {
-            AttentionPath::Naive("attention dropout in training")
+        } else if self.dropout >= 1.0 && self.is_training() {
+            AttentionPath::Naive("attention dropout of 1 (the fused kernel takes p < 1)")
         } else {
             AttentionPath::Fused
         }
@@ -293,8 +295,9 @@ impl MultiHeadAttention {
         let training = self.is_training();
         if path == AttentionPath::Fused {
             // [B, H, Tq, D] stored as [B, Tq, H, D]: merging the heads is a view
+            let p = if training { self.dropout } else { 0.0 };
             let y = q
-                .attention(k, v, scale, self.causal)?
+                .attention_dropout(k, v, scale, self.causal, p)?
                 .transpose(1, 2)?
                 .reshape(&[b, tq, self.n_embd])?;
             return dropout(&self.c_proj.forward(&y)?, self.dropout, training);

@@ -718,14 +718,27 @@ fn the_fused_path_matches_the_naive_one_and_says_when_it_runs() -> Result<()> {
                 let diff = max_diff(&got.to_vec()?, &yn.to_vec()?);
                 assert!(diff <= 2e-5, "{what}: cached {diff}");
             }
-            // the reasons the fused kernel does not run
+            // attention dropout runs inside the fused kernel in training (the training calls
+            // differ: new attention and residual masks), none in eval mode, where the output is
+            // the fused one without dropout
             let md = make(true, 0.1)?;
-            assert_eq!(
-                md.path(&x),
-                AttentionPath::Naive("attention dropout in training")
-            );
+            assert_eq!(md.path(&x), AttentionPath::Fused, "{what}");
+            let (d1, d2) = (md.forward(&x)?.to_vec()?, md.forward(&x)?.to_vec()?);
+            assert_ne!(d1, d2, "{what}: two training calls share a mask");
             md.set_training(false);
             assert_eq!(md.path(&x), AttentionPath::Fused);
+            let e = md.forward(&x)?.to_vec()?;
+            assert_ne!(d1, e, "{what}: dropout changed nothing");
+            assert!(
+                max_diff(&e, &yf.to_vec()?) <= 2e-5,
+                "{what}: eval mode drops"
+            );
+            // the reasons the fused kernel does not run
+            let all = make(true, 1.0)?;
+            assert_eq!(
+                all.path(&x),
+                AttentionPath::Naive("attention dropout of 1 (the fused kernel takes p < 1)")
+            );
             // under autocast the fused kernel runs in bf16 and agrees with the naive bf16 path
             // within bf16's rounding (both round q, k, v and the probabilities; the naive one
             // also the scores)

@@ -61,6 +61,20 @@ pub struct AttnGeom {
     pub scale: f32,
     /// Query `i` sees key `j` only when `j ≤ i + (tk − tq)`.
     pub causal: bool,
+    /// Dropout probability on the attention weights, in `[0, 1)`; 0 for none.
+    pub dropout: f32,
+    /// The seed of the dropout mask ([`AttnGeom::dropout_multiplier`]).
+    pub seed: u64,
+}
+
+/// The murmur3 finalizer: a bijection of `u32` whose every output bit depends on every input bit.
+/// `attn_mix` in `kernels/attention/attention.cuh` is the same arithmetic.
+fn mix(mut h: u32) -> u32 {
+    h ^= h >> 16;
+    h = h.wrapping_mul(0x85eb_ca6b);
+    h ^= h >> 13;
+    h = h.wrapping_mul(0xc2b2_ae35);
+    h ^ (h >> 16)
 }
 
 impl AttnGeom {
@@ -83,6 +97,44 @@ impl AttnGeom {
         self.b * self.h * self.tq
     }
 
+    /// The dropout threshold: a weight is dropped when its 32-bit draw is below it, so with
+    /// probability `round(dropout · 2³²) / 2³²`.
+    pub fn dropout_threshold(&self) -> u32 {
+        (self.dropout as f64 * 4_294_967_296.0)
+            .round()
+            .min(u32::MAX as f64) as u32
+    }
+
+    /// What the weight of key `j` for query `i` of head `bh` (`batch · h + head`) is multiplied
+    /// by: 0 when dropped, `1 / (1 − dropout)` when kept (1 without dropout). The draw is a hash
+    /// of (seed, bh, i, j) — a pure function, so the backward recomputes the forward's mask and
+    /// the CPU and the GPU (`attn_dropout` in `kernels/attention/attention.cuh`) agree bit for
+    /// bit: `mix(row ^ j·0x9e3779b9)` with `row = mix(mix(seed_lo ^ mix(seed_hi)) ^ mix(bh ^
+    /// mix(i)))` (`mix`: murmur3's finalizer).
+    pub fn dropout_multiplier(&self, bh: usize, i: usize, j: usize) -> f32 {
+        let thr = self.dropout_threshold();
+        if thr == 0 {
+            return 1.0;
+        }
+        let draw = mix(self.dropout_row(bh, i) ^ (j as u32).wrapping_mul(0x9e37_79b9));
+        if draw >= thr {
+            self.dropout_scale()
+        } else {
+            0.0
+        }
+    }
+
+    /// `1 / (1 − dropout)`, in f32 as the kernels get it.
+    fn dropout_scale(&self) -> f32 {
+        1.0 / (1.0 - self.dropout)
+    }
+
+    /// The hash of query row `i` of head `bh` that each key's draw starts from.
+    fn dropout_row(&self, bh: usize, i: usize) -> u32 {
+        let key = mix(self.seed as u32 ^ mix((self.seed >> 32) as u32));
+        mix(key ^ mix(bh as u32 ^ mix(i as u32)))
+    }
+
     /// The kernels' argument block for elements of `elem`, after checking what they assume: an
     /// instantiated head dim, `tk ≥ 1`, `tk ≥ tq` when causal, and strides that keep 16-byte
     /// aligned rows.
@@ -95,6 +147,9 @@ impl AttnGeom {
         };
         if !HEAD_DIMS.contains(&self.d) {
             return bad(format!("head dim {} (instantiated: {HEAD_DIMS:?})", self.d));
+        }
+        if !(0.0..1.0).contains(&self.dropout) {
+            return bad(format!("dropout {} (in [0, 1))", self.dropout));
         }
         if self.tk == 0 || (self.causal && self.tk < self.tq) {
             return bad(format!(
@@ -126,6 +181,9 @@ impl AttnGeom {
             v_st: i(self.v[2]),
             scale: self.scale,
             causal: self.causal as i32,
+            seed: self.seed,
+            drop_scale: self.dropout_scale(),
+            drop_thr: self.dropout_threshold(),
         })
     }
 }
@@ -149,6 +207,9 @@ struct AttnArgs {
     v_st: i64,
     scale: f32,
     causal: i32,
+    seed: u64,
+    drop_scale: f32,
+    drop_thr: u32,
 }
 
 /// Error unless `elem` is one of `dtypes`, the element types of `kernel`'s step.
@@ -346,7 +407,8 @@ fn mma_backward(
     let shape = BwdShape {
         keys: BK3,
         queries: BR3,
-        smem_dkdv: ((2 * BK3 + 2 * BQ3) * g.d * 2 + 2 * BQ3 * 4) as u32,
+        // K, V, Q and dO tiles; per query of a tile, its log-sum-exp, Δ and dropout row hash
+        smem_dkdv: ((2 * BK3 + 2 * BQ3) * g.d * 2 + 3 * BQ3 * 4) as u32,
         smem_dq: ((2 * BR3 + 2 * BC3) * g.d * 2) as u32,
     };
     backward(dev, g, elem, &names, shape, ptrs)
@@ -590,8 +652,15 @@ mod tests {
             v: AttnGeom::dense(2, 5, 64),
             scale: 0.125,
             causal: true,
+            dropout: 0.0,
+            seed: 0,
         };
         assert_eq!((g.visible(0), g.visible(2)), (3, 5));
+        assert!(AttnGeom { dropout: 1.0, ..g }.args("k", Elem::F32).is_err());
+        assert!(AttnGeom { dropout: -0.1, ..g }
+            .args("k", Elem::F32)
+            .is_err());
+        assert!(AttnGeom { dropout: 0.5, ..g }.args("k", Elem::F32).is_ok());
         assert!(g.args("k", Elem::F32).is_ok());
         assert!(AttnGeom { d: 48, ..g }.args("k", Elem::F32).is_err());
         assert!(AttnGeom { tk: 2, ..g }.args("k", Elem::F32).is_err());
@@ -604,6 +673,54 @@ mod tests {
         assert!(q4.args("k", Elem::F32).is_ok());
         assert!(q4.args("k", Elem::BF16).is_err());
         assert_eq!(AttnGeom { causal: false, ..g }.visible(0), 5);
+    }
+
+    /// The mask drops its fraction of weights, differs between seeds, rows and heads, and is
+    /// the identity without dropout.
+    #[test]
+    fn dropout_mask_drops_its_fraction() {
+        let g = AttnGeom {
+            b: 1,
+            h: 1,
+            tq: 1,
+            tk: 1,
+            d: 64,
+            q: [0; 3],
+            k: [0; 3],
+            v: [0; 3],
+            scale: 1.0,
+            causal: false,
+            dropout: 0.1,
+            seed: 42,
+        };
+        let count = |g: &AttnGeom, bh: usize| {
+            (0..512)
+                .flat_map(|i| (0..512).map(move |j| (i, j)))
+                .filter(|&(i, j)| g.dropout_multiplier(bh, i, j) == 0.0)
+                .count() as f64
+                / (512.0 * 512.0)
+        };
+        for p in [0.1f32, 0.2, 0.5] {
+            let gp = AttnGeom { dropout: p, ..g };
+            for bh in [0, 7] {
+                let f = count(&gp, bh);
+                assert!((f - p as f64).abs() < 0.005, "p {p}: dropped {f}");
+            }
+            assert_eq!(
+                gp.dropout_multiplier(0, 0, 0) == 0.0,
+                gp.dropout_multiplier(0, 0, 0) != 1.0 / (1.0 - p)
+            );
+        }
+        let differ = |a: &AttnGeom, b: &AttnGeom, bh: (usize, usize), i: (usize, usize)| {
+            (0..256)
+                .any(|j| a.dropout_multiplier(bh.0, i.0, j) != b.dropout_multiplier(bh.1, i.1, j))
+        };
+        let g2 = AttnGeom { seed: 43, ..g };
+        assert!(differ(&g, &g2, (0, 0), (0, 0)), "seeds");
+        assert!(differ(&g, &g, (0, 1), (0, 0)), "heads");
+        assert!(differ(&g, &g, (0, 0), (0, 1)), "rows");
+        let none = AttnGeom { dropout: 0.0, ..g };
+        assert!((0..100).all(|j| none.dropout_multiplier(0, 0, j) == 1.0));
     }
 
     /// f32 runs at steps 1–2 and 16-bit at step 3: a step picks the highest at or below it

@@ -1,5 +1,7 @@
 //! The CPU reference of fused attention: each query row's scores, softmax and weighted sum of
-//! values, and the backward recomputed from the saved log-sum-exp, in f32 with f64 sums.
+//! values, and the backward recomputed from the saved log-sum-exp, in f32 with f64 sums. With
+//! dropout the weights are multiplied by the kernels' mask (`AttnGeom::dropout_multiplier`):
+//! `O = (P ⊙ Z)·V`, `dV = (P ⊙ Z)ᵀ·dO`, `dS = P ⊙ (Z ⊙ dP − Δ)`.
 
 use super::{AttentionKernels, Attn};
 use crate::backend::cpu::{try_filled, CpuStorage};
@@ -43,10 +45,15 @@ impl AttentionKernels for CpuStorage {
                         *pj = (*pj - m).exp();
                         l += *pj;
                     }
+                    // dropout multiplies the weights after the softmax; l stays the softmax's
+                    let bh = bb * g.h + hh;
+                    let z: Vec<f64> = (0..n)
+                        .map(|j| g.dropout_multiplier(bh, i, j) as f64)
+                        .collect();
                     let out = &mut o[bthd(a, bb, hh, i, g.tq)..][..g.d];
                     for (e, oe) in out.iter_mut().enumerate() {
                         let s: f64 = (0..n)
-                            .map(|j| p[j] * row(v, a.off[2], g.v, bb, hh, j, g.d)[e] as f64)
+                            .map(|j| p[j] * z[j] * row(v, a.off[2], g.v, bb, hh, j, g.d)[e] as f64)
                             .sum();
                         *oe = (s / l) as f32;
                     }
@@ -88,10 +95,11 @@ impl AttentionKernels for CpuStorage {
                             row(v, a.off[2], g.v, bb, hh, j, g.d),
                         );
                         let p = (sc * dot(qi, kj) - l).exp();
-                        let ds = p * (dot(doi, vj) - delta);
+                        let z = g.dropout_multiplier(bb * g.h + hh, i, j) as f64;
+                        let ds = p * (z * dot(doi, vj) - delta);
                         let kv = bthd(a, bb, hh, j, g.tk);
                         for e in 0..g.d {
-                            dv[kv + e] += p * doi[e] as f64;
+                            dv[kv + e] += p * z * doi[e] as f64;
                             dk[kv + e] += sc * ds * qi[e] as f64;
                             dq[oi + e] += sc * ds * kj[e] as f64;
                         }

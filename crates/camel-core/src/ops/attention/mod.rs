@@ -5,6 +5,8 @@
 //! (`matmul_t`, [`Tensor::scaled_masked_softmax`], `matmul`) computes, which is its reference.
 //! f32 runs on both devices; f16 and bf16 run the tensor-core kernels on the GPU and the f32
 //! reference on the CPU (inputs widened exactly, the output rounded once).
+//! [`Tensor::attention_dropout`] drops attention weights inside the same kernels, its mask a
+//! hash of (seed, head, query, key) that the backward recomputes.
 //!
 //! Layouts: q `[B, H, Tq, D]`, k and v `[B, H, Tk, D]` are read in place when their features are
 //! contiguous (the head views of a projection need no copy); the output is a `[B, H, Tq, D]`
@@ -12,6 +14,7 @@
 //! (merging the heads) is free; the gradients come back the same way.
 
 use super::{expect_float, same_device, same_dtype};
+use crate::rng::Generator;
 use crate::storage::{dispatch, Storage};
 use crate::tensor::StorageRef;
 use crate::{DType, Error, Result, Tensor};
@@ -130,6 +133,53 @@ impl Tensor {
     /// # Ok::<(), camel_core::Error>(())
     /// ```
     pub fn attention(&self, k: &Tensor, v: &Tensor, scale: f32, causal: bool) -> Result<Tensor> {
+        self.attention_impl(k, v, scale, causal, 0.0, &mut || 0)
+    }
+
+    /// [`Tensor::attention`] with dropout of probability `p` in `[0, 1)` on the attention
+    /// weights, as the naive attention's `dropout(softmax(…))` (PyTorch's
+    /// `scaled_dot_product_attention(…, dropout_p=p)`): each weight is zeroed with probability `p`
+    /// and the kept ones scaled by `1 / (1 − p)`, inside the fused kernels. The mask is a hash
+    /// of a seed and each weight's (head, query, key), recomputed by the backward
+    /// ([`AttnGeom::dropout_multiplier`]); the seed is drawn from the global generator
+    /// ([`crate::manual_seed`]), only when `p > 0`. `p = 0` is [`Tensor::attention`].
+    pub fn attention_dropout(
+        &self,
+        k: &Tensor,
+        v: &Tensor,
+        scale: f32,
+        causal: bool,
+        p: f32,
+    ) -> Result<Tensor> {
+        self.attention_impl(k, v, scale, causal, p, &mut || {
+            crate::rng::with_global(|g| g.next_u64())
+        })
+    }
+
+    /// [`Tensor::attention_dropout`] with the mask's seed drawn from `generator`
+    /// ([`Generator::next_u64`], one counter).
+    pub fn attention_dropout_with(
+        &self,
+        k: &Tensor,
+        v: &Tensor,
+        scale: f32,
+        causal: bool,
+        p: f32,
+        generator: &mut Generator,
+    ) -> Result<Tensor> {
+        self.attention_impl(k, v, scale, causal, p, &mut || generator.next_u64())
+    }
+
+    /// The checks and the op; `seed` is called once, after every check passes, when `p > 0`.
+    fn attention_impl(
+        &self,
+        k: &Tensor,
+        v: &Tensor,
+        scale: f32,
+        causal: bool,
+        p: f32,
+        seed: &mut dyn FnMut() -> u64,
+    ) -> Result<Tensor> {
         const OP: &str = "attention";
         expect_float(OP, self)?;
         same_dtype(OP, self, k)?;
@@ -183,15 +233,22 @@ impl Tensor {
                 msg: format!("scale must be finite, got {scale}"),
             });
         }
+        if !(0.0..1.0).contains(&p) {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                msg: format!("dropout must be in [0, 1) in the fused attention, got {p}"),
+            });
+        }
         let dt = self.dtype();
         if dt != DType::F32 && !self.device().is_cuda() {
             // the CPU reference computes in f32; the casts carry the gradients back
             let w = |t: &Tensor| t.to_dtype(DType::F32);
             return self
                 .to_dtype(DType::F32)?
-                .attention(&w(k)?, &w(v)?, scale, causal)?
+                .attention_impl(&w(k)?, &w(v)?, scale, causal, p, seed)?
                 .to_dtype(dt);
         }
+        let seed = if p > 0.0 { seed() } else { 0 };
         let (sq, oq, q_st) = operand(self)?;
         let (sk, ok, k_st) = operand(k)?;
         let (sv, ov, v_st) = operand(v)?;
@@ -207,6 +264,8 @@ impl Tensor {
                 v: v_st,
                 scale,
                 causal,
+                dropout: p,
+                seed,
             },
             off: [oq, ok, ov],
         };
