@@ -19,7 +19,7 @@
 //! | `arith.rs` | `std::ops` operators (`+ - * /`, unary `-`) on tensors and `f32` scalars |
 //! | `random/` | rand, randn, bernoulli, multinomial, dropout (Philox, the same stream on every device) |
 //! | `softmax/` | softmax, log_softmax (last dim) |
-//! | `attention/` | attention (fused: scores, causal mask, softmax and the sum of values without the score matrix; backward from the log-sum-exp) |
+//! | `attention/` | attention, attention_dropout (fused: scores, causal mask, softmax, dropout and the sum of values without the score matrix; backward from the log-sum-exp) |
 //! | `masked_softmax/` | scaled_masked_softmax (attention scores: scale, causal mask, softmax in one pass) |
 //! | `filter/` | filter2d, filter2d_separable (2-D image filter, zero padding) |
 //! | `layer_norm/` | layer_norm |
@@ -31,11 +31,17 @@
 //!
 //! ## Dtypes
 //!
-//! Every op takes f32 (and the index ops i64). The elementwise ops, the shape ops (views,
-//! copies, `cat`) and `to_dtype` also take f16 and bf16: an elementwise op widens each element to
-//! f32, computes in f32 and rounds once; `matmul` and `linear` sum their products in f32 (the
-//! tensor cores on the GPU) and round once. Any other op given a 16-bit tensor returns
-//! [`crate::Error::DTypeMismatch`] naming itself, and a binary op refuses operands of two dtypes.
+//! Every op takes f32 (and the index ops i64). Most also take f16 and bf16:
+//! - natively: the elementwise ops (each element widened to f32, computed, rounded once), the
+//!   shape ops and `to_dtype`, the embedding's gather, `matmul` and `linear` (products summed in
+//!   f32, on the tensor cores on the GPU, rounded once), `attention` (the tensor-core steps on the
+//!   GPU) and `conv2d` (rows of patches times the weight on the 16-bit GEMM);
+//! - through their f32 kernels (`autocast::via_f32`: the input widens, the op runs in f32, the
+//!   result rounds once): the reductions, the softmaxes, the norms, the losses, dropout, the
+//!   masking ops and pooling.
+//!
+//! `filter2d` and `bernoulli` given a 16-bit tensor return [`crate::Error::DTypeMismatch`] naming
+//! themselves, and a binary op refuses operands of two dtypes outside an autocast scope.
 //!
 //! ## NaN, infinities and edge cases
 //!
