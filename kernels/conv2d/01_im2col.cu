@@ -75,20 +75,9 @@ extern "C" __global__ void conv2d_col2im_f32(const float* __restrict__ dcol, flo
         const long long g = c / cg_n, cg = c % cg_n;
         const float* base = dcol + g * kg * Q + img * P;
         float s = 0.f;
-        for (long long ki = 0; ki < a.kh; ++ki) {
-            const long long ty = iy + a.ph - ki * a.dh;
-            if (ty < 0 || ty % a.sh != 0) continue;
-            const long long oy = ty / a.sh;
-            if (oy >= a.oh) continue;
-            for (long long kj = 0; kj < a.kw; ++kj) {
-                const long long tx = ix + a.pw - kj * a.dw;
-                if (tx < 0 || tx % a.sw != 0) continue;
-                const long long ox = tx / a.sw;
-                if (ox >= a.ow) continue;
-                const long long k = (cg * a.kh + ki) * a.kw + kj;
-                s += base[k * Q + oy * a.ow + ox];
-            }
-        }
+        for_each_reader(a, iy, ix, [&](long long oy, long long ox, long long ki, long long kj) {
+            s += base[((cg * a.kh + ki) * a.kw + kj) * Q + oy * a.ow + ox];
+        });
         dx[n0 * a.c * a.h * a.w + i] = s;
     }
 }

@@ -15,3 +15,23 @@ struct ConvArgs {
 
 // max(v, 0) that keeps NaN (IEEE: NaN < 0 is false), as `relu` everywhere in camel.
 __device__ __forceinline__ float conv_relu(float v) { return v < 0.f ? 0.f : v; }
+
+// Calls f(oy, ox, ki, kj) for every output pixel (oy, ox) and tap (ki, kj) whose patch reads the
+// input pixel (iy, ix): the gather that folds a gradient of the patches (step 1's columns, the
+// 16-bit convolution's rows) back onto the input without atomics.
+template <typename F>
+__device__ __forceinline__ void for_each_reader(const ConvArgs& a, long long iy, long long ix, F f) {
+    for (long long ki = 0; ki < a.kh; ++ki) {
+        const long long ty = iy + a.ph - ki * a.dh;
+        if (ty < 0 || ty % a.sh != 0) continue;
+        const long long oy = ty / a.sh;
+        if (oy >= a.oh) continue;
+        for (long long kj = 0; kj < a.kw; ++kj) {
+            const long long tx = ix + a.pw - kj * a.dw;
+            if (tx < 0 || tx % a.sw != 0) continue;
+            const long long ox = tx / a.sw;
+            if (ox >= a.ow) continue;
+            f(oy, ox, ki, kj);
+        }
+    }
+}

@@ -48,19 +48,9 @@ __device__ void fold_rows(const T* __restrict__ drows, T* __restrict__ dx, const
         const long long g = c / cg_n, cg = c % cg_n;
         const T* base = drows + (g * Q + img * P) * kg;
         float s = 0.f;
-        for (long long ki = 0; ki < a.kh; ++ki) {
-            const long long ty = iy + a.ph - ki * a.dh;
-            if (ty < 0 || ty % a.sh != 0) continue;
-            const long long oy = ty / a.sh;
-            if (oy >= a.oh) continue;
-            for (long long kj = 0; kj < a.kw; ++kj) {
-                const long long tx = ix + a.pw - kj * a.dw;
-                if (tx < 0 || tx % a.sw != 0) continue;
-                const long long ox = tx / a.sw;
-                if (ox >= a.ow) continue;
-                s += to_float(base[(oy * a.ow + ox) * kg + (cg * a.kh + ki) * a.kw + kj]);
-            }
-        }
+        for_each_reader(a, iy, ix, [&](long long oy, long long ox, long long ki, long long kj) {
+            s += to_float(base[(oy * a.ow + ox) * kg + (cg * a.kh + ki) * a.kw + kj]);
+        });
         dx[i] = from_float<T>(s);
     }
 }

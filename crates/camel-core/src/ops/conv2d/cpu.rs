@@ -64,20 +64,19 @@ fn half_only(op: &'static str, got: DType) -> Error {
     }
 }
 
-/// The rows of the 16-bit convolution: `rows[g][img·P + p][k]` is the input value that tap `k`
-/// (`(c·kh + i)·kw + j` within group `g`) of output pixel `p` of image `img` reads, 0 in the
-/// padding (`kernels/conv2d/half_rows.cu` on the GPU).
-fn unfold_rows<T: Copy + Default>(x: &[T], g: &Conv2dGeom) -> Result<Vec<T>> {
+/// Calls `f(r, x)` for every entry `r` of the 16-bit convolution's rows that reads an input
+/// element, `x` its index in the input: row `(g·n + img)·P + p` holds output pixel `p` of image
+/// `img` in group `g`, its entry `(c·kh + i)·kw + j` the value tap `(i, j)` of channel `c` of the
+/// group reads. Entries in the padding are skipped.
+fn for_each_tap(g: &Conv2dGeom, mut f: impl FnMut(usize, usize)) {
     let (p, kg, cg) = (g.pixels(), g.kg(), g.cg());
-    let len = g.groups * g.n * p * kg;
-    let mut rows = try_filled("conv2d", len, T::default())?;
     for gi in 0..g.groups {
         for img in 0..g.n {
             for oy in 0..g.oh {
                 for ox in 0..g.ow {
-                    let row = &mut rows[((gi * g.n + img) * p + oy * g.ow + ox) * kg..][..kg];
+                    let row = ((gi * g.n + img) * p + oy * g.ow + ox) * kg;
                     for c in 0..cg {
-                        let plane = &x[(img * g.c + gi * cg + c) * g.h * g.w..][..g.h * g.w];
+                        let plane = (img * g.c + gi * cg + c) * g.h * g.w;
                         for i in 0..g.kh {
                             let iy = (oy * g.sh + i * g.dh) as isize - g.ph as isize;
                             if iy < 0 || iy >= g.h as isize {
@@ -86,8 +85,8 @@ fn unfold_rows<T: Copy + Default>(x: &[T], g: &Conv2dGeom) -> Result<Vec<T>> {
                             for j in 0..g.kw {
                                 let ix = (ox * g.sw + j * g.dw) as isize - g.pw as isize;
                                 if ix >= 0 && ix < g.w as isize {
-                                    row[(c * g.kh + i) * g.kw + j] =
-                                        plane[iy as usize * g.w + ix as usize];
+                                    let x = plane + iy as usize * g.w + ix as usize;
+                                    f(row + (c * g.kh + i) * g.kw + j, x);
                                 }
                             }
                         }
@@ -96,39 +95,22 @@ fn unfold_rows<T: Copy + Default>(x: &[T], g: &Conv2dGeom) -> Result<Vec<T>> {
             }
         }
     }
+}
+
+/// The rows of the 16-bit convolution ([`for_each_tap`]), 0 in the padding
+/// (`kernels/conv2d/half_rows.cu` on the GPU).
+fn unfold_rows<T: Copy + Default>(x: &[T], g: &Conv2dGeom) -> Result<Vec<T>> {
+    let len = g.groups * g.n * g.pixels() * g.kg();
+    let mut rows = try_filled("conv2d", len, T::default())?;
+    for_each_tap(g, |r, xi| rows[r] = x[xi]);
     Ok(rows)
 }
 
-/// The input gradient from the rows' gradient `drows` (the layout of [`unfold_rows`]): every
-/// row entry added, in f32, to the input element it read.
+/// The input gradient from the rows' gradient `drows`: every entry added, in f32, to the input
+/// element it read.
 fn fold_rows(drows: &[f32], g: &Conv2dGeom) -> Result<Vec<f32>> {
-    let (p, kg, cg) = (g.pixels(), g.kg(), g.cg());
     let mut dx = try_filled("conv2d backward", g.n * g.c * g.h * g.w, 0.0f32)?;
-    for gi in 0..g.groups {
-        for img in 0..g.n {
-            for oy in 0..g.oh {
-                for ox in 0..g.ow {
-                    let row = &drows[((gi * g.n + img) * p + oy * g.ow + ox) * kg..][..kg];
-                    for c in 0..cg {
-                        let plane = &mut dx[(img * g.c + gi * cg + c) * g.h * g.w..][..g.h * g.w];
-                        for i in 0..g.kh {
-                            let iy = (oy * g.sh + i * g.dh) as isize - g.ph as isize;
-                            if iy < 0 || iy >= g.h as isize {
-                                continue;
-                            }
-                            for j in 0..g.kw {
-                                let ix = (ox * g.sw + j * g.dw) as isize - g.pw as isize;
-                                if ix >= 0 && ix < g.w as isize {
-                                    plane[iy as usize * g.w + ix as usize] +=
-                                        row[(c * g.kh + i) * g.kw + j];
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
+    for_each_tap(g, |r, xi| dx[xi] += drows[r]);
     Ok(dx)
 }
 
