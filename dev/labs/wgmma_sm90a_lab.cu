@@ -16,7 +16,7 @@
 //                staging area of its own, so the next tile's loads overlap this one's stores
 // Validation: every version's C against the library's, bit for bit (same sums, same rounding).
 // Timing: CUDA events around each launch after warm-up, median of 30; TFLOP/s = 2·M·N·K / time.
-// What it found: docs/kernels/matmul.md (step 17); raw output docs/data/wgmma_lab_h100.txt.
+// What it found, and a link to its raw output: docs/kernels/matmul.md (step 17).
 //
 // Build and run on the GPU host (sm_90a):  OUT=dir bash dev/labs/wgmma_sm90a_lab.sh
 #include <cuda.h>

@@ -112,16 +112,27 @@ impl AttnGeom {
     /// bit: `mix(row ^ j·0x9e3779b9)` with `row = mix(mix(seed_lo ^ mix(seed_hi)) ^ mix(bh ^
     /// mix(i)))` (`mix`: murmur3's finalizer).
     pub fn dropout_multiplier(&self, bh: usize, i: usize, j: usize) -> f32 {
+        self.dropout_row_multipliers(bh, i, j + 1)[j]
+    }
+
+    /// [`AttnGeom::dropout_multiplier`] of keys `0 .. n` for query `i` of head `bh`, the row's
+    /// hash computed once.
+    pub fn dropout_row_multipliers(&self, bh: usize, i: usize, n: usize) -> Vec<f32> {
         let thr = self.dropout_threshold();
         if thr == 0 {
-            return 1.0;
+            return vec![1.0; n];
         }
-        let draw = mix(self.dropout_row(bh, i) ^ (j as u32).wrapping_mul(0x9e37_79b9));
-        if draw >= thr {
-            self.dropout_scale()
-        } else {
-            0.0
-        }
+        let (row, scale) = (self.dropout_row(bh, i), self.dropout_scale());
+        (0..n)
+            .map(|j| {
+                let draw = mix(row ^ (j as u32).wrapping_mul(0x9e37_79b9));
+                if draw >= thr {
+                    scale
+                } else {
+                    0.0
+                }
+            })
+            .collect()
     }
 
     /// `1 / (1 − dropout)`, in f32 as the kernels get it.

@@ -1,6 +1,6 @@
 //! The CPU reference of fused attention: each query row's scores, softmax and weighted sum of
 //! values, and the backward recomputed from the saved log-sum-exp, in f32 with f64 sums. With
-//! dropout the weights are multiplied by the kernels' mask (`AttnGeom::dropout_multiplier`):
+//! dropout the weights are multiplied by the kernels' mask (`AttnGeom::dropout_row_multipliers`):
 //! `O = (P ⊙ Z)·V`, `dV = (P ⊙ Z)ᵀ·dO`, `dS = P ⊙ (Z ⊙ dP − Δ)`.
 
 use super::{AttentionKernels, Attn};
@@ -47,8 +47,10 @@ impl AttentionKernels for CpuStorage {
                     }
                     // dropout multiplies the weights after the softmax; l stays the softmax's
                     let bh = bb * g.h + hh;
-                    let z: Vec<f64> = (0..n)
-                        .map(|j| g.dropout_multiplier(bh, i, j) as f64)
+                    let z: Vec<f64> = g
+                        .dropout_row_multipliers(bh, i, n)
+                        .into_iter()
+                        .map(f64::from)
                         .collect();
                     let out = &mut o[bthd(a, bb, hh, i, g.tq)..][..g.d];
                     for (e, oe) in out.iter_mut().enumerate() {
@@ -89,13 +91,14 @@ impl AttentionKernels for CpuStorage {
                     let (doi, o_i) = (&dout[oi..oi + g.d], &o[oi..oi + g.d]);
                     let delta = dot(doi, o_i);
                     let l = lse[(bb * g.h + hh) * g.tq + i] as f64;
-                    for j in 0..g.visible(i) {
+                    let zs = g.dropout_row_multipliers(bb * g.h + hh, i, g.visible(i));
+                    for (j, &z) in zs.iter().enumerate() {
                         let (kj, vj) = (
                             row(k, a.off[1], g.k, bb, hh, j, g.d),
                             row(v, a.off[2], g.v, bb, hh, j, g.d),
                         );
                         let p = (sc * dot(qi, kj) - l).exp();
-                        let z = g.dropout_multiplier(bb * g.h + hh, i, j) as f64;
+                        let z = z as f64;
                         let ds = p * (z * dot(doi, vj) - delta);
                         let kv = bthd(a, bb, hh, j, g.tk);
                         for e in 0..g.d {
