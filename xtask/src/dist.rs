@@ -131,6 +131,7 @@ for t in "$here"/tests/reduce-* "$here"/tests/softmax_loss-* "$here"/tests/matmu
 done
 for t in "$here"/tests/sgemm-*; do run racecheck "$t" ladder_small; run racecheck "$t" every_tuned; done
 for t in "$here"/tests/hgemm-*; do run racecheck "$t" step_17; run synccheck "$t" step_17; done
+for t in "$here"/tests/filter-*; do run racecheck "$t" fused_step_6; run synccheck "$t" fused_step_6; done
 echo "sanitizer: $clean clean, $dirty with errors"
 [ $dirty -eq 0 ]
 "#;

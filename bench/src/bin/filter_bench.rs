@@ -2,15 +2,17 @@
 //! with a radius-8 (17 × 17) filter, against the memory roofline measured in the same run and,
 //! with `--torch FILE`, against PyTorch's `F.conv2d` (cuDNN) timed by `bench/torch/filter_torch.py`.
 //!
-//! Rows: the 2-D kernels of steps 1, 2 and 5 (a random 17 × 17 filter), and the separable passes
-//! of steps 3, 4 and 5 (random row and column vectors; both passes and the intermediate image).
+//! Rows: the 2-D kernels of steps 1, 2, 5 and 6 (a random 17 × 17 filter; step 6's is step 5's),
+//! and the separable passes of steps 3 … 6 (random row and column vectors; both passes, and the
+//! intermediate image where the step writes one: step 6 keeps it in shared memory).
 //! Method: the image, the intermediate and the output rotate through [`SETS`] copies (more than
 //! the 50 MiB L2 holds), so each launch reads DRAM; three untimed launches, then `--reps`
 //! batches of launches back to back between two CUDA events (a batch spans about 20 ms, at
 //! least 3 launches); the median per launch is reported.
 //! Roofline: the time to read and write the image once per pass (16 MiB each way at 2048²) at
 //! the copy bandwidth of a `cuMemcpyDtoD` of 2^28 floats timed the same way: one pass for the
-//! 2-D kernels, two for the separable ones.
+//! 2-D kernels and the fused separable step, two for the separable steps with an intermediate
+//! image.
 //! Each step's output is compared with step 1's (largest absolute difference in the table).
 //!
 //! ```text
@@ -217,7 +219,9 @@ fn bench(n: usize, r: usize, reps: usize, torch: &HashMap<String, f64>) -> Resul
             let base = naive_ms.unwrap_or(ms);
             let key = format!("separable step {s}");
             let t = torch.get("conv2d separable");
-            row_line(&key, info.name, ms, base, 2.0 * pass_ms, t, err);
+            // passes over the image: two through an intermediate image, one when fused
+            let passes = if kern.separable_tmp { 2.0 } else { 1.0 };
+            row_line(&key, info.name, ms, base, passes * pass_ms, t, err);
             out += &format!("{key}\t{ms}\n");
         }
     }

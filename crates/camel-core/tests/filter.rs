@@ -1,13 +1,15 @@
 //! The image filter (`filter2d`, `filter2d_separable`) at every step of its ladder against an
 //! f64 reference written here: odd images (1×1, 7×13, 127×1031, and 2048×2048 once), radii
-//! 0 … 8, random filters; the separable steps' refusal of a filter that is not rank 1; NaN
-//! reaching exactly the windows that hold it; gradients; bad input.
+//! 0 … 8, random filters; images around the edges of the kernels' tiles (one past a multiple of
+//! step 6's 128 × 64 tile, thinner than its apron, rows a multiple of 4 floats or not); step 6
+//! equal to step 5 bit for bit on the GPU; the separable steps' refusal of a filter that is not
+//! rank 1; NaN reaching exactly the windows that hold it; gradients; bad input.
 //!
 //! Every step runs on the CPU too: the step decides which path the op takes (a 2-D filter is
 //! factored at steps 3 and 4, vectors are multiplied out at steps 1 and 2) on every device.
 
 mod common;
-use camel_core::backend::ladder::{Family, StepInfo};
+use camel_core::backend::ladder::{with_step, Family, Step, StepInfo};
 use camel_core::testing::for_each_step;
 use camel_core::{Device, Error, Tensor};
 use common::*;
@@ -91,9 +93,40 @@ fn l1(v: &[f32]) -> f64 {
     v.iter().map(|&x| (x as f64).abs()).sum()
 }
 
-/// Whether the step has a 2-D kernel (otherwise `filter2d` needs a separable filter).
+/// Whether the step has a 2-D kernel (otherwise `filter2d` needs a separable filter): steps 1,
+/// 2, 5 and 6.
 fn has_2d(info: &StepInfo) -> bool {
-    !matches!(info.step.number(), 3 | 4)
+    camel_cuda::kernels::filter::at(info.step)
+        .filter2d
+        .is_some()
+}
+
+/// Whether the step has separable passes (otherwise `filter2d_separable` runs the 2-D kernel on
+/// the outer product): steps 3 … 6.
+fn has_separable(info: &StepInfo) -> bool {
+    camel_cuda::kernels::filter::at(info.step)
+        .separable
+        .is_some()
+}
+
+#[test]
+fn the_helpers_classify_the_steps() {
+    let classes: Vec<(u32, bool, bool)> = Family::Filter
+        .steps()
+        .iter()
+        .map(|i| (i.step.number(), has_2d(i), has_separable(i)))
+        .collect();
+    assert_eq!(
+        classes,
+        [
+            (1, true, false),
+            (2, true, false),
+            (3, false, true),
+            (4, false, true),
+            (5, true, true),
+            (6, true, true),
+        ]
+    );
 }
 
 /// Every step, checked on every device.
@@ -109,6 +142,20 @@ fn filter2d_matches_the_f64_reference_at_every_step() {
         cases.push((7, 13, r));
     }
     cases.extend([(127, 1031, 1), (127, 1031, 8), (33, 5, 3)]);
+    // around step 6's 128 × 64 tile (and the other steps' 16, 32 and 128): one past a multiple
+    // of it, thinner than its apron, widths a multiple of 4 (its float4 loads) and not
+    for r in [0, 1, 7, 8] {
+        for (h, w) in [
+            (7, 1000),
+            (127, 33),
+            (1000, 7),
+            (129, 257),
+            (65, 132),
+            (64, 128),
+        ] {
+            cases.push((h, w, r));
+        }
+    }
     for (i, &(h, w, r)) in cases.iter().enumerate() {
         let k = 2 * r + 1;
         let seed = 100 + i as u64;
@@ -157,7 +204,7 @@ fn filter2d_matches_the_f64_reference_at_every_step() {
 
 /// 2048 × 2048 at radius 8, once per step: the separable vectors at every step (the CPU only
 /// where the step runs separable passes: its 2-D reference would take minutes), and the 2-D
-/// kernels of steps 1, 2 and 5 on the GPU.
+/// kernels of steps 1, 2, 5 and 6 on the GPU.
 #[test]
 fn a_2048_square_image_at_radius_8() {
     let (h, w, r) = (2048, 2048, 8);
@@ -171,7 +218,7 @@ fn a_2048_square_image_at_radius_8() {
         for dev in devices() {
             let xs = t(&x, &[h, w], dev);
             let what = format!("2048² r 8 step {} on {dev}", info.step.number());
-            if dev.is_cuda() || !has_2d(info) || info.step.number() == 5 {
+            if dev.is_cuda() || has_separable(info) {
                 let got = xs
                     .filter2d_separable(&t(&row, &[k], dev), &t(&col, &[k], dev))
                     .unwrap_or_else(|e| panic!("{what}: {e}"));
@@ -190,6 +237,68 @@ fn a_2048_square_image_at_radius_8() {
             }
         }
     });
+}
+
+/// Step 6 sums the taps in step 5's order, so on the GPU their separable outputs are equal bit
+/// for bit: every radius, images smaller than, one past and several of step 6's tile, widths a
+/// multiple of 4 and not. And with an infinite centre tap in the row over a positive image every
+/// output is +inf at both steps: the intermediate rows outside the image are zeros, never the
+/// infinite tap times a zero pixel (which would make the outputs near the top and bottom NaN).
+#[test]
+fn fused_step_6_equals_step_5_bit_for_bit() {
+    let Some(gpu) = camel_core::testing::gpu() else {
+        return;
+    };
+    let sizes = [
+        (1, 1),
+        (3, 5),
+        (64, 128),
+        (65, 129),
+        (129, 260),
+        (200, 301),
+        (517, 1024),
+    ];
+    for r in 0..=8 {
+        let k = 2 * r + 1;
+        for (i, &(h, w)) in sizes.iter().enumerate() {
+            let seed = 1000 + 10 * r as u64 + i as u64;
+            let mut cases = vec![(
+                rand_vec(h * w, -1.0, 1.0, seed),
+                rand_vec(k, -1.0, 1.0, seed ^ 1),
+                rand_vec(k, -1.0, 1.0, seed ^ 2),
+                false,
+            )];
+            if r > 0 {
+                let mut row = rand_vec(k, 0.5, 1.0, seed ^ 3);
+                row[r] = f32::INFINITY;
+                let (x, col) = (
+                    rand_vec(h * w, 0.5, 1.0, seed),
+                    rand_vec(k, 0.5, 1.0, seed ^ 4),
+                );
+                cases.push((x, row, col, true));
+            }
+            for (x, row, col, infinite) in cases {
+                let (xt, rt, ct) = (t(&x, &[h, w], gpu), t(&row, &[k], gpu), t(&col, &[k], gpu));
+                let run = |s: Step| {
+                    with_step(Family::Filter, s, || xt.filter2d_separable(&rt, &ct))
+                        .and_then(|y| y.to_vec())
+                        .unwrap_or_else(|e| panic!("step {} [{h}, {w}] r {r}: {e}", s.number()))
+                };
+                let (five, six) = (run(Step::Five), run(Step::Six));
+                for (j, (a, b)) in five.iter().zip(&six).enumerate() {
+                    let at = (j / w, j % w);
+                    assert_eq!(
+                        a.to_bits(),
+                        b.to_bits(),
+                        "[{h}, {w}] r {r} at {at:?}: step 5 {a}, step 6 {b}"
+                    );
+                    if infinite {
+                        assert_eq!(*b, f32::INFINITY, "[{h}, {w}] r {r} at {at:?}");
+                    }
+                }
+            }
+        }
+    }
 }
 
 #[test]

@@ -20,6 +20,8 @@ const STEP3: &str = "filter/03_separable";
 const STEP4: &str = "filter/04_coalesced";
 /// PTX module of step 5: `kernels/filter/05_tuned.cu`.
 const STEP5: &str = "filter/05_tuned";
+/// PTX module of step 6: `kernels/filter/06_fused.cu`.
+const STEP6: &str = "filter/06_fused";
 
 /// Checks the image and radius a kernel is given: `h`, `w` ≥ 1 and below 2³¹, `r ≤ MAX_RADIUS`.
 fn check(kernel: &str, h: usize, w: usize, r: usize) -> Result<(i32, i32, i32)> {
@@ -106,6 +108,37 @@ fn launch_tuned(
     unsafe { launch(dev, STEP5, name, cfg, &[&x, &taps, &y, &hi, &wi]) }
 }
 
+/// Output columns and rows a block of step 6's fused kernel covers (`FUSED_TW`, `FUSED_TH` of
+/// `kernels/filter/06_fused.cu`).
+const FUSED_TILE: (usize, usize) = (128, 64);
+
+/// Launches step 6's `filter_fused_r{r}(const float* x, const float* row, const float* col,
+/// float* y, int h, int w)` on 32 × 8 blocks of [`FUSED_TILE`] outputs.
+fn launch_fused(
+    dev: &CudaDevice,
+    [x, row, col, y]: [DevPtr; 4],
+    h: usize,
+    w: usize,
+    r: usize,
+) -> Result<()> {
+    let base = "filter_fused";
+    let (hi, wi, _) = check(base, h, w, r)?;
+    if h == 0 || w == 0 {
+        return Ok(());
+    }
+    let name = super::rows::KernelName::new(format_args!("{base}_r{r}"));
+    let name = name.as_str();
+    let cfg = LaunchConfig::new(
+        grid(name, h, w, FUSED_TILE.0, FUSED_TILE.1)?,
+        Dim3::xyz(32, 8, 1),
+    );
+    // SAFETY: matches `filter_fused_r{R}(const float*, const float*, const float*, float*, int,
+    // int)` of `kernels/filter/06_fused.cu` (R = r, instantiated for 0 … MAX_RADIUS, checked
+    // above); the callers pass `[h, w]` floats at `x` and `y` and `2r+1` at `row` and `col`,
+    // which the kernel reads no further than.
+    unsafe { launch(dev, STEP6, name, cfg, &[&x, &row, &col, &y, &hi, &wi]) }
+}
+
 launchers! {
     // the 2-D launchers: (dev, x, filter, y, h, w, r), `filter` row-major [2r+1, 2r+1]
     (dev: &CudaDevice, x: DevPtr, filter: DevPtr, y: DevPtr, h: usize, w: usize, r: usize);
@@ -133,6 +166,7 @@ launchers! {
 launchers! {
     // the separable launchers: (dev, x, row, col, tmp, y, h, w, r); `row` and `col` hold 2r+1
     // taps, `tmp` is the [h, w] intermediate image the row pass writes and the column pass reads
+    // (a launcher whose `Kernels::separable_tmp` is false ignores it)
     (
         dev: &CudaDevice,
         x: DevPtr,
@@ -168,6 +202,14 @@ launchers! {
         launch_tuned(dev, "filter_rows_tuned", (128, 8), [x, row, tmp], h, w, r)?;
         launch_tuned(dev, "filter_cols_tuned", (32, 64), [tmp, col, y], h, w, r)
     }
+
+    /// Step 6: both passes in one kernel, the intermediate of a 128 × 64 output tile (and its
+    /// apron rows) kept in shared memory; the image is read once and the output written once.
+    /// `tmp` is not used.
+    pub fn fused_separable(..) {
+        let _ = tmp;
+        launch_fused(dev, [x, row, col, y], h, w, r)
+    }
 }
 
 // ------------------------------------------------------------------ the ladder's table
@@ -183,38 +225,53 @@ pub type Separable =
 pub struct Kernels {
     /// The step (described in [`super::ladder::Family::Filter`]'s table).
     pub step: Step,
-    /// Its 2-D kernel (steps 1, 2 and 5).
+    /// Its 2-D kernel (steps 1, 2, 5 and 6).
     pub filter2d: Option<Filter2d>,
-    /// Its row and column passes (steps 3, 4 and 5).
+    /// Its row and column passes (steps 3 … 6).
     pub separable: Option<Separable>,
+    /// Whether `separable` writes and reads the `tmp` intermediate image it is given (steps 3,
+    /// 4 and 5). Where false (step 6, which keeps the intermediate in shared memory) `tmp` is
+    /// ignored: a caller need not allocate it and may pass any pointer, e.g. the output's.
+    pub separable_tmp: bool,
 }
 
 /// The image-filter ladder: the one table the backend, the benchmark and the tests run.
-pub const STEPS: [Kernels; 5] = [
+pub const STEPS: [Kernels; 6] = [
     Kernels {
         step: Step::One,
         filter2d: Some(naive),
         separable: None,
+        separable_tmp: false,
     },
     Kernels {
         step: Step::Two,
         filter2d: Some(smem_tiles),
         separable: None,
+        separable_tmp: false,
     },
     Kernels {
         step: Step::Three,
         filter2d: None,
         separable: Some(separable),
+        separable_tmp: true,
     },
     Kernels {
         step: Step::Four,
         filter2d: None,
         separable: Some(coalesced),
+        separable_tmp: true,
     },
     Kernels {
         step: Step::Five,
         filter2d: Some(tuned),
         separable: Some(tuned_separable),
+        separable_tmp: true,
+    },
+    Kernels {
+        step: Step::Six,
+        filter2d: Some(tuned),
+        separable: Some(fused_separable),
+        separable_tmp: false,
     },
 ];
 
@@ -225,10 +282,12 @@ pub fn at(step: Step) -> &'static Kernels {
 
 #[cfg(test)]
 mod tests {
-    /// Every radius a step-5 launcher can ask for is instantiated in `05_tuned.cu`.
+    /// Every radius a step-5 or step-6 launcher can ask for is instantiated in `05_tuned.cu`
+    /// and `06_fused.cu`, and step 6's tile is the launcher's.
     #[test]
     fn tuned_radii_are_instantiated() {
         let src = include_str!("../../../../kernels/filter/05_tuned.cu");
+        let fused = include_str!("../../../../kernels/filter/06_fused.cu");
         let hdr = include_str!("../../../../kernels/filter/filter.cuh");
         assert!(hdr.contains(&format!("#define FILTER_MAX_RADIUS {}", super::MAX_RADIUS)));
         let list: String = (0..=super::MAX_RADIUS)
@@ -242,6 +301,26 @@ mod tests {
             "filter_cols_tuned_r##R(",
         ] {
             assert!(src.contains(k), "{k}");
+        }
+        assert!(fused.contains("\nFILTER_RADII(FILTER_FUSED)"));
+        assert!(fused.contains("filter_fused_r##R("));
+        let (tw, th) = super::FUSED_TILE;
+        assert_eq!(tw, 4 * 32, "FUSED_TW is (4 * BX)");
+        assert!(fused.contains("#define FUSED_TW (4 * BX)"));
+        assert!(fused.contains(&format!("#define FUSED_TH {th} ")));
+    }
+
+    /// The two-pass steps (3, 4, 5) are the ones marked as using the intermediate image.
+    #[test]
+    fn only_the_two_pass_steps_need_the_intermediate() {
+        for k in super::STEPS {
+            assert_eq!(
+                k.separable_tmp,
+                matches!(k.step.number(), 3..=5),
+                "step {}",
+                k.step.number()
+            );
+            assert!(!k.separable_tmp || k.separable.is_some());
         }
     }
 }

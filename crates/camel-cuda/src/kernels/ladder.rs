@@ -321,6 +321,13 @@ const FILTER: &[StepInfo] = &[
         &["filter::tuned", "filter::tuned_separable"],
         "radius ≤ 8; a 2-D filter runs the 2-D kernel, row and column vectors the two passes",
     ),
+    s(
+        Step::Six,
+        "fused",
+        "both separable passes in one kernel, the intermediate in shared memory; step 5's 2-D kernel",
+        &["filter::tuned", "filter::fused_separable"],
+        "as step 5",
+    ),
 ];
 
 const CONV2D: &[StepInfo] = &[
@@ -630,5 +637,8 @@ mod tests {
         assert_eq!(Family::Softmax.parse_step("5"), None);
         assert_eq!(Family::Filter.parse_step("5"), Some(Step::Five));
         assert_eq!(Family::Filter.parse_step("separable"), Some(Step::Three));
+        assert_eq!(Family::Filter.parse_step("6"), Some(Step::Six));
+        assert_eq!(Family::Filter.parse_step("fused"), Some(Step::Six));
+        assert_eq!(Family::Filter.parse_step("7"), None);
     }
 }

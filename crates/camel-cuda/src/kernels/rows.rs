@@ -55,14 +55,23 @@ pub enum Step {
     Three,
     /// Step 4.
     Four,
-    /// Step 5 (the image-filter ladder).
+    /// Step 5 (the image-filter and attention ladders).
     Five,
+    /// Step 6 (the image-filter and attention ladders).
+    Six,
 }
 
 impl Step {
     /// Every step, in ladder order.
-    pub const ALL: [Step; 5] = [Step::One, Step::Two, Step::Three, Step::Four, Step::Five];
-    /// The step's number (1 … 5).
+    pub const ALL: [Step; 6] = [
+        Step::One,
+        Step::Two,
+        Step::Three,
+        Step::Four,
+        Step::Five,
+        Step::Six,
+    ];
+    /// The step's number (1 … 6).
     pub fn number(&self) -> u32 {
         match self {
             Step::One => 1,
@@ -70,6 +79,7 @@ impl Step {
             Step::Three => 3,
             Step::Four => 4,
             Step::Five => 5,
+            Step::Six => 6,
         }
     }
 }

@@ -29,16 +29,22 @@ impl FilterKernels for CudaStorage {
             expect(op, s, DType::F32)?;
         }
         let s = step(Family::Filter);
-        let launch = k::filter::at(s)
-            .separable
-            .ok_or_else(|| Error::InvalidArgument {
-                op,
-                msg: format!("image-filter step {} has no separable passes", s.number()),
-            })?;
-        let tmp = like(self, h * w, DType::F32)?;
+        let kernels = k::filter::at(s);
+        let launch = kernels.separable.ok_or_else(|| Error::InvalidArgument {
+            op,
+            msg: format!("image-filter step {} has no separable passes", s.number()),
+        })?;
         let out = like(self, h * w, DType::F32)?;
+        // the [h, w] intermediate, only for a step whose passes go through global memory; a
+        // fused step ignores its `tmp` argument, which then gets the output's pointer
+        let tmp = if kernels.separable_tmp {
+            Some(like(self, h * w, DType::F32)?)
+        } else {
+            None
+        };
+        let tp = tmp.as_ref().map_or(out.ptr(), |t| t.ptr());
         let (x, rp, cp) = (self.ptr(), row.ptr(), col.ptr());
-        launch(&self.dev, x, rp, cp, tmp.ptr(), out.ptr(), h, w, r)?;
+        launch(&self.dev, x, rp, cp, tp, out.ptr(), h, w, r)?;
         Ok(out)
     }
 }

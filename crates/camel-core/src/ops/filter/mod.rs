@@ -5,8 +5,8 @@
 //! `w = col ⊗ row` (`w[a][b] = col[a] · row[b]`) is also taken as its two vectors, and applied
 //! as a row pass then a column pass.
 //!
-//! On the GPU the image-filter ladder runs (`kernels/filter`, `CAMEL_FILTER`): steps 1, 2 and 5
-//! have a 2-D kernel, steps 3, 4 and 5 separable passes. Where a step lacks the kernel a call
+//! On the GPU the image-filter ladder runs (`kernels/filter`, `CAMEL_FILTER`): steps 1, 2, 5 and
+//! 6 have a 2-D kernel, steps 3 … 6 separable passes. Where a step lacks the kernel a call
 //! needs, the op bridges on both devices alike, so a program gives the same answers on each:
 //! vectors at steps 1 and 2 are multiplied into their 2-D filter on the tensors' device; a 2-D
 //! filter at steps 3 and 4 is factored, and one that is not rank 1 is an error.
@@ -55,7 +55,8 @@ impl Storage {
     }
 }
 
-/// Whether the ladder step `s` has a 2-D kernel (steps 1, 2, 5) and separable passes (3, 4, 5).
+/// Whether the ladder step `s` has a 2-D kernel (steps 1, 2, 5, 6) and separable passes
+/// (3 … 6).
 fn kernels_of(s: Step) -> (bool, bool) {
     let k = camel_cuda::kernels::filter::at(s);
     (k.filter2d.is_some(), k.separable.is_some())
@@ -226,7 +227,7 @@ impl Tensor {
                         "image-filter step {} (separable passes) needs a separable filter; the \
                      {:?} filter is not the outer product of a column and a row (largest \
                      deviation {dev:.3e} of its largest magnitude, more than {SEPARABLE_RTOL:e}); \
-                     use step 1, 2 or 5 (CAMEL_FILTER) or filter2d_separable",
+                     use step 1, 2, 5 or 6 (CAMEL_FILTER) or filter2d_separable",
                         s.number(),
                         filter.shape(),
                     ),
@@ -258,10 +259,11 @@ impl Tensor {
 
     /// The image filtered by the separable filter `col ⊗ row` (`w[a][b] = col[a] · row[b]`,
     /// both of `2r+1` taps): [`Tensor::filter2d`] with that filter, computed as a row pass with
-    /// `row` then a column pass with `col` through an intermediate image (PyTorch: two
-    /// `F.conv2d` calls with `[1, 2r+1]` and `[2r+1, 1]` filters). Steps 1 and 2 of the ladder,
-    /// which have no separable passes, run their 2-D kernel on `col ⊗ row` formed on the
-    /// tensors' device. Differentiable in the image and both vectors.
+    /// `row` then a column pass with `col` through an intermediate image (at step 6 a tile of it
+    /// at a time, in shared memory; PyTorch: two `F.conv2d` calls with `[1, 2r+1]` and
+    /// `[2r+1, 1]` filters). Steps 1 and 2 of the ladder, which have no separable passes, run
+    /// their 2-D kernel on `col ⊗ row` formed on the tensors' device. Differentiable in the
+    /// image and both vectors.
     pub fn filter2d_separable(&self, row: &Tensor, col: &Tensor) -> Result<Tensor> {
         let op = "filter2d_separable";
         let (h, w) = image_dims(op, self)?;
