@@ -24,6 +24,8 @@ const STEP3: &str = "attention/03_mma";
 const STEP4: &str = "attention/04_swizzle";
 /// PTX module of step 5: `kernels/attention/05_async.cu`.
 const STEP5: &str = "attention/05_async";
+/// PTX module of step 6: `kernels/attention/06_fa2.cu`.
+const STEP6: &str = "attention/06_fa2";
 
 /// Query (or key) rows of a step-2 block: `BR` / `BC` of `02_tiled.cu`.
 const TILE: usize = 32;
@@ -33,6 +35,9 @@ const BR3: usize = 64;
 const BC3: usize = 64;
 const BK3: usize = 64;
 const BQ3: usize = 32;
+/// Step 6's forward tiles (`06_fa2.cu`): query rows of a block (`F6_BR`), keys of a tile (`F6_BC`).
+const BR6: usize = 128;
+const BC6: usize = 64;
 
 /// The head dims the kernels are instantiated for.
 pub const HEAD_DIMS: [usize; 3] = [32, 64, 128];
@@ -310,29 +315,37 @@ launchers! {
     /// 64 query rows a block of four warps, K/V tiles of 64 keys in dynamic shared memory
     /// (`attn03_fwd_d{D}_{f16,bf16}`).
     pub fn mma(..) {
-        mma_forward(dev, g, elem, (STEP3, "03", 1), [q, k, v, o, lse])
+        mma_forward(dev, g, elem, (STEP3, "03"), (BR3, BC3, 1), [q, k, v, o, lse])
     }
 
     /// Step 4: step 3 with `ldmatrix` fragment loads from swizzled shared tiles
     /// (`attn04_fwd_d{D}_{f16,bf16}`).
     pub fn swizzle(..) {
-        mma_forward(dev, g, elem, (STEP4, "04", 1), [q, k, v, o, lse])
+        mma_forward(dev, g, elem, (STEP4, "04"), (BR3, BC3, 1), [q, k, v, o, lse])
     }
 
     /// Step 5: step 4 with two K/V buffers filled by cp.async, the next tiles in flight while
     /// the warps compute (`attn05_fwd_d{D}_{f16,bf16}`).
     pub fn async_kv(..) {
-        mma_forward(dev, g, elem, (STEP5, "05", 2), [q, k, v, o, lse])
+        mma_forward(dev, g, elem, (STEP5, "05"), (BR3, BC3, 2), [q, k, v, o, lse])
+    }
+
+    /// Step 6: the FlashAttention-2 work split tuned: 128 query rows a block, two 16-row
+    /// tiles a warp sharing every K/V fragment, masks and rescales only where they change
+    /// something, causal grids longest tiles first (`attn06_fwd_d{D}_{f16,bf16}`).
+    pub fn fa2(..) {
+        mma_forward(dev, g, elem, (STEP6, "06"), (BR6, BC6, 2), [q, k, v, o, lse])
     }
 }
 
-/// The forward of a tensor-core step: `(module, step, K/V buffers)`, kernels
-/// `attn{step}_fwd_d{D}_{sfx}` in `module`, shared memory for the Q tile and `bufs` K/V pairs.
+/// The forward of a tensor-core step: kernels `attn{step}_fwd_d{D}_{sfx}` in `module`, blocks
+/// of `rows` queries, shared memory for the Q tile and `bufs` pairs of K/V tiles of `keys`.
 fn mma_forward(
     dev: &CudaDevice,
     g: &AttnGeom,
     elem: Elem,
-    (module, step, bufs): (&str, &str, usize),
+    (module, step): (&str, &str),
+    (rows, keys, bufs): (usize, usize, usize),
     ptrs: [DevPtr; 5],
 ) -> Result<()> {
     let [q, k, v, o, lse] = ptrs;
@@ -344,8 +357,8 @@ fn mma_forward(
     if g.rows() == 0 {
         return Ok(());
     }
-    let smem = (BR3 + 2 * bufs * BC3) * g.d * 2;
-    let cfg = grid(name, g.b * g.h * g.tq.div_ceil(BR3), 128)?.with_shared_mem(smem as u32);
+    let smem = (rows + 2 * bufs * keys) * g.d * 2;
+    let cfg = grid(name, g.b * g.h * g.tq.div_ceil(rows), 128)?.with_shared_mem(smem as u32);
     // SAFETY: matches `attn{step}_fwd_d{D}_{sfx}(const T* q, k, v, T* o, float* lse,
     // AttnArgs)` with T the 16-bit type of `elem`: q, k, v `g`'s views, o dense
     // `[b, tq, h, d]`, lse `[b, h, tq]`; the shared memory is the kernel's Q, K and V tiles.
@@ -496,7 +509,7 @@ fn backward(
 
 // ------------------------------------------------------------------ the family's table
 
-/// The 16-bit element types of steps 3 to 5.
+/// The 16-bit element types of steps 3 to 6.
 const HALF: &[Elem] = &[Elem::F16, Elem::BF16];
 
 /// An attention forward launcher: `(dev, geom, elem, q, k, v, o, lse)`.
@@ -532,7 +545,7 @@ pub struct Kernels {
 }
 
 /// The attention ladder.
-pub const STEPS: [Kernels; 5] = [
+pub const STEPS: [Kernels; 6] = [
     Kernels {
         step: super::rows::Step::One,
         dtypes: &[Elem::F32],
@@ -561,6 +574,12 @@ pub const STEPS: [Kernels; 5] = [
         step: super::rows::Step::Five,
         dtypes: HALF,
         forward: async_kv,
+        backward: swizzle_bwd,
+    },
+    Kernels {
+        step: super::rows::Step::Six,
+        dtypes: HALF,
+        forward: fa2,
         backward: swizzle_bwd,
     },
 ];
@@ -639,6 +658,23 @@ mod tests {
         assert!(two.contains("constexpr int BR = 32;") && two.contains("constexpr int BC = 32;"));
         // step 3's tiles, as the launcher sizes grids and shared memory
         assert_eq!((BR3, BC3, BK3, BQ3), (64, 64, 64, 32));
+        let six = include_str!("../../../../kernels/attention/06_fa2.cu");
+        for t in ["__half, f16", "__nv_bfloat16, bf16"] {
+            for d in HEAD_DIMS {
+                let line = format!("\nATTN_FA2_FWD({t}, {d})");
+                assert!(six.contains(&line), "step 6, {t}, {d}");
+            }
+        }
+        // step 6's tiles
+        assert_eq!((BR6, BC6), (128, 64));
+        for line in [
+            "constexpr int F6_BR = 16 * F6_MT * F6_WARPS;",
+            "constexpr int F6_BC = 64;",
+            "constexpr int F6_WARPS = 4;",
+            "constexpr int F6_MT = 2;",
+        ] {
+            assert!(six.contains(line), "{line}");
+        }
         for line in [
             "constexpr int WARPS = 4;",
             "constexpr int BR = 16 * WARPS;",
@@ -747,7 +783,7 @@ mod tests {
         assert_eq!(step(Step::Five, Elem::BF16).unwrap(), Step::Five);
         assert_eq!(step(Step::Four, Elem::F32).unwrap(), Step::Two);
         let e = at(Step::Two, Elem::BF16).unwrap_err().to_string();
-        assert!(e.contains("BF16") && e.contains("[3, 4, 5]"), "{e}");
+        assert!(e.contains("BF16") && e.contains("[3, 4, 5, 6]"), "{e}");
         assert!(at(Step::Three, Elem::I64).is_err());
     }
 }

@@ -414,6 +414,13 @@ const ATTENTION: &[StepInfo] = &[
         &["attention::async_kv", "attention::swizzle_bwd"],
         "as step 3",
     ),
+    s(
+        Step::Six,
+        "fa2",
+        "the FlashAttention-2 work split tuned: two row tiles a warp, masks and rescales only where needed, causal grids longest first; step 4's backward",
+        &["attention::fa2", "attention::swizzle_bwd"],
+        "as step 3",
+    ),
 ];
 
 impl Family {
@@ -488,12 +495,13 @@ impl Family {
     }
 
     /// The step the library runs by default: the family's fastest measured step
-    /// (docs/kernels/), step 5 for the image filter and attention, step 4 for LayerNorm, the
+    /// (docs/kernels/), step 6 for attention, step 5 for the image filter, step 4 for LayerNorm, the
     /// embedding and cross-entropy, step 3 for the rest, and the highest step a family has when it has no
     /// step 3.
     pub fn default_step(&self) -> Step {
         let want = match self {
-            Family::Filter | Family::Attention => Step::Five,
+            Family::Attention => Step::Six,
+            Family::Filter => Step::Five,
             Family::LayerNorm | Family::Embedding | Family::CrossEntropy => Step::Four,
             _ => Step::Three,
         };

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# GPU host: build and run the attention forward lab (dev/labs/attn_lab.cu), then time PyTorch's
+# FlashAttention-2 forward (bf16) on the same shapes in the same run.
+# Usage (repository root): OUT=dir bash dev/labs/attn_lab.sh
+set -u
+OUT=${OUT:-lab-out}; mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv | tee "$OUT/gpu.txt"
+nvcc -O3 -std=c++17 -I kernels -arch=sm_90 -o /tmp/attnlab dev/labs/attn_lab.cu > "$OUT/attn_build.txt" 2>&1 || { cat "$OUT/attn_build.txt"; exit 1; }
+/tmp/attnlab | tee "$OUT/attn_lab.txt"
+python3 - <<'PY' | tee "$OUT/attn_lab_torch.txt"
+import torch, torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+print("d\tT\tcausal\tFA2 us\tTFLOP/s")
+for d, t, causal in [(128, 4096, 1), (128, 4096, 0), (64, 4096, 1), (64, 4096, 0), (128, 1024, 1), (64, 1024, 1), (128, 16384, 1)]:
+    b, h = max(1, 16384 // t), 2048 // d
+    q, k, v = (torch.rand(b, t, h, d, device="cuda", dtype=torch.bfloat16).transpose(1, 2) * 2 - 1 for _ in range(3))
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        f = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal))
+        for _ in range(5): f()
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        v_ = []
+        for _ in range(20):
+            s.record()
+            for _ in range(10): f()
+            e.record(); torch.cuda.synchronize(); v_.append(s.elapsed_time(e) * 100)
+        us = sorted(v_)[10]
+        print(f"{d}\t{t}\t{causal}\t{us:.1f}\t{4*b*h*t*t*d*(0.5 if causal else 1)/us*1e-6:.1f}")
+PY

@@ -1,0 +1,298 @@
+// Step 6: the FlashAttention-2 work split, tuned (f16 and bf16, forward); the backward is step 4's.
+//
+// What it adds over step 5, whose warps already own their query rows and walk the K/V tiles:
+// - Two 16-row tiles a warp (128 query rows a block of four warps). Every K and V fragment a warp
+//   loads with ldmatrix feeds four mma.sync instead of two, so shared memory, not the tensor
+//   cores, stops being the limit; the Q fragments are reloaded from shared memory each tile (they
+//   no longer fit the registers beside the 16 × 128 accumulators of two row tiles).
+// - Masks only where they cut: a tile every row of the warp sees whole skips the causal and
+//   length tests, and a warp skips a tile none of its rows sees (the upper triangle inside the
+//   diagonal block). Dropout's multiply runs only with dropout.
+// - Causal grids launch the longest query tiles first (the last rows see the most keys), so the
+//   short tiles fill the tail of the grid instead of one long tile running alone at the end.
+// - Q, the first K/V tiles and every later pair arrive by cp.async; two K/V buffers, as step 5.
+//
+// Rows must start on 16-byte boundaries (the tiles move in 16-byte chunks): the launcher checks.
+
+#include "attention/mma.cuh"
+
+namespace {
+
+constexpr int F6_WARPS = 4;                    // warps of a block (128 threads)
+constexpr int F6_MT = 2;                       // 16-row tiles a warp
+constexpr int F6_BR = 16 * F6_MT * F6_WARPS;  // query rows of a block
+constexpr int F6_BC = 64;                      // keys of a tile (the kernels' choice)
+
+// The cp.async copies of rows [r0, r0 + ROWS) of a [.., D] operand into a swizzled ROWS × D tile,
+// zeros past row n (a copy of 0 source bytes), by the block's 128 threads. Thread `tid` copies
+// chunk tid % (D/8) of rows tid / (D/8) + p · RPP: the swizzle depends on the row mod 8, which
+// those rows share (RPP is a multiple of 8), so its shared-memory offsets are one base plus
+// constants and its sources one pointer stepping RPP rows. (copy_rows_async, with the thread
+// count unknown, recomputes a division, a swizzle and a 64-bit address for every chunk.)
+template <int D, int ROWS>
+struct TileCopy {
+    static constexpr int CPR = D / 8, RPP = 128 / CPR;
+    static_assert(RPP % 8 == 0 && ROWS % RPP == 0, "whole passes of rows sharing their swizzle");
+    int row, col, soff;
+    __device__ __forceinline__ explicit TileCopy(int tid)
+        : row(tid / CPR), col(8 * (tid % CPR)), soff(hgemm::tile_off<D, true>(tid / CPR, 8 * (tid % CPR))) {}
+    __device__ __forceinline__ void operator()(u16* S, const u16* __restrict__ base, long long st, long long r0,
+                                               long long n) const {
+        const u16* src = base + (r0 + row) * st + col;
+#pragma unroll
+        for (int p = 0; p < ROWS / RPP; ++p) {
+            const bool in = r0 + row + p * RPP < n;
+            hgemm::cp_async16(S + soff + p * RPP * D, in ? src : base, in ? 16 : 0);
+            src += RPP * st;
+        }
+    }
+};
+
+// Where a thread's ldmatrix rows lie in a swizzled W-wide tile (hgemm::tile_off), as shared-memory
+// byte offsets: the thread addresses row rbase + rl, columns cbase + cl … + 7, with rbase and
+// cbase multiples of 16 known at compile time once the loops unroll, and rl, cl its own. The
+// swizzle XORs the low chunk bits with bits of rl alone, so a load's offset is one of NV
+// per-thread bases (by cbase's low chunk bits) plus a constant: no address arithmetic a load.
+template <int W>
+struct SwzRows {
+    static constexpr int CH = W / 8, RPL = CH >= 8 ? 1 : 8 / CH, MASK = (CH >= 8 ? 8 : CH) - 1, NV = (MASK + 1) / 2;
+    unsigned base[NV];
+    __device__ __forceinline__ SwzRows(int rl, int cl) {
+#pragma unroll
+        for (int v = 0; v < NV; ++v) base[v] = 2 * (rl * W + 8 * ((2 * v + cl / 8) ^ ((rl / RPL) & MASK)));
+    }
+    __device__ __forceinline__ unsigned at(int rbase, int cbase) const {
+        return base[(cbase / 16) % NV] + 2 * (rbase * W + 8 * ((cbase / 8) & ~MASK));
+    }
+};
+
+template <bool TRANS>
+__device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], unsigned addr) {
+    if constexpr (TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(addr));
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(addr));
+}
+
+__device__ __forceinline__ float exp2_ftz(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// The softmax update of one 16-row tile against a score tile s (scaled to log2 units in place),
+// leaving P (after dropout) in s for O += P·V. The thread's rows are `row` and `row` + 8 of head
+// `bh`; `mask`: some key of the tile is hidden from some row of the warp (the limits and the
+// dropout rows are recomputed here, off the common path, rather than held in registers).
+template <typename T, int D, int BC>
+__device__ __forceinline__ void fa2_rows(float (&s)[BC / 8][4], float (&acc)[D / 8][4], float (&m)[2],
+                                         float (&l)[2], long long row, long long bh, bool mask, long long j0,
+                                         float ss, const AttnArgs& a, int t) {
+    // each row's max over the tile, in log2 units (a NaN score is skipped here and reaches l
+    // through its exp). Unmasked, the raw scores keep their units and their max is scaled once
+    // (the min for a negative scale); the exponent below is then one fused multiply-add.
+    float mt[2] = {m[0], m[1]};
+    if (mask) {
+        const long long lim[2] = {camel::attn_visible(a, row) - j0, camel::attn_visible(a, row + 8) - j0};
+#pragma unroll
+        for (int nt = 0; nt < BC / 8; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int jj = 8 * nt + 2 * t + (e & 1);
+                const float x = jj < lim[e >> 1] ? s[nt][e] * ss : -INFINITY;
+                s[nt][e] = x;
+                mt[e >> 1] = fmaxf(mt[e >> 1], x);
+            }
+    } else {
+        float ext[2] = {s[0][0], s[0][2]};
+        if (ss >= 0.0f) {
+#pragma unroll
+            for (int nt = 0; nt < BC / 8; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) ext[e >> 1] = fmaxf(ext[e >> 1], s[nt][e]);
+        } else {
+#pragma unroll
+            for (int nt = 0; nt < BC / 8; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) ext[e >> 1] = fminf(ext[e >> 1], s[nt][e]);
+        }
+        mt[0] = fmaxf(mt[0], ext[0] * ss);
+        mt[1] = fmaxf(mt[1], ext[1] * ss);
+    }
+    // the running sums rescale only when some row of the warp has a new max (a factor of exactly
+    // 1 otherwise): after the first tiles that is rare, and the warp skips the multiplies
+    float mu[2], corr[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        mt[r] = quad_max(mt[r]);
+        mu[r] = mt[r] == -INFINITY ? 0.0f : mt[r];  // nothing visible yet: no −inf − −inf
+        corr[r] = exp2f(m[r] - mu[r]);              // 0 at the first tile (m = −inf)
+        l[r] *= corr[r];
+    }
+    if (__any_sync(camel::FULL_MASK, mt[0] != m[0] || mt[1] != m[1])) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r)
+#pragma unroll
+            for (int nd = 0; nd < D / 8; ++nd) {
+                acc[nd][2 * r] *= corr[r];
+                acc[nd][2 * r + 1] *= corr[r];
+            }
+    }
+    m[0] = mt[0];
+    m[1] = mt[1];
+    // P = 2^(x − m): ex2.approx.ftz, one instruction; a weight below 2^−126 of the row's largest
+    // is flushed to 0 (the non-flushing exp2f spends three more instructions a weight on it)
+    const float sm = mask ? 1.0f : ss, nmu[2] = {-mu[0], -mu[1]};
+#pragma unroll
+    for (int nt = 0; nt < BC / 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const float p = exp2_ftz(fmaf(s[nt][e], sm, nmu[e >> 1]));
+            l[e >> 1] += p;  // the weights before dropout
+            s[nt][e] = p;
+        }
+    if (a.drop_thr != 0) {
+        const unsigned drow[2] = {camel::attn_drop_row(a, bh, row), camel::attn_drop_row(a, bh, row + 8)};
+#pragma unroll
+        for (int nt = 0; nt < BC / 8; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                s[nt][e] *= camel::attn_dropout(a, drow[e >> 1], j0 + 8 * nt + 2 * t + (e & 1));
+    }
+}
+
+template <typename T, int D, int BC = F6_BC>
+__device__ __forceinline__ void attn_fa2_fwd(const u16* __restrict__ q, const u16* __restrict__ k,
+                                             const u16* __restrict__ v, u16* __restrict__ o,
+                                             float* __restrict__ lse, const AttnArgs a) {
+    u16* qs = reinterpret_cast<u16*>(attn_mma_smem);  // [BR][D]
+    u16* kbuf = qs + F6_BR * D;                       // [2][BC][D]
+    u16* vbuf = kbuf + 2 * BC * D;                 // [2][BC][D]
+    const long long tiles = camel::ceil_div(a.tq, F6_BR), bhs = a.b * a.h;
+    long long bh, tile;
+    if (a.causal) {  // the longest tiles first, every head's at once
+        tile = tiles - 1 - blockIdx.x / bhs;
+        bh = blockIdx.x % bhs;
+    } else {  // a head's tiles together: they share its K/V in L2
+        bh = blockIdx.x / tiles;
+        tile = blockIdx.x % tiles;
+    }
+    const long long i0 = tile * F6_BR, hh = bh % a.h, bb = bh / a.h;
+    const int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const u16* kb = k + bb * a.k_sb + hh * a.k_sh;
+    const u16* vb = v + bb * a.v_sb + hh * a.v_sh;
+    const TileCopy<D, BC> kv_copy(threadIdx.x);
+    TileCopy<D, F6_BR>(threadIdx.x)(qs, q + bb * a.q_sb + hh * a.q_sh, a.q_st, i0, a.tq);
+    kv_copy(kbuf, kb, a.k_st, 0, a.tk);
+    kv_copy(vbuf, vb, a.v_st, 0, a.tk);
+    hgemm::cp_async_commit();
+    const long long w0 = i0 + 16 * F6_MT * w;  // the warp's first row
+    const long long n_lo = camel::attn_visible(a, w0);                    // keys all its rows see
+    const long long n_hi = camel::attn_visible(a, w0 + 16 * F6_MT - 1);  // keys any of its rows sees
+    const long long n_blk = camel::attn_visible(a, min(i0 + F6_BR, a.tq) - 1);
+    const float ss = a.scale * camel::LOG2E;  // scores in log2 units
+    // the fragments' rows: Q's A fragments and V's transposed B fragments address row lane % 16
+    // and column half lane / 16 of a 16 × 16 block, K's B fragments rows lane / 16 · 8 + lane % 8
+    // and half lane / 8 % 2 (as frag_a, frag_b_kn and frag_b_nk in mma.cuh)
+    const SwzRows<D> rows_a(lane % 16, lane / 16 * 8), rows_k(lane / 16 * 8 + lane % 8, lane / 8 % 2 * 8);
+    const unsigned sq = hgemm::smem_addr(qs) + 2 * (16 * F6_MT * w) * D;  // the warp's Q rows
+    float acc[F6_MT][D / 8][4] = {};
+    float m[F6_MT][2], l[F6_MT][2];
+#pragma unroll
+    for (int mt = 0; mt < F6_MT; ++mt) m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.0f;
+    for (long long j0 = 0, it = 0; j0 < n_blk; j0 += BC, ++it) {
+        const int cur = it & 1;
+        const unsigned sk = hgemm::smem_addr(kbuf) + cur * BC * D * 2;
+        const unsigned sv = hgemm::smem_addr(vbuf) + cur * BC * D * 2;
+        __syncthreads();  // the tiles of the previous iteration are used up
+        if (j0 + BC < n_blk) {  // the next tiles, into the other buffer
+            kv_copy(kbuf + (cur ^ 1) * BC * D, kb, a.k_st, j0 + BC, a.tk);
+            kv_copy(vbuf + (cur ^ 1) * BC * D, vb, a.v_st, j0 + BC, a.tk);
+            hgemm::cp_async_commit();
+            hgemm::cp_async_wait<1>();  // this iteration's group (and Q) has landed
+        } else {
+            hgemm::cp_async_wait<0>();
+        }
+        __syncthreads();
+        if (j0 >= n_hi) continue;  // no row of this warp sees a key of the tile
+        // S = Q·Kᵀ for both row tiles: each K fragment feeds both
+        float s[F6_MT][BC / 8][4] = {};
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+            unsigned qa[F6_MT][4];
+#pragma unroll
+            for (int mt = 0; mt < F6_MT; ++mt) ldsm_x4<false>(qa[mt], sq + rows_a.at(16 * mt, 16 * kk));
+#pragma unroll
+            for (int nt = 0; nt < BC / 8; nt += 2) {
+                unsigned b[4];
+                ldsm_x4<false>(b, sk + rows_k.at(8 * nt, 16 * kk));
+#pragma unroll
+                for (int mt = 0; mt < F6_MT; ++mt) {
+                    hgemm::mma16816<T>(s[mt][nt], qa[mt], b[0], b[1]);
+                    hgemm::mma16816<T>(s[mt][nt + 1], qa[mt], b[2], b[3]);
+                }
+            }
+        }
+        // P, rounded to 16 bits as A fragments as soon as a row tile has it: half the registers
+        const bool mask = j0 + BC > n_lo;
+        unsigned pa[F6_MT][BC / 16][4];
+#pragma unroll
+        for (int mt = 0; mt < F6_MT; ++mt) {
+            fa2_rows<T, D, BC>(s[mt], acc[mt], m[mt], l[mt], w0 + 16 * mt + g, bh, mask, j0, ss, a, t);
+#pragma unroll
+            for (int kc = 0; kc < BC / 16; ++kc) c_to_a<T>(pa[mt][kc], s[mt][2 * kc], s[mt][2 * kc + 1]);
+        }
+        // O += P·V for both row tiles: each V fragment feeds both
+#pragma unroll
+        for (int kc = 0; kc < BC / 16; ++kc) {
+#pragma unroll
+            for (int nd = 0; nd < D / 8; nd += 2) {
+                unsigned b[4];
+                ldsm_x4<true>(b, sv + rows_a.at(16 * kc, 8 * nd));
+#pragma unroll
+                for (int mt = 0; mt < F6_MT; ++mt) {
+                    hgemm::mma16816<T>(acc[mt][nd], pa[mt][kc], b[0], b[1]);
+                    hgemm::mma16816<T>(acc[mt][nd + 1], pa[mt][kc], b[2], b[3]);
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int mt = 0; mt < F6_MT; ++mt) {
+        const long long r_lo = w0 + 16 * mt + g;
+        float inv[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            l[mt][r] = camel::quad_sum(l[mt][r]);  // each thread summed its own columns
+            inv[r] = 1.0f / l[mt][r];
+            const long long row = r_lo + 8 * r;
+            if (t == 0 && row < a.tq) lse[bh * a.tq + row] = (m[mt][r] + log2f(l[mt][r])) * camel::LN2;
+        }
+        store_rows<T, D>(o, a, bb, hh, a.tq, r_lo, a.tq, acc[mt], inv, t);
+    }
+}
+
+}  // namespace
+
+// attn06_fwd_d{D}_{f16,bf16}: blocks of 128 threads (4 warps), one block per (batch · head, 128-row
+// tile) on x (causal: tile-major, the last tiles first), dynamic shared memory for the Q tile and
+// two K/V pairs.
+#define ATTN_FA2_FWD(T, SFX, D)                                                                           \
+    extern "C" __global__ void __launch_bounds__(128)                                                     \
+        attn06_fwd_d##D##_##SFX(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, \
+                                T* __restrict__ o, float* __restrict__ lse, const AttnArgs a) {           \
+        CAMEL_PDL_WAIT();                                                                                 \
+        attn_fa2_fwd<T, D>(reinterpret_cast<const u16*>(q), reinterpret_cast<const u16*>(k),              \
+                           reinterpret_cast<const u16*>(v), reinterpret_cast<u16*>(o), lse, a);           \
+    }
+
+ATTN_FA2_FWD(__half, f16, 32)
+ATTN_FA2_FWD(__half, f16, 64)
+ATTN_FA2_FWD(__half, f16, 128)
+ATTN_FA2_FWD(__nv_bfloat16, bf16, 32)
+ATTN_FA2_FWD(__nv_bfloat16, bf16, 64)
+ATTN_FA2_FWD(__nv_bfloat16, bf16, 128)
