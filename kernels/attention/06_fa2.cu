@@ -1,6 +1,7 @@
-// Step 6: the FlashAttention-2 work split, tuned (f16 and bf16, forward); the backward is step 4's.
+// Step 6: the FlashAttention-2 work split, tuned (f16 and bf16, forward and backward).
 //
-// What it adds over step 5, whose warps already own their query rows and walk the K/V tiles:
+// What the forward adds over step 5, whose warps already own their query rows and walk the K/V
+// tiles:
 // - Two 16-row tiles a warp (128 query rows a block of four warps). Every K and V fragment a warp
 //   loads with ldmatrix feeds four mma.sync instead of two, so shared memory, not the tensor
 //   cores, stops being the limit; the Q fragments are reloaded from shared memory each tile (they
@@ -76,6 +77,12 @@ __device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], unsigned addr) {
         asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                      : "r"(addr));
+}
+
+// cp.async of one 4-byte word; `ok` false reads nothing and writes 0 (`g` need only be valid).
+__device__ __forceinline__ void cp_async4(float* s, const float* g, bool ok) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(hgemm::smem_addr(s)), "l"(g),
+                 "r"(ok ? 4 : 0));
 }
 
 __device__ __forceinline__ float exp2_ftz(float x) {
@@ -276,6 +283,267 @@ __device__ __forceinline__ void attn_fa2_fwd(const u16* __restrict__ q, const u1
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Backward: step 4's two kernels (dK/dV for a tile of keys walking the query tiles, dQ for a
+// tile of queries walking the key tiles; no atomics, so the gradients are deterministic), with
+// the forward's machinery: cp.async tile copies double-buffered (step 4 loads every tile through
+// registers between two barriers), fragment bases, masks only on the tiles that need them, and
+// causal grids longest first.
+
+constexpr int F6_BK = 16 * F6_WARPS;   // dK/dV: keys of a block, 16 a warp
+// dK/dV: queries of a tile. Its Sᵀ and dPᵀ accumulators sit beside dK's and dV's: 64 queries fill
+// the registers at D = 128; below, 32 queries make twice the tiles but run faster.
+template <int D>
+constexpr int F6_BQ = D >= 128 ? 64 : 32;
+constexpr int F6_BRQ = 16 * F6_WARPS;  // dQ: query rows of a block, 16 a warp
+
+// The (batch · head, tile) of this block: causal grids tile-major, tile `tiles - 1` first when
+// `last_first` (query tiles: the last see the most keys) else tile 0 first (key tiles: the first
+// are seen by the most queries); other grids head-major, a head's tiles together in L2.
+__device__ __forceinline__ void f6_block(long long tiles, long long bhs, bool causal, bool last_first,
+                                         long long& bh, long long& tile) {
+    if (causal) {
+        const long long r = blockIdx.x / bhs;
+        tile = last_first ? tiles - 1 - r : r;
+        bh = blockIdx.x % bhs;
+    } else {
+        bh = blockIdx.x / tiles;
+        tile = blockIdx.x % tiles;
+    }
+}
+
+// dK and dV of F6_BK keys (16 a warp), walking the query tiles that see them: Sᵀ = K·Qᵀ and
+// dPᵀ = V·dOᵀ, Pᵀ = exp(Sᵀ − lse), dSᵀ = Pᵀ ⊙ (Z ⊙ dPᵀ − Δ), dV += (Pᵀ ⊙ Z)·dO, dK += dSᵀ·Q.
+// DROP: with dropout (a kernel instantiates both; without, the mask's code and registers are
+// gone from the inner loop, which has none to spare at D = 128).
+template <typename T, int D, bool DROP, int BQ = F6_BQ<D>>
+__device__ __forceinline__ void attn_fa2_dkdv(const u16* __restrict__ q, const u16* __restrict__ k,
+                                              const u16* __restrict__ v, const u16* __restrict__ dout,
+                                              const float* __restrict__ lse, const float* __restrict__ delta,
+                                              u16* __restrict__ dk, u16* __restrict__ dv, const AttnArgs a) {
+    u16* ks = reinterpret_cast<u16*>(attn_mma_smem);     // [BK][D]
+    u16* vs = ks + F6_BK * D;                            // [BK][D]
+    u16* qbuf = vs + F6_BK * D;                          // [2][BQ][D]
+    u16* dobuf = qbuf + 2 * BQ * D;                      // [2][BQ][D]
+    float* lse_s = reinterpret_cast<float*>(dobuf + 2 * BQ * D);  // [2][BQ]
+    float* del_s = lse_s + 2 * BQ;                                 // [2][BQ]
+    unsigned* drow_s = reinterpret_cast<unsigned*>(del_s + 2 * BQ);  // [2][BQ]
+    long long bh, tile;
+    f6_block(camel::ceil_div(a.tk, F6_BK), a.b * a.h, a.causal, false, bh, tile);
+    const long long j0 = tile * F6_BK, hh = bh % a.h, bb = bh / a.h;
+    const int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const u16* qb = q + bb * a.q_sb + hh * a.q_sh;
+    const u16* db = dout + camel::bthd(a, bb, hh, 0, a.tq, D);  // dO rows: a stride of H·D
+    const TileCopy<D, F6_BK> key_copy(threadIdx.x);
+    const TileCopy<D, BQ> query_copy(threadIdx.x);
+    key_copy(ks, k + bb * a.k_sb + hh * a.k_sh, a.k_st, j0, a.tk);
+    key_copy(vs, v + bb * a.v_sb + hh * a.v_sh, a.v_st, j0, a.tk);
+    // query tile i0 into buffer b: Q, dO and each query's lse and Δ by cp.async (zeros past the
+    // last query, whose weights the masked path drops), the dropout row hashes through registers
+    // (the barrier before the tile's use orders them). Loading lse and Δ through registers would
+    // put a global-memory round trip before every tile's barrier.
+    auto stage = [&](long long i0, int b) {
+        query_copy(qbuf + b * BQ * D, qb, a.q_st, i0, a.tq);
+        query_copy(dobuf + b * BQ * D, db, a.h * D, i0, a.tq);
+        if (threadIdx.x < BQ) {
+            const long long i = i0 + threadIdx.x;
+            const bool in = i < a.tq;
+            cp_async4(lse_s + b * BQ + threadIdx.x, lse + bh * a.tq + (in ? i : 0), in);
+            cp_async4(del_s + b * BQ + threadIdx.x, delta + bh * a.tq + (in ? i : 0), in);
+            if (DROP) drow_s[b * BQ + threadIdx.x] = camel::attn_drop_row(a, bh, i);
+        }
+    };
+    const long long i_first = camel::first_query(a, j0) / BQ * BQ;
+    stage(i_first, 0);
+    hgemm::cp_async_commit();
+    const long long jw = j0 + 16 * w, off = a.tk - a.tq;  // the warp's first key
+    const float ss = a.scale * camel::LOG2E;
+    const SwzRows<D> rows_a(lane % 16, lane / 16 * 8), rows_k(lane / 16 * 8 + lane % 8, lane / 8 % 2 * 8);
+    const unsigned sk = hgemm::smem_addr(ks) + 2 * 16 * w * D, sv = hgemm::smem_addr(vs) + 2 * 16 * w * D;
+    float gk[D / 8][4] = {}, gv[D / 8][4] = {};
+    for (long long i0 = i_first, it = 0; i0 < a.tq; i0 += BQ, ++it) {
+        const int cur = it & 1;
+        __syncthreads();  // the previous tile is used up
+        if (i0 + BQ < a.tq) {
+            stage(i0 + BQ, cur ^ 1);
+            hgemm::cp_async_commit();
+            hgemm::cp_async_wait<1>();
+        } else {
+            hgemm::cp_async_wait<0>();
+        }
+        __syncthreads();
+        // no query of the tile sees a key of the warp's
+        if (jw >= a.tk || (a.causal && jw > i0 + BQ - 1 + off)) continue;
+        const unsigned sq = hgemm::smem_addr(qbuf) + 2 * cur * BQ * D;
+        const unsigned sdo = hgemm::smem_addr(dobuf) + 2 * cur * BQ * D;
+        const float* ls = lse_s + cur * BQ;
+        const float* dl = del_s + cur * BQ;
+        const unsigned* dr = drow_s + cur * BQ;
+        // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ: the warp's 16 keys × BQ queries
+        float st[BQ / 8][4] = {}, dpt[BQ / 8][4] = {};
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+            unsigned ka[4], va[4];
+            ldsm_x4<false>(ka, sk + rows_a.at(0, 16 * kk));
+            ldsm_x4<false>(va, sv + rows_a.at(0, 16 * kk));
+#pragma unroll
+            for (int nt = 0; nt < BQ / 8; nt += 2) {
+                unsigned b[4];
+                ldsm_x4<false>(b, sq + rows_k.at(8 * nt, 16 * kk));
+                hgemm::mma16816<T>(st[nt], ka, b[0], b[1]);
+                hgemm::mma16816<T>(st[nt + 1], ka, b[2], b[3]);
+                ldsm_x4<false>(b, sdo + rows_k.at(8 * nt, 16 * kk));
+                hgemm::mma16816<T>(dpt[nt], va, b[0], b[1]);
+                hgemm::mma16816<T>(dpt[nt + 1], va, b[2], b[3]);
+            }
+        }
+        // Pᵀ and dSᵀ; on a tile where some query is past the end or some key hidden from some
+        // query, those weights are zero (and a NaN of dO or V there stays out)
+        const bool full = i0 + BQ <= a.tq && jw + 16 <= a.tk && (!a.causal || jw + 15 <= i0 + off);
+#pragma unroll
+        for (int nt = 0; nt < BQ / 8; ++nt) {
+            const int i2 = 8 * nt + 2 * t;  // this thread's two queries of the column pair
+            const float2 l2 = *reinterpret_cast<const float2*>(ls + i2);
+            const float2 d2 = *reinterpret_cast<const float2*>(dl + i2);
+            const float nl[2] = {-l2.x * camel::LOG2E, -l2.y * camel::LOG2E};  // −lse in log2 units
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const long long i = i0 + i2 + (e & 1), j = jw + g + 8 * (e >> 1);
+                const float p = exp2_ftz(fmaf(st[nt][e], ss, nl[e & 1]));
+                const float z = DROP ? camel::attn_dropout(a, dr[i2 + (e & 1)], j) : 1.0f;
+                const bool seen = full || (i < a.tq && j < a.tk && (!a.causal || j <= i + off));
+                dpt[nt][e] = seen ? p * (z * dpt[nt][e] - ((e & 1) ? d2.y : d2.x)) : 0.0f;
+                st[nt][e] = seen ? p * z : 0.0f;
+            }
+        }
+        // dV += Pᵀ·dO and dK += dSᵀ·Q, Pᵀ and dSᵀ straight from the accumulators
+#pragma unroll
+        for (int kc = 0; kc < BQ / 16; ++kc) {
+            unsigned pa[4], da[4];
+            c_to_a<T>(pa, st[2 * kc], st[2 * kc + 1]);
+            c_to_a<T>(da, dpt[2 * kc], dpt[2 * kc + 1]);
+#pragma unroll
+            for (int nd = 0; nd < D / 8; nd += 2) {
+                unsigned b[4];
+                ldsm_x4<true>(b, sdo + rows_a.at(16 * kc, 8 * nd));
+                hgemm::mma16816<T>(gv[nd], pa, b[0], b[1]);
+                hgemm::mma16816<T>(gv[nd + 1], pa, b[2], b[3]);
+                ldsm_x4<true>(b, sq + rows_a.at(16 * kc, 8 * nd));
+                hgemm::mma16816<T>(gk[nd], da, b[0], b[1]);
+                hgemm::mma16816<T>(gk[nd + 1], da, b[2], b[3]);
+            }
+        }
+    }
+    const float one[2] = {1.0f, 1.0f}, sc[2] = {a.scale, a.scale};
+    store_rows<T, D>(dv, a, bb, hh, a.tk, jw + g, a.tk, gv, one, t);
+    store_rows<T, D>(dk, a, bb, hh, a.tk, jw + g, a.tk, gk, sc, t);
+}
+
+// dQ of F6_BRQ queries (16 a warp), walking the key tiles they see: S = Q·Kᵀ, dP = dO·Vᵀ,
+// dS = P ⊙ (Z ⊙ dP − Δ), dQ += dS·K.
+template <typename T, int D, bool DROP, int BC = F6_BC>
+__device__ __forceinline__ void attn_fa2_dq(const u16* __restrict__ q, const u16* __restrict__ k,
+                                            const u16* __restrict__ v, const u16* __restrict__ dout,
+                                            const float* __restrict__ lse, const float* __restrict__ delta,
+                                            u16* __restrict__ dq, const AttnArgs a) {
+    u16* qs = reinterpret_cast<u16*>(attn_mma_smem);  // [BRQ][D]
+    u16* dos = qs + F6_BRQ * D;                       // [BRQ][D]
+    u16* kbuf = dos + F6_BRQ * D;                     // [2][BC][D]
+    u16* vbuf = kbuf + 2 * BC * D;                    // [2][BC][D]
+    long long bh, tile;
+    f6_block(camel::ceil_div(a.tq, F6_BRQ), a.b * a.h, a.causal, true, bh, tile);
+    const long long i0 = tile * F6_BRQ, hh = bh % a.h, bb = bh / a.h;
+    const int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const u16* kb = k + bb * a.k_sb + hh * a.k_sh;
+    const u16* vb = v + bb * a.v_sb + hh * a.v_sh;
+    const TileCopy<D, F6_BRQ> row_copy(threadIdx.x);
+    const TileCopy<D, BC> kv_copy(threadIdx.x);
+    row_copy(qs, q + bb * a.q_sb + hh * a.q_sh, a.q_st, i0, a.tq);
+    row_copy(dos, dout + camel::bthd(a, bb, hh, 0, a.tq, D), a.h * D, i0, a.tq);
+    kv_copy(kbuf, kb, a.k_st, 0, a.tk);
+    kv_copy(vbuf, vb, a.v_st, 0, a.tk);
+    hgemm::cp_async_commit();
+    const long long r_lo = i0 + 16 * w + g;  // this thread's rows: r_lo and r_lo + 8
+    float lse2[2], del[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const long long row = r_lo + 8 * r;
+        lse2[r] = row < a.tq ? lse[bh * a.tq + row] * camel::LOG2E : INFINITY;
+        del[r] = row < a.tq ? delta[bh * a.tq + row] : 0.0f;
+    }
+    const long long n_lo = camel::attn_visible(a, i0 + 16 * w);       // keys all the warp's rows see
+    const long long n_hi = camel::attn_visible(a, i0 + 16 * w + 15);  // keys any of them sees
+    const long long n_blk = camel::attn_visible(a, min(i0 + F6_BRQ, a.tq) - 1);
+    const float ss = a.scale * camel::LOG2E;
+    const SwzRows<D> rows_a(lane % 16, lane / 16 * 8), rows_k(lane / 16 * 8 + lane % 8, lane / 8 % 2 * 8);
+    const unsigned sq = hgemm::smem_addr(qs) + 2 * 16 * w * D, sdo = hgemm::smem_addr(dos) + 2 * 16 * w * D;
+    float gq[D / 8][4] = {};
+    for (long long j0 = 0, it = 0; j0 < n_blk; j0 += BC, ++it) {
+        const int cur = it & 1;
+        __syncthreads();
+        if (j0 + BC < n_blk) {
+            kv_copy(kbuf + (cur ^ 1) * BC * D, kb, a.k_st, j0 + BC, a.tk);
+            kv_copy(vbuf + (cur ^ 1) * BC * D, vb, a.v_st, j0 + BC, a.tk);
+            hgemm::cp_async_commit();
+            hgemm::cp_async_wait<1>();
+        } else {
+            hgemm::cp_async_wait<0>();
+        }
+        __syncthreads();
+        if (j0 >= n_hi) continue;  // no row of this warp sees a key of the tile
+        const unsigned sk = hgemm::smem_addr(kbuf) + 2 * cur * BC * D;
+        const unsigned sv = hgemm::smem_addr(vbuf) + 2 * cur * BC * D;
+        // S = Q·Kᵀ and dP = dO·Vᵀ: the warp's 16 queries × BC keys
+        float s[BC / 8][4] = {}, dp[BC / 8][4] = {};
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+            unsigned qa[4], da[4];
+            ldsm_x4<false>(qa, sq + rows_a.at(0, 16 * kk));
+            ldsm_x4<false>(da, sdo + rows_a.at(0, 16 * kk));
+#pragma unroll
+            for (int nt = 0; nt < BC / 8; nt += 2) {
+                unsigned b[4];
+                ldsm_x4<false>(b, sk + rows_k.at(8 * nt, 16 * kk));
+                hgemm::mma16816<T>(s[nt], qa, b[0], b[1]);
+                hgemm::mma16816<T>(s[nt + 1], qa, b[2], b[3]);
+                ldsm_x4<false>(b, sv + rows_k.at(8 * nt, 16 * kk));
+                hgemm::mma16816<T>(dp[nt], da, b[0], b[1]);
+                hgemm::mma16816<T>(dp[nt + 1], da, b[2], b[3]);
+            }
+        }
+        // dS = P ⊙ (Z ⊙ dP − Δ), zero where the key is hidden or past the end
+        const bool mask = j0 + BC > n_lo;
+        long long lim[2] = {BC, BC};
+        unsigned drow[2] = {0, 0};
+        if (mask) lim[0] = camel::attn_visible(a, r_lo) - j0, lim[1] = camel::attn_visible(a, r_lo + 8) - j0;
+        if (DROP) drow[0] = camel::attn_drop_row(a, bh, r_lo), drow[1] = camel::attn_drop_row(a, bh, r_lo + 8);
+#pragma unroll
+        for (int nt = 0; nt < BC / 8; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int jj = 8 * nt + 2 * t + (e & 1), r = e >> 1;
+                const float p = exp2_ftz(fmaf(s[nt][e], ss, -lse2[r]));
+                const float z = DROP ? camel::attn_dropout(a, drow[r], j0 + jj) : 1.0f;
+                s[nt][e] = jj < lim[r] ? p * (z * dp[nt][e] - del[r]) : 0.0f;
+            }
+        // dQ += dS·K
+#pragma unroll
+        for (int kc = 0; kc < BC / 16; ++kc) {
+            unsigned pa[4];
+            c_to_a<T>(pa, s[2 * kc], s[2 * kc + 1]);
+#pragma unroll
+            for (int nd = 0; nd < D / 8; nd += 2) {
+                unsigned b[4];
+                ldsm_x4<true>(b, sk + rows_a.at(16 * kc, 8 * nd));
+                hgemm::mma16816<T>(gq[nd], pa, b[0], b[1]);
+                hgemm::mma16816<T>(gq[nd + 1], pa, b[2], b[3]);
+            }
+        }
+    }
+    const float sc[2] = {a.scale, a.scale};
+    store_rows<T, D>(dq, a, bb, hh, a.tq, r_lo, a.tq, gq, sc, t);
+}
+
 }  // namespace
 
 // attn06_fwd_d{D}_{f16,bf16}: blocks of 128 threads (4 warps), one block per (batch · head, 128-row
@@ -296,3 +564,39 @@ ATTN_FA2_FWD(__half, f16, 128)
 ATTN_FA2_FWD(__nv_bfloat16, bf16, 32)
 ATTN_FA2_FWD(__nv_bfloat16, bf16, 64)
 ATTN_FA2_FWD(__nv_bfloat16, bf16, 128)
+
+// attn06_bwd_dkdv_d{D}_{f16,bf16}: a block per (batch · head, 64-key tile), causal grids the
+// first key tiles first; attn06_bwd_dq_d{D}_{f16,bf16}: a block per (batch · head, 64-query
+// tile), causal grids the last query tiles first. Blocks of 128 threads, dynamic shared memory
+// as the launcher sizes it. attn06p_bwd_*: the same with dropout (p > 0), a kernel of its own so
+// that the mask's code takes no registers from the kernels without it.
+#define ATTN_FA2_BWD_ONE(PFX, DROP, T, SFX, D)                                                                  \
+    extern "C" __global__ void __launch_bounds__(128) PFX##_bwd_dkdv_d##D##_##SFX(                              \
+        const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, const T* __restrict__ dout,  \
+        const float* __restrict__ lse, const float* __restrict__ delta, T* __restrict__ dk,                     \
+        T* __restrict__ dv, const AttnArgs a) {                                                                 \
+        CAMEL_PDL_WAIT();                                                                                       \
+        attn_fa2_dkdv<T, D, DROP>(reinterpret_cast<const u16*>(q), reinterpret_cast<const u16*>(k),             \
+                                  reinterpret_cast<const u16*>(v), reinterpret_cast<const u16*>(dout), lse,     \
+                                  delta, reinterpret_cast<u16*>(dk), reinterpret_cast<u16*>(dv), a);            \
+    }                                                                                                           \
+    extern "C" __global__ void __launch_bounds__(128) PFX##_bwd_dq_d##D##_##SFX(                                \
+        const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, const T* __restrict__ dout,  \
+        const float* __restrict__ lse, const float* __restrict__ delta, T* __restrict__ dq, const AttnArgs a) { \
+        CAMEL_PDL_WAIT();                                                                                       \
+        attn_fa2_dq<T, D, DROP>(reinterpret_cast<const u16*>(q), reinterpret_cast<const u16*>(k),               \
+                                reinterpret_cast<const u16*>(v), reinterpret_cast<const u16*>(dout), lse,       \
+                                delta, reinterpret_cast<u16*>(dq), a);                                          \
+    }
+#define ATTN_FA2_BWD(T, SFX, D)                 \
+    ATTN_FA2_BWD_ONE(attn06, false, T, SFX, D) \
+    ATTN_FA2_BWD_ONE(attn06p, true, T, SFX, D)
+
+ATTN_MMA_DELTA(__half, f16)
+ATTN_MMA_DELTA(__nv_bfloat16, bf16)
+ATTN_FA2_BWD(__half, f16, 32)
+ATTN_FA2_BWD(__half, f16, 64)
+ATTN_FA2_BWD(__half, f16, 128)
+ATTN_FA2_BWD(__nv_bfloat16, bf16, 32)
+ATTN_FA2_BWD(__nv_bfloat16, bf16, 64)
+ATTN_FA2_BWD(__nv_bfloat16, bf16, 128)

@@ -35,9 +35,21 @@ const BR3: usize = 64;
 const BC3: usize = 64;
 const BK3: usize = 64;
 const BQ3: usize = 32;
-/// Step 6's forward tiles (`06_fa2.cu`): query rows of a block (`F6_BR`), keys of a tile (`F6_BC`).
+/// Step 6's tiles (`06_fa2.cu`): query rows of a forward block (`F6_BR`), keys of a forward or
+/// dQ tile (`F6_BC`), keys of a dK/dV block (`F6_BK`), query rows of a dQ block (`F6_BRQ`).
 const BR6: usize = 128;
 const BC6: usize = 64;
+const BK6: usize = 64;
+const BRQ6: usize = 64;
+
+/// Queries of a step-6 dK/dV tile at head dim `d` (`F6_BQ<D>`).
+const fn bq6(d: usize) -> usize {
+    if d >= 128 {
+        64
+    } else {
+        32
+    }
+}
 
 /// The head dims the kernels are instantiated for.
 pub const HEAD_DIMS: [usize; 3] = [32, 64, 128];
@@ -399,22 +411,42 @@ launchers! {
     /// a block walking key tiles of 64 (`attn03_bwd_dq_d{D}_{sfx}`); the gradients are of
     /// `elem`, dense `[b, t, h, d]`.
     pub fn mma_bwd(..) {
-        mma_backward(dev, g, elem, STEP3, "03", [q, k, v, o, dout, lse, dq, dk, dv])
+        let shape = BwdShape::step3(g.d);
+        mma_backward(dev, g, elem, (STEP3, "03"), shape, [q, k, v, o, dout, lse, dq, dk, dv])
     }
 
     /// Step 4's backward: step 3's with `ldmatrix` from swizzled tiles (`attn04_bwd_*`).
     pub fn swizzle_bwd(..) {
-        mma_backward(dev, g, elem, STEP4, "04", [q, k, v, o, dout, lse, dq, dk, dv])
+        let shape = BwdShape::step3(g.d);
+        mma_backward(dev, g, elem, (STEP4, "04"), shape, [q, k, v, o, dout, lse, dq, dk, dv])
+    }
+
+    /// Step 6's backward: step 4's two kernels with cp.async tiles double-buffered, fragment
+    /// bases, masks only where needed and causal grids longest first: dk and dv for 64 keys a
+    /// block walking query tiles of 64 (32 below head dim 128), dq for 64 queries a block
+    /// walking key tiles of 64 (`attn06_bwd_*`, with dropout `attn06p_bwd_*`).
+    pub fn fa2_bwd(..) {
+        let bq = bq6(g.d);
+        let shape = BwdShape {
+            keys: BK6,
+            queries: BRQ6,
+            // K and V; two buffers of Q and dO tiles and of each query's lse, Δ and row hash
+            smem_dkdv: ((2 * BK6 + 4 * bq) * g.d * 2 + 6 * bq * 4) as u32,
+            smem_dq: ((2 * BRQ6 + 4 * BC6) * g.d * 2) as u32,
+        };
+        // with dropout, the kernels that apply the mask (`attn06p_bwd_*`)
+        let step = if g.dropout > 0.0 { "06p" } else { "06" };
+        mma_backward(dev, g, elem, (STEP6, step), shape, [q, k, v, o, dout, lse, dq, dk, dv])
     }
 }
 
-/// The backward of a tensor-core step: module `module`, kernels `attn{step}_bwd_*`.
+/// The backward of a tensor-core step: kernels `attn{step}_bwd_*` in `module`, tiles `shape`.
 fn mma_backward(
     dev: &CudaDevice,
     g: &AttnGeom,
     elem: Elem,
-    module: &'static str,
-    step: &str,
+    (module, step): (&'static str, &str),
+    shape: BwdShape,
     ptrs: [DevPtr; 9],
 ) -> Result<()> {
     let sfx = elem.suffix();
@@ -427,13 +459,6 @@ fn mma_backward(
         delta: delta.as_str(),
         dkdv: dkdv.as_str(),
         dq: dq_name.as_str(),
-    };
-    let shape = BwdShape {
-        keys: BK3,
-        queries: BR3,
-        // K, V, Q and dO tiles; per query of a tile, its log-sum-exp, Δ and dropout row hash
-        smem_dkdv: ((2 * BK3 + 2 * BQ3) * g.d * 2 + 3 * BQ3 * 4) as u32,
-        smem_dq: ((2 * BR3 + 2 * BC3) * g.d * 2) as u32,
     };
     backward(dev, g, elem, &names, shape, ptrs)
 }
@@ -453,6 +478,19 @@ struct BwdShape {
     queries: usize,
     smem_dkdv: u32,
     smem_dq: u32,
+}
+
+impl BwdShape {
+    /// Steps 3 and 4 (`mma.cuh`) at head dim `d`: K, V, Q and dO tiles and, per query of a
+    /// tile, its log-sum-exp, Δ and dropout row hash; Q, dO, K and V tiles for dq.
+    fn step3(d: usize) -> BwdShape {
+        BwdShape {
+            keys: BK3,
+            queries: BR3,
+            smem_dkdv: ((2 * BK3 + 2 * BQ3) * d * 2 + 3 * BQ3 * 4) as u32,
+            smem_dq: ((2 * BR3 + 2 * BC3) * d * 2) as u32,
+        }
+    }
 }
 
 /// The three launches of a backward: Δ into a workspace, then dk/dv, then dq.
@@ -580,7 +618,7 @@ pub const STEPS: [Kernels; 6] = [
         step: super::rows::Step::Six,
         dtypes: HALF,
         forward: fa2,
-        backward: swizzle_bwd,
+        backward: fa2_bwd,
     },
 ];
 
@@ -661,17 +699,23 @@ mod tests {
         let six = include_str!("../../../../kernels/attention/06_fa2.cu");
         for t in ["__half, f16", "__nv_bfloat16, bf16"] {
             for d in HEAD_DIMS {
-                let line = format!("\nATTN_FA2_FWD({t}, {d})");
-                assert!(six.contains(&line), "step 6, {t}, {d}");
+                for m in ["ATTN_FA2_FWD", "ATTN_FA2_BWD"] {
+                    let line = format!("\n{m}({t}, {d})");
+                    assert!(six.contains(&line), "step 6, {line}");
+                }
             }
         }
         // step 6's tiles
-        assert_eq!((BR6, BC6), (128, 64));
+        assert_eq!((BR6, BC6, BK6, BRQ6), (128, 64, 64, 64));
+        assert_eq!((bq6(32), bq6(64), bq6(128)), (32, 32, 64));
         for line in [
             "constexpr int F6_BR = 16 * F6_MT * F6_WARPS;",
             "constexpr int F6_BC = 64;",
             "constexpr int F6_WARPS = 4;",
             "constexpr int F6_MT = 2;",
+            "constexpr int F6_BK = 16 * F6_WARPS;",
+            "constexpr int F6_BRQ = 16 * F6_WARPS;",
+            "constexpr int F6_BQ = D >= 128 ? 64 : 32;",
         ] {
             assert!(six.contains(line), "{line}");
         }

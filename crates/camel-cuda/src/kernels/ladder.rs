@@ -417,8 +417,8 @@ const ATTENTION: &[StepInfo] = &[
     s(
         Step::Six,
         "fa2",
-        "the FlashAttention-2 work split tuned: two row tiles a warp, masks and rescales only where needed, causal grids longest first; step 4's backward",
-        &["attention::fa2", "attention::swizzle_bwd"],
+        "the FlashAttention-2 work split tuned: two row tiles a warp, masks and rescales only where needed, causal grids longest first; the backward's kernels on the same machinery",
+        &["attention::fa2", "attention::fa2_bwd"],
         "as step 3",
     ),
 ];
