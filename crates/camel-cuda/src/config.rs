@@ -16,7 +16,7 @@
 //! | `CAMEL_OPTIM` | step number or name | `loads_first_sgd` | The optimizer-update ladder step. |
 //! | `CAMEL_LAYERNORM` | step number or name | `streaming` | The LayerNorm ladder step. |
 //! | `CAMEL_MASKED_SOFTMAX` | step number or name | `registers` | The masked-softmax step (a single-step family). |
-//! | `CAMEL_FILTER` | step number or name | `tuned` | The image-filter ladder step (`filter2d`). |
+//! | `CAMEL_FILTER` | step number or name | `fused` | The image-filter ladder step (`filter2d`). |
 //! | `CAMEL_CONV2D` | step number or name | `backward_splitk` | The conv2d ladder step. |
 //! | `CAMEL_BATCHNORM` | step number or name | `block_per_channel` | The BatchNorm step (a single-step family). |
 //! | `CAMEL_ATTENTION` | step number or name | `fa2` | The fused-attention ladder step (`Tensor::attention`): f32 runs the highest f32 step at or below it (2), f16/bf16 the highest 16-bit one (3 to 6). |
@@ -149,7 +149,7 @@ pub const VARS: &[Var] = &[
     Var {
         name: "CAMEL_FILTER",
         values: STEP,
-        default: "tuned",
+        default: "fused",
         purpose: "The image-filter ladder step (`filter2d`).",
     },
     Var {

@@ -495,13 +495,12 @@ impl Family {
     }
 
     /// The step the library runs by default: the family's fastest measured step
-    /// (docs/kernels/), step 6 for attention, step 5 for the image filter, step 4 for LayerNorm, the
+    /// (docs/kernels/), step 6 for the image filter and attention, step 4 for LayerNorm, the
     /// embedding and cross-entropy, step 3 for the rest, and the highest step a family has when it has no
     /// step 3.
     pub fn default_step(&self) -> Step {
         let want = match self {
-            Family::Attention => Step::Six,
-            Family::Filter => Step::Five,
+            Family::Attention | Family::Filter => Step::Six,
             Family::LayerNorm | Family::Embedding | Family::CrossEntropy => Step::Four,
             _ => Step::Three,
         };
