@@ -12,6 +12,34 @@
 using bf = __nv_bfloat16;
 static float bf2f(bf x) { return __bfloat162float(x); }
 
+// `count` tensors of n bf16 values uniform in [-1, 1) (an LCG from `seed`) in one device buffer of
+// `total` ≥ count · n values.
+static bf* random_bf16(size_t n, int count, size_t total, unsigned seed) {
+    std::vector<bf> hx(count * n);
+    for (auto& x : hx) {
+        seed = seed * 1664525u + 1013904223u;
+        x = __float2bfloat16(((seed >> 8) * (1.0f / 16777216.0f)) * 2.0f - 1.0f);
+    }
+    bf* x = dalloc<bf>(total);
+    CK(cudaMemcpy(x, hx.data(), count * n * 2, cudaMemcpyHostToDevice));
+    return x;
+}
+
+// The arguments of B · H heads of T queries and keys of D features, in [B, T, H, D] projections.
+static AttnArgs lab_args(long long B, long long H, long long T, long long D, int causal, float p,
+                         unsigned long long seed) {
+    AttnArgs a{};
+    a.b = B, a.h = H, a.tq = T, a.tk = T;
+    a.q_sb = a.k_sb = a.v_sb = T * H * D;
+    a.q_sh = a.k_sh = a.v_sh = D;
+    a.q_st = a.k_st = a.v_st = H * D;
+    a.scale = 1.0f / sqrtf((float)D);
+    a.causal = causal;
+    a.seed = seed;
+    if (p > 0) a.drop_scale = 1.0f / (1.0f - p), a.drop_thr = (unsigned)(p * 4294967296.0);
+    return a;
+}
+
 typedef void (*Fwd)(const bf*, const bf*, const bf*, bf*, float*, const AttnArgs);
 
 // Step 6 with other key tiles: 32 (fewer score registers a thread, twice the tiles) or 128.
@@ -113,27 +141,12 @@ static void backward_lab(int per) {
     for (const Case& c : cases) {
         const long long T = c.t, D = c.d, B = std::max(1LL, 16384 / T), H = 2048 / D;
         const size_t n = B * T * H * D;
-        std::vector<bf> hx(4 * n);
-        unsigned st = 777;
-        for (auto& x : hx) {
-            st = st * 1664525u + 1013904223u;
-            x = __float2bfloat16(((st >> 8) * (1.0f / 16777216.0f)) * 2.0f - 1.0f);
-        }
-        bf* x = dalloc<bf>(8 * n);
-        CK(cudaMemcpy(x, hx.data(), 4 * n * 2, cudaMemcpyHostToDevice));
+        bf* x = random_bf16(n, 4, 8 * n, 777);
         bf *q = x, *k = x + n, *v = x + 2 * n, *dout = x + 3 * n, *o = x + 4 * n, *dq = x + 5 * n, *dk = x + 6 * n,
            *dv = x + 7 * n;
         float* lse = dalloc<float>(B * H * T);
         float* dl = dalloc<float>(B * H * T);
-        AttnArgs a{};
-        a.b = B, a.h = H, a.tq = T, a.tk = T;
-        a.q_sb = a.k_sb = a.v_sb = T * H * D;
-        a.q_sh = a.k_sh = a.v_sh = D;
-        a.q_st = a.k_st = a.v_st = H * D;
-        a.scale = 1.0f / sqrtf((float)D);
-        a.causal = c.causal;
-        a.seed = 99;
-        if (c.p > 0) a.drop_scale = 1.0f / (1.0f - c.p), a.drop_thr = (unsigned)(c.p * 4294967296.0);
+        const AttnArgs a = lab_args(B, H, T, D, c.causal, c.p, 99);
         (D == 64 ? attn06_fwd_d64_bf16 : attn06_fwd_d128_bf16)<<<B * H * ((T + 127) / 128), 128,
                                                                  (128 + 4 * 64) * D * 2>>>(q, k, v, o, lse, a);
         CK(cudaDeviceSynchronize());
@@ -207,24 +220,9 @@ int main() {
         if (++ci, only >= 0 && ci != only) continue;
         const long long T = c.t, D = c.d, B = std::max(1LL, 16384 / T), H = 2048 / D;
         const size_t n = B * T * H * D;
-        std::vector<bf> hx(3 * n);
-        unsigned st = 12345;
-        for (auto& x : hx) {
-            st = st * 1664525u + 1013904223u;
-            x = __float2bfloat16(((st >> 8) * (1.0f / 16777216.0f)) * 2.0f - 1.0f);
-        }
-        bf* x = dalloc<bf>(3 * n);
-        CK(cudaMemcpy(x, hx.data(), 3 * n * 2, cudaMemcpyHostToDevice));
+        bf* x = random_bf16(n, 3, 3 * n, 12345);
         bf *q = x, *k = x + n, *v = x + 2 * n;
-        AttnArgs a{};
-        a.b = B, a.h = H, a.tq = T, a.tk = T;
-        a.q_sb = a.k_sb = a.v_sb = T * H * D;
-        a.q_sh = a.k_sh = a.v_sh = D;
-        a.q_st = a.k_st = a.v_st = H * D;
-        a.scale = 1.0f / sqrtf((float)D);
-        a.causal = c.causal;
-        a.seed = 0x1234567887654321ULL;
-        if (c.p > 0) a.drop_scale = 1.0f / (1.0f - c.p), a.drop_thr = (unsigned)(c.p * 4294967296.0);
+        const AttnArgs a = lab_args(B, H, T, D, c.causal, c.p, 0x1234567887654321ULL);
         std::vector<bf> o_ref;
         std::vector<float> l_ref;
         for (const Step& s : steps) {

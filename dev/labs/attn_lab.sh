@@ -10,36 +10,38 @@ nvcc -O3 -std=c++17 -I kernels -arch=sm_90 -o /tmp/attnlab dev/labs/attn_lab.cu 
 python3 - <<'PY' | tee "$OUT/attn_lab_torch.txt"
 import torch, torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
+
+
+def med_us(f, per):
+    """Median µs per call of f over 20 batches of `per` calls between CUDA events."""
+    for _ in range(3): f()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    v = []
+    for _ in range(20):
+        s.record()
+        for _ in range(per): f()
+        e.record(); torch.cuda.synchronize(); v.append(s.elapsed_time(e) * 1000 / per)
+    return sorted(v)[10]
+
+
+def operands(d, t, grad):
+    b, h = max(1, 16384 // t), 2048 // d
+    x = [torch.rand(b, t, h, d, device="cuda", dtype=torch.bfloat16).transpose(1, 2) * 2 - 1 for _ in range(3)]
+    return b, h, [y.requires_grad_() for y in x] if grad else x
+
+
 print("d\tT\tcausal\tFA2 us\tTFLOP/s")
 for d, t, causal in [(128, 4096, 1), (128, 4096, 0), (64, 4096, 1), (64, 4096, 0), (128, 1024, 1), (64, 1024, 1), (128, 16384, 1)]:
-    b, h = max(1, 16384 // t), 2048 // d
-    q, k, v = (torch.rand(b, t, h, d, device="cuda", dtype=torch.bfloat16).transpose(1, 2) * 2 - 1 for _ in range(3))
+    b, h, (q, k, v) = operands(d, t, False)
     with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-        f = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal))
-        for _ in range(5): f()
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        v_ = []
-        for _ in range(20):
-            s.record()
-            for _ in range(10): f()
-            e.record(); torch.cuda.synchronize(); v_.append(s.elapsed_time(e) * 100)
-        us = sorted(v_)[10]
-        print(f"{d}\t{t}\t{causal}\t{us:.1f}\t{4*b*h*t*t*d*(0.5 if causal else 1)/us*1e-6:.1f}")
+        us = med_us(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal)), 10)
+    print(f"{d}\t{t}\t{causal}\t{us:.1f}\t{4*b*h*t*t*d*(0.5 if causal else 1)/us*1e-6:.1f}")
 print("d\tT\tcausal\tFA2 backward us\tTFLOP/s (2.5x fwd)")
 for d, t, causal in [(128, 4096, 1), (128, 4096, 0), (64, 4096, 1), (64, 4096, 0), (128, 1024, 1)]:
-    b, h = max(1, 16384 // t), 2048 // d
-    q, k, v = (torch.rand(b, t, h, d, device="cuda", dtype=torch.bfloat16).transpose(1, 2).requires_grad_() for _ in range(3))
+    b, h, (q, k, v) = operands(d, t, True)
     with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
         o = F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal))
         g = torch.rand_like(o)
-        f = lambda: torch.autograd.grad(o, (q, k, v), g, retain_graph=True)
-        for _ in range(3): f()
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        v_ = []
-        for _ in range(20):
-            s.record()
-            for _ in range(5): f()
-            e.record(); torch.cuda.synchronize(); v_.append(s.elapsed_time(e) * 200)
-        us = sorted(v_)[10]
-        print(f"{d}\t{t}\t{causal}\t{us:.1f}\t{2.5*4*b*h*t*t*d*(0.5 if causal else 1)/us*1e-6:.1f}")
+        us = med_us(lambda: torch.autograd.grad(o, (q, k, v), g, retain_graph=True), 5)
+    print(f"{d}\t{t}\t{causal}\t{us:.1f}\t{2.5*4*b*h*t*t*d*(0.5 if causal else 1)/us*1e-6:.1f}")
 PY
