@@ -7,7 +7,9 @@ lines, which `attention_bench --torch FILE` reads to report ratios measured on t
 Backends: efficient_f32 (the memory-efficient kernel, what SDPA runs for f32: the reference of
 camel's f32 steps), flash_bf16 and flash_f16 (FlashAttention-2: the reference of camel's 16-bit
 steps) and cudnn_bf16 (cuDNN's attention), each forced with sdpa_kernel. The backward is timed alone: autograd.grad of a saved forward.
-Usage: python3 bench/torch/attention_torch.py [reps] [max_t] > torch.txt"""
+With a dropout probability p > 0 (third argument) it times FA2 alone, with SDPA's `dropout_p=p`:
+the reference of `attention_bench --dropout p`.
+Usage: python3 bench/torch/attention_torch.py [reps] [max_t] [dropout] > torch.txt"""
 import sys
 import torch
 import torch.nn.functional as F
@@ -17,6 +19,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 reps = int(sys.argv[1]) if len(sys.argv) > 1 else 10
 max_t = int(sys.argv[2]) if len(sys.argv) > 2 else 16384
+dropout = float(sys.argv[3]) if len(sys.argv) > 3 else 0.0
 torch.backends.cuda.matmul.allow_tf32 = False
 dev = "cuda"
 torch.manual_seed(0)
@@ -32,6 +35,8 @@ BACKENDS = [
     ("flash_f16", SDPBackend.FLASH_ATTENTION, torch.float16),
     ("cudnn_bf16", SDPBackend.CUDNN_ATTENTION, torch.bfloat16),
 ]
+if dropout > 0:
+    BACKENDS = [b for b in BACKENDS if b[0].startswith("flash")]
 
 print(f"# {torch.cuda.get_device_name()} torch {torch.__version__}", file=sys.stderr)
 for d in (64, 128):
@@ -46,8 +51,8 @@ for d in (64, 128):
                 try:
                     with sdpa_kernel(backend):
                         with torch.no_grad():
-                            fwd = med(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal))
-                        out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                            fwd = med(lambda: F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=causal))
+                        out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=causal)
                         g = torch.rand_like(out) - 0.5
                         bwd = med(lambda: torch.autograd.grad(out, (q, k, v), g, retain_graph=True))
                 except RuntimeError as e:

@@ -18,7 +18,9 @@
 //! its speed relative to its reference in the last column (SDPA f32 for f32, FA2 of the same
 //! dtype for f16 and bf16); the PyTorch file holds `"<case> <pass> <backend>\t<ms>"` lines
 //! (`python3 bench/torch/attention_torch.py > torch.txt`). Step 1 runs up to `--step1-max-t`
-//! (default 4096): it is the slow teaching step.
+//! (default 4096): it is the slow teaching step. `--dropout p` times every step with dropout `p`
+//! inside its kernels (the mask drawn from a fixed seed), against FA2 with SDPA's `dropout_p`
+//! (`attention_torch.py REPS MAX_T p`).
 
 use camel_cuda::kernels::attention::{self as attn, AttnGeom};
 use camel_cuda::kernels::ladder::Family;
@@ -96,10 +98,18 @@ fn main() -> Result<()> {
     let reps = arg("--reps").map_or(10, |s| s.parse().expect("--reps N"));
     let max_t = arg("--max-t").map_or(16384, |s| s.parse().expect("--max-t T"));
     let step1_max_t = arg("--step1-max-t").map_or(4096, |s| s.parse().expect("--step1-max-t T"));
+    let dropout: f32 = arg("--dropout").map_or(0.0, |s| s.parse().expect("--dropout p"));
     let torch = camel_bench::torch_timings(&args).expect("reading the PyTorch timings");
     let dev = camel_cuda::device(0)?;
     let d = &*dev;
-    println!("device: {}", d.name());
+    if dropout > 0.0 {
+        println!(
+            "device: {}; dropout {dropout} inside the kernels (FA2: SDPA's dropout_p)",
+            d.name()
+        );
+    } else {
+        println!("device: {}", d.name());
+    }
     println!();
     println!("| d | T | mask | pass | impl | dtype | ms | TFLOP/s | × reference |");
     println!("|---|---|---|---|---|---|---|---|---|");
@@ -124,8 +134,8 @@ fn main() -> Result<()> {
                     v: AttnGeom::dense(h, t, hd),
                     scale: 1.0 / (hd as f32).sqrt(),
                     causal,
-                    dropout: 0.0,
-                    seed: 0,
+                    dropout,
+                    seed: 1,
                 };
                 let mask = if causal { "causal" } else { "full" };
                 let fwd_flops = 4.0 * (b * h) as f64 * (t * t) as f64 * hd as f64
