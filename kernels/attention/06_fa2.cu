@@ -67,24 +67,6 @@ struct SwzRows {
     }
 };
 
-template <bool TRANS>
-__device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], unsigned addr) {
-    if constexpr (TRANS)
-        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                     : "r"(addr));
-    else
-        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                     : "r"(addr));
-}
-
-// cp.async of one 4-byte word; `ok` false reads nothing and writes 0 (`g` need only be valid).
-__device__ __forceinline__ void cp_async4(float* s, const float* g, bool ok) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(hgemm::smem_addr(s)), "l"(g),
-                 "r"(ok ? 4 : 0));
-}
-
 __device__ __forceinline__ float exp2_ftz(float x) {
     float y;
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
@@ -172,6 +154,21 @@ __device__ __forceinline__ void fa2_rows(float (&s)[BC / 8][4], float (&acc)[D /
     }
 }
 
+// The (batch · head, tile) of this block: causal grids tile-major, tile `tiles - 1` first when
+// `last_first` (query tiles: the last see the most keys) else tile 0 first (key tiles: the first
+// are seen by the most queries); other grids head-major, a head's tiles together in L2.
+__device__ __forceinline__ void f6_block(long long tiles, long long bhs, bool causal, bool last_first,
+                                         long long& bh, long long& tile) {
+    if (causal) {
+        const long long r = blockIdx.x / bhs;
+        tile = last_first ? tiles - 1 - r : r;
+        bh = blockIdx.x % bhs;
+    } else {
+        bh = blockIdx.x / tiles;
+        tile = blockIdx.x % tiles;
+    }
+}
+
 template <typename T, int D, int BC = F6_BC>
 __device__ __forceinline__ void attn_fa2_fwd(const u16* __restrict__ q, const u16* __restrict__ k,
                                              const u16* __restrict__ v, u16* __restrict__ o,
@@ -179,15 +176,8 @@ __device__ __forceinline__ void attn_fa2_fwd(const u16* __restrict__ q, const u1
     u16* qs = reinterpret_cast<u16*>(attn_mma_smem);  // [BR][D]
     u16* kbuf = qs + F6_BR * D;                       // [2][BC][D]
     u16* vbuf = kbuf + 2 * BC * D;                 // [2][BC][D]
-    const long long tiles = camel::ceil_div(a.tq, F6_BR), bhs = a.b * a.h;
     long long bh, tile;
-    if (a.causal) {  // the longest tiles first, every head's at once
-        tile = tiles - 1 - blockIdx.x / bhs;
-        bh = blockIdx.x % bhs;
-    } else {  // a head's tiles together: they share its K/V in L2
-        bh = blockIdx.x / tiles;
-        tile = blockIdx.x % tiles;
-    }
+    f6_block(camel::ceil_div(a.tq, F6_BR), a.b * a.h, a.causal, true, bh, tile);
     const long long i0 = tile * F6_BR, hh = bh % a.h, bb = bh / a.h;
     const int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const u16* kb = k + bb * a.k_sb + hh * a.k_sh;
@@ -232,11 +222,11 @@ __device__ __forceinline__ void attn_fa2_fwd(const u16* __restrict__ q, const u1
         for (int kk = 0; kk < D / 16; ++kk) {
             unsigned qa[F6_MT][4];
 #pragma unroll
-            for (int mt = 0; mt < F6_MT; ++mt) ldsm_x4<false>(qa[mt], sq + rows_a.at(16 * mt, 16 * kk));
+            for (int mt = 0; mt < F6_MT; ++mt) hgemm::ldmatrix_x4<false>(qa[mt], sq + rows_a.at(16 * mt, 16 * kk));
 #pragma unroll
             for (int nt = 0; nt < BC / 8; nt += 2) {
                 unsigned b[4];
-                ldsm_x4<false>(b, sk + rows_k.at(8 * nt, 16 * kk));
+                hgemm::ldmatrix_x4<false>(b, sk + rows_k.at(8 * nt, 16 * kk));
 #pragma unroll
                 for (int mt = 0; mt < F6_MT; ++mt) {
                     hgemm::mma16816<T>(s[mt][nt], qa[mt], b[0], b[1]);
@@ -259,7 +249,7 @@ __device__ __forceinline__ void attn_fa2_fwd(const u16* __restrict__ q, const u1
 #pragma unroll
             for (int nd = 0; nd < D / 8; nd += 2) {
                 unsigned b[4];
-                ldsm_x4<true>(b, sv + rows_a.at(16 * kc, 8 * nd));
+                hgemm::ldmatrix_x4<true>(b, sv + rows_a.at(16 * kc, 8 * nd));
 #pragma unroll
                 for (int mt = 0; mt < F6_MT; ++mt) {
                     hgemm::mma16816<T>(acc[mt][nd], pa[mt][kc], b[0], b[1]);
@@ -297,20 +287,6 @@ template <int D>
 constexpr int F6_BQ = D >= 128 ? 64 : 32;
 constexpr int F6_BRQ = 16 * F6_WARPS;  // dQ: query rows of a block, 16 a warp
 
-// The (batch · head, tile) of this block: causal grids tile-major, tile `tiles - 1` first when
-// `last_first` (query tiles: the last see the most keys) else tile 0 first (key tiles: the first
-// are seen by the most queries); other grids head-major, a head's tiles together in L2.
-__device__ __forceinline__ void f6_block(long long tiles, long long bhs, bool causal, bool last_first,
-                                         long long& bh, long long& tile) {
-    if (causal) {
-        const long long r = blockIdx.x / bhs;
-        tile = last_first ? tiles - 1 - r : r;
-        bh = blockIdx.x % bhs;
-    } else {
-        bh = blockIdx.x / tiles;
-        tile = blockIdx.x % tiles;
-    }
-}
 
 // dK and dV of F6_BK keys (16 a warp), walking the query tiles that see them: Sᵀ = K·Qᵀ and
 // dPᵀ = V·dOᵀ, Pᵀ = exp(Sᵀ − lse), dSᵀ = Pᵀ ⊙ (Z ⊙ dPᵀ − Δ), dV += (Pᵀ ⊙ Z)·dO, dK += dSᵀ·Q.
@@ -348,8 +324,8 @@ __device__ __forceinline__ void attn_fa2_dkdv(const u16* __restrict__ q, const u
         if (threadIdx.x < BQ) {
             const long long i = i0 + threadIdx.x;
             const bool in = i < a.tq;
-            cp_async4(lse_s + b * BQ + threadIdx.x, lse + bh * a.tq + (in ? i : 0), in);
-            cp_async4(del_s + b * BQ + threadIdx.x, delta + bh * a.tq + (in ? i : 0), in);
+            camel::cp_async4(lse_s + b * BQ + threadIdx.x, lse + bh * a.tq + (in ? i : 0), in);
+            camel::cp_async4(del_s + b * BQ + threadIdx.x, delta + bh * a.tq + (in ? i : 0), in);
             if (DROP) drow_s[b * BQ + threadIdx.x] = camel::attn_drop_row(a, bh, i);
         }
     };
@@ -384,15 +360,15 @@ __device__ __forceinline__ void attn_fa2_dkdv(const u16* __restrict__ q, const u
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk) {
             unsigned ka[4], va[4];
-            ldsm_x4<false>(ka, sk + rows_a.at(0, 16 * kk));
-            ldsm_x4<false>(va, sv + rows_a.at(0, 16 * kk));
+            hgemm::ldmatrix_x4<false>(ka, sk + rows_a.at(0, 16 * kk));
+            hgemm::ldmatrix_x4<false>(va, sv + rows_a.at(0, 16 * kk));
 #pragma unroll
             for (int nt = 0; nt < BQ / 8; nt += 2) {
                 unsigned b[4];
-                ldsm_x4<false>(b, sq + rows_k.at(8 * nt, 16 * kk));
+                hgemm::ldmatrix_x4<false>(b, sq + rows_k.at(8 * nt, 16 * kk));
                 hgemm::mma16816<T>(st[nt], ka, b[0], b[1]);
                 hgemm::mma16816<T>(st[nt + 1], ka, b[2], b[3]);
-                ldsm_x4<false>(b, sdo + rows_k.at(8 * nt, 16 * kk));
+                hgemm::ldmatrix_x4<false>(b, sdo + rows_k.at(8 * nt, 16 * kk));
                 hgemm::mma16816<T>(dpt[nt], va, b[0], b[1]);
                 hgemm::mma16816<T>(dpt[nt + 1], va, b[2], b[3]);
             }
@@ -425,10 +401,10 @@ __device__ __forceinline__ void attn_fa2_dkdv(const u16* __restrict__ q, const u
 #pragma unroll
             for (int nd = 0; nd < D / 8; nd += 2) {
                 unsigned b[4];
-                ldsm_x4<true>(b, sdo + rows_a.at(16 * kc, 8 * nd));
+                hgemm::ldmatrix_x4<true>(b, sdo + rows_a.at(16 * kc, 8 * nd));
                 hgemm::mma16816<T>(gv[nd], pa, b[0], b[1]);
                 hgemm::mma16816<T>(gv[nd + 1], pa, b[2], b[3]);
-                ldsm_x4<true>(b, sq + rows_a.at(16 * kc, 8 * nd));
+                hgemm::ldmatrix_x4<true>(b, sq + rows_a.at(16 * kc, 8 * nd));
                 hgemm::mma16816<T>(gk[nd], da, b[0], b[1]);
                 hgemm::mma16816<T>(gk[nd + 1], da, b[2], b[3]);
             }
@@ -498,15 +474,15 @@ __device__ __forceinline__ void attn_fa2_dq(const u16* __restrict__ q, const u16
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk) {
             unsigned qa[4], da[4];
-            ldsm_x4<false>(qa, sq + rows_a.at(0, 16 * kk));
-            ldsm_x4<false>(da, sdo + rows_a.at(0, 16 * kk));
+            hgemm::ldmatrix_x4<false>(qa, sq + rows_a.at(0, 16 * kk));
+            hgemm::ldmatrix_x4<false>(da, sdo + rows_a.at(0, 16 * kk));
 #pragma unroll
             for (int nt = 0; nt < BC / 8; nt += 2) {
                 unsigned b[4];
-                ldsm_x4<false>(b, sk + rows_k.at(8 * nt, 16 * kk));
+                hgemm::ldmatrix_x4<false>(b, sk + rows_k.at(8 * nt, 16 * kk));
                 hgemm::mma16816<T>(s[nt], qa, b[0], b[1]);
                 hgemm::mma16816<T>(s[nt + 1], qa, b[2], b[3]);
-                ldsm_x4<false>(b, sv + rows_k.at(8 * nt, 16 * kk));
+                hgemm::ldmatrix_x4<false>(b, sv + rows_k.at(8 * nt, 16 * kk));
                 hgemm::mma16816<T>(dp[nt], da, b[0], b[1]);
                 hgemm::mma16816<T>(dp[nt + 1], da, b[2], b[3]);
             }
@@ -534,7 +510,7 @@ __device__ __forceinline__ void attn_fa2_dq(const u16* __restrict__ q, const u16
 #pragma unroll
             for (int nd = 0; nd < D / 8; nd += 2) {
                 unsigned b[4];
-                ldsm_x4<true>(b, sk + rows_a.at(16 * kc, 8 * nd));
+                hgemm::ldmatrix_x4<true>(b, sk + rows_a.at(16 * kc, 8 * nd));
                 hgemm::mma16816<T>(gq[nd], pa, b[0], b[1]);
                 hgemm::mma16816<T>(gq[nd + 1], pa, b[2], b[3]);
             }

@@ -26,6 +26,7 @@
 //   floats of a row: conflict-free), and stores them, a warp's stores one 128-byte row segment.
 // The sums are step 5's, tap for tap in the same order, so the two steps agree to the bit.
 
+#include "common/cp_async.cuh"
 #include "filter/filter.cuh"
 
 #define BX 32
@@ -33,17 +34,6 @@
 #define FUSED_TW (4 * BX)  // output columns a block: four a thread in the row pass
 #define FUSED_TH 64        // output rows a block
 #define FUSED_CB 32        // outputs a thread in the column pass
-
-// cp.async of 4 or 16 bytes into shared memory; `ok` false reads nothing and zero-fills the
-// destination (src-size 0). `g` is then only a valid address (the image's base).
-__device__ __forceinline__ void fused_cp4(float* s, const float* g, bool ok) {
-    const unsigned sa = (unsigned)__cvta_generic_to_shared(s);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(sa), "l"(g), "r"(ok ? 4 : 0));
-}
-__device__ __forceinline__ void fused_cp16(float* s, const float* g, bool ok) {
-    const unsigned sa = (unsigned)__cvta_generic_to_shared(s);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(g), "r"(ok ? 16 : 0));
-}
 
 template <int R>
 __device__ __forceinline__ void filter_fused(const float* __restrict__ x, const float* __restrict__ v,
@@ -70,14 +60,14 @@ __device__ __forceinline__ void filter_fused(const float* __restrict__ x, const 
         for (int e = tid; e < SH * SW / 4; e += BX * BY) {
             const int gr = y0 - R + e / (SW / 4), gc = x0 - R4 + 4 * (e % (SW / 4));
             const bool ok = gr >= 0 && gr < H && gc >= 0 && gc < W;
-            fused_cp16(tile + 4 * e, ok ? x + (long long)gr * W + gc : x, ok);
+            camel::cp_async16(tile + 4 * e, ok ? x + (long long)gr * W + gc : x, ok ? 16 : 0);
         }
     } else {
 #pragma unroll 4
         for (int e = tid; e < SH * SW; e += BX * BY) {
             const int gr = y0 - R + e / SW, gc = x0 - R4 + e % SW;
             const bool ok = gr >= 0 && gr < H && gc >= 0 && gc < W;
-            fused_cp4(tile + e, ok ? x + (long long)gr * W + gc : x, ok);
+            camel::cp_async4(tile + e, ok ? x + (long long)gr * W + gc : x, ok);
         }
     }
     asm volatile("cp.async.commit_group;\n" ::);

@@ -28,6 +28,7 @@
 //       tile with 64×64 warp tiles, and blocks ordered in groups of 8 tile rows for L2 reuse.
 #pragma once
 
+#include "common/cp_async.cuh"
 #include "common/half.cuh"
 #include "common_gemm.cuh"  // CAMEL_PDL_WAIT, gelu_tanh
 
@@ -67,16 +68,22 @@ __device__ __forceinline__ unsigned smem_addr(const void* p) {
     return (unsigned)__cvta_generic_to_shared(p);
 }
 
+// ldmatrix.x4 from the shared-memory address `addr` (callers that keep per-lane addresses).
 template <bool TRANS>
-__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const u16* p) {
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], unsigned addr) {
     if constexpr (TRANS)
         asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                     : "r"(smem_addr(p)));
+                     : "r"(addr));
     else
         asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                     : "r"(smem_addr(p)));
+                     : "r"(addr));
+}
+
+template <bool TRANS>
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const u16* p) {
+    ldmatrix_x4<TRANS>(r, smem_addr(p));
 }
 
 template <typename T>
@@ -103,10 +110,7 @@ __device__ __forceinline__ void mma16816<__nv_bfloat16>(float (&c)[4], const uns
 
 // cp.async of one 16-byte chunk of which the first `bytes` are read and the rest zero-filled
 // (`bytes` = 0 reads nothing; the source must still be a valid address, the matrix base).
-__device__ __forceinline__ void cp_async16(u16* s, const u16* g, int bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(s)), "l"(g),
-                 "r"(bytes));
-}
+__device__ __forceinline__ void cp_async16(u16* s, const u16* g, int bytes) { camel::cp_async16(s, g, bytes); }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
