@@ -6,8 +6,8 @@
 // output tile are row passes its neighbours compute too, so a block recomputes them (and loads
 // their input) rather than exchange them. A tall tile keeps that share small: (64 + 2r) / 64 row
 // passes per output row, 1.25x at r = 8. The halo reads of neighbouring blocks, which run at the
-// same time, are served by L2 (a 2048 x 2048 image and its output, 16 MiB each, fit in the L2 of
-// a data-centre GPU), so DRAM sees each pixel read once.
+// same time, are served by L2 (a 2048 x 2048 image and its output, 16 MiB each, fit together in
+// an L2 of more than 32 MiB), so DRAM sees each pixel read once.
 //
 // A block of 32 x 8 threads computes a tile of 128 columns x 64 rows:
 // - load: the (64 + 2r) x (128 + 2R4) input tile (R4 = r rounded up to a multiple of 4, so a row
