@@ -21,6 +21,7 @@
 // whole-tile products transpose such operands into a workspace and run an interior Aᵀ·B kernel
 // (16-byte copies only, no bounds code, BK = 32 with 2 stages).
 #include "gemm_tile.cuh"
+#include "stage_fma.cuh"
 
 // cp.async of 4 or 16 bytes; `ok` false copies nothing and zero-fills the destination (src-size
 // 0), so the source address is not read (it is still a valid pointer: the matrix base).
@@ -131,9 +132,9 @@ __device__ __forceinline__ void async_tile_gemm(float* smem, GEMM_ARGS) {
     float(*As)[BK * SA] = reinterpret_cast<float(*)[BK * SA]>(smem);
     float(*Bs)[BK * SB] = reinterpret_cast<float(*)[BK * SB]>(smem + ST * BK * SA);
     GEMM_SPLIT_K(kBegin, kEnd, zb);
-    const int t = threadIdx.x, w = t / 32, l = t % 32;
-    // a warp is 4 thread-rows × 8 thread-columns of the 16×16 thread grid
-    const int ty = (w / 2) * 4 + l / 8, tx = (w % 2) * 8 + l % 8;
+    const int t = threadIdx.x;
+    int ty, tx;
+    stage_thread(t, ty, tx);
     const int i0 = blockIdx.y * BM, j0 = blockIdx.x * BN;
     const bool ka = !transA, kb = transB;
     const int lda = transA ? M : K, ldb = transB ? K : N;
@@ -163,38 +164,13 @@ __device__ __forceinline__ void async_tile_gemm(float* smem, GEMM_ARGS) {
     for (int a = 0; a < TMR * 4; ++a)
 #pragma unroll
         for (int b = 0; b < TNR * 4; ++b) acc[a][b] = 0.0f;
-    float fa[2][TMR * 4], fb[2][TNR * 4];
-    auto frag = [&](const float* as, const float* bs, int kk, int f) {
-#pragma unroll
-        for (int i = 0; i < TMR; ++i)
-            *reinterpret_cast<float4*>(&fa[f][i * 4]) =
-                *reinterpret_cast<const float4*>(&as[kk * SA + i * 64 + ty * 4]);
-#pragma unroll
-        for (int j = 0; j < TNR; ++j)
-            *reinterpret_cast<float4*>(&fb[f][j * 4]) =
-                *reinterpret_cast<const float4*>(&bs[kk * SB + j * 64 + tx * 4]);
-    };
-
 #pragma unroll
     for (int s = 0; s < ST - 1; ++s) issue(s);
     for (int ks = 0; ks < nk; ++ks) {
         cp_async_wait<ST - 2>();  // slice ks has landed (this thread's copies) …
         __syncthreads();          // … everyone's, and slice ks-1's stage is free again
         issue(ks + ST - 1);
-        const float* as = As[ks % ST];
-        const float* bs = Bs[ks % ST];
-        frag(as, bs, 0, 0);
-#pragma unroll
-        for (int kk = 0; kk < BK; ++kk) {
-            if (kk + 1 < BK) frag(as, bs, kk + 1, (kk + 1) & 1);
-#pragma unroll
-            for (int a = 0; a < TMR * 4; ++a)
-#pragma unroll
-                for (int b0 = 0; b0 < TNR * 4; ++b0) {
-                    const int b = (a & 1) ? TNR * 4 - 1 - b0 : b0;  // serpentine
-                    acc[a][b] = fmaf(fa[kk & 1][a], fb[kk & 1][b], acc[a][b]);
-                }
-        }
+        stage_fma<BM, BN, BK, SA, SB>(As[ks % ST], Bs[ks % ST], acc, ty, tx);
     }
     cp_async_wait<0>();
     if (IL >= 0) {  // every row and column inside C, rows float4-aligned

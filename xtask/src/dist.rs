@@ -233,11 +233,13 @@ pub fn dist(args: &[String]) -> Result<(), String> {
         names.join(" + "),
         size as f64 / (1 << 20) as f64
     );
-    // The bundle reaches the GPU host xz-compressed with a dictionary that spans the folder
-    // (every test binary embeds the same gzip'd PTX, which only such a dictionary finds twice).
-    if size > 1 << 30 {
+    // The bundle reaches the GPU host xz-compressed with a 1 GiB dictionary. Every test binary
+    // embeds the same gzip'd PTX, which xz finds again in the binary before it (binaries of some
+    // 16 MiB lie side by side in the tar), so the dictionary must span a few binaries, not the
+    // folder; the bound keeps the bundle's packing time and memory in reach.
+    if size > 2 << 30 {
         return Err(format!(
-            "{OUT} is {size} bytes, over the 1 GiB budget (the bundle's xz dictionary)"
+            "{OUT} is {size} bytes, over the 2 GiB budget of the bundle"
         ));
     }
     Ok(())

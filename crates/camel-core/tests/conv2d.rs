@@ -123,6 +123,17 @@ const CASES: &[Case] = &[
     // stride 1 whose zero-padded dy planes exceed step 3's shared memory but whose plain ones
     // do not: step 3's unpadded input gradient
     case(2, 1, 30, 30, 7, (7, 7), (1, 1), (0, 0), (2, 2), 1),
+    // more than 16 channels a group: step 4's kernels. Dilation, a pixel count that is not a
+    // multiple of 4 (scalar stores) and one that is (float4 stores), groups, two row tiles at
+    // stride 2 (the input gradient runs step 3's) with the 192-tap weight-gradient tile, over
+    // 1000 pixels an image, and 1470 taps (beyond step 2's table, within step 4's)
+    case(3, 20, 9, 12, 33, (3, 3), (1, 1), (1, 1), (1, 2), 1),
+    case(2, 40, 10, 8, 40, (3, 3), (1, 1), (2, 1), (1, 1), 2),
+    case(2, 24, 17, 13, 70, (3, 3), (2, 2), (1, 1), (1, 1), 1),
+    case(1, 17, 41, 33, 18, (3, 3), (1, 1), (1, 1), (1, 1), 1),
+    case(1, 30, 9, 8, 20, (7, 7), (1, 1), (3, 3), (1, 1), 1),
+    // many small images: step 4's weight gradient gives a block several images
+    case(300, 17, 3, 3, 17, (3, 3), (1, 1), (1, 1), (1, 1), 1),
 ];
 
 /// The direct definition in f64: `y[n,o,oy,ox] = b[o] + Σ_{c,i,j} w[o,c,i,j]·x[n, g·cg + c,

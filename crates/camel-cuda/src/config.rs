@@ -17,7 +17,7 @@
 //! | `CAMEL_LAYERNORM` | step number or name | `streaming` | The LayerNorm ladder step. |
 //! | `CAMEL_MASKED_SOFTMAX` | step number or name | `registers` | The masked-softmax step (a single-step family). |
 //! | `CAMEL_FILTER` | step number or name | `fused` | The image-filter ladder step (`filter2d`). |
-//! | `CAMEL_CONV2D` | step number or name | `backward_splitk` | The conv2d ladder step. |
+//! | `CAMEL_CONV2D` | step number or name | `pipelined` | The conv2d ladder step. |
 //! | `CAMEL_BATCHNORM` | step number or name | `block_per_channel` | The BatchNorm step (a single-step family). |
 //! | `CAMEL_ATTENTION` | step number or name | `fa2` | The fused-attention ladder step (`Tensor::attention`): f32 runs the highest f32 step at or below it (2), f16/bf16 the highest 16-bit one (3 to 6). |
 //! | `CAMEL_NO_STUB_RPATH` | `1/0/on/off/true/false` (build time) | `0` | Never put camel's no-driver stub `libcuda` on the run-time library path (read by camel-cuda's build.rs). |
@@ -155,7 +155,7 @@ pub const VARS: &[Var] = &[
     Var {
         name: "CAMEL_CONV2D",
         values: STEP,
-        default: "backward_splitk",
+        default: "pipelined",
         purpose: "The conv2d ladder step.",
     },
     Var {

@@ -16,6 +16,11 @@
 //!   kernel adds in a fixed order, and the input gradient as a direct transposed convolution, a
 //!   thread per input pixel. Geometries whose planes exceed [`SMEM_FLOATS`] run step 2's input
 //!   gradient and step 1's weight gradient.
+//! - Step 4 (`pipelined`, `kernels/conv2d/04_pipelined.cu`): the implicit GEMM on SGEMM step
+//!   13's machinery (cp.async stages, 64 × 256 tiles, float4 fragments) for the forward, the
+//!   input gradient at stride 1 and the weight gradient (split over the images, partials summed
+//!   in order). Groups of at most 16 channels, strides above 1 for the input gradient and
+//!   geometries beyond [`pipelined_fits`] run step 3's launchers.
 //!
 //! Columns are laid out `[groups][C/g·kH·kW][images·OH·OW]`, so one GEMM batched over the
 //! groups covers a chunk of images; chunks bound the column matrix to [`WORKSPACE_BYTES`].
@@ -35,6 +40,8 @@ const STEP1: &str = "conv2d/01_im2col";
 const STEP2: &str = "conv2d/02_implicit_gemm";
 /// PTX module of step 3: `kernels/conv2d/03_backward_splitk.cu`.
 const STEP3: &str = "conv2d/03_backward_splitk";
+/// PTX module of step 4: `kernels/conv2d/04_pipelined.cu`.
+const STEP4: &str = "conv2d/04_pipelined";
 /// PTX module of the 16-bit convolution's rows: `kernels/conv2d/half_rows.cu`.
 const HALF_ROWS: &str = "conv2d/half_rows";
 
@@ -306,6 +313,34 @@ pub fn splitk_wgrad_fits(g: &Conv2dGeom) -> bool {
     splitk_wgrad_floats(g) <= SMEM_FLOATS && offsets_fit(g)
 }
 
+/// Most taps step 4's kernels tabulate (their tables are in dynamic shared memory: 12 bytes a
+/// tap).
+pub const PIPELINED_MAX_TAPS: usize = 4096;
+
+/// Floats of one set of step 4's pipeline stages for a `bm × bn` tile (`stage_floats` in
+/// `kernels/conv2d/04_pipelined.cu`: 3 stages of 16 × (bm+4) and 16 × (bn+4)).
+const fn pipelined_stage_floats(bm: usize, bn: usize) -> usize {
+    3 * 16 * ((bm + 4) + (bn + 4))
+}
+
+/// Dynamic shared memory of a step 4 kernel with a `bm × bn` tile over `taps` taps: the stages,
+/// then the tap table (8 bytes a tap) and the weight's tap offsets (4 bytes).
+fn pipelined_smem_bytes(bm: usize, bn: usize, taps: usize) -> u32 {
+    (pipelined_stage_floats(bm, bn) * 4 + taps * 12) as u32
+}
+
+/// Whether step 4's kernels take `g`: the forward's (and the weight gradient's) taps
+/// `c/groups·kh·kw` and the input gradient's `o/groups·kh·kw` within [`PIPELINED_MAX_TAPS`], the
+/// dilated kernel's extent within the table's 16-bit displacements, and 32-bit offsets.
+pub fn pipelined_fits(g: &Conv2dGeom) -> bool {
+    let span = |k: usize, d: usize| k.saturating_sub(1).saturating_mul(d) < 1 << 15;
+    g.kg() <= PIPELINED_MAX_TAPS
+        && g.og().saturating_mul(g.kh).saturating_mul(g.kw) <= PIPELINED_MAX_TAPS
+        && span(g.kh, g.dh)
+        && span(g.kw, g.dw)
+        && offsets_fit(g)
+}
+
 /// Blocks that share one image's work in step 3's kernels (`gridDim.z`): one for every 256
 /// items (pixels or weight entries), at most 64.
 fn parts(items: usize) -> usize {
@@ -525,6 +560,30 @@ launchers! {
         // (read only when `has_bias`).
         unsafe { launch(dev, STEP2, name, cfg, &[&x, &w, &b, &y, &a, &has_bias, &relu]) }
     }
+
+    /// Step 4: `y = act(conv2d(x, w) + bias)` as step 2, pipelined: 64 output channels × 256
+    /// output pixels a block, operands copied three tiles deep by cp.async, the tap table in
+    /// dynamic shared memory. Groups of at most 16 output channels and geometries beyond
+    /// [`pipelined_fits`] run [`implicit_gemm`].
+    pub fn pipelined(..) {
+        if g.og() <= 16 || !pipelined_fits(g) {
+            return implicit_gemm(dev, x, w, bias, y, g, relu);
+        }
+        let name = "conv2d_pipelined_64x256_f32";
+        check_geom(name, g)?;
+        if empty(g) {
+            return Ok(());
+        }
+        let cfg = pipelined_grid(name, g.n * g.pixels(), g.og(), g.groups, g.kg())?;
+        let a = g.args();
+        let (has_bias, relu) = (bias.is_some() as i32, relu as i32);
+        let b = bias.unwrap_or(w);
+        // SAFETY: matches `conv2d_pipelined_64x256_f32(const float*, const float*, const float*,
+        // float*, ConvArgs, int, int)`; `x`, `w`, `y` hold the tensors of `g`, `bias` `o` floats
+        // (read only when `has_bias`), and the dynamic shared memory holds the stages and `kg`
+        // taps' tables.
+        unsafe { launch(dev, STEP4, name, cfg, &[&x, &w, &b, &y, &a, &has_bias, &relu]) }
+    }
 }
 
 launchers! {
@@ -651,6 +710,28 @@ launchers! {
         // hold the weights and one image's planes of a group.
         unsafe { launch(dev, STEP3, name, cfg, &[&dy, &w, &dx, &a]) }
     }
+
+    /// Step 4's input gradient: at stride 1, the transposed convolution as step 4's pipelined
+    /// implicit GEMM (64 input channels × 256 input pixels a block, over the `o/groups·kh·kw`
+    /// taps). Other strides, groups of at most 16 input channels and geometries beyond
+    /// [`pipelined_fits`] run [`splitk_bwd_input`].
+    pub fn pipelined_bwd_input(..) {
+        if g.sh != 1 || g.sw != 1 || g.cg() <= 16 || !pipelined_fits(g) {
+            return splitk_bwd_input(dev, dy, w, dx, g);
+        }
+        let name = "conv2d_pipelined_dgrad_64x256_f32";
+        check_geom(name, g)?;
+        if g.n == 0 || g.h * g.w == 0 {
+            return Ok(());
+        }
+        let taps = g.og() * g.kh * g.kw;
+        let cfg = pipelined_grid(name, g.n * g.h * g.w, g.cg(), g.groups, taps)?;
+        let a = g.args();
+        // SAFETY: matches `conv2d_pipelined_dgrad_64x256_f32(const float*, const float*, float*,
+        // ConvArgs)`; `dy`, `w`, `dx` hold the output, weight and input of `g`, and the dynamic
+        // shared memory holds the stages and `taps` taps' tables.
+        unsafe { launch(dev, STEP4, name, cfg, &[&dy, &w, &dx, &a]) }
+    }
 }
 
 launchers! {
@@ -733,22 +814,110 @@ launchers! {
         // floats, and `smem` bytes hold a group's accumulators and one image's planes.
         unsafe { launch(dev, STEP3, name, cfg, &[&dy, &x, &out, &a])? };
         if out != dw {
-            let (s, l) = (splits as i64, wlen as i64);
-            let cfg = LaunchConfig::new(Dim3::x(wlen.div_ceil(32) as u32), Dim3::x(256));
-            // SAFETY: matches `conv2d_wgrad_reduce_f32(const float*, float*, long long, long
-            // long)`, 32 columns a block; `out` holds `splits · wlen` floats, `dw` `wlen`.
-            unsafe {
-                launch(
-                    dev,
-                    STEP3,
-                    "conv2d_wgrad_reduce_f32",
-                    cfg,
-                    &[&out, &dw, &s, &l],
-                )?
-            };
+            reduce_splits(dev, out, dw, splits, wlen)?;
         }
         Ok(())
     }
+
+    /// Step 4's weight gradient: `dw = Σ dy · patchesᵀ` as a pipelined GEMM (64 output channels ×
+    /// 192 or 64 taps a block) over the batch's output pixels, split over the images: each of
+    /// `splits` blocks along z takes every `splits`-th image and writes its partial tile to a
+    /// workspace row, and `conv2d_wgrad_reduce_f32` adds the rows in a fixed order. Groups of at
+    /// most 16 output channels and geometries beyond [`pipelined_fits`] run
+    /// [`splitk_bwd_weight`].
+    pub fn pipelined_bwd_weight(..) {
+        if g.og() <= 16 || !pipelined_fits(g) {
+            return splitk_bwd_weight(dev, dy, x, dw, g);
+        }
+        let (name, bn) = if g.kg() >= 192 {
+            ("conv2d_pipelined_wgrad_64x192_f32", 192)
+        } else {
+            ("conv2d_pipelined_wgrad_64x64_f32", 64)
+        };
+        check_geom(name, g)?;
+        let wlen = g.o * g.kg();
+        if empty(g) {
+            return super::elementwise::fill_f32(dev, dw, wlen, 0.0);
+        }
+        let splits = wgrad_splits(dev, g, bn);
+        let part = if splits > 1 {
+            Some(workspace(dev, splits * wlen)?)
+        } else {
+            None
+        };
+        let out = part.as_ref().map_or(dw, |b| b.ptr());
+        let (gx, gy) = (g.kg().div_ceil(bn), g.og().div_ceil(64));
+        let grid = Dim3::xyz(gx as u32, gy as u32, (splits * g.groups) as u32);
+        let smem = pipelined_smem_bytes(64, bn, g.kg());
+        let cfg = LaunchConfig::new(grid, Dim3::x(256)).with_shared_mem(smem);
+        let a = g.args();
+        // SAFETY: matches `conv2d_pipelined_wgrad_*_f32(const float*, const float*, float*,
+        // ConvArgs)`; `dy` and `x` hold the output and input of `g`, `out` `splits · o · kg`
+        // floats, and the dynamic shared memory holds the stages and the `kg` taps' table.
+        unsafe { launch(dev, STEP4, name, cfg, &[&dy, &x, &out, &a])? };
+        if out != dw {
+            reduce_splits(dev, out, dw, splits, wlen)?;
+        }
+        Ok(())
+    }
+}
+
+/// `dw[i] = Σ_s part[s·wlen + i]` over `splits` workspace rows, in order
+/// (`conv2d_wgrad_reduce_f32`, 32 columns a block).
+fn reduce_splits(
+    dev: &CudaDevice,
+    part: DevPtr,
+    dw: DevPtr,
+    splits: usize,
+    wlen: usize,
+) -> Result<()> {
+    let (s, l) = (splits as i64, wlen as i64);
+    let cfg = LaunchConfig::new(Dim3::x(wlen.div_ceil(32) as u32), Dim3::x(256));
+    // SAFETY: matches `conv2d_wgrad_reduce_f32(const float*, float*, long long, long long)`;
+    // `part` holds `splits · wlen` floats, `dw` `wlen`.
+    unsafe {
+        launch(
+            dev,
+            STEP3,
+            "conv2d_wgrad_reduce_f32",
+            cfg,
+            &[&part, &dw, &s, &l],
+        )
+    }
+}
+
+/// Splits of step 4's weight gradient over the images: about four blocks a multiprocessor in
+/// all (two waves at two blocks each), at most one an image, at most 65 535 blocks along z with
+/// the groups, and at least 8 tiles of 16 pixels a block.
+fn wgrad_splits(dev: &CudaDevice, g: &Conv2dGeom, bn: usize) -> usize {
+    let sms = dev.limits().sm_count.max(1) as usize;
+    let blocks = g.kg().div_ceil(bn) * g.og().div_ceil(64) * g.groups;
+    let tiles = g.n * g.pixels().div_ceil(16);
+    sms.saturating_mul(4)
+        .div_ceil(blocks)
+        .min(tiles.div_ceil(8))
+        .min(65_535 / g.groups.max(1))
+        .clamp(1, g.n.max(1))
+}
+
+/// The launch of a step 4 gather kernel over `cols` GEMM columns (pixels of the batch) and
+/// `rows` rows a group, with `taps` taps tabulated: 256 columns × 64 rows a block.
+fn pipelined_grid(
+    name: &str,
+    cols: usize,
+    rows: usize,
+    groups: usize,
+    taps: usize,
+) -> Result<LaunchConfig> {
+    let (gx, gy) = (cols.div_ceil(256), rows.div_ceil(64));
+    if gx > i32::MAX as usize || gy > 65_535 || groups > 65_535 {
+        return Err(Error::LaunchConfig {
+            kernel: name.to_string(),
+            msg: format!("grid {gx} × {gy} × {groups} is too large"),
+        });
+    }
+    let grid = Dim3::xyz(gx as u32, gy as u32, groups as u32);
+    Ok(LaunchConfig::new(grid, Dim3::x(256)).with_shared_mem(pipelined_smem_bytes(64, 256, taps)))
 }
 
 // ------------------------------------------------------------------ the ladder's table
@@ -830,7 +999,7 @@ pub struct Kernels {
 }
 
 /// The conv2d ladder: the one table the backend, the benchmarks and the tests run.
-pub const STEPS: [Kernels; 3] = [
+pub const STEPS: [Kernels; 4] = [
     Kernels {
         step: Step::One,
         forward: im2col_gemm,
@@ -848,6 +1017,12 @@ pub const STEPS: [Kernels; 3] = [
         forward: implicit_gemm,
         backward_input: splitk_bwd_input,
         backward_weight: splitk_bwd_weight,
+    },
+    Kernels {
+        step: Step::Four,
+        forward: pipelined,
+        backward_input: pipelined_bwd_input,
+        backward_weight: pipelined_bwd_weight,
     },
 ];
 

@@ -363,6 +363,16 @@ const CONV2D: &[StepInfo] = &[
             "conv2d::splitk_bwd_weight",
         ],
         "a block's planes within SMEM_FLOATS (48 KiB) (else step 2's input gradient, step 1's weight gradient)",
+    ),    s(
+        Step::Four,
+        "pipelined",
+        "implicit GEMM on SGEMM step 13's machinery (cp.async stages, 64 × 256 tiles) for the forward, the stride-1 input gradient and the weight gradient split over the images",
+        &[
+            "conv2d::pipelined",
+            "conv2d::pipelined_bwd_input",
+            "conv2d::pipelined_bwd_weight",
+        ],
+        "more than 16 channels a group, stride 1 for the input gradient, at most PIPELINED_MAX_TAPS (4096) taps (else step 3's launchers)",
     ),
 ];
 
