@@ -58,10 +58,13 @@ __host__ __device__ constexpr int stage_floats() {
     return ST * BK * ((BM + 4) + (BN + 4));
 }
 
+// A thread's accumulators in a BM × BN tile on a TY × (256/TY) thread grid (stage_fma.cuh).
+template <int BM, int BN, int TY>
+using Acc = float[BM / TY][BN * TY / 256];
+
 // The pipeline over nk tiles: `issue(as, bs, ks)` requests tile ks into a stage's A and B.
-template <int BM, int BN, class Issue>
-__device__ __forceinline__ void pipeline(float* smem, int nk, Issue issue, float (&acc)[BM / 16][BN / 16],
-                                         int ty, int tx) {
+template <int BM, int BN, int TY, class Issue>
+__device__ __forceinline__ void pipeline(float* smem, int nk, Issue issue, Acc<BM, BN, TY>& acc, int ty, int tx) {
     constexpr int SA = BM + 4, SB = BN + 4;
     float* As = smem;
     float* Bs = smem + ST * BK * SA;
@@ -75,7 +78,7 @@ __device__ __forceinline__ void pipeline(float* smem, int nk, Issue issue, float
         camel::cp_async_wait<ST - 2>();  // tile ks has landed (this thread's copies) …
         __syncthreads();                 // … everyone's, and tile ks-1's stage is free again
         request(ks + ST - 1);
-        stage_fma<BM, BN, BK, SA, SB>(As + (ks % ST) * BK * SA, Bs + (ks % ST) * BK * SB, acc, ty, tx);
+        stage_fma<BM, BN, BK, SA, SB, TY>(As + (ks % ST) * BK * SA, Bs + (ks % ST) * BK * SB, acc, ty, tx);
     }
     camel::cp_async_wait<0>();
 }
@@ -126,21 +129,21 @@ __device__ __forceinline__ void issue_b(float* bs, const float* src, const int2*
 // Stores a gather kernel's tile: out[(img·ch_total + ch0 + row)·P + p] = f(acc, row) for the
 // output rows < rows and columns q = img·P + p < Q. Four consecutive columns are one float4
 // store when P % 4 == 0 (they then share an image and a 16-byte-aligned address).
-template <int BM, int BN, class F>
-__device__ __forceinline__ void store_columns(float* out, const float (&acc)[BM / 16][BN / 16], long long P,
-                                              long long Q, long long ch_total, long long ch0, int rows, int m0,
-                                              long long q0, int ty, int tx, F f) {
-    constexpr int TMR = BM / 64, TNR = BN / 64;
+template <int BM, int BN, int TY, class F>
+__device__ __forceinline__ void store_columns(float* out, const Acc<BM, BN, TY>& acc, long long P, long long Q,
+                                              long long ch_total, long long ch0, int rows, int m0, long long q0,
+                                              int ty, int tx, F f) {
+    constexpr int TX = 256 / TY, TMR = BM / (4 * TY), TNR = BN / (4 * TX);
     const bool vec = P % 4 == 0;
 #pragma unroll
     for (int j = 0; j < TNR; ++j) {
-        const long long qb = q0 + j * 64 + tx * 4;
+        const long long qb = q0 + j * 4 * TX + tx * 4;
         if (qb >= Q) continue;
 #pragma unroll
         for (int i = 0; i < TMR; ++i)
 #pragma unroll
             for (int r = 0; r < 4; ++r) {
-                const int row = m0 + i * 64 + ty * 4 + r;
+                const int row = m0 + i * 4 * TY + ty * 4 + r;
                 if (row >= rows) continue;
                 const float* v = &acc[i * 4 + r][j * 4];
                 if (vec) {
@@ -158,27 +161,27 @@ __device__ __forceinline__ void store_columns(float* out, const float (&acc)[BM 
     }
 }
 
-template <int BM, int BN>
-__device__ __forceinline__ void zero(float (&acc)[BM / 16][BN / 16]) {
+template <int BM, int BN, int TY>
+__device__ __forceinline__ void zero(Acc<BM, BN, TY>& acc) {
 #pragma unroll
-    for (int i = 0; i < BM / 16; ++i)
+    for (int i = 0; i < BM / TY; ++i)
 #pragma unroll
-        for (int j = 0; j < BN / 16; ++j) acc[i][j] = 0.f;
+        for (int j = 0; j < BN * TY / 256; ++j) acc[i][j] = 0.f;
 }
 
 // The product of a gather kernel, once its tables are written (the barrier here publishes them):
 // acc = A[rows r0…][kt taps] · B[kt taps][the block's columns], A copied by issue_a from `ar`
 // (row stride a_rs, tap offsets atab), B gathered by issue_b from `src` (tap table `tab`, source
 // planes ly × lx).
-template <int BM, int BN>
-__device__ __forceinline__ void gather_product(float* smem, float (&acc)[BM / 16][BN / 16], const float* a,
+template <int BM, int BN, int TY>
+__device__ __forceinline__ void gather_product(float* smem, Acc<BM, BN, TY>& acc, const float* a,
                                                const float* ar, int r0, int a_rs, const int* atab, int rows,
                                                const float* src, const int2* tab, const Column& col, int ly,
                                                int lx, int kt, int ty, int tx) {
     const int t = threadIdx.x;
-    zero<BM, BN>(acc);
+    zero<BM, BN, TY>(acc);
     __syncthreads();  // the tap tables
-    pipeline<BM, BN>(
+    pipeline<BM, BN, TY>(
         smem, (kt + BK - 1) / BK,
         [&](float* as, float* bs, int ks) {
             issue_a<BM>(as, a, ar, r0, a_rs, atab, rows, kt, ks * BK, t);
@@ -189,7 +192,7 @@ __device__ __forceinline__ void gather_product(float* smem, float (&acc)[BM / 16
 
 // y = act(conv2d(x, w) + bias) for a group's output channels m0 … m0+BM and output pixels
 // q0 … q0+BN of the batch.
-template <int BM, int BN>
+template <int BM, int BN, int TY>
 __device__ __forceinline__ void forward(const float* __restrict__ x, const float* __restrict__ w,
                                         const float* __restrict__ bias, float* __restrict__ y, const ConvArgs& a,
                                         int has_bias, int relu, float* smem) {
@@ -214,10 +217,10 @@ __device__ __forceinline__ void forward(const float* __restrict__ x, const float
     const int r0 = m0 + t % 32 / 8 + 4 * (t / 64);
     const float* wr = w + (g * og + r0) * (long long)kg;
     int ty, tx;
-    stage_thread(t, ty, tx);
-    float acc[BM / 16][BN / 16];
-    gather_product<BM, BN>(smem, acc, w, wr, r0, kg, atab, og, x, tab, col, (int)a.h, (int)a.w, kg, ty, tx);
-    store_columns<BM, BN>(y, acc, P, Q, a.o, g * og, og, m0, q0, ty, tx, [&](float v, int row) {
+    stage_thread<TY>(t, ty, tx);
+    Acc<BM, BN, TY> acc;
+    gather_product<BM, BN, TY>(smem, acc, w, wr, r0, kg, atab, og, x, tab, col, (int)a.h, (int)a.w, kg, ty, tx);
+    store_columns<BM, BN, TY>(y, acc, P, Q, a.o, g * og, og, m0, q0, ty, tx, [&](float v, int row) {
         v += has_bias ? bias[g * og + row] : 0.f;
         return relu ? conv_relu(v) : v;
     });
@@ -226,7 +229,7 @@ __device__ __forceinline__ void forward(const float* __restrict__ x, const float
 // dx = convᵀ(dy) at stride 1 for a group's input channels m0 … m0+BM and input pixels q0 … q0+BN
 // of the batch: taps k = m·kh·kw + ki·kw + kj over the group's output channels m, the weight
 // w[m][c][ki][kj] at m·kg + c·kh·kw + ki·kw + kj, and dy read at (iy + ph − ki·dh, ix + pw − kj·dw).
-template <int BM, int BN>
+template <int BM, int BN, int TY>
 __device__ __forceinline__ void dgrad(const float* __restrict__ dy, const float* __restrict__ w,
                                       float* __restrict__ dx, const ConvArgs& a, float* smem) {
     const int t = threadIdx.x;
@@ -254,18 +257,20 @@ __device__ __forceinline__ void dgrad(const float* __restrict__ dy, const float*
     const int r0 = m0 + t % 32 / 8 + 4 * (t / 64);
     const float* wr = w + g * og * (long long)kg + (long long)r0 * khw;
     int ty, tx;
-    stage_thread(t, ty, tx);
-    float acc[BM / 16][BN / 16];
-    gather_product<BM, BN>(smem, acc, w, wr, r0, khw, atab, cg, dy, tab, col, (int)a.oh, OW, kt, ty, tx);
-    store_columns<BM, BN>(dx, acc, HW, Q, a.c, g * cg, cg, m0, q0, ty, tx, [](float v, int) { return v; });
+    stage_thread<TY>(t, ty, tx);
+    Acc<BM, BN, TY> acc;
+    gather_product<BM, BN, TY>(smem, acc, w, wr, r0, khw, atab, cg, dy, tab, col, (int)a.oh, OW, kt, ty, tx);
+    store_columns<BM, BN, TY>(dx, acc, HW, Q, a.c, g * cg, cg, m0, q0, ty, tx, [](float v, int) { return v; });
 }
 
-// part[s][g·og + m][k] = Σ over the images img ≡ s (mod S) and their output pixels p of
-// dy[img][g·og + m][p] · x at tap k of pixel p, for the rows m0 … m0+BM and taps n0 … n0+BN of
-// group g; blockIdx.z = s·groups + g, S = gridDim.z / groups. A thread copies the pixel
-// p0 + kk of every tile (kk fixed by its lane and warp), so it finds the pixel's position once
-// a tile, and the columns or rows ln / 8 + 4·(warp / 2) + 16·i of the two operands.
-template <int BM, int BN>
+// part[s][g·og + m][k] = Σ over split s's pixel tiles of dy[img][g·og + m][p] · x at tap k of
+// pixel p, for the rows m0 … m0+BM and taps n0 … n0+BN of group g; blockIdx.z = s·groups + g,
+// S = gridDim.z / groups. The batch's N·⌈P/BK⌉ tiles of BK pixels (a tile within one image) are
+// dealt to the S splits as S equal contiguous ranges, so every block has the same work. A thread
+// copies the pixel p0 + kk of every tile (kk fixed by its lane and warp), so it finds the
+// pixel's position once a tile, and the columns or rows ln / 8 + 4·(warp / 2) + 16·i of the two
+// operands.
+template <int BM, int BN, int TY>
 __device__ __forceinline__ void wgrad(const float* __restrict__ dy, const float* __restrict__ x,
                                       float* __restrict__ part, const ConvArgs& a, float* smem) {
     const int t = threadIdx.x, ln = t % 32, wp = t / 32;
@@ -276,18 +281,19 @@ __device__ __forceinline__ void wgrad(const float* __restrict__ dy, const float*
     const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
     int2* tab = reinterpret_cast<int2*>(smem + stage_floats<BM, BN>());
     forward_taps(tab, a, kg);
-    const int pt = (P + BK - 1) / BK, imgs = (int)((a.n - s + S - 1) / S);
+    const int pt = (P + BK - 1) / BK;
+    const long long tiles = a.n * pt, t0 = tiles * s / S, t1 = tiles * (s + 1) / S;
     const int kk = ln % 8 + 8 * (wp % 2), c0 = ln / 8 + 4 * (wp / 2);
     int ty, tx;
-    stage_thread(t, ty, tx);
-    float acc[BM / 16][BN / 16];
-    zero<BM, BN>(acc);
+    stage_thread<TY>(t, ty, tx);
+    Acc<BM, BN, TY> acc;
+    zero<BM, BN, TY>(acc);
     __syncthreads();  // the tap table
-    pipeline<BM, BN>(
-        smem, imgs * pt,
+    pipeline<BM, BN, TY>(
+        smem, (int)(t1 - t0),
         [&](float* as, float* bs, int ks) {
-            const int ii = ks / pt, p = (ks - ii * pt) * BK + kk;
-            const long long img = s + (long long)ii * S;
+            const long long tile = t0 + ks, img = tile / pt;
+            const int p = (int)(tile - img * pt) * BK + kk;
             const bool pok = p < P;
             const int iy0 = pok ? (int)(p / OW * a.sh - a.ph) : 0, ix0 = pok ? (int)(p % OW * a.sw - a.pw) : 0;
             const float* dyp = dy + (img * a.o + g * og) * P + p;
@@ -311,15 +317,16 @@ __device__ __forceinline__ void wgrad(const float* __restrict__ dy, const float*
         acc, ty, tx);
     float* out = part + (long long)s * a.o * kg + (g * og) * (long long)kg;
     const bool vec = kg % 4 == 0;
+    constexpr int TX = 256 / TY;
 #pragma unroll
-    for (int i = 0; i < BM / 64; ++i)
+    for (int i = 0; i < BM / (4 * TY); ++i)
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
-            const int row = m0 + i * 64 + ty * 4 + r;
+            const int row = m0 + i * 4 * TY + ty * 4 + r;
             if (row >= og) continue;
 #pragma unroll
-            for (int j = 0; j < BN / 64; ++j) {
-                const int k = n0 + j * 64 + tx * 4;
+            for (int j = 0; j < BN / (4 * TX); ++j) {
+                const int k = n0 + j * 4 * TX + tx * 4;
                 const float* v = &acc[i * 4 + r][j * 4];
                 float* o = out + (long long)row * kg + k;
                 if (vec && k < kg) {
@@ -335,31 +342,33 @@ __device__ __forceinline__ void wgrad(const float* __restrict__ dy, const float*
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(256, 2)
-    conv2d_pipelined_64x256_f32(const float* x, const float* w, const float* bias, float* y, ConvArgs a, int has_bias,
-                                int relu) {
-    CAMEL_PDL_WAIT();
-    extern __shared__ __align__(16) float smem4[];
-    forward<64, 256>(x, w, bias, y, a, has_bias, relu, smem4);
-}
-
-extern "C" __global__ void __launch_bounds__(256, 2)
-    conv2d_pipelined_dgrad_64x256_f32(const float* dy, const float* w, float* dx, ConvArgs a) {
-    CAMEL_PDL_WAIT();
-    extern __shared__ __align__(16) float smem4[];
-    dgrad<64, 256>(dy, w, dx, a, smem4);
-}
-
-extern "C" __global__ void __launch_bounds__(256, 2)
-    conv2d_pipelined_wgrad_64x192_f32(const float* dy, const float* x, float* part, ConvArgs a) {
-    CAMEL_PDL_WAIT();
-    extern __shared__ __align__(16) float smem4[];
-    wgrad<64, 192>(dy, x, part, a, smem4);
-}
-
-extern "C" __global__ void __launch_bounds__(256, 2)
-    conv2d_pipelined_wgrad_64x64_f32(const float* dy, const float* x, float* part, ConvArgs a) {
-    CAMEL_PDL_WAIT();
-    extern __shared__ __align__(16) float smem4[];
-    wgrad<64, 64>(dy, x, part, a, smem4);
-}
+// The kernels: NAME_BMxBN, 64-row tiles on the 16 × 16 thread grid, 16-row tiles (groups of at
+// most 16 output channels: LeNet's layers) on the 4 × 64 grid. The input gradient has no 16-row
+// kernel: for so few input channels step 3's direct kernel is faster.
+#define PIPELINED_FORWARD(BM, BN, TY)                                                                          \
+    extern "C" __global__ void __launch_bounds__(256, 2) conv2d_pipelined_##BM##x##BN##_f32(                    \
+        const float* x, const float* w, const float* bias, float* y, ConvArgs a, int has_bias, int relu) {     \
+        CAMEL_PDL_WAIT();                                                                                      \
+        extern __shared__ __align__(16) float smem4[];                                                         \
+        forward<BM, BN, TY>(x, w, bias, y, a, has_bias, relu, smem4);                                          \
+    }
+#define PIPELINED_DGRAD(BM, BN, TY)                                                                            \
+    extern "C" __global__ void __launch_bounds__(256, 2)                                                       \
+        conv2d_pipelined_dgrad_##BM##x##BN##_f32(const float* dy, const float* w, float* dx, ConvArgs a) {     \
+        CAMEL_PDL_WAIT();                                                                                      \
+        extern __shared__ __align__(16) float smem4[];                                                         \
+        dgrad<BM, BN, TY>(dy, w, dx, a, smem4);                                                                \
+    }
+#define PIPELINED_WGRAD(BM, BN, TY)                                                                            \
+    extern "C" __global__ void __launch_bounds__(256, 2)                                                       \
+        conv2d_pipelined_wgrad_##BM##x##BN##_f32(const float* dy, const float* x, float* part, ConvArgs a) {   \
+        CAMEL_PDL_WAIT();                                                                                      \
+        extern __shared__ __align__(16) float smem4[];                                                         \
+        wgrad<BM, BN, TY>(dy, x, part, a, smem4);                                                              \
+    }
+PIPELINED_FORWARD(64, 256, 16)
+PIPELINED_FORWARD(16, 256, 4)
+PIPELINED_DGRAD(64, 256, 16)
+PIPELINED_WGRAD(64, 192, 16)
+PIPELINED_WGRAD(64, 64, 16)
+PIPELINED_WGRAD(16, 256, 4)

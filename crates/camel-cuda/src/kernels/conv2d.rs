@@ -19,8 +19,8 @@
 //! - Step 4 (`pipelined`, `kernels/conv2d/04_pipelined.cu`): the implicit GEMM on SGEMM step
 //!   13's machinery (cp.async stages, 64 × 256 tiles, float4 fragments) for the forward, the
 //!   input gradient at stride 1 and the weight gradient (split over the images, partials summed
-//!   in order). Groups of at most 16 channels, strides above 1 for the input gradient and
-//!   geometries beyond [`pipelined_fits`] run step 3's launchers.
+//!   in order); 16-row tiles for groups of at most 16 channels. Strides above 1 for the input
+//!   gradient and geometries beyond [`pipelined_fits`] run step 3's launchers.
 //!
 //! Columns are laid out `[groups][C/g·kH·kW][images·OH·OW]`, so one GEMM batched over the
 //! groups covers a chunk of images; chunks bound the column matrix to [`WORKSPACE_BYTES`].
@@ -561,20 +561,20 @@ launchers! {
         unsafe { launch(dev, STEP2, name, cfg, &[&x, &w, &b, &y, &a, &has_bias, &relu]) }
     }
 
-    /// Step 4: `y = act(conv2d(x, w) + bias)` as step 2, pipelined: 64 output channels × 256
-    /// output pixels a block, operands copied three tiles deep by cp.async, the tap table in
-    /// dynamic shared memory. Groups of at most 16 output channels and geometries beyond
-    /// [`pipelined_fits`] run [`implicit_gemm`].
+    /// Step 4: `y = act(conv2d(x, w) + bias)` as step 2, pipelined: 64 output channels (16 for
+    /// groups of at most 16) × 256 output pixels a block, operands copied three tiles deep by
+    /// cp.async, the tap table in dynamic shared memory. Geometries beyond [`pipelined_fits`]
+    /// run [`implicit_gemm`].
     pub fn pipelined(..) {
-        if g.og() <= 16 || !pipelined_fits(g) {
+        if !pipelined_fits(g) {
             return implicit_gemm(dev, x, w, bias, y, g, relu);
         }
-        let name = "conv2d_pipelined_64x256_f32";
-        check_geom(name, g)?;
+        let (name, bm) = pipelined_rows("conv2d_pipelined", g.og());
+        check_geom(&name, g)?;
         if empty(g) {
             return Ok(());
         }
-        let cfg = pipelined_grid(name, g.n * g.pixels(), g.og(), g.groups, g.kg())?;
+        let cfg = pipelined_grid(&name, bm, g.n * g.pixels(), g.og(), g.groups, g.kg())?;
         let a = g.args();
         let (has_bias, relu) = (bias.is_some() as i32, relu as i32);
         let b = bias.unwrap_or(w);
@@ -582,7 +582,7 @@ launchers! {
         // float*, ConvArgs, int, int)`; `x`, `w`, `y` hold the tensors of `g`, `bias` `o` floats
         // (read only when `has_bias`), and the dynamic shared memory holds the stages and `kg`
         // taps' tables.
-        unsafe { launch(dev, STEP4, name, cfg, &[&x, &w, &b, &y, &a, &has_bias, &relu]) }
+        unsafe { launch(dev, STEP4, &name, cfg, &[&x, &w, &b, &y, &a, &has_bias, &relu]) }
     }
 }
 
@@ -713,24 +713,24 @@ launchers! {
 
     /// Step 4's input gradient: at stride 1, the transposed convolution as step 4's pipelined
     /// implicit GEMM (64 input channels × 256 input pixels a block, over the `o/groups·kh·kw`
-    /// taps). Other strides, groups of at most 16 input channels and geometries beyond
-    /// [`pipelined_fits`] run [`splitk_bwd_input`].
+    /// taps). Other strides, groups of at most 16 input channels (step 3's direct kernel is
+    /// faster there) and geometries beyond [`pipelined_fits`] run [`splitk_bwd_input`].
     pub fn pipelined_bwd_input(..) {
         if g.sh != 1 || g.sw != 1 || g.cg() <= 16 || !pipelined_fits(g) {
             return splitk_bwd_input(dev, dy, w, dx, g);
         }
-        let name = "conv2d_pipelined_dgrad_64x256_f32";
-        check_geom(name, g)?;
+        let (name, bm) = pipelined_rows("conv2d_pipelined_dgrad", g.cg());
+        check_geom(&name, g)?;
         if g.n == 0 || g.h * g.w == 0 {
             return Ok(());
         }
         let taps = g.og() * g.kh * g.kw;
-        let cfg = pipelined_grid(name, g.n * g.h * g.w, g.cg(), g.groups, taps)?;
+        let cfg = pipelined_grid(&name, bm, g.n * g.h * g.w, g.cg(), g.groups, taps)?;
         let a = g.args();
         // SAFETY: matches `conv2d_pipelined_dgrad_64x256_f32(const float*, const float*, float*,
         // ConvArgs)`; `dy`, `w`, `dx` hold the output, weight and input of `g`, and the dynamic
         // shared memory holds the stages and `taps` taps' tables.
-        unsafe { launch(dev, STEP4, name, cfg, &[&dy, &w, &dx, &a]) }
+        unsafe { launch(dev, STEP4, &name, cfg, &[&dy, &w, &dx, &a]) }
     }
 }
 
@@ -820,35 +820,42 @@ launchers! {
     }
 
     /// Step 4's weight gradient: `dw = Σ dy · patchesᵀ` as a pipelined GEMM (64 output channels ×
-    /// 192 or 64 taps a block) over the batch's output pixels, split over the images: each of
-    /// `splits` blocks along z takes every `splits`-th image and writes its partial tile to a
-    /// workspace row, and `conv2d_wgrad_reduce_f32` adds the rows in a fixed order. Groups of at
-    /// most 16 output channels and geometries beyond [`pipelined_fits`] run
-    /// [`splitk_bwd_weight`].
+    /// 192 or 64 taps a block, or 16 × 256 for groups of at most 16 output channels) over the
+    /// batch's output pixels, split into `splits` equal ranges of pixel tiles: each block along z
+    /// writes its partial tile to a workspace row, and `conv2d_wgrad_reduce_f32` adds the rows in
+    /// a fixed order. Groups of at most 16 output channels with fewer than 128 taps (the 16 × 256
+    /// tile would be mostly empty; step 3 is faster there) and geometries beyond
+    /// [`pipelined_fits`] run [`splitk_bwd_weight`].
     pub fn pipelined_bwd_weight(..) {
-        if g.og() <= 16 || !pipelined_fits(g) {
+        if (g.og() <= 16 && g.kg() < 128) || !pipelined_fits(g) {
             return splitk_bwd_weight(dev, dy, x, dw, g);
         }
-        let (name, bn) = if g.kg() >= 192 {
-            ("conv2d_pipelined_wgrad_64x192_f32", 192)
+        let (name, bm, bn) = if g.og() <= 16 {
+            ("conv2d_pipelined_wgrad_16x256_f32", 16, 256)
+        } else if g.kg() >= 192 {
+            ("conv2d_pipelined_wgrad_64x192_f32", 64, 192)
         } else {
-            ("conv2d_pipelined_wgrad_64x64_f32", 64)
+            ("conv2d_pipelined_wgrad_64x64_f32", 64, 64)
         };
         check_geom(name, g)?;
         let wlen = g.o * g.kg();
         if empty(g) {
             return super::elementwise::fill_f32(dev, dw, wlen, 0.0);
         }
-        let splits = wgrad_splits(dev, g, bn);
+        let splits = wgrad_splits(dev, g, bm, bn);
+        if g.n * g.pixels().div_ceil(16) / splits > i32::MAX as usize {
+            // a split's tile count is a 32-bit loop bound in the kernel
+            return splitk_bwd_weight(dev, dy, x, dw, g);
+        }
         let part = if splits > 1 {
             Some(workspace(dev, splits * wlen)?)
         } else {
             None
         };
         let out = part.as_ref().map_or(dw, |b| b.ptr());
-        let (gx, gy) = (g.kg().div_ceil(bn), g.og().div_ceil(64));
+        let (gx, gy) = (g.kg().div_ceil(bn), g.og().div_ceil(bm));
         let grid = Dim3::xyz(gx as u32, gy as u32, (splits * g.groups) as u32);
-        let smem = pipelined_smem_bytes(64, bn, g.kg());
+        let smem = pipelined_smem_bytes(bm, bn, g.kg());
         let cfg = LaunchConfig::new(grid, Dim3::x(256)).with_shared_mem(smem);
         let a = g.args();
         // SAFETY: matches `conv2d_pipelined_wgrad_*_f32(const float*, const float*, float*,
@@ -886,30 +893,37 @@ fn reduce_splits(
     }
 }
 
-/// Splits of step 4's weight gradient over the images: about four blocks a multiprocessor in
-/// all (two waves at two blocks each), at most one an image, at most 65 535 blocks along z with
-/// the groups, and at least 8 tiles of 16 pixels a block.
-fn wgrad_splits(dev: &CudaDevice, g: &Conv2dGeom, bn: usize) -> usize {
+/// Splits of step 4's weight gradient: one wave of two blocks a multiprocessor in all (the
+/// splits share the batch's pixel tiles equally, so a whole wave finishes together), at least 8
+/// tiles of 16 pixels a split, at most 65 535 blocks along z with the groups.
+fn wgrad_splits(dev: &CudaDevice, g: &Conv2dGeom, bm: usize, bn: usize) -> usize {
     let sms = dev.limits().sm_count.max(1) as usize;
-    let blocks = g.kg().div_ceil(bn) * g.og().div_ceil(64) * g.groups;
+    let blocks = g.kg().div_ceil(bn) * g.og().div_ceil(bm) * g.groups;
     let tiles = g.n * g.pixels().div_ceil(16);
-    sms.saturating_mul(4)
-        .div_ceil(blocks)
-        .min(tiles.div_ceil(8))
+    (2 * sms / blocks)
+        .min(tiles / 8)
         .min(65_535 / g.groups.max(1))
-        .clamp(1, g.n.max(1))
+        .max(1)
+}
+
+/// A step 4 gather kernel `{prefix}_{bm}x256_f32` and its rows `bm` for `rows` rows a group:
+/// 16-row tiles for at most 16, else 64 (the input gradient has only the 64-row kernel).
+fn pipelined_rows(prefix: &str, rows: usize) -> (String, usize) {
+    let bm = if rows <= 16 { 16 } else { 64 };
+    (format!("{prefix}_{bm}x256_f32"), bm)
 }
 
 /// The launch of a step 4 gather kernel over `cols` GEMM columns (pixels of the batch) and
-/// `rows` rows a group, with `taps` taps tabulated: 256 columns × 64 rows a block.
+/// `rows` rows a group, with `taps` taps tabulated: 256 columns × `bm` rows a block.
 fn pipelined_grid(
     name: &str,
+    bm: usize,
     cols: usize,
     rows: usize,
     groups: usize,
     taps: usize,
 ) -> Result<LaunchConfig> {
-    let (gx, gy) = (cols.div_ceil(256), rows.div_ceil(64));
+    let (gx, gy) = (cols.div_ceil(256), rows.div_ceil(bm));
     if gx > i32::MAX as usize || gy > 65_535 || groups > 65_535 {
         return Err(Error::LaunchConfig {
             kernel: name.to_string(),
@@ -917,7 +931,7 @@ fn pipelined_grid(
         });
     }
     let grid = Dim3::xyz(gx as u32, gy as u32, groups as u32);
-    Ok(LaunchConfig::new(grid, Dim3::x(256)).with_shared_mem(pipelined_smem_bytes(64, 256, taps)))
+    Ok(LaunchConfig::new(grid, Dim3::x(256)).with_shared_mem(pipelined_smem_bytes(bm, 256, taps)))
 }
 
 // ------------------------------------------------------------------ the ladder's table

@@ -366,13 +366,13 @@ const CONV2D: &[StepInfo] = &[
     ),    s(
         Step::Four,
         "pipelined",
-        "implicit GEMM on SGEMM step 13's machinery (cp.async stages, 64 × 256 tiles) for the forward, the stride-1 input gradient and the weight gradient split over the images",
+        "implicit GEMM on SGEMM step 13's machinery (cp.async stages, 64 × 256 or 16 × 256 tiles) for the forward, the stride-1 input gradient and the weight gradient split over the images",
         &[
             "conv2d::pipelined",
             "conv2d::pipelined_bwd_input",
             "conv2d::pipelined_bwd_weight",
         ],
-        "more than 16 channels a group, stride 1 for the input gradient, at most PIPELINED_MAX_TAPS (4096) taps (else step 3's launchers)",
+        "stride 1 for the input gradient, at most PIPELINED_MAX_TAPS (4096) taps (else step 3's launchers)",
     ),
 ];
 
@@ -506,12 +506,14 @@ impl Family {
 
     /// The step the library runs by default: the family's fastest measured step
     /// (docs/kernels/), step 6 for the image filter and attention, step 4 for LayerNorm, the
-    /// embedding and cross-entropy, step 3 for the rest, and the highest step a family has when it has no
-    /// step 3.
+    /// embedding, cross-entropy and conv2d, step 3 for the rest, and the highest step a family
+    /// has when it has no step 3.
     pub fn default_step(&self) -> Step {
         let want = match self {
             Family::Attention | Family::Filter => Step::Six,
-            Family::LayerNorm | Family::Embedding | Family::CrossEntropy => Step::Four,
+            Family::LayerNorm | Family::Embedding | Family::CrossEntropy | Family::Conv2d => {
+                Step::Four
+            }
             _ => Step::Three,
         };
         self.effective(want)
