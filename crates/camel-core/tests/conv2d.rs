@@ -624,3 +624,46 @@ fn chunked_im2col_matches_the_reference() {
         });
     }
 }
+
+/// The CPU splits the batch over threads (and the weight gradient's parts over threads too):
+/// the output and all three gradients are the same bit for bit for any thread count.
+#[test]
+fn cpu_results_do_not_depend_on_the_thread_count() {
+    let cs = case(20, 8, 16, 16, 16, (3, 3), (1, 1), (1, 1), (1, 1), 1);
+    let (xs, ws) = (cs.x_shape(), cs.w_shape());
+    let (oh, ow) = cs.out();
+    let x = rand_vec(numel(&xs), -1.0, 1.0, 71);
+    let w = rand_vec(numel(&ws), -1.0, 1.0, 72);
+    let b = rand_vec(cs.o, -1.0, 1.0, 73);
+    let dy = rand_vec(cs.n * cs.o * oh * ow, -1.0, 1.0, 74);
+    let run = |threads: usize| {
+        camel_core::config::with_cpu_threads(threads, || {
+            let d = Device::Cpu;
+            let xt = t(&x, &xs, d).requires_grad_(true).unwrap();
+            let wt = t(&w, &ws, d).requires_grad_(true).unwrap();
+            let bt = t(&b, &[cs.o], d).requires_grad_(true).unwrap();
+            let y = xt.conv2d_relu(&wt, Some(&bt), cs.opts()).unwrap();
+            y.mul(&t(&dy, y.shape(), d))
+                .unwrap()
+                .sum()
+                .unwrap()
+                .backward()
+                .unwrap();
+            let mut out = vec![y.to_vec().unwrap()];
+            out.extend([xt, wt, bt].map(|l| l.grad().unwrap().to_vec().unwrap()));
+            out
+        })
+    };
+    let one = run(1);
+    for threads in [2, 3, 7] {
+        let got = run(threads);
+        for (i, (g, o)) in got.iter().zip(&one).enumerate() {
+            let same =
+                g.len() == o.len() && g.iter().zip(o).all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(
+                same,
+                "result {i} (y, dx, dw, db) with {threads} threads differs from 1 thread"
+            );
+        }
+    }
+}

@@ -7,6 +7,7 @@
 //! | `CAMEL_CUDA_SYNC` | `1/0/on/off/true/false` | `0` | Synchronize after every kernel launch, so a faulting kernel is named at once (debugging aid). |
 //! | `CAMEL_DATA_DIR` | a folder | `datasets/` of the repository | Where the data sets are read from. |
 //! | `CAMEL_REQUIRE_DATA` | `1/0/on/off/true/false` | `0` | A test needing a data set fails instead of skipping when the set is missing. |
+//! | `CAMEL_CPU_THREADS` | a count ≥ 1 | the cores the process may run on | Threads the CPU backend's conv2d splits the batch over. |
 //! | `CAMEL_SGEMM` | step number (`1` … `13`) or name (`naive` … `async`, `tf32`) | `async` | The SGEMM ladder step `matmul` and `Linear` run. |
 //! | `CAMEL_ELEMENTWISE` | step number or name (see `Family::steps`) | `vec4` | The elementwise ladder step. |
 //! | `CAMEL_REDUCE` | step number or name | `loads_in_flight` | The reduction ladder step. |
@@ -91,6 +92,12 @@ pub const VARS: &[Var] = &[
         values: FLAG,
         default: "0",
         purpose: "A test needing a data set fails instead of skipping when the set is missing.",
+    },
+    Var {
+        name: "CAMEL_CPU_THREADS",
+        values: "a count ≥ 1",
+        default: "the cores the process may run on",
+        purpose: "Threads the CPU backend's conv2d splits the batch over.",
     },
     Var {
         name: "CAMEL_SGEMM",
@@ -299,6 +306,54 @@ pub fn require_data() -> bool {
     flag(&C, "CAMEL_REQUIRE_DATA")
 }
 
+fn parse_threads(v: &str) -> Result<usize, ConfigError> {
+    match v.trim().parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(ConfigError {
+            var: "CAMEL_CPU_THREADS",
+            value: v.to_string(),
+            accepted: "a count ≥ 1".to_string(),
+        }),
+    }
+}
+
+fn env_cpu_threads() -> usize {
+    static N: OnceLock<usize> = OnceLock::new();
+    // the cores this process may run on (its CPU affinity: `taskset -c 3` gives 1)
+    let cores = || std::thread::available_parallelism().map_or(1, |n| n.get());
+    *N.get_or_init(
+        || match raw("CAMEL_CPU_THREADS").map(|v| parse_threads(&v)) {
+            None => cores(),
+            Some(Ok(n)) => n,
+            Some(Err(e)) => {
+                report(&e);
+                cores()
+            }
+        },
+    )
+}
+
+/// Threads the CPU backend splits independent work over on this thread: the innermost
+/// [`with_cpu_threads`] override, else `CAMEL_CPU_THREADS`, else the cores the process may run
+/// on.
+pub fn cpu_threads() -> usize {
+    CPU_THREADS_OVERRIDE
+        .with(|o| o.get())
+        .unwrap_or_else(env_cpu_threads)
+}
+
+/// Runs `body` with `n` (at least 1) CPU threads on the calling thread.
+pub fn with_cpu_threads<R>(n: usize, body: impl FnOnce() -> R) -> R {
+    struct Restore(Option<usize>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            CPU_THREADS_OVERRIDE.with(|o| o.set(self.0));
+        }
+    }
+    let _restore = Restore(CPU_THREADS_OVERRIDE.with(|o| o.replace(Some(n.max(1)))));
+    body()
+}
+
 /// `CAMEL_DATA_DIR`: the data-set folder, when set and not empty.
 pub fn data_dir() -> Option<PathBuf> {
     raw("CAMEL_DATA_DIR")
@@ -336,6 +391,7 @@ thread_local! {
     static STEP_OVERRIDE: Cell<[Option<Step>; Family::ALL.len()]> = const { Cell::new([None; Family::ALL.len()]) };
     static SGEMM_OVERRIDE: Cell<Option<SgemmKernel>> = const { Cell::new(None) };
     static HGEMM_OVERRIDE: Cell<Option<HgemmKernel>> = const { Cell::new(None) };
+    static CPU_THREADS_OVERRIDE: Cell<Option<usize>> = const { Cell::new(None) };
 }
 
 fn index(family: Family) -> usize {
@@ -442,6 +498,9 @@ pub fn check() -> Vec<ConfigError> {
         }
     }
     if let Some(Err(e)) = raw("CAMEL_SGEMM").map(|v| parse_sgemm(&v)) {
+        errs.push(e);
+    }
+    if let Some(Err(e)) = raw("CAMEL_CPU_THREADS").map(|v| parse_threads(&v)) {
         errs.push(e);
     }
     for f in Family::ALL {
@@ -598,6 +657,25 @@ mod tests {
         with_sgemm_kernel(SgemmKernel::Naive, || {
             assert_eq!(sgemm_kernel(), SgemmKernel::Naive)
         });
+    }
+
+    #[test]
+    fn cpu_threads_are_a_positive_count_and_scoped_overrides_nest() {
+        assert_eq!(parse_threads("4"), Ok(4));
+        assert_eq!(parse_threads(" 2 "), Ok(2));
+        for bad in ["0", "-1", "four", ""] {
+            let e = parse_threads(bad).unwrap_err();
+            assert_eq!(e.var, "CAMEL_CPU_THREADS");
+            assert!(e.to_string().contains("a count ≥ 1"), "{e}");
+        }
+        let before = cpu_threads();
+        assert!(before >= 1);
+        with_cpu_threads(3, || {
+            assert_eq!(cpu_threads(), 3);
+            with_cpu_threads(0, || assert_eq!(cpu_threads(), 1));
+            assert_eq!(cpu_threads(), 3);
+        });
+        assert_eq!(cpu_threads(), before);
     }
 
     #[test]

@@ -1,11 +1,13 @@
 //! The CPU reference of conv2d: im2col of one image and group at a time, multiplied with the
-//! CPU GEMM (`ops::matmul::cpu::gemm_into`). The CPU backend has no thread pool, so the images
-//! run one after another (the GEMM itself is single-threaded too).
+//! CPU GEMM (`ops::matmul::cpu::gemm_into`). The batch is split over up to
+//! [`config::cpu_threads`] scoped threads, each taking a contiguous run of images with buffers
+//! of its own; the weight gradient sums fixed parts of [`IMAGES_PER_PART`] images and adds the
+//! parts in order, so every result is the same bit for bit whatever the thread count.
 
 use super::{Conv2dGeom, Conv2dKernels};
 use crate::backend::cpu::{try_filled, CpuStorage};
 use crate::ops::matmul::cpu::{gemm_into, Mat};
-use crate::{DType, Error, Result};
+use crate::{config, DType, Error, Result};
 
 impl Conv2dKernels for CpuStorage {
     fn conv2d(&self, w: &Self, bias: Option<&Self>, g: &Conv2dGeom, relu: bool) -> Result<Self> {
@@ -203,7 +205,48 @@ fn col2im(dcol: &[f32], dx: &mut [f32], g: &Conv2dGeom, img: usize, gi: usize) {
     }
 }
 
-/// `act(conv2d(x, w) + bias)`: per image and group, `y = W_g · im2col(x)`.
+/// Multiply-adds below which a thread is not worth starting: a conv2d of less work than this per
+/// thread runs on fewer threads (the smallest on the calling thread alone).
+const MIN_MACS_PER_THREAD: usize = 1 << 20;
+
+/// Images whose weight-gradient contributions one part sums before the parts are added in order.
+pub const IMAGES_PER_PART: usize = 8;
+
+/// Threads for `items` independent items of `macs` multiply-adds each: [`config::cpu_threads`],
+/// at most one an item and one per [`MIN_MACS_PER_THREAD`], at least 1.
+fn threads_for(items: usize, macs: usize) -> usize {
+    let by_work = items.saturating_mul(macs) / MIN_MACS_PER_THREAD;
+    config::cpu_threads().min(items).min(by_work).max(1)
+}
+
+/// Runs `f(first, run)` over `out` split into contiguous runs of whole items (`per` elements an
+/// item, `items` items), one run a thread on `threads` scoped threads (on the calling thread
+/// when `threads` is 1); the first error is returned.
+fn for_item_runs<F>(out: &mut [f32], per: usize, items: usize, threads: usize, f: F) -> Result<()>
+where
+    F: Fn(usize, &mut [f32]) -> Result<()> + Sync,
+{
+    if threads <= 1 || per == 0 {
+        return f(0, out);
+    }
+    let run = items.div_ceil(threads);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = out
+            .chunks_mut(run * per)
+            .enumerate()
+            .map(|(i, chunk)| {
+                let f = &f;
+                scope.spawn(move || f(i * run, chunk))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .try_for_each(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+    })
+}
+
+/// `act(conv2d(x, w) + bias)`: per image and group, `y = W_g · im2col(x)`, the images split over
+/// threads.
 pub fn conv2d(
     x: &[f32],
     w: &[f32],
@@ -216,69 +259,97 @@ pub fn conv2d(
     if y.is_empty() {
         return Ok(y);
     }
-    let mut col = try_filled("conv2d", kg * p, 0.0f32)?;
-    for img in 0..g.n {
-        for gi in 0..g.groups {
-            im2col(x, &mut col, g, img, gi);
-            let wg = Mat::new(&w[gi * og * kg..], og, kg);
-            let yv = &mut y[(img * g.o + gi * og) * p..];
-            gemm_into(yv, wg, Mat::new(&col, kg, p), false);
-        }
-    }
-    // the epilogue, one output plane (image, channel) at a time
-    if bias.is_some() || relu {
-        for (plane, ys) in y.chunks_exact_mut(p).enumerate() {
-            let b = bias.map(|b| b[plane % g.o]);
-            for v in ys {
-                if let Some(b) = b {
-                    *v += b;
-                }
-                if relu && *v < 0.0 {
-                    *v = 0.0;
+    let threads = threads_for(g.n, g.o * p * kg);
+    for_item_runs(&mut y, g.o * p, g.n, threads, |img0, ys| {
+        let mut col = try_filled("conv2d", kg * p, 0.0f32)?;
+        for (k, yi) in ys.chunks_exact_mut(g.o * p).enumerate() {
+            for gi in 0..g.groups {
+                im2col(x, &mut col, g, img0 + k, gi);
+                let wg = Mat::new(&w[gi * og * kg..], og, kg);
+                gemm_into(&mut yi[gi * og * p..], wg, Mat::new(&col, kg, p), false);
+            }
+            // the epilogue, one output plane (channel) at a time
+            if bias.is_some() || relu {
+                for (o, ys) in yi.chunks_exact_mut(p).enumerate() {
+                    let b = bias.map(|b| b[o]);
+                    for v in ys {
+                        if let Some(b) = b {
+                            *v += b;
+                        }
+                        if relu && *v < 0.0 {
+                            *v = 0.0;
+                        }
+                    }
                 }
             }
         }
-    }
+        Ok(())
+    })?;
     Ok(y)
 }
 
-/// The input gradient: per image and group, `col2im(W_gᵀ · dy)`.
+/// The input gradient: per image and group, `col2im(W_gᵀ · dy)`, the images split over threads.
 pub fn conv2d_bwd_input(dy: &[f32], w: &[f32], g: &Conv2dGeom) -> Result<Vec<f32>> {
     let (p, kg, og) = (g.pixels(), g.kg(), g.og());
-    let mut dx = try_filled("conv2d backward", g.n * g.c * g.h * g.w, 0.0f32)?;
+    let per = g.c * g.h * g.w;
+    let mut dx = try_filled("conv2d backward", g.n * per, 0.0f32)?;
     if dx.is_empty() || p == 0 {
         return Ok(dx);
     }
-    let mut dcol = try_filled("conv2d backward", kg * p, 0.0f32)?;
-    for img in 0..g.n {
-        for gi in 0..g.groups {
-            let wg = Mat::new(&w[gi * og * kg..], og, kg);
-            let dyv = Mat::new(&dy[(img * g.o + gi * og) * p..], og, p);
-            gemm_into(&mut dcol, wg.t(), dyv, false);
-            col2im(&dcol, &mut dx, g, img, gi);
+    let threads = threads_for(g.n, g.o * p * kg);
+    for_item_runs(&mut dx, per, g.n, threads, |img0, dxs| {
+        let mut dcol = try_filled("conv2d backward", kg * p, 0.0f32)?;
+        for (k, dxi) in dxs.chunks_exact_mut(per).enumerate() {
+            for gi in 0..g.groups {
+                let wg = Mat::new(&w[gi * og * kg..], og, kg);
+                let dyv = Mat::new(&dy[((img0 + k) * g.o + gi * og) * p..], og, p);
+                gemm_into(&mut dcol, wg.t(), dyv, false);
+                // dxi starts at this image: col2im's image 0
+                col2im(&dcol, dxi, g, 0, gi);
+            }
         }
-    }
+        Ok(())
+    })?;
     Ok(dx)
 }
 
-/// The weight gradient: per group, `Σ_images dy · im2col(x)ᵀ`.
+/// The weight gradient: per group, `Σ_images dy · im2col(x)ᵀ`. The images are summed in parts of
+/// [`IMAGES_PER_PART`], the parts split over threads, and the parts added in order.
 pub fn conv2d_bwd_weight(dy: &[f32], x: &[f32], g: &Conv2dGeom) -> Result<Vec<f32>> {
     let (p, kg, og) = (g.pixels(), g.kg(), g.og());
-    let mut dw = try_filled("conv2d backward", g.o * kg, 0.0f32)?;
-    if dw.is_empty() || p == 0 {
-        return Ok(dw);
+    let len = g.o * kg;
+    if len == 0 || p == 0 || g.n == 0 {
+        return try_filled("conv2d backward", len, 0.0f32);
     }
-    let mut col = try_filled("conv2d backward", kg * p, 0.0f32)?;
-    for img in 0..g.n {
-        for gi in 0..g.groups {
-            im2col(x, &mut col, g, img, gi);
-            let dyv = Mat::new(&dy[(img * g.o + gi * og) * p..], og, p);
-            gemm_into(
-                &mut dw[gi * og * kg..],
-                dyv,
-                Mat::new(&col, kg, p).t(),
-                true,
-            );
+    let parts = g.n.div_ceil(IMAGES_PER_PART);
+    let mut partial = try_filled("conv2d backward", parts * len, 0.0f32)?;
+    let threads = threads_for(parts, IMAGES_PER_PART * g.o * p * kg);
+    for_item_runs(&mut partial, len, parts, threads, |part0, ps| {
+        let mut col = try_filled("conv2d backward", kg * p, 0.0f32)?;
+        for (k, dw) in ps.chunks_exact_mut(len).enumerate() {
+            let first = (part0 + k) * IMAGES_PER_PART;
+            for img in first..(first + IMAGES_PER_PART).min(g.n) {
+                for gi in 0..g.groups {
+                    im2col(x, &mut col, g, img, gi);
+                    let dyv = Mat::new(&dy[(img * g.o + gi * og) * p..], og, p);
+                    gemm_into(
+                        &mut dw[gi * og * kg..],
+                        dyv,
+                        Mat::new(&col, kg, p).t(),
+                        true,
+                    );
+                }
+            }
+        }
+        Ok(())
+    })?;
+    if parts == 1 {
+        return Ok(partial);
+    }
+    let mut dw = try_filled("conv2d backward", len, 0.0f32)?;
+    for part in partial.chunks_exact(len) {
+        for (d, &v) in dw.iter_mut().zip(part) {
+            *d += v;
         }
     }
     Ok(dw)
