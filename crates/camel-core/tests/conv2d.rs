@@ -247,6 +247,16 @@ fn reference_grads(cs: &Case, x: &[f32], w: &[f32], dy: &[f32]) -> (Vec<f64>, Ve
     (dx, dw)
 }
 
+/// Backpropagates `Σ dy ⊙ y` from `y` (`dy` in `y`'s shape).
+fn backprop(y: &Tensor, dy: &[f32], d: Device) {
+    y.mul(&t(dy, y.shape(), d))
+        .unwrap()
+        .sum()
+        .unwrap()
+        .backward()
+        .unwrap();
+}
+
 /// The input, weight and bias gradients at every forward case against the f64 reference, on
 /// every device and step (the gradchecks below cover small cases only).
 #[test]
@@ -281,12 +291,7 @@ fn backward_matches_the_direct_reference_on_every_step() {
                     .requires_grad_(true)
                     .unwrap();
                 let y = xt.conv2d(&wt, Some(&bt), cs.opts()).unwrap();
-                y.mul(&t(&dy, y.shape(), d))
-                    .unwrap()
-                    .sum()
-                    .unwrap()
-                    .backward()
-                    .unwrap();
+                backprop(&y, &dy, d);
                 let got = [xt, wt, bt].map(|l| l.grad().unwrap().to_vec().unwrap());
                 assert_close(&format!("{what}: dx"), &got[0], &rdx, CONV);
                 assert_close(
@@ -643,12 +648,7 @@ fn cpu_results_do_not_depend_on_the_thread_count() {
             let wt = t(&w, &ws, d).requires_grad_(true).unwrap();
             let bt = t(&b, &[cs.o], d).requires_grad_(true).unwrap();
             let y = xt.conv2d_relu(&wt, Some(&bt), cs.opts()).unwrap();
-            y.mul(&t(&dy, y.shape(), d))
-                .unwrap()
-                .sum()
-                .unwrap()
-                .backward()
-                .unwrap();
+            backprop(&y, &dy, d);
             let mut out = vec![y.to_vec().unwrap()];
             out.extend([xt, wt, bt].map(|l| l.grad().unwrap().to_vec().unwrap()));
             out
