@@ -7,24 +7,27 @@
 //   itself (src-size 0). Step 2 loads through registers and waits for every tile.
 // - 64 × 256 block tiles (output channels × output pixels), each thread 4 × 16 outputs read as
 //   float4 fragments (stage_fma.cuh): 5 shared loads per 64 FMAs, where step 2's 16 × 16 thread
-//   grid reads every operand as a scalar (12 loads per 32 FMAs).
+//   grid reads every operand as a scalar (12 loads per 32 FMAs). Groups of at most 16 output
+//   channels (LeNet's layers) take 16 × 256 tiles on a 4 × 64 thread grid.
 // - The tap table holds one packed entry per tap: the source offset and the vertical and
 //   horizontal displacement (16 bits each), so a gathered element is one shared load, two
-//   bounds tests and one add; it sits in dynamic shared memory, so up to MAX_TAPS taps.
+//   bounds tests and one add; it sits in dynamic shared memory, so up to PIPELINED_MAX_TAPS
+//   (conv2d.rs) taps.
 // - The input gradient at stride 1 is the same kernel: the transposed convolution reads dy at
 //   the input pixel's position minus the tap's displacement, so its table holds negated
 //   displacements, and the weight's tap offsets go to a second table (its A operand is
 //   w[m][c][ki][kj] with the tap (m, ki, kj) along k).
 // - The weight gradient dw[o][tap] = Σ over images and pixels of dy[o][pixel] · x[tap][pixel] is
-//   a GEMM whose inner dimension is the batch's pixels: blocks split it over the images (split-K,
-//   each block every S-th image), write their partial tile to a workspace row, and step 3's
-//   conv2d_wgrad_reduce_f32 adds the rows in a fixed order, so the sum is the same on every run.
-//   Both operands are copied transposed (4-byte copies, a warp covering 8 pixels × 4 columns, so
-//   the shared stores hit 32 distinct banks).
+//   a GEMM whose inner dimension is the batch's pixels: blocks split it into equal ranges of
+//   pixel tiles (split-K, one wave of blocks), write their partial tile to a workspace row, and
+//   step 3's conv2d_wgrad_reduce_f32 adds the rows in a fixed order, so the sum is the same on
+//   every run. Both operands are copied transposed (4-byte copies, a warp covering 8 pixels × 4
+//   columns, so the shared stores hit 32 distinct banks).
 //
-// The launcher (`pipelined` in crates/camel-cuda/src/kernels/conv2d.rs) runs step 2's and step
-// 3's kernels where they fit better: groups of at most 16 output (forward, weight gradient) or
-// input (input gradient) channels, and strides above 1 for the input gradient.
+// The launchers (`pipelined*` in crates/camel-cuda/src/kernels/conv2d.rs) run step 3's kernels
+// where those are faster or where these do not apply: the input gradient at strides above 1 or
+// for at most 16 input channels, the weight gradient for at most 16 output channels with fewer
+// than 128 taps.
 #include "conv2d.cuh"
 #include "common/cp_async.cuh"
 #include "matmul/stage_fma.cuh"

@@ -18,9 +18,11 @@
 //!   gradient and step 1's weight gradient.
 //! - Step 4 (`pipelined`, `kernels/conv2d/04_pipelined.cu`): the implicit GEMM on SGEMM step
 //!   13's machinery (cp.async stages, 64 × 256 tiles, float4 fragments) for the forward, the
-//!   input gradient at stride 1 and the weight gradient (split over the images, partials summed
-//!   in order); 16-row tiles for groups of at most 16 channels. Strides above 1 for the input
-//!   gradient and geometries beyond [`pipelined_fits`] run step 3's launchers.
+//!   input gradient at stride 1 and the weight gradient (split into equal ranges of pixel tiles,
+//!   partials summed in order); 16-row tiles for groups of at most 16 output channels. Step 3's
+//!   launchers run the input gradient at strides above 1 or for at most 16 input channels, the
+//!   weight gradient for at most 16 output channels with fewer than 128 taps, and geometries
+//!   beyond [`pipelined_fits`].
 //!
 //! Columns are laid out `[groups][C/g·kH·kW][images·OH·OW]`, so one GEMM batched over the
 //! groups covers a chunk of images; chunks bound the column matrix to [`WORKSPACE_BYTES`].

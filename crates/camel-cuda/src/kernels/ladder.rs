@@ -363,16 +363,17 @@ const CONV2D: &[StepInfo] = &[
             "conv2d::splitk_bwd_weight",
         ],
         "a block's planes within SMEM_FLOATS (48 KiB) (else step 2's input gradient, step 1's weight gradient)",
-    ),    s(
+    ),
+    s(
         Step::Four,
         "pipelined",
-        "implicit GEMM on SGEMM step 13's machinery (cp.async stages, 64 × 256 or 16 × 256 tiles) for the forward, the stride-1 input gradient and the weight gradient split over the images",
+        "implicit GEMM on SGEMM step 13's machinery (cp.async stages, 64 × 256 or 16 × 256 tiles) for the forward, the stride-1 input gradient and the weight gradient split into equal ranges of pixels",
         &[
             "conv2d::pipelined",
             "conv2d::pipelined_bwd_input",
             "conv2d::pipelined_bwd_weight",
         ],
-        "stride 1 for the input gradient, at most PIPELINED_MAX_TAPS (4096) taps (else step 3's launchers)",
+        "stride 1 and more than 16 channels for the input gradient, at most PIPELINED_MAX_TAPS (4096) taps (else step 3's launchers, also for the weight gradient of at most 16 output channels and fewer than 128 taps)",
     ),
 ];
 
