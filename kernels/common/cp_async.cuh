@@ -19,13 +19,14 @@ __device__ __forceinline__ void cp_async4(void* s, const void* g, bool ok) {
 }
 
 // Closes the copies issued since the last commit into one group.
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 
 // Waits until at most N of this thread's committed groups are still in flight (the others have
-// landed in shared memory; a barrier then makes every thread's copies visible).
+// landed in shared memory). The barrier that follows makes every thread's copies visible and
+// keeps the compiler's shared-memory reads after it.
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
 }  // namespace camel

@@ -70,11 +70,11 @@ __device__ __forceinline__ void filter_fused(const float* __restrict__ x, const 
             camel::cp_async4(tile + e, ok ? x + (long long)gr * W + gc : x, ok);
         }
     }
-    asm volatile("cp.async.commit_group;\n" ::);
+    camel::cp_async_commit();
     float taps[K];
 #pragma unroll
     for (int b = 0; b < K; b++) taps[b] = __ldg(v + b);
-    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+    camel::cp_async_wait<0>();
     __syncthreads();
 
     // row pass: warp threadIdx.y takes tile rows threadIdx.y, + 8, ...; lane its columns 4 lane … + 3

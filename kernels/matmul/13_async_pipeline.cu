@@ -20,6 +20,7 @@
 // copies of an operand stored with k contiguous are what hold A·B and A·Bᵀ back, so large
 // whole-tile products transpose such operands into a workspace and run an interior Aᵀ·B kernel
 // (16-byte copies only, no bounds code, BK = 32 with 2 stages).
+#include "common/cp_async.cuh"
 #include "gemm_tile.cuh"
 #include "stage_fma.cuh"
 
@@ -44,11 +45,8 @@ __device__ __forceinline__ void cp_async16(float* s, const float* g) {
     const unsigned sa = (unsigned)__cvta_generic_to_shared(s);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(g));
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
+using camel::cp_async_commit;
+using camel::cp_async_wait;
 
 // Requests one BK × BX slice of an operand into shared memory, k-major (S[k*SS + x] =
 // X(k0+k, x0+x)), with the layouts of TileLoader (gemm_tile.cuh). `kcontig`: 4-byte copies, a

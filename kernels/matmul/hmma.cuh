@@ -111,11 +111,8 @@ __device__ __forceinline__ void mma16816<__nv_bfloat16>(float (&c)[4], const uns
 // cp.async of one 16-byte chunk of which the first `bytes` are read and the rest zero-filled
 // (`bytes` = 0 reads nothing; the source must still be a valid address, the matrix base).
 __device__ __forceinline__ void cp_async16(u16* s, const u16* g, int bytes) { camel::cp_async16(s, g, bytes); }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
+using camel::cp_async_commit;
+using camel::cp_async_wait;
 
 // Elements (r, c .. c+7) of a row-major matrix X with leading dimension ld as one 16-byte word,
 // zero outside rows × cols. `vec`: the rows are 16-byte aligned, so a whole chunk is one load.

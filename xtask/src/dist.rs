@@ -234,9 +234,9 @@ pub fn dist(args: &[String]) -> Result<(), String> {
         size as f64 / (1 << 20) as f64
     );
     // The bundle reaches the GPU host xz-compressed with a 1 GiB dictionary. Every test binary
-    // embeds the same gzip'd PTX, which xz finds again in the binary before it (binaries of some
-    // 16 MiB lie side by side in the tar), so the dictionary must span a few binaries, not the
-    // folder; the bound keeps the bundle's packing time and memory in reach.
+    // embeds the same gzip'd PTX, which xz finds again in the binary before it (the binaries lie
+    // side by side in the tar), so the dictionary must span a few binaries, not the folder; the
+    // bound keeps the bundle's packing time and memory in reach.
     if size > 2 << 30 {
         return Err(format!(
             "{OUT} is {size} bytes, over the 2 GiB budget of the bundle"

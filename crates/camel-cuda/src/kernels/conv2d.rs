@@ -801,24 +801,16 @@ launchers! {
         let pz = parts(g.og() * g.kg());
         let splits = image_blocks(dev, g, pz);
         grid_check(name, splits, g)?;
-        let part = if splits > 1 {
-            Some(workspace(dev, splits * wlen)?)
-        } else {
-            None
-        };
-        let out = part.as_ref().map_or(dw, |b| b.ptr());
         let smem = (splitk_wgrad_floats(g) * 4) as u32;
         let grid = Dim3::xyz(splits as u32, g.groups as u32, pz as u32);
         let cfg = LaunchConfig::new(grid, Dim3::x(256)).with_shared_mem(smem);
         let a = g.args();
-        // SAFETY: matches `conv2d_wgrad_partial_f32(const float*, const float*, float*,
-        // ConvArgs)`; `dy` and `x` hold the output and input of `g`, `out` `splits · o · kg`
-        // floats, and `smem` bytes hold a group's accumulators and one image's planes.
-        unsafe { launch(dev, STEP3, name, cfg, &[&dy, &x, &out, &a])? };
-        if out != dw {
-            reduce_splits(dev, out, dw, splits, wlen)?;
-        }
-        Ok(())
+        split_partials(dev, dw, splits, wlen, |out| {
+            // SAFETY: matches `conv2d_wgrad_partial_f32(const float*, const float*, float*,
+            // ConvArgs)`; `dy` and `x` hold the output and input of `g`, `out` `splits · o · kg`
+            // floats, and `smem` bytes hold a group's accumulators and one image's planes.
+            unsafe { launch(dev, STEP3, name, cfg, &[&dy, &x, &out, &a]) }
+        })
     }
 
     /// Step 4's weight gradient: `dw = Σ dy · patchesᵀ` as a pipelined GEMM (64 output channels ×
@@ -849,48 +841,46 @@ launchers! {
             // a split's tile count is a 32-bit loop bound in the kernel
             return splitk_bwd_weight(dev, dy, x, dw, g);
         }
-        let part = if splits > 1 {
-            Some(workspace(dev, splits * wlen)?)
-        } else {
-            None
-        };
-        let out = part.as_ref().map_or(dw, |b| b.ptr());
         let (gx, gy) = (g.kg().div_ceil(bn), g.og().div_ceil(bm));
         let grid = Dim3::xyz(gx as u32, gy as u32, (splits * g.groups) as u32);
         let smem = pipelined_smem_bytes(bm, bn, g.kg());
         let cfg = LaunchConfig::new(grid, Dim3::x(256)).with_shared_mem(smem);
         let a = g.args();
-        // SAFETY: matches `conv2d_pipelined_wgrad_*_f32(const float*, const float*, float*,
-        // ConvArgs)`; `dy` and `x` hold the output and input of `g`, `out` `splits · o · kg`
-        // floats, and the dynamic shared memory holds the stages and the `kg` taps' table.
-        unsafe { launch(dev, STEP4, name, cfg, &[&dy, &x, &out, &a])? };
-        if out != dw {
-            reduce_splits(dev, out, dw, splits, wlen)?;
-        }
-        Ok(())
+        split_partials(dev, dw, splits, wlen, |out| {
+            // SAFETY: matches `conv2d_pipelined_wgrad_*_f32(const float*, const float*, float*,
+            // ConvArgs)`; `dy` and `x` hold the output and input of `g`, `out` `splits · o · kg`
+            // floats, and the dynamic shared memory holds the stages and the `kg` taps' table.
+            unsafe { launch(dev, STEP4, name, cfg, &[&dy, &x, &out, &a]) }
+        })
     }
 }
 
-/// `dw[i] = Σ_s part[s·wlen + i]` over `splits` workspace rows, in order
-/// (`conv2d_wgrad_reduce_f32`, 32 columns a block).
-fn reduce_splits(
+/// Runs a split weight-gradient kernel through `partials(out)` and sums its rows into `dw`: with
+/// one split the kernel writes `dw` itself; otherwise it writes `splits` rows of `wlen` floats to a
+/// workspace, which `conv2d_wgrad_reduce_f32` adds in order (32 columns a block).
+fn split_partials(
     dev: &CudaDevice,
-    part: DevPtr,
     dw: DevPtr,
     splits: usize,
     wlen: usize,
+    partials: impl FnOnce(DevPtr) -> Result<()>,
 ) -> Result<()> {
-    let (s, l) = (splits as i64, wlen as i64);
+    if splits <= 1 {
+        return partials(dw);
+    }
+    let part = workspace(dev, splits * wlen)?;
+    partials(part.ptr())?;
+    let (s, l, out) = (splits as i64, wlen as i64, part.ptr());
     let cfg = LaunchConfig::new(Dim3::x(wlen.div_ceil(32) as u32), Dim3::x(256));
     // SAFETY: matches `conv2d_wgrad_reduce_f32(const float*, float*, long long, long long)`;
-    // `part` holds `splits · wlen` floats, `dw` `wlen`.
+    // `out` holds `splits · wlen` floats, `dw` `wlen`.
     unsafe {
         launch(
             dev,
             STEP3,
             "conv2d_wgrad_reduce_f32",
             cfg,
-            &[&part, &dw, &s, &l],
+            &[&out, &dw, &s, &l],
         )
     }
 }
