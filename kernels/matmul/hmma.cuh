@@ -199,9 +199,15 @@ __device__ __forceinline__ void store_pair(T* C, int M, int N, int i, int j, flo
     const long long idx = (long long)i * N + j;
     v0 = epilogue(v0, j, idx, bias, act, Z);
     if (j + 1 < N) v1 = epilogue(v1, j + 1, idx + 1, bias, act, Z);
-    if (j + 1 < N && (N % 2) == 0) {  // 4-byte aligned: one store
-        const unsigned lo = camel::float_to_bits<T>(v0), hi = camel::float_to_bits<T>(v1);
-        *reinterpret_cast<unsigned*>(C + idx) = lo | (hi << 16);
+    // an aligned pair is one store (f32 pairs also need C itself 8-byte aligned)
+    const bool aligned = sizeof(T) == 2 || (reinterpret_cast<size_t>(C) & 7) == 0;
+    if (j + 1 < N && (N % 2) == 0 && aligned) {
+        if constexpr (sizeof(T) == 4) {
+            *reinterpret_cast<float2*>(C + idx) = make_float2(v0, v1);
+        } else {
+            const unsigned lo = camel::float_to_bits<T>(v0), hi = camel::float_to_bits<T>(v1);
+            *reinterpret_cast<unsigned*>(C + idx) = lo | (hi << 16);
+        }
     } else {
         C[idx] = camel::from_float<T>(v0);
         if (j + 1 < N) C[idx + 1] = camel::from_float<T>(v1);

@@ -1,8 +1,13 @@
-// The Hopper GEMM for 16-bit inputs (HGEMM step 17): TMA loads into 128-byte-swizzled shared
-// tiles, warpgroup MMAs (`wgmma.mma_async`) that read both operands straight from shared memory,
-// and a producer/consumer split of the block. Same contract as steps 14–16 (hmma.cuh):
-//   C[b] = act(op(A[b]) · op(B[b]) + bias),  f16 or bf16 in and out, f32 sums, one rounding,
-// the same epilogue (bias, ReLU/GELU, the saved pre-activation Z) and the same split-K workspace.
+// The Hopper GEMM (HGEMM step 17 for 16-bit inputs, SGEMM step 18 for TF32): TMA loads into
+// 128-byte-swizzled shared tiles, warpgroup MMAs (`wgmma.mma_async`) that read both operands
+// straight from shared memory, and a producer/consumer split of the block. Same contract as
+// steps 14–16 (hmma.cuh):
+//   C[b] = act(op(A[b]) · op(B[b]) + bias),  f16, bf16 or f32 in and out, f32 sums, one
+// rounding, the same epilogue (bias, ReLU/GELU, the saved pre-activation Z) and the same split-K
+// workspace. With f32 elements (T = float) the tensor cores read each operand as TF32 (the top
+// 19 bits of the f32 pattern, with no rounding step of ours), and wgmma takes TF32 operands only
+// K-major: the kernel exists for A stored M×K and B stored N×K (`_nt`), and the launcher
+// transposes other layouts first.
 //
 // The pieces:
 // - TMA (`cp.async.bulk.tensor`): one thread asks the copy engine for a whole box of a matrix;
@@ -26,16 +31,16 @@
 //   pipeline buffers so that C is written in 16-byte row chunks (with Z to save, and for split-K
 //   partial sums, the registers store straight to global memory instead).
 //
-// Shared layout of one stage (BK = 64, so one 64-element row of a K-major box is exactly one
-// 128-byte swizzle row):
+// Shared layout of one stage (BK = 128 bytes of k: 64 16-bit or 32 f32 elements, so one row of a
+// K-major box is exactly one 128-byte swizzle row; the boxes below count 16-bit elements):
 //   A K-major  (A as M×K):  one box of 128 rows × 64 k                 (rows 128 B apart)
 //   A M-major  (A as K×M):  two boxes of 64 k-rows × 64 m, 8 KiB apart
 //   B K-major  (B as N×K):  one box of BN rows × 64 k
 //   B N-major  (B as K×N):  BN/64 boxes of 64 k-rows × 64 n, 8 KiB apart
 // Descriptors: stride-byte-offset 1024 (eight 128-byte rows); for M/N-major operands the
-// leading-byte-offset is 8 KiB, the distance between 64-wide boxes along M or N. A 16-deep
-// k step moves a K-major descriptor by 32 bytes within the swizzled row and an M/N-major one by
-// 16 rows (2 KiB).
+// leading-byte-offset is 8 KiB, the distance between 64-wide boxes along M or N. A k step of one
+// wgmma (16 16-bit or 8 f32 elements, 32 bytes) moves a K-major descriptor by 32 bytes within the
+// swizzled row and an M/N-major one by 16 rows (2 KiB).
 #pragma once
 
 #include "hmma.cuh"  // store_pair, epilogue (bias, activation, Z), CAMEL_PDL_WAIT
@@ -107,10 +112,11 @@ __device__ __forceinline__ void wgmma_wait() {
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
 
-// The wgmma of one k step for element type T and tile width BN: wgmma.mma_async m64nBNk16 with
-// f32 accumulators (BN/2 a thread), both operands from shared memory through descriptors;
-// TA/TB are wgmma's tnspA/tnspB (1: A is M-major, B is N-major; 0: K-major). It always
-// accumulates (scale-d = 1): the accumulators start at zero.
+// The wgmma of one k step for element type T and tile width BN: wgmma.mma_async m64nBNk16 (k8
+// for TF32) with f32 accumulators (BN/2 a thread), both operands from shared memory through
+// descriptors; TA/TB are wgmma's tnspA/tnspB (1: A is M-major, B is N-major; 0: K-major; TF32
+// has no such flags and reads K-major operands only). It always accumulates (scale-d = 1): the
+// accumulators start at zero.
 template <typename T, int BN, int TA, int TB>
 struct Mma;
 
@@ -141,14 +147,32 @@ WG_MMA(__nv_bfloat16, "bf16", 128, 64, WG_R64, WG_D64, "%64", "%65", "%66", "%67
 WG_MMA(__half, "f16", 256, 128, WG_R128, WG_D128, "%128", "%129", "%130", "%131", "%132")
 WG_MMA(__nv_bfloat16, "bf16", 256, 128, WG_R128, WG_D128, "%128", "%129", "%130", "%131", "%132")
 #undef WG_MMA
+// TF32: k8 and no transpose operands (both operands K-major).
+#define WG_MMA_TF32(N, NREG, REGS, OPS, XA, XB, XONE)                                         \
+    template <>                                                                               \
+    struct Mma<float, N, 0, 0> {                                                              \
+        static __device__ __forceinline__ void run(float (&d)[NREG], unsigned long long da,   \
+                                                   unsigned long long db) {                   \
+            asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " XONE ", 0;\n"                     \
+                         "wgmma.mma_async.sync.aligned.m64n" #N "k8.f32.tf32.tf32 {" REGS     \
+                         "}, " XA ", " XB ", p, 1, 1;\n}\n"                                     \
+                         : OPS                                                                \
+                         : "l"(da), "l"(db), "r"(1));                                         \
+        }                                                                                     \
+    };
+WG_MMA_TF32(128, 64, WG_R64, WG_D64, "%64", "%65", "%66")
+WG_MMA_TF32(256, 128, WG_R128, WG_D128, "%128", "%129", "%130")
+#undef WG_MMA_TF32
 
-constexpr int BM = 128, BK = 64, THREADS = 384, GROUP = 8;
-constexpr unsigned BOX = 64 * 64 * 2;  // bytes of one 64×64 box (64 rows of 128 bytes)
+// BK_BYTES: the k depth of a slice in bytes (one swizzle row); a slice is BK_BYTES / sizeof(T)
+// elements deep and takes four wgmma k steps of 32 bytes.
+constexpr int BM = 128, BK_BYTES = 128, THREADS = 384, GROUP = 8;
+constexpr unsigned BOX = 64 * BK_BYTES;  // bytes of one box of 64 rows of 128 bytes
 
 // Stages in flight: as many as fit in 192 KiB of shared memory.
 template <int BN>
 __host__ __device__ constexpr int stages() {
-    return (192 * 1024) / ((BM + BN) * BK * 2);
+    return (192 * 1024) / ((BM + BN) * BK_BYTES);
 }
 
 // The kernel arguments: tensor maps of A and B (3-D: contiguous dimension, rows, batch), the
@@ -167,8 +191,10 @@ __device__ __forceinline__ void body(const TmaMap& ma, const TmaMap& mb, T* __re
                                      int N, int K, long long strideC, const T* __restrict__ bias,
                                      int act, T* __restrict__ Z, float* __restrict__ P,
                                      int k_split, int a_batched, int b_batched) {
+    static_assert(sizeof(T) == 2 || (!TA && TB), "TF32 wgmma reads K-major operands only");
     constexpr int STAGES = stages<BN>();
-    constexpr unsigned A_BYTES = BM * BK * 2, STAGE = (BM + BN) * BK * 2;
+    constexpr int BK = BK_BYTES / (int)sizeof(T);  // elements of k a slice
+    constexpr unsigned A_BYTES = BM * BK_BYTES, STAGE = (BM + BN) * BK_BYTES;
     // a stage is free once each of the 8 consumer warps has read it
     constexpr unsigned RELEASES = 8;
     CAMEL_PDL_WAIT();
@@ -243,7 +269,7 @@ __device__ __forceinline__ void body(const TmaMap& ma, const TmaMap& mb, T* __re
             const unsigned sb = smem_u32(smem + s * STAGE + A_BYTES);
             wgmma_fence();
 #pragma unroll
-            for (int kk = 0; kk < BK / 16; ++kk) {
+            for (int kk = 0; kk < BK_BYTES / 32; ++kk) {
                 const unsigned long long da =
                     TA ? desc(sa + kk * 2048, BOX, 1024) : desc(sa + kk * 32, 16, 1024);
                 const unsigned long long db =
@@ -277,10 +303,11 @@ __device__ __forceinline__ void body(const TmaMap& ma, const TmaMap& mb, T* __re
         } else if (Z == nullptr) {
             // Staged through shared memory: once both consumers are done with every stage, the
             // pipeline's buffers hold each consumer's 64 × BN tile, rounded (rows padded by 8
-            // elements, so that a warp's pair stores hit 32 distinct banks); then each row goes
-            // out in 16-byte chunks, whole 128-byte lines a warp, instead of 4-byte pairs.
+            // elements, so that a warp's 4-byte pair stores, or each half-warp's 8-byte f32
+            // pairs, hit 32 distinct banks); then each row goes out in 16-byte chunks, whole
+            // 128-byte lines a warp, instead of pairs.
             asm volatile("bar.sync 1, 256;\n" ::: "memory");
-            constexpr int LD = BN + 8;
+            constexpr int LD = BN + 8, CHUNK = 16 / (int)sizeof(T);  // elements a 16-byte chunk
             T* st = reinterpret_cast<T*>(smem) + c * 64 * LD;
             const int r0 = warp * 16 + lane / 4, c0 = (lane % 4) * 2;
 #pragma unroll
@@ -291,16 +318,21 @@ __device__ __forceinline__ void body(const TmaMap& ma, const TmaMap& mb, T* __re
                     float v0 = d[4 * n + 2 * h], v1 = d[4 * n + 2 * h + 1];
                     v0 = hgemm::epilogue(v0, col, 0, bias, act, (T*)nullptr);
                     v1 = hgemm::epilogue(v1, col + 1, 0, bias, act, (T*)nullptr);
-                    const unsigned lo = camel::float_to_bits<T>(v0), hi = camel::float_to_bits<T>(v1);
-                    *reinterpret_cast<unsigned*>(st + (r0 + 8 * h) * LD + c0 + 8 * n) = lo | (hi << 16);
+                    T* at = st + (r0 + 8 * h) * LD + c0 + 8 * n;
+                    if constexpr (sizeof(T) == 4) {
+                        *reinterpret_cast<float2*>(at) = make_float2(v0, v1);
+                    } else {
+                        const unsigned lo = camel::float_to_bits<T>(v0), hi = camel::float_to_bits<T>(v1);
+                        *reinterpret_cast<unsigned*>(at) = lo | (hi << 16);
+                    }
                 }
             asm volatile("bar.sync %0, 128;\n" ::"r"(2 + c) : "memory");
             C += batch * strideC;
-            const bool vec = (N % 8 == 0) && ((reinterpret_cast<size_t>(C) & 15) == 0);
+            const bool vec = (N % CHUNK == 0) && ((reinterpret_cast<size_t>(C) & 15) == 0);
             const int t = tid % 128;
 #pragma unroll 4
-            for (int e = t; e < 64 * (BN / 8); e += 128) {
-                const int r = e / (BN / 8), q = (e % (BN / 8)) * 8;
+            for (int e = t; e < 64 * (BN / CHUNK); e += 128) {
+                const int r = e / (BN / CHUNK), q = (e % (BN / CHUNK)) * CHUNK;
                 const int gi = i0 + c * 64 + r, gj = j0 + q;
                 if (gi >= M || gj >= N) continue;
                 const uint4 v = *reinterpret_cast<const uint4*>(st + r * LD + q);
@@ -309,7 +341,7 @@ __device__ __forceinline__ void body(const TmaMap& ma, const TmaMap& mb, T* __re
                     *reinterpret_cast<uint4*>(out) = v;
                 } else {
                     const T* pv = reinterpret_cast<const T*>(&v);
-                    for (int x = 0; x < 8 && gj + x < N; ++x) out[x] = pv[x];
+                    for (int x = 0; x < CHUNK && gj + x < N; ++x) out[x] = pv[x];
                 }
             }
         } else {  // the pre-activation is saved too: pair stores straight from the registers

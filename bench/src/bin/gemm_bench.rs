@@ -38,8 +38,9 @@ usage: gemm_bench [options]
   --dtype f32|f16|bf16        operand type (default f32: the SGEMM ladder; f16, bf16: the
                               tensor-core ladder, steps 14-16)
   --kernels NAME,NAME         steps to time, by name (default: every step of the dtype's
-                              ladder, + tf32 for f32); names: naive coalesced smem blocktile1d
-                              blocktile2d vectorized autotuned warptiling doublebuffer async tf32
+                              ladder, + tf32 tf32_wgmma for f32); names: naive coalesced smem
+                              blocktile1d blocktile2d vectorized autotuned warptiling doublebuffer
+                              async tf32 tf32_wgmma
                               (f32); mma swizzle mma_async (f16, bf16)
   --reps N                    most timed runs per (kernel, shape) (default 50; at least 3 run)
   --budget-ms MS              time budget per (kernel, shape) for the timed runs (default 500)
@@ -225,7 +226,7 @@ fn parse_args(args: &[String]) -> Result<Option<Opts>, String> {
     o.kernels = match (&names, dtype) {
         (None, Elem::F32) => SgemmKernel::ALL
             .iter()
-            .chain(&[SgemmKernel::Tf32])
+            .chain(&SgemmKernel::TF32)
             .map(|&k| Kernel::S(k))
             .collect(),
         (None, e) => HgemmKernel::ALL.iter().map(|&k| Kernel::H(k, e)).collect(),
@@ -419,7 +420,7 @@ fn run(o: &Opts) -> Result<(), String> {
                         kernel.name()
                     );
                 }
-                Err(e) if kernel == Kernel::S(SgemmKernel::Tf32) => {
+                Err(e) if matches!(kernel, Kernel::S(k) if k.is_tf32()) => {
                     eprintln!("note: skipping the TF32 step, its launch failed: {e}");
                     unavailable.push(kernel);
                     // a failed launch may leave an error on the stream: surface it now
@@ -599,8 +600,9 @@ fn check(kernel: Kernel, g: &Gemm, c: &[f32], samples: &[Sample]) -> Option<Stri
     let fp32 = 4e-5 * (g.k as f64).sqrt().max(1.0);
     for s in samples {
         let tol = match kernel {
+            // step 18's inputs may be truncated to TF32 (twice step 12's rounding error)
             Kernel::S(k) if k.is_tf32() => {
-                4.0 * (2f64.powi(-10) + g.k as f64 * 2f64.powi(-24)) * s.abs + fp32
+                4.0 * (2f64.powi(-9) + g.k as f64 * 2f64.powi(-24)) * s.abs + fp32
             }
             Kernel::S(_) => fp32,
             // one rounding of the output (tests/hgemm.rs states the bound)

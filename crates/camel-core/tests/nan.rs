@@ -97,7 +97,7 @@ fn linear_fused_relu_keeps_nan() {
         linear_fused_relu_keeps_nan_at_one_step();
         return;
     }
-    let all = SgemmKernel::ALL.iter().chain(&[SgemmKernel::Tf32]);
+    let all = SgemmKernel::ALL.iter().chain(&SgemmKernel::TF32);
     for &k in all {
         camel_core::config::with_sgemm_kernel(k, linear_fused_relu_keeps_nan_at_one_step);
     }

@@ -8,7 +8,7 @@
 //! | `CAMEL_DATA_DIR` | a folder | `datasets/` of the repository | Where the data sets are read from. |
 //! | `CAMEL_REQUIRE_DATA` | `1/0/on/off/true/false` | `0` | A test needing a data set fails instead of skipping when the set is missing. |
 //! | `CAMEL_CPU_THREADS` | a count ≥ 1 | the cores the process may run on | Threads the CPU backend's conv2d splits the batch over. |
-//! | `CAMEL_SGEMM` | step number (`1` … `13`) or name (`naive` … `async`, `tf32`) | `async` | The SGEMM ladder step `matmul` and `Linear` run. |
+//! | `CAMEL_SGEMM` | step number (`1` … `13`, `18`) or name (`naive` … `async`, `tf32`, `tf32_wgmma`) | `async` | The SGEMM ladder step `matmul` and `Linear` run (12 and 18 are the opt-in TF32 steps). |
 //! | `CAMEL_ELEMENTWISE` | step number or name (see `Family::steps`) | `vec4` | The elementwise ladder step. |
 //! | `CAMEL_REDUCE` | step number or name | `loads_in_flight` | The reduction ladder step. |
 //! | `CAMEL_SOFTMAX` | step number or name | `warp_registers` | The softmax ladder step. |
@@ -101,9 +101,10 @@ pub const VARS: &[Var] = &[
     },
     Var {
         name: "CAMEL_SGEMM",
-        values: "step number (1 … 13) or name (naive … async, tf32)",
+        values: "step number (1 … 13, 18) or name (naive … async, tf32, tf32_wgmma)",
         default: "async",
-        purpose: "The SGEMM ladder step `matmul` and `Linear` run.",
+        purpose:
+            "The SGEMM ladder step `matmul` and `Linear` run (12 and 18 are the opt-in TF32 steps).",
     },
     Var {
         name: "CAMEL_ELEMENTWISE",
@@ -241,7 +242,7 @@ pub fn parse_step(family: Family, value: &str) -> Result<Step, ConfigError> {
 /// Parses an SGEMM step: its number as in `kernels/matmul/NN_*.cu` or its name.
 pub fn parse_sgemm(value: &str) -> Result<SgemmKernel, ConfigError> {
     let v = value.trim();
-    let all = SgemmKernel::ALL.iter().chain(&[SgemmKernel::Tf32]);
+    let all = SgemmKernel::ALL.iter().chain(&SgemmKernel::TF32);
     let by_number = v.parse::<u32>().ok().and_then(|n| {
         all.clone()
             .find(|k| k.step().parse::<u32>().ok() == Some(n))
@@ -637,6 +638,8 @@ mod tests {
         assert_eq!(parse_sgemm("1"), Ok(SgemmKernel::Naive));
         assert_eq!(parse_sgemm("13"), Ok(SgemmKernel::AsyncPipeline));
         assert_eq!(parse_sgemm("tf32"), Ok(SgemmKernel::Tf32));
+        assert_eq!(parse_sgemm("tf32_wgmma"), Ok(SgemmKernel::Tf32Wgmma));
+        assert_eq!(parse_sgemm("18"), Ok(SgemmKernel::Tf32Wgmma));
         assert!(parse_sgemm("8").is_err());
     }
 

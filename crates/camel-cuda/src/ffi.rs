@@ -96,6 +96,7 @@ const _: () = assert!(std::mem::size_of::<CUlaunchConfig>() == 56);
 // CUtensorMapDataType, CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion,
 // CUtensorMapFloatOOBfill
 pub const CU_TENSOR_MAP_DATA_TYPE_FLOAT16: c_uint = 6;
+pub const CU_TENSOR_MAP_DATA_TYPE_FLOAT32: c_uint = 7;
 pub const CU_TENSOR_MAP_DATA_TYPE_BFLOAT16: c_uint = 9;
 pub const CU_TENSOR_MAP_INTERLEAVE_NONE: c_uint = 0;
 pub const CU_TENSOR_MAP_SWIZZLE_128B: c_uint = 3;

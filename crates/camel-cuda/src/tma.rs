@@ -20,11 +20,13 @@ pub struct TensorMap {
 // and alignment (`const __grid_constant__ wg::TmaMap`, kernels/matmul/wgmma.cuh).
 unsafe impl DeviceCopy for TensorMap {}
 
-/// A batch of row-major matrices of 16-bit elements as TMA sees them: `rows` rows of `inner`
-/// contiguous elements, `batch` matrices `batch_stride` elements apart (a stride of 0: one matrix
-/// every batch reads).
+/// A batch of row-major matrices as TMA sees them: `rows` rows of `inner` contiguous elements of
+/// type `elem` (f16, bf16 or f32), `batch` matrices `batch_stride` elements apart (a stride of
+/// 0: one matrix every batch reads).
 #[derive(Clone, Copy, Debug)]
 pub struct Matrices {
+    /// Element type.
+    pub elem: Elem,
     /// First element.
     pub base: DevPtr,
     /// Contiguous elements a row (also the row stride).
@@ -40,9 +42,10 @@ pub struct Matrices {
 impl Matrices {
     /// Whether TMA can address these matrices: 16-byte aligned base, rows and batch stride.
     pub fn tma_compatible(&self) -> bool {
+        let per_16 = 16 / self.elem.bytes();
         self.base.0 % 16 == 0
-            && self.inner % 8 == 0
-            && self.batch_stride % 8 == 0
+            && self.inner % per_16 == 0
+            && self.batch_stride % per_16 == 0
             && self.inner > 0
             && self.rows > 0
     }
@@ -51,37 +54,34 @@ impl Matrices {
 /// Encodes a 3-D tensor map (contiguous dimension, rows, batch) of `m` with boxes of
 /// `box_inner × box_rows` elements (one matrix deep), swizzled in 128-byte rows, zero-filled
 /// outside the matrices.
-pub fn encode_swizzled(
-    elem: Elem,
-    m: &Matrices,
-    box_inner: u32,
-    box_rows: u32,
-) -> Result<TensorMap> {
-    let data_type = match elem {
+pub fn encode_swizzled(m: &Matrices, box_inner: u32, box_rows: u32) -> Result<TensorMap> {
+    let data_type = match m.elem {
         Elem::F16 => ffi::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
         Elem::BF16 => ffi::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+        Elem::F32 => ffi::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
         other => {
             return Err(Error::invalid(
                 "tma::encode_swizzled",
-                format!("tensor maps here hold f16 or bf16 elements, not {other:?}"),
+                format!("tensor maps here hold f16, bf16 or f32 elements, not {other:?}"),
             ))
         }
     };
-    if !m.tma_compatible() || box_inner as usize * 2 > 128 {
+    let size = m.elem.bytes();
+    if !m.tma_compatible() || box_inner as usize * size > 128 {
         return Err(Error::invalid(
             "tma::encode_swizzled",
             format!(
                 "{m:?} with a {box_inner}×{box_rows} box: TMA needs a 16-byte aligned base, \
-                 rows and batch stride (multiples of 8 elements), and a box row of at most 128 bytes"
+                 rows and batch stride (multiples of 16 bytes), and a box row of at most 128 bytes"
             ),
         ));
     }
-    let row_bytes = (m.inner * 2) as u64;
+    let row_bytes = (m.inner * size) as u64;
     let (batch, batch_bytes) = if m.batch_stride == 0 {
         // one matrix: the batch extent is 1 and its stride is never used
         (1, (row_bytes * m.rows as u64).next_multiple_of(16))
     } else {
-        (m.batch as u64, (m.batch_stride * 2) as u64)
+        (m.batch as u64, (m.batch_stride * size) as u64)
     };
     let dims = [m.inner as u64, m.rows as u64, batch];
     let strides = [row_bytes, batch_bytes];

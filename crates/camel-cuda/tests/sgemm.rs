@@ -11,15 +11,18 @@ mod common;
 use common::{gemm, lcg, reference};
 
 /// The error bound of `kernel` for one element: FP32 steps accumulate k products in f32,
-/// ‖C − C_ref‖ ≤ 1e-5·√k (inputs in [−1, 1]); the TF32 step also rounds each input to a
-/// 10-bit mantissa (relative error 2⁻¹¹ each), ‖C − C_ref‖ ≤ (2⁻¹⁰ + k·2⁻²⁴)·Σ|a||b| + 1e-5·√k.
+/// ‖C − C_ref‖ ≤ 1e-5·√k (inputs in [−1, 1]). The TF32 steps read each input with a 10-bit
+/// mantissa, a relative error u each: step 12 rounds them (u = 2⁻¹¹), step 18's tensor cores
+/// read them without a rounding step of ours (u = 2⁻¹⁰ allows truncation); so
+/// ‖C − C_ref‖ ≤ (2u + k·2⁻²⁴)·Σ|a||b| + 1e-5·√k.
 fn tolerance(kernel: SgemmKernel, k: usize, abs: f64) -> f64 {
     let fp32 = 1e-5 * (k as f64).sqrt().max(1.0);
-    if kernel.is_tf32() {
-        (2f64.powi(-10) + k as f64 * 2f64.powi(-24)) * abs + fp32
-    } else {
-        fp32
-    }
+    let u = match kernel {
+        SgemmKernel::Tf32 => 2f64.powi(-11),
+        SgemmKernel::Tf32Wgmma => 2f64.powi(-10),
+        _ => return fp32,
+    };
+    (2.0 * u + k as f64 * 2f64.powi(-24)) * abs + fp32
 }
 
 fn inputs(g: &Gemm, seed: u64) -> (Vec<f32>, Vec<f32>) {
@@ -92,10 +95,10 @@ fn check_all(kernels: &[SgemmKernel], g: Gemm, seed: u64) {
     }
 }
 
-/// Every FP32 step and the TF32 step.
+/// Every FP32 step and the TF32 steps.
 fn every_step() -> Vec<SgemmKernel> {
     let mut v = SgemmKernel::ALL.to_vec();
-    v.push(SgemmKernel::Tf32);
+    v.extend(SgemmKernel::TF32);
     v
 }
 
@@ -214,6 +217,62 @@ fn ladder_batched_and_broadcast() {
             stride_b: 36 * 68,
         },
         7,
+    );
+}
+
+/// Step 18 runs its Hopper kernel wherever TMA can address the K-major operands (on compute
+/// capability 9.0; step 12 elsewhere): every transpose, broadcast A or B, a K tail, split K,
+/// both tile widths; and step 12 takes K not a multiple of 4 and a misaligned operand.
+#[test]
+fn tf32_wgmma_layouts_and_routes() {
+    use camel_cuda::kernels::hgemm::tf32_wgmma_fits;
+    let Some(dev) = test_device() else { return };
+    let hopper = dev.compute_capability() == (9, 0);
+    let batched = |m, n, k, ta, tb, sa, sb| Gemm {
+        batch: 3,
+        m,
+        n,
+        k,
+        trans_a: ta,
+        trans_b: tb,
+        stride_a: sa,
+        stride_b: sb,
+    };
+    let mut cases = Vec::new();
+    for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+        // a K tail inside the last 32-deep slice, M and N tails in both tile widths
+        cases.push((gemm(300, 520, 100, ta, tb), true));
+        // broadcast A, then broadcast B
+        cases.push((batched(70, 90, 48, ta, tb, 0, 48 * 90), true));
+        cases.push((batched(70, 90, 48, ta, tb, 70 * 48, 0), true));
+        // few tiles and a long K: split into ranges
+        cases.push((gemm(100, 200, 2048, ta, tb), true));
+        // K not a multiple of 4: TMA cannot address the rows
+        cases.push((gemm(65, 66, 67, ta, tb), false));
+    }
+    for (seed, (g, fits)) in cases.into_iter().enumerate() {
+        let (a, b) = inputs(&g, 40 + seed as u64);
+        let (da, db) = (dev.htod(&a).unwrap(), dev.htod(&b).unwrap());
+        assert_eq!(
+            tf32_wgmma_fits(&dev, &g, da.ptr(), db.ptr()),
+            fits && hopper,
+            "{g:?}"
+        );
+        check_all(&[SgemmKernel::Tf32Wgmma], g, 40 + seed as u64);
+    }
+    // an operand one float past an aligned address is not 16-byte aligned for TMA
+    let g = gemm(64, 64, 64, false, true);
+    let a = dev.htod(&vec![0.5f32; 64 * 64 + 1]).unwrap();
+    let b = dev.htod(&vec![0.25f32; 64 * 64]).unwrap();
+    let a1 = camel_cuda::DevPtr(a.ptr().0 + 4);
+    assert!(!tf32_wgmma_fits(&dev, &g, a1, b.ptr()));
+    assert_eq!(tf32_wgmma_fits(&dev, &g, a.ptr(), b.ptr()), hopper);
+    let c = dev.htod(&vec![f32::NAN; 64 * 64]).unwrap();
+    sgemm(&dev, SgemmKernel::Tf32Wgmma, &g, a1, b.ptr(), c.ptr()).unwrap();
+    let out: Vec<f32> = dev.dtoh_vec(&c, 64 * 64).unwrap();
+    assert!(
+        out.iter().all(|&x| x == 8.0),
+        "64 · 0.5 · 0.25 = 8 everywhere"
     );
 }
 

@@ -1,5 +1,6 @@
 //! Launchers for the tensor-core GEMM ladder of 16-bit inputs (`kernels/matmul/14_*` … `17_*`,
-//! templates in `kernels/matmul/hmma.cuh` and, for Hopper's step 17, `kernels/matmul/wgmma.cuh`):
+//! templates in `kernels/matmul/hmma.cuh` and, for Hopper's step 17, `kernels/matmul/wgmma.cuh`;
+//! [`tf32_wgmma`] runs the same Hopper kernel on f32 operands read as TF32, SGEMM step 18):
 //! `C = act(op(A)·op(B) + bias)` for each batch, with A,
 //! B, C, bias and the saved pre-activation all f16 or all bf16, products summed in f32 on the
 //! tensor cores and rounded once where C is stored. The geometry is the SGEMM ladder's [`Gemm`]
@@ -169,7 +170,7 @@ pub fn hgemm_split_k(
         return Ok(());
     }
     if hgemm_route(dev, kernel, g, a, b) == HgemmKernel::Wgmma {
-        return wgmma(dev, elem, suffix, g, a, b, c, epi, splits);
+        return wgmma(dev, elem, g, a, b, c, epi, splits);
     }
     let t = kernel.config();
     let name = format!("{}_{suffix}_{}", t.prefix, transposes(g));
@@ -293,14 +294,15 @@ pub fn wgmma_width(sm_count: usize, g: &Gemm) -> usize {
     }
 }
 
-/// A and B of `g` as TMA sees them (rows of the contiguous dimension; one matrix when the batch
-/// is 1 or the stride 0).
-fn wgmma_operands(g: &Gemm, a: DevPtr, b: DevPtr) -> (Matrices, Matrices) {
+/// A and B of `g` as TMA sees them, `elem` elements (rows of the contiguous dimension; one matrix
+/// when the batch is 1 or the stride 0).
+fn wgmma_operands(elem: Elem, g: &Gemm, a: DevPtr, b: DevPtr) -> (Matrices, Matrices) {
     let stride = |s: usize| if g.batch == 1 { 0 } else { s };
     let (ai, ar) = if g.trans_a { (g.m, g.k) } else { (g.k, g.m) };
     let (bi, br) = if g.trans_b { (g.k, g.n) } else { (g.n, g.k) };
     (
         Matrices {
+            elem,
             base: a,
             inner: ai,
             rows: ar,
@@ -308,6 +310,7 @@ fn wgmma_operands(g: &Gemm, a: DevPtr, b: DevPtr) -> (Matrices, Matrices) {
             batch_stride: stride(g.stride_a),
         },
         Matrices {
+            elem,
             base: b,
             inner: bi,
             rows: br,
@@ -315,6 +318,14 @@ fn wgmma_operands(g: &Gemm, a: DevPtr, b: DevPtr) -> (Matrices, Matrices) {
             batch_stride: stride(g.stride_b),
         },
     )
+}
+
+/// Whether the Hopper kernels (steps 17 and 18) can run `g` on `elem` operands at `a` and `b`:
+/// compute capability 9.0 (sm_90a PTX), K > 0, and operands TMA can address (16-byte aligned
+/// base pointers, rows and batch strides).
+fn wgmma_fits(dev: &CudaDevice, elem: Elem, g: &Gemm, a: DevPtr, b: DevPtr) -> bool {
+    let (ma, mb) = wgmma_operands(elem, g, a, b);
+    dev.compute_capability() == (9, 0) && g.k > 0 && ma.tma_compatible() && mb.tma_compatible()
 }
 
 /// The step that runs `g` when `kernel` is asked for. Step 17 needs compute capability 9.0
@@ -331,24 +342,22 @@ pub fn hgemm_route(
     if kernel != HgemmKernel::Wgmma {
         return kernel;
     }
-    let (ma, mb) = wgmma_operands(g, a, b);
-    let fits =
-        dev.compute_capability() == (9, 0) && g.k > 0 && ma.tma_compatible() && mb.tma_compatible();
-    if fits {
+    // f16 and bf16 have the same size, so either stands for the pair here
+    if wgmma_fits(dev, Elem::F16, g, a, b) {
         HgemmKernel::Wgmma
     } else {
         HgemmKernel::Async
     }
 }
 
-/// Step 17 (the caller has checked [`hgemm_route`]): tensor maps for A and B, then the kernel of
-/// the chosen width, and the split-K reduction where K is split (ranges of a multiple of 64, the
-/// kernel's slice depth, so that only the last range has a tail).
+/// Step 17 on 16-bit operands or step 18 on f32 ones (TF32; both operands K-major), the caller
+/// having checked [`wgmma_fits`]: tensor maps for A and B, then the kernel of the chosen width,
+/// and the split-K reduction where K is split (ranges of a whole number of the kernel's 128-byte
+/// slices, so that only the last range has a tail).
 #[allow(clippy::too_many_arguments)]
 fn wgmma(
     dev: &CudaDevice,
     elem: Elem,
-    suffix: &str,
     g: &Gemm,
     a: DevPtr,
     b: DevPtr,
@@ -357,14 +366,28 @@ fn wgmma(
     splits: usize,
 ) -> Result<()> {
     let bn = wgmma_width(dev.limits().sm_count as usize, g);
-    let name = format!("hgemm_17_w{bn}_{suffix}_{}", transposes(g));
+    let (module, name, reduce) = match elem {
+        Elem::F32 => (
+            "matmul/18_tf32_wgmma_sm90a",
+            format!("sgemm_18_tf32_w{bn}_{}", transposes(g)),
+            "sgemm_splitk_reduce",
+        ),
+        _ => (
+            "matmul/17_wgmma_tma_sm90a",
+            format!("hgemm_17_w{bn}_{}_{}", elem.suffix(), transposes(g)),
+            "",
+        ),
+    };
+    // elements of k in one 128-byte slice row
+    let bk = 128 / elem.bytes();
     let (tiles_n, tiles_m) = (g.n.div_ceil(bn), g.m.div_ceil(WGMMA_BM));
-    let (k_split, splits) = super::matmul::k_ranges_aligned(g.k, splits, 64);
+    let (k_split, splits) = super::matmul::k_ranges_aligned(g.k, splits, bk);
     check_limits(&name, g, splits, WGMMA_BM)?;
-    let (oa, ob) = wgmma_operands(g, a, b);
-    let map_a = encode_swizzled(elem, &oa, 64, if g.trans_a { 64 } else { 128 })?;
-    let map_b = encode_swizzled(elem, &ob, 64, if g.trans_b { bn as u32 } else { 64 })?;
-    let f = dev.function("matmul/17_wgmma_tma_sm90a", &name)?;
+    let (oa, ob) = wgmma_operands(elem, g, a, b);
+    let bk32 = bk as u32;
+    let map_a = encode_swizzled(&oa, 64.min(bk32), if g.trans_a { 64 } else { 128 })?;
+    let map_b = encode_swizzled(&ob, 64.min(bk32), if g.trans_b { bn as u32 } else { 64 })?;
+    let f = dev.function(module, &name)?;
     let cfg = LaunchConfig::new(
         Dim3::xyz(tiles_n as u32, tiles_m as u32, (g.batch * splits) as u32),
         Dim3::x(384),
@@ -387,12 +410,111 @@ fn wgmma(
         &map_a, &map_b, &c, &m, &n, &k, &sc, &bias, &act, &z, &wp, &ks, &a_batched, &b_batched,
     ];
     // SAFETY: matches WGMMA_ARGS in wgmma.cuh; the tensor maps describe A and B as the caller's
-    // buffers hold them (checked by hgemm_route), C and Z hold batch × m × n elements of `elem`,
+    // buffers hold them (checked by wgmma_fits), C and Z hold batch × m × n elements of `elem`,
     // bias n of them, and with k_split > 0 the workspace splits × batch × m × n floats (the
     // kernel then writes only the workspace).
     unsafe { dev.launch(&f, cfg, &args)? };
-    match splits {
-        1 => Ok(()),
-        _ => reduce_splits(dev, suffix, wp, c, splits, g, epi),
+    match (splits, elem) {
+        (1, _) => Ok(()),
+        (_, Elem::F32) => {
+            let total = g.batch * g.m * g.n;
+            let (sp, tot, nn) = (splits as i32, total as i64, g.n as i32);
+            let args: [&dyn KernelArg; 8] = [&wp, &c, &sp, &tot, &nn, &bias, &act, &z];
+            // SAFETY: matches sgemm_splitk_reduce: the workspace holds splits × total floats,
+            // C and Z total floats, bias n of them.
+            unsafe {
+                super::launch(
+                    dev,
+                    "matmul/splitk_reduce",
+                    reduce,
+                    crate::launch_1d(total.div_ceil(4)), // 4 elements a thread
+                    &args,
+                )
+            }
+        }
+        _ => reduce_splits(dev, elem.suffix(), wp, c, splits, g, epi),
     }
+}
+
+/// `g` with both operands K-major, as step 18's kernel reads them: A as m × k, B as n × k (an
+/// operand stored otherwise is transposed into a packed workspace first).
+fn kmajor(g: &Gemm) -> Gemm {
+    Gemm {
+        trans_a: false,
+        trans_b: true,
+        stride_a: if g.trans_a && g.stride_a != 0 {
+            g.m * g.k
+        } else {
+            g.stride_a
+        },
+        stride_b: if !g.trans_b && g.stride_b != 0 {
+            g.n * g.k
+        } else {
+            g.stride_b
+        },
+        ..*g
+    }
+}
+
+/// Whether [`tf32_wgmma`] runs `g` on step 18's Hopper kernel (else step 12 runs it): compute
+/// capability 9.0, K > 0 and a multiple of 4, and TMA-addressable operands (16-byte aligned
+/// base pointers and batch strides; a transposed operand's workspace always is).
+pub fn tf32_wgmma_fits(dev: &CudaDevice, g: &Gemm, a: DevPtr, b: DevPtr) -> bool {
+    // allocations are 256-byte aligned: a workspace passes the alignment checks
+    const WORKSPACE: DevPtr = DevPtr(0);
+    let pa = if g.trans_a { WORKSPACE } else { a };
+    let pb = if g.trans_b { b } else { WORKSPACE };
+    wgmma_fits(dev, Elem::F32, &kmajor(g), pa, pb)
+}
+
+/// SGEMM step 18: `C = act(op(A)·op(B) + bias)` on f32 operands read as TF32 by step 17's
+/// Hopper kernel. wgmma reads TF32 operands K-major only, so an A stored k × m or a B stored
+/// k × n is first transposed into a workspace (once for a broadcast operand). Where the Hopper
+/// kernel cannot run ([`tf32_wgmma_fits`]) or the workspace cannot be had, step 12 computes
+/// the product, also in TF32.
+pub fn tf32_wgmma(
+    dev: &CudaDevice,
+    g: &Gemm,
+    a: DevPtr,
+    b: DevPtr,
+    c: DevPtr,
+    epi: &Epilogue,
+) -> Result<()> {
+    use super::matmul::{sgemm_with_tile, transpose_f32, SgemmKernel};
+    let step12 = || sgemm_with_tile(dev, &SgemmKernel::Tf32.tile(g), g, a, b, c, epi);
+    if g.batch == 0 || g.m == 0 || g.n == 0 {
+        return Ok(());
+    }
+    if !tf32_wgmma_fits(dev, g, a, b) {
+        return step12();
+    }
+    // `x` (stored k × rows per batch, `stride` apart) copied as rows × k
+    let transposed = |x: DevPtr, rows: usize, stride: usize| -> Result<Option<crate::Buffer>> {
+        let count = if stride == 0 { 1 } else { g.batch };
+        let w = match dev.alloc(count * rows * g.k * 4) {
+            Err(Error::OutOfMemory { .. }) => return Ok(None),
+            r => r?,
+        };
+        transpose_f32(dev, x, w.ptr(), g.k, rows, stride, count)?;
+        Ok(Some(w))
+    };
+    let wa = match g.trans_a {
+        true => match transposed(a, g.m, g.stride_a)? {
+            None => return step12(),
+            w => w,
+        },
+        false => None,
+    };
+    let wb = match g.trans_b {
+        false => match transposed(b, g.n, g.stride_b)? {
+            None => return step12(),
+            w => w,
+        },
+        true => None,
+    };
+    let pa = wa.as_ref().map_or(a, |w| w.ptr());
+    let pb = wb.as_ref().map_or(b, |w| w.ptr());
+    let km = kmajor(g);
+    let splits = hgemm_splits(dev.limits().sm_count as usize, HgemmKernel::Wgmma, &km);
+    wgmma(dev, Elem::F32, &km, pa, pb, c, epi, splits)
 }

@@ -43,6 +43,11 @@ pub enum SgemmKernel {
     /// 12 (opt-in): TF32 tensor cores through `mma.sync`; inputs are rounded to TF32
     /// (10-bit mantissa), so results differ from FP32 by up to ~1e-3 relative.
     Tf32,
+    /// 18 (opt-in): TF32 on Hopper, HGEMM step 17's TMA and `wgmma` kernel on f32 operands
+    /// (compute capability 9.0; step 12 elsewhere, see
+    /// [`tf32_wgmma`](super::hgemm::tf32_wgmma)). The tensor cores read the inputs as TF32
+    /// without rounding them first, so the error bound is twice step 12's.
+    Tf32Wgmma,
 }
 
 /// Grid-independent launch shape of one kernel: its symbol, block tile and thread count.
@@ -79,6 +84,9 @@ impl SgemmKernel {
         SgemmKernel::AsyncPipeline,
     ];
 
+    /// The opt-in TF32 steps, in ladder order.
+    pub const TF32: [SgemmKernel; 2] = [SgemmKernel::Tf32, SgemmKernel::Tf32Wgmma];
+
     /// The best FP32 step (the library default for `matmul` and `Linear`).
     pub const BEST: SgemmKernel = SgemmKernel::AsyncPipeline;
 
@@ -96,6 +104,7 @@ impl SgemmKernel {
             SgemmKernel::DoubleBuffering => "doublebuffer",
             SgemmKernel::AsyncPipeline => "async",
             SgemmKernel::Tf32 => "tf32",
+            SgemmKernel::Tf32Wgmma => "tf32_wgmma",
         }
     }
 
@@ -113,6 +122,7 @@ impl SgemmKernel {
             SgemmKernel::DoubleBuffering => "11",
             SgemmKernel::AsyncPipeline => "13",
             SgemmKernel::Tf32 => "12",
+            SgemmKernel::Tf32Wgmma => "18",
         }
     }
 
@@ -120,17 +130,18 @@ impl SgemmKernel {
     pub fn from_name(name: &str) -> Option<SgemmKernel> {
         SgemmKernel::ALL
             .iter()
-            .chain(&[SgemmKernel::Tf32])
+            .chain(&SgemmKernel::TF32)
             .find(|k| k.name() == name)
             .copied()
     }
 
-    /// Whether the step rounds its inputs to TF32 (and so needs a looser error bound).
+    /// Whether the step reads its inputs as TF32 (and so needs a looser error bound).
     pub fn is_tf32(&self) -> bool {
-        *self == SgemmKernel::Tf32
+        SgemmKernel::TF32.contains(self)
     }
 
-    /// The kernel and tile shape this step launches for `g`.
+    /// The kernel and tile shape this step launches for `g` (for step 18, whose Hopper kernel
+    /// has no such shape, the tile of step 12, which runs where the Hopper kernel cannot).
     pub fn tile(&self, g: &Gemm) -> TileShape {
         let fixed = |module: &'static str, kernel: &'static str, bm, bn, threads| TileShape {
             module,
@@ -184,7 +195,9 @@ impl SgemmKernel {
                     SgemmKernel::DoubleBuffering.tile(g)
                 }
             }
-            SgemmKernel::Tf32 => fixed("matmul/12_tf32_mma", "sgemm_12_tf32_mma", 128, 128, 256),
+            SgemmKernel::Tf32 | SgemmKernel::Tf32Wgmma => {
+                fixed("matmul/12_tf32_mma", "sgemm_12_tf32_mma", 128, 128, 256)
+            }
         }
     }
 }
@@ -771,6 +784,9 @@ pub fn sgemm_epilogue(
     c: DevPtr,
     epi: &Epilogue,
 ) -> Result<()> {
+    if kernel == SgemmKernel::Tf32Wgmma {
+        return super::hgemm::tf32_wgmma(dev, g, a, b, c, epi);
+    }
     if kernel == SgemmKernel::AsyncPipeline {
         if relayout_fits(g, a, b, c, epi) {
             return sgemm_relayout(dev, g, a, b, c, epi);
