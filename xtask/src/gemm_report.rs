@@ -353,8 +353,8 @@ fn markdown(d: &Data, dir: &str, md: &str, png: &str) -> String {
         let _ = writeln!(
             s,
             "\nSteps are named as in `kernels/matmul/NN_*.cu` (`07` covers steps 7–9, the \
-             autotuned template); `12 tf32` is the opt-in tensor-core step, whose inputs are \
-             rounded to TF32.\n"
+             autotuned template); `12 tf32` and `18 tf32_wgmma` are the opt-in tensor-core steps, \
+             which read the inputs as TF32 (step 12 rounds them first, step 18 does not).\n"
         );
     } else {
         let _ = writeln!(s);
