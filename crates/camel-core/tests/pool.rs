@@ -3,7 +3,7 @@
 //! NaN, and their errors for bad input.
 
 mod common;
-use camel_core::{Error, Tensor};
+use camel_core::{Device, Error, Tensor};
 use common::*;
 
 #[derive(Clone, Copy, Debug)]
@@ -297,5 +297,97 @@ fn bad_input_is_a_typed_error() {
         assert!(m.contains("[2, 3, 5, 5]") && m.contains("7×7"), "{m}");
         // bad input changes nothing and leaves no graph
         assert_eq!(x.to_vec().unwrap(), vec![0.0; 150]);
+    }
+}
+
+/// The first maximum of each window (a NaN over any number, the first NaN) in row-major window
+/// order, as an offset in the plane, or −1 for a window of padding only.
+fn reference_argmax(c: &Case, x: &[f32]) -> Vec<i64> {
+    let [n, ch, h, w] = c.shape;
+    let (oh, ow) = out(c);
+    let mut idx = Vec::new();
+    for plane in 0..n * ch {
+        for oy in 0..oh {
+            for ox in 0..ow {
+                let mut best: Option<(f32, i64)> = None;
+                for i in 0..c.k.0 {
+                    for j in 0..c.k.1 {
+                        let iy = (oy * c.s.0 + i) as isize - c.p.0 as isize;
+                        let ix = (ox * c.s.1 + j) as isize - c.p.1 as isize;
+                        if iy < 0 || ix < 0 || iy as usize >= h || ix as usize >= w {
+                            continue;
+                        }
+                        let at = iy as usize * w + ix as usize;
+                        let v = x[plane * h * w + at];
+                        let wins = match best {
+                            None => true,
+                            Some((b, _)) => v > b || (v.is_nan() && !b.is_nan()),
+                        };
+                        if wins {
+                            best = Some((v, at as i64));
+                        }
+                    }
+                }
+                idx.push(best.map_or(-1, |b| b.1));
+            }
+        }
+    }
+    idx
+}
+
+/// The saved indices on data full of ties and NaNs, on every device, and on the CPU the same
+/// values and gradients bit for bit whatever the thread count (the planes split over threads).
+#[test]
+fn max_pool_indices_and_thread_counts() {
+    let big = [
+        Case {
+            shape: [16, 8, 40, 40],
+            k: (3, 3),
+            s: (2, 2),
+            p: (1, 1),
+        },
+        Case {
+            shape: [64, 6, 28, 28],
+            k: (2, 2),
+            s: (2, 2),
+            p: (0, 0),
+        },
+    ];
+    for (i, c) in CASES.iter().chain(&big).enumerate() {
+        // five values, so that most windows tie, and a NaN every 37 elements
+        let x: Vec<f32> = rand_vec(numel(&c.shape), -2.5, 2.5, 700 + i as u64)
+            .iter()
+            .enumerate()
+            .map(|(j, v)| if j % 37 == 5 { f32::NAN } else { v.round() })
+            .collect();
+        let want = reference_argmax(c, &x);
+        for d in devices() {
+            let (_, idx) = t(&x, &c.shape, d)
+                .max_pool2d_with_indices(c.k, c.s, c.p)
+                .unwrap();
+            assert_eq!(idx.to_vec_i64().unwrap(), want, "{c:?} on {d}");
+        }
+        let (oh, ow) = out(c);
+        let dy = rand_vec(c.shape[0] * c.shape[1] * oh * ow, -1.0, 1.0, 900 + i as u64);
+        let run = |threads: usize| {
+            camel_core::config::with_cpu_threads(threads, || {
+                let xt = t(&x, &c.shape, Device::Cpu).requires_grad_(true).unwrap();
+                let y = xt.max_pool2d(c.k, c.s, c.p).unwrap();
+                let g = t(&dy, &[c.shape[0], c.shape[1], oh, ow], Device::Cpu);
+                y.mul(&g).unwrap().sum().unwrap().backward().unwrap();
+                let bits = |v: Vec<f32>| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                (
+                    bits(y.to_vec().unwrap()),
+                    bits(xt.grad().unwrap().to_vec().unwrap()),
+                )
+            })
+        };
+        let one = run(1);
+        for threads in [2, 3, 7] {
+            assert!(
+                run(threads) == one,
+                "{c:?}: {threads} threads differ from 1"
+            );
+        }
     }
 }

@@ -7,7 +7,7 @@
 //! | `CAMEL_CUDA_SYNC` | `1/0/on/off/true/false` | `0` | Synchronize after every kernel launch, so a faulting kernel is named at once (debugging aid). |
 //! | `CAMEL_DATA_DIR` | a folder | `datasets/` of the repository | Where the data sets are read from. |
 //! | `CAMEL_REQUIRE_DATA` | `1/0/on/off/true/false` | `0` | A test needing a data set fails instead of skipping when the set is missing. |
-//! | `CAMEL_CPU_THREADS` | a count ≥ 1 | the cores the process may run on | Threads the CPU backend's conv2d splits the batch over. |
+//! | `CAMEL_CPU_THREADS` | a count ≥ 1 | the cores the process may run on | Threads the CPU backend's conv2d and max pooling split their batch over. |
 //! | `CAMEL_SGEMM` | step number (`1` … `13`, `18`) or name (`naive` … `async`, `tf32`, `tf32_wgmma`) | `async` | The SGEMM ladder step `matmul` and `Linear` run (12 and 18 are the opt-in TF32 steps). |
 //! | `CAMEL_ELEMENTWISE` | step number or name (see `Family::steps`) | `vec4` | The elementwise ladder step. |
 //! | `CAMEL_REDUCE` | step number or name | `loads_in_flight` | The reduction ladder step. |
@@ -97,7 +97,7 @@ pub const VARS: &[Var] = &[
         name: "CAMEL_CPU_THREADS",
         values: "a count ≥ 1",
         default: "the cores the process may run on",
-        purpose: "Threads the CPU backend's conv2d splits the batch over.",
+        purpose: "Threads the CPU backend's conv2d and max pooling split their batch over.",
     },
     Var {
         name: "CAMEL_SGEMM",

@@ -1,13 +1,14 @@
 //! The CPU reference of conv2d: im2col of one image and group at a time, multiplied with the
 //! CPU GEMM (`ops::matmul::cpu::gemm_into`). The batch is split over up to
-//! [`config::cpu_threads`] scoped threads, each taking a contiguous run of images with buffers
+//! [`crate::config::cpu_threads`] scoped threads, each taking a contiguous run of images with buffers
 //! of its own; the weight gradient sums fixed parts of [`IMAGES_PER_PART`] images and adds the
 //! parts in order, so every result is the same bit for bit whatever the thread count.
 
 use super::{Conv2dGeom, Conv2dKernels};
 use crate::backend::cpu::{try_filled, CpuStorage};
+use crate::backend::threads::{self, for_item_runs};
 use crate::ops::matmul::cpu::{gemm_into, Mat};
-use crate::{config, DType, Error, Result};
+use crate::{DType, Error, Result};
 
 impl Conv2dKernels for CpuStorage {
     fn conv2d(&self, w: &Self, bias: Option<&Self>, g: &Conv2dGeom, relu: bool) -> Result<Self> {
@@ -148,13 +149,13 @@ fn im2col(x: &[f32], col: &mut [f32], g: &Conv2dGeom, img: usize, gi: usize) {
                         continue;
                     }
                     let src = &plane[iy as usize * g.w..][..g.w];
-                    out[..cols.start].fill(0.0);
-                    out[cols.end..].fill(0.0);
+                    fill_short(&mut out[..cols.start], 0.0);
+                    fill_short(&mut out[cols.end..], 0.0);
                     // the first input column read, ≥ 0 by the range
                     let first = (cols.start * g.sw) as isize + off;
                     let mid = &mut out[cols.clone()];
                     if g.sw == 1 {
-                        mid.copy_from_slice(&src[first as usize..][..mid.len()]);
+                        copy_short(mid, &src[first as usize..][..mid.len()]);
                     } else {
                         let taps = src[first as usize..].iter().step_by(g.sw);
                         for (v, &s) in mid.iter_mut().zip(taps) {
@@ -163,6 +164,44 @@ fn im2col(x: &[f32], col: &mut [f32], g: &Conv2dGeom, img: usize, gi: usize) {
                     }
                 }
             }
+        }
+    }
+}
+
+/// `dst.copy_from_slice(src)` in moves of 8, 4, 2 and 1 floats, each of a fixed size and so
+/// compiled inline. An im2col row is one output row of a few dozen pixels, where the call to
+/// `memcpy` that `copy_from_slice` makes costs more than the copy.
+#[inline(always)]
+fn copy_short(dst: &mut [f32], src: &[f32]) {
+    let mut d = dst.chunks_exact_mut(8);
+    let mut s = src.chunks_exact(8);
+    for (a, b) in (&mut d).zip(&mut s) {
+        a.copy_from_slice(b);
+    }
+    let (mut d, mut s) = (d.into_remainder(), s.remainder());
+    for w in [4, 2, 1] {
+        if d.len() >= w {
+            let (dh, dt) = d.split_at_mut(w);
+            dh.copy_from_slice(&s[..w]);
+            (d, s) = (dt, &s[w..]);
+        }
+    }
+}
+
+/// `dst.fill(v)` for the few padding pixels at the ends of an im2col row, without a call to
+/// `memset` (as [`copy_short`]).
+#[inline(always)]
+fn fill_short(dst: &mut [f32], v: f32) {
+    let mut d = dst.chunks_exact_mut(8);
+    for a in &mut d {
+        a.copy_from_slice(&[v; 8]);
+    }
+    let mut d = d.into_remainder();
+    for w in [4, 2, 1] {
+        if d.len() >= w {
+            let (dh, dt) = d.split_at_mut(w);
+            dh.copy_from_slice(&[v; 8][..w]);
+            d = dt;
         }
     }
 }
@@ -212,37 +251,9 @@ const MIN_MACS_PER_THREAD: usize = 1 << 20;
 /// Images whose weight-gradient contributions one part sums before the parts are added in order.
 pub const IMAGES_PER_PART: usize = 8;
 
-/// Threads for `items` independent items of `macs` multiply-adds each: [`config::cpu_threads`],
-/// at most one an item and one per [`MIN_MACS_PER_THREAD`], at least 1.
+/// Threads for `items` images (or parts) of `macs` multiply-adds each.
 fn threads_for(items: usize, macs: usize) -> usize {
-    let by_work = items.saturating_mul(macs) / MIN_MACS_PER_THREAD;
-    config::cpu_threads().min(items).min(by_work).max(1)
-}
-
-/// Runs `f(first, run)` over `out` split into contiguous runs of whole items (`per` elements an
-/// item, `items` items), one run a thread on `threads` scoped threads (on the calling thread
-/// when `threads` is 1); the first error is returned.
-fn for_item_runs<F>(out: &mut [f32], per: usize, items: usize, threads: usize, f: F) -> Result<()>
-where
-    F: Fn(usize, &mut [f32]) -> Result<()> + Sync,
-{
-    if threads <= 1 || per == 0 {
-        return f(0, out);
-    }
-    let run = items.div_ceil(threads);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = out
-            .chunks_mut(run * per)
-            .enumerate()
-            .map(|(i, chunk)| {
-                let f = &f;
-                scope.spawn(move || f(i * run, chunk))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .try_for_each(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-    })
+    threads::threads_for(items, macs, MIN_MACS_PER_THREAD)
 }
 
 /// `act(conv2d(x, w) + bias)`: per image and group, `y = W_g · im2col(x)`, the images split over

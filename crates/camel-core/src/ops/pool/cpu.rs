@@ -1,9 +1,15 @@
 //! The CPU reference of pooling: plain loops over each window (max, average) and, backward,
-//! over the windows that cover each input element.
+//! over the windows that cover each input element. Max pooling, forward and backward, splits
+//! the planes (image × channel) over threads (`backend::threads`); each plane is computed alone,
+//! so the results do not depend on the thread count.
 
 use super::{PoolGeom, PoolKernels};
 use crate::backend::cpu::{try_filled, CpuStorage};
+use crate::backend::threads::{for_item_runs, for_item_runs2, threads_for};
 use crate::Result;
+
+/// Input elements below which a pooling thread is not worth starting.
+const MIN_ELEMENTS_PER_THREAD: usize = 1 << 16;
 
 impl PoolKernels for CpuStorage {
     fn max_pool2d(&self, g: &PoolGeom) -> Result<(Self, Self)> {
@@ -45,49 +51,108 @@ fn span(o: usize, k: usize, s: usize, p: usize, len: usize) -> (usize, usize) {
 /// Max pooling: each window's maximum (the first on ties; NaN wins, the first NaN) and its
 /// offset in the input plane.
 pub fn max_pool2d(x: &[f32], g: &PoolGeom) -> Result<(Vec<f32>, Vec<i64>)> {
-    let mut y = try_filled("max_pool2d", g.out_len(), 0.0f32)?;
-    let mut idx = try_filled("max_pool2d", g.out_len(), 0i64)?;
+    // an empty window (all padding) keeps −∞ and the offset −1
+    let mut y = try_filled("max_pool2d", g.out_len(), f32::NEG_INFINITY)?;
+    let mut idx = try_filled("max_pool2d", g.out_len(), -1i64)?;
     let (hw, ohw) = (g.h * g.w, g.oh * g.ow);
-    // the column span of every output column, computed once
-    let spans: Vec<_> = (0..g.ow)
-        .map(|ox| span(ox, g.kw, g.sw, g.pw, g.w))
+    if ohw == 0 {
+        return Ok((y, idx));
+    }
+    // for each window column kx, the output columns whose tap kx lies inside the image
+    let cols: Vec<_> = (0..g.kw)
+        .map(|kx| inside(g.ow, g.sw, kx as isize - g.pw as isize, g.w))
         .collect();
-    for plane in 0..g.n * g.c {
-        let xp = &x[plane * hw..][..hw];
-        let (yp, ip) = (&mut y[plane * ohw..][..ohw], &mut idx[plane * ohw..][..ohw]);
-        for oy in 0..g.oh {
-            let (y0, y1) = span(oy, g.kh, g.sh, g.ph, g.h);
-            for (ox, &(x0, x1)) in spans.iter().enumerate() {
-                // an empty window (all padding) keeps −∞ and the index −1
-                let (mut best, mut bi) = (f32::NEG_INFINITY, -1i64);
-                for iy in y0..y1 {
-                    for (ix, &v) in xp[iy * g.w..][x0..x1].iter().enumerate() {
-                        if bi < 0 || v > best || (v.is_nan() && !best.is_nan()) {
-                            best = v;
-                            bi = (iy * g.w + x0 + ix) as i64;
+    // 2 × 2 windows of stride 2 that tile the image: the fast path
+    let pairs = (g.kh, g.kw, g.sh, g.sw, g.ph, g.pw) == (2, 2, 2, 2, 0, 0);
+    let planes = g.n * g.c;
+    let threads = threads_for(planes, hw, MIN_ELEMENTS_PER_THREAD);
+    for_item_runs2(
+        (&mut y, ohw),
+        (&mut idx, ohw),
+        planes,
+        threads,
+        |p0, ys, is| {
+            let runs = ys.chunks_exact_mut(ohw).zip(is.chunks_exact_mut(ohw));
+            for (k, (yp, ip)) in runs.enumerate() {
+                let xp = &x[(p0 + k) * hw..][..hw];
+                for oy in 0..g.oh {
+                    let (y0, y1) = span(oy, g.kh, g.sh, g.ph, g.h);
+                    let yr = &mut yp[oy * g.ow..][..g.ow];
+                    let ir = &mut ip[oy * g.ow..][..g.ow];
+                    if pairs {
+                        let at = 2 * oy * g.w;
+                        let (r0, r1) = xp[at..][..2 * g.w].split_at(g.w);
+                        let w = g.w;
+                        crate::backend::vector::widest(Pairs {
+                            r0,
+                            r1,
+                            yr,
+                            ir,
+                            at,
+                            w,
+                        });
+                        continue;
+                    }
+                    // The taps of every window of the output row in the window's order (rows,
+                    // then columns), each tap for the whole row at once: the windows are
+                    // independent, so the loop over them has no chain of comparisons.
+                    for iy in y0..y1 {
+                        let row = &xp[iy * g.w..][..g.w];
+                        for (kx, oxs) in cols.iter().enumerate() {
+                            crate::backend::vector::widest(Tap {
+                                row,
+                                yr: &mut yr[oxs.clone()],
+                                ir: &mut ir[oxs.clone()],
+                                // input column of the first output column, and its stride
+                                ix0: oxs.start * g.sw + kx - g.pw,
+                                sw: g.sw,
+                                at: iy * g.w,
+                            });
                         }
                     }
                 }
-                yp[oy * g.ow + ox] = best;
-                ip[oy * g.ow + ox] = bi;
             }
-        }
-    }
+            Ok(())
+        },
+    )?;
     Ok((y, idx))
+}
+
+/// The output columns `ox` (of `ow`) whose input column `ox · s + off` lies in `0..len`.
+fn inside(ow: usize, s: usize, off: isize, len: usize) -> std::ops::Range<usize> {
+    let s = s as isize;
+    // smallest ox with ox·s + off ≥ 0, and one past the largest with ox·s + off < len
+    let lo = if off >= 0 { 0 } else { (-off + s - 1) / s };
+    let hi = if (len as isize) <= off {
+        0
+    } else {
+        (len as isize - off + s - 1) / s
+    };
+    (lo as usize).min(ow)..(hi as usize).min(ow).max((lo as usize).min(ow))
 }
 
 /// Backward of [`max_pool2d`]: each upstream gradient added to the element its window chose.
 pub fn max_pool2d_bwd(dy: &[f32], idx: &[i64], g: &PoolGeom) -> Result<Vec<f32>> {
     let mut dx = try_filled("max_pool2d backward", g.in_len(), 0.0f32)?;
     let (hw, ohw) = (g.h * g.w, g.oh * g.ow);
-    for plane in 0..g.n * g.c {
-        for o in 0..ohw {
-            let i = idx[plane * ohw + o];
-            if (0..hw as i64).contains(&i) {
-                dx[plane * hw + i as usize] += dy[plane * ohw + o];
+    if hw == 0 {
+        return Ok(dx);
+    }
+    let planes = g.n * g.c;
+    let threads = threads_for(planes, hw, MIN_ELEMENTS_PER_THREAD);
+    // each window's offset lies in its own plane, so the planes are independent
+    for_item_runs(&mut dx, hw, planes, threads, |p0, dxs| {
+        for (k, dp) in dxs.chunks_exact_mut(hw).enumerate() {
+            let plane = p0 + k;
+            let (dyp, ip) = (&dy[plane * ohw..][..ohw], &idx[plane * ohw..][..ohw]);
+            for (&d, &i) in dyp.iter().zip(ip) {
+                if (0..hw as i64).contains(&i) {
+                    dp[i as usize] += d;
+                }
             }
         }
-    }
+        Ok(())
+    })?;
     Ok(dx)
 }
 
@@ -140,4 +205,88 @@ pub fn avg_pool2d_bwd(dy: &[f32], g: &PoolGeom, cip: bool) -> Result<Vec<f32>> {
         }
     }
     Ok(dx)
+}
+
+/// One tap of every window of an output row, as a loop for `vector::widest`: the windows are
+/// independent, so the comparisons and selects run side by side in vector registers.
+struct Tap<'a> {
+    row: &'a [f32],
+    yr: &'a mut [f32],
+    ir: &'a mut [i64],
+    ix0: usize,
+    sw: usize,
+    at: usize,
+}
+
+impl crate::backend::vector::Loop for Tap<'_> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        let Tap {
+            row,
+            yr,
+            ir,
+            ix0,
+            sw,
+            at,
+        } = self;
+        for (k, (best, bi)) in yr.iter_mut().zip(ir.iter_mut()).enumerate() {
+            let ix = ix0 + k * sw;
+            let v = row[ix];
+            // the first tap, a larger one, or a NaN over a number wins
+            let take = (*bi < 0) | wins(v, *best);
+            *best = if take { v } else { *best };
+            *bi = if take { (at + ix) as i64 } else { *bi };
+        }
+    }
+}
+
+/// Whether tap `v` beats the maximum so far, `best`: larger, or a NaN over a number.
+#[inline(always)]
+fn wins(v: f32, best: f32) -> bool {
+    (v > best) | (v.is_nan() & !best.is_nan())
+}
+
+/// The 2 × 2 windows of stride 2 without padding (the pooling of most CNNs) of one output row,
+/// from input rows `r0` and `r1` (`at`: the offset of `r0` in the plane, `w` its width), as a
+/// loop for `vector::widest`: each window's four taps are compared in the window's order with
+/// selects, no branches, and the windows run side by side in vector registers.
+struct Pairs<'a> {
+    r0: &'a [f32],
+    r1: &'a [f32],
+    yr: &'a mut [f32],
+    ir: &'a mut [i64],
+    at: usize,
+    w: usize,
+}
+
+impl crate::backend::vector::Loop for Pairs<'_> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        let Pairs {
+            r0,
+            r1,
+            yr,
+            ir,
+            at,
+            w,
+        } = self;
+        let taps = r0.chunks_exact(2).zip(r1.chunks_exact(2));
+        for (ox, ((best, bi), (p, q))) in yr.iter_mut().zip(ir.iter_mut()).zip(taps).enumerate() {
+            let i = (at + 2 * ox) as i64;
+            let (mut m, mut j) = (p[0], i);
+            for (v, o) in [
+                (p[1], i + 1),
+                (q[0], i + w as i64),
+                (q[1], i + w as i64 + 1),
+            ] {
+                let take = wins(v, m);
+                m = if take { v } else { m };
+                j = if take { o } else { j };
+            }
+            *best = m;
+            *bi = j;
+        }
+    }
 }

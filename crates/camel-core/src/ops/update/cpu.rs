@@ -148,20 +148,51 @@ pub fn update(p: &mut [f32], g: &[f32], state: &mut [&mut [f32]], rule: &UpdateR
             bc2,
         } => {
             let (ms, vs) = state.split_at_mut(1);
-            let (m, v) = (&mut ms[0], &mut vs[0]);
-            for i in 0..p.len() {
-                let mut gi = g[i];
-                if decoupled {
-                    p[i] -= lr * weight_decay * p[i];
-                } else {
-                    gi += weight_decay * p[i];
-                }
-                m[i] = beta1 * m[i] + (1.0 - beta1) * gi;
-                v[i] = beta2 * v[i] + (1.0 - beta2) * gi * gi;
-                let mh = m[i] / bc1;
-                let vh = v[i] / bc2;
-                p[i] -= lr * mh / (vh.sqrt() + eps);
+            let n = p.len();
+            let adam = Adam {
+                p,
+                g: &g[..n],
+                m: &mut ms[0][..n],
+                v: &mut vs[0][..n],
+                c: [lr, beta1, beta2, eps, weight_decay, bc1, bc2],
+                decoupled,
+            };
+            crate::backend::vector::widest(adam);
+        }
+    }
+}
+
+/// One Adam step over equal-length slices, as a loop for `vector::widest`: the elements are
+/// independent, so it vectorizes (the division and square root too) with each element's
+/// arithmetic unchanged.
+struct Adam<'a> {
+    p: &'a mut [f32],
+    g: &'a [f32],
+    m: &'a mut [f32],
+    v: &'a mut [f32],
+    /// lr, beta1, beta2, eps, weight_decay, bc1, bc2
+    c: [f32; 7],
+    decoupled: bool,
+}
+
+impl crate::backend::vector::Loop for Adam<'_> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        let [lr, beta1, beta2, eps, weight_decay, bc1, bc2] = self.c;
+        let params = self.p.iter_mut().zip(self.g);
+        for ((pi, &g), (mi, vi)) in params.zip(self.m.iter_mut().zip(self.v.iter_mut())) {
+            let mut gi = g;
+            if self.decoupled {
+                *pi -= lr * weight_decay * *pi;
+            } else {
+                gi += weight_decay * *pi;
             }
+            *mi = beta1 * *mi + (1.0 - beta1) * gi;
+            *vi = beta2 * *vi + (1.0 - beta2) * gi * gi;
+            let mh = *mi / bc1;
+            let vh = *vi / bc2;
+            *pi -= lr * mh / (vh.sqrt() + eps);
         }
     }
 }
