@@ -30,6 +30,8 @@
 
 namespace lab {
 using namespace wg;
+// the k depth of a slice in 16-bit elements (one 128-byte swizzle row)
+constexpr int BK = BK_BYTES / 2;
 
 __device__ __forceinline__ void tma_load_multicast(void* dst, const TmaMap& map, int c0, int c1,
                                                    int c2, unsigned long long* bar,

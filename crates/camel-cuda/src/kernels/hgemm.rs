@@ -207,7 +207,7 @@ pub fn hgemm_split_k(
     // SAFETY: as above, with the workspace holding splits × batch × m × n floats; the kernel
     // writes only the workspace.
     unsafe { dev.launch(&f, cfg, &args)? };
-    reduce_splits(dev, suffix, wp, c, splits, g, epi)
+    reduce_splits(dev, elem, wp, c, splits, g, epi)
 }
 
 /// The kernel-name suffix of `g`'s transposes: `nn`, `nt`, `tn` or `tt` (A first; `t` = stored
@@ -239,10 +239,11 @@ fn check_limits(name: &str, g: &Gemm, splits: usize, bm: usize) -> Result<()> {
 }
 
 /// Adds the `splits` f32 partial sums in `work` (laid out [split][batch·m·n]) in split order,
-/// applies the epilogue and stores C rounded once (`hgemm_splitk_reduce`).
+/// applies the epilogue and stores C, rounded once to `elem` (`hgemm_splitk_reduce_*`, or
+/// `sgemm_splitk_reduce` for f32).
 fn reduce_splits(
     dev: &CudaDevice,
-    suffix: &str,
+    elem: Elem,
     work: DevPtr,
     c: DevPtr,
     splits: usize,
@@ -255,17 +256,20 @@ fn reduce_splits(
     let total = g.batch * g.m * g.n;
     let (sp, tot, nn) = (splits as i32, total as i64, g.n as i32);
     let args: [&dyn KernelArg; 8] = [&work, &c, &sp, &tot, &nn, &bias, &act, &z];
-    // SAFETY: matches HGEMM_SPLITK_REDUCE: the workspace holds splits × total floats, C and Z
-    // total elements of `elem`, bias n of them.
-    unsafe {
-        super::launch(
-            dev,
-            "matmul/splitk_reduce",
-            &format!("hgemm_splitk_reduce_{suffix}"),
+    let (name, cfg) = match elem {
+        // four elements a thread
+        Elem::F32 => (
+            "sgemm_splitk_reduce".to_string(),
+            crate::launch_1d(total.div_ceil(4)),
+        ),
+        _ => (
+            format!("hgemm_splitk_reduce_{}", elem.suffix()),
             crate::launch_1d(total),
-            &args,
-        )
-    }
+        ),
+    };
+    // SAFETY: matches HGEMM_SPLITK_REDUCE and sgemm_splitk_reduce: the workspace holds splits ×
+    // total floats, C and Z total elements of `elem`, bias n of them.
+    unsafe { super::launch(dev, "matmul/splitk_reduce", &name, cfg, &args) }
 }
 
 /// Block tile rows of step 17.
@@ -366,16 +370,14 @@ fn wgmma(
     splits: usize,
 ) -> Result<()> {
     let bn = wgmma_width(dev.limits().sm_count as usize, g);
-    let (module, name, reduce) = match elem {
+    let (module, name) = match elem {
         Elem::F32 => (
             "matmul/18_tf32_wgmma_sm90a",
             format!("sgemm_18_tf32_w{bn}_{}", transposes(g)),
-            "sgemm_splitk_reduce",
         ),
         _ => (
             "matmul/17_wgmma_tma_sm90a",
             format!("hgemm_17_w{bn}_{}_{}", elem.suffix(), transposes(g)),
-            "",
         ),
     };
     // elements of k in one 128-byte slice row
@@ -414,25 +416,9 @@ fn wgmma(
     // bias n of them, and with k_split > 0 the workspace splits × batch × m × n floats (the
     // kernel then writes only the workspace).
     unsafe { dev.launch(&f, cfg, &args)? };
-    match (splits, elem) {
-        (1, _) => Ok(()),
-        (_, Elem::F32) => {
-            let total = g.batch * g.m * g.n;
-            let (sp, tot, nn) = (splits as i32, total as i64, g.n as i32);
-            let args: [&dyn KernelArg; 8] = [&wp, &c, &sp, &tot, &nn, &bias, &act, &z];
-            // SAFETY: matches sgemm_splitk_reduce: the workspace holds splits × total floats,
-            // C and Z total floats, bias n of them.
-            unsafe {
-                super::launch(
-                    dev,
-                    "matmul/splitk_reduce",
-                    reduce,
-                    crate::launch_1d(total.div_ceil(4)), // 4 elements a thread
-                    &args,
-                )
-            }
-        }
-        _ => reduce_splits(dev, elem.suffix(), wp, c, splits, g, epi),
+    match splits {
+        1 => Ok(()),
+        _ => reduce_splits(dev, elem, wp, c, splits, g, epi),
     }
 }
 
@@ -480,7 +466,7 @@ pub fn tf32_wgmma(
     c: DevPtr,
     epi: &Epilogue,
 ) -> Result<()> {
-    use super::matmul::{sgemm_with_tile, transpose_f32, SgemmKernel};
+    use super::matmul::{sgemm_with_tile, transposed_workspace, SgemmKernel};
     let step12 = || sgemm_with_tile(dev, &SgemmKernel::Tf32.tile(g), g, a, b, c, epi);
     if g.batch == 0 || g.m == 0 || g.n == 0 {
         return Ok(());
@@ -488,25 +474,16 @@ pub fn tf32_wgmma(
     if !tf32_wgmma_fits(dev, g, a, b) {
         return step12();
     }
-    // `x` (stored k × rows per batch, `stride` apart) copied as rows × k
-    let transposed = |x: DevPtr, rows: usize, stride: usize| -> Result<Option<crate::Buffer>> {
-        let count = if stride == 0 { 1 } else { g.batch };
-        let w = match dev.alloc(count * rows * g.k * 4) {
-            Err(Error::OutOfMemory { .. }) => return Ok(None),
-            r => r?,
-        };
-        transpose_f32(dev, x, w.ptr(), g.k, rows, stride, count)?;
-        Ok(Some(w))
-    };
+    // an operand stored k × rows (per batch) copied as rows × k
     let wa = match g.trans_a {
-        true => match transposed(a, g.m, g.stride_a)? {
+        true => match transposed_workspace(dev, a, g.k, g.m, g.stride_a, g.batch)? {
             None => return step12(),
             w => w,
         },
         false => None,
     };
     let wb = match g.trans_b {
-        false => match transposed(b, g.n, g.stride_b)? {
+        false => match transposed_workspace(dev, b, g.k, g.n, g.stride_b, g.batch)? {
             None => return step12(),
             w => w,
         },

@@ -591,6 +591,26 @@ pub fn transpose_f32(
     }
 }
 
+/// The `batch` row-major `rows × cols` matrices at `x` (`stride` floats apart; 0: one matrix,
+/// copied once) transposed into a new packed workspace, or `None` where the device has no memory
+/// for it (the caller then runs a kernel that needs none).
+pub(crate) fn transposed_workspace(
+    dev: &CudaDevice,
+    x: DevPtr,
+    rows: usize,
+    cols: usize,
+    stride: usize,
+    batch: usize,
+) -> Result<Option<crate::Buffer>> {
+    let count = if stride == 0 { 1 } else { batch };
+    let w = match dev.alloc(count * rows * cols * 4) {
+        Err(Error::OutOfMemory { .. }) => return Ok(None),
+        r => r?,
+    };
+    transpose_f32(dev, x, w.ptr(), rows, cols, stride, count)?;
+    Ok(Some(w))
+}
+
 /// Step 13's re-layout path (see [`relayout_fits`], which the caller has checked): transposes
 /// the k-contiguous operands into workspaces, then runs an [`ASYNC_TN`] kernel on Aᵀ·B.
 fn sgemm_relayout(
@@ -607,12 +627,9 @@ fn sgemm_relayout(
     // stays broadcast. None where the workspace cannot be had: the generic kernel then runs
     // instead (it needs none).
     let transposed = |x: DevPtr, rows: usize, stride: usize| -> Result<Option<_>> {
-        let count = if stride == 0 { 1 } else { g.batch };
-        let w = match dev.alloc(count * rows * g.k * 4) {
-            Err(Error::OutOfMemory { .. }) => return Ok(None),
-            r => r?,
+        let Some(w) = transposed_workspace(dev, x, rows, g.k, stride, g.batch)? else {
+            return Ok(None);
         };
-        transpose_f32(dev, x, w.ptr(), rows, g.k, stride, count)?;
         let s = if stride == 0 { 0 } else { rows * g.k };
         Ok(Some((w.ptr(), s, w)))
     };
