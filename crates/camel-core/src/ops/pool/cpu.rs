@@ -208,7 +208,7 @@ pub fn avg_pool2d_bwd(dy: &[f32], g: &PoolGeom, cip: bool) -> Result<Vec<f32>> {
 }
 
 /// One tap of every window of an output row, as a loop for `vector::widest`: the windows are
-/// independent, so the comparisons and selects run side by side in vector registers.
+/// independent, so no comparison waits for another.
 struct Tap<'a> {
     row: &'a [f32],
     yr: &'a mut [f32],
@@ -250,7 +250,8 @@ fn wins(v: f32, best: f32) -> bool {
 /// The 2 × 2 windows of stride 2 without padding (the pooling of most CNNs) of one output row,
 /// from input rows `r0` and `r1` (`at`: the offset of `r0` in the plane, `w` its width), as a
 /// loop for `vector::widest`: each window's four taps are compared in the window's order with
-/// selects, no branches, and the windows run side by side in vector registers.
+/// selects rather than branches, as the winner is data and a branch on it is often
+/// mispredicted.
 struct Pairs<'a> {
     r0: &'a [f32],
     r1: &'a [f32],
