@@ -14,6 +14,9 @@
 //! 2-D kernels and the fused separable step, two for the separable steps with an intermediate
 //! image.
 //! Each step's output is compared with step 1's (largest absolute difference in the table).
+//! A last row times a `cuMemcpyDtoD` of the image the same way as the steps: no kernel that
+//! reads the image and writes its output once can take less, so its `× step 1` bounds the
+//! ladder's speed-up on this GPU.
 //!
 //! ```text
 //! cargo build --release -p camel-bench --features cuda --bin filter_bench
@@ -225,6 +228,16 @@ fn bench(n: usize, r: usize, reps: usize, torch: &HashMap<String, f64>) -> Resul
             out += &format!("{key}\t{ms}\n");
         }
     }
+    // A copy of the image, timed the same way: the least a filter that reads the image and
+    // writes its output once can take, so `× step 1` here bounds every step's.
+    let ms = time(d, reps, &mut |i| d.dtod(&xs[i], &ys[i], bytes))?;
+    let base = naive_ms.unwrap_or(ms);
+    println!(
+        "| copy of the image | cuMemcpyDtoD | {ms:.4} | {:.1}× | {pass_ms:.4} | {:.2}× | — | — | — |",
+        base / ms,
+        ms / pass_ms
+    );
+    out += &format!("copy of the image\t{ms}\n");
     for (key, passes) in [("conv2d direct", 1.0), ("conv2d separable", 2.0)] {
         if let Some(&ms) = torch.get(key) {
             let base = naive_ms.unwrap_or(ms);
