@@ -4,8 +4,8 @@
 // steps 14–16 (hmma.cuh):
 //   C[b] = act(op(A[b]) · op(B[b]) + bias),  f16, bf16 or f32 in and out, f32 sums, one
 // rounding, the same epilogue (bias, ReLU/GELU, the saved pre-activation Z) and the same split-K
-// workspace. With f32 elements (T = float) the tensor cores read each operand as TF32 (the top
-// 19 bits of the f32 pattern, with no rounding step of ours), and wgmma takes TF32 operands only
+// workspace. With f32 elements (T = float) the tensor cores read each operand as TF32, with no
+// rounding step of ours (the tests' bound allows truncation), and wgmma takes TF32 operands only
 // K-major: the kernel exists for A stored M×K and B stored N×K (`_nt`), and the launcher
 // transposes other layouts first.
 //
