@@ -386,9 +386,10 @@ fn wgmma(
     let (k_split, splits) = super::matmul::k_ranges_aligned(g.k, splits, bk);
     check_limits(&name, g, splits, WGMMA_BM)?;
     let (oa, ob) = wgmma_operands(elem, g, a, b);
+    // K-major boxes are one 128-byte row of k deep; M/N-major ones (16-bit only) 64 wide
     let bk32 = bk as u32;
-    let map_a = encode_swizzled(&oa, 64.min(bk32), if g.trans_a { 64 } else { 128 })?;
-    let map_b = encode_swizzled(&ob, 64.min(bk32), if g.trans_b { bn as u32 } else { 64 })?;
+    let map_a = encode_swizzled(&oa, bk32, if g.trans_a { 64 } else { 128 })?;
+    let map_b = encode_swizzled(&ob, bk32, if g.trans_b { bn as u32 } else { 64 })?;
     let f = dev.function(module, &name)?;
     let cfg = LaunchConfig::new(
         Dim3::xyz(tiles_n as u32, tiles_m as u32, (g.batch * splits) as u32),
