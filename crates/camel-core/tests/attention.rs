@@ -676,7 +676,7 @@ fn bad_input_is_a_clear_error() {
         .expect_err("step 2 has no f16 kernels")
         .to_string();
         assert!(
-            e.contains("step 2") && e.contains("F16") && e.contains("[3, 4, 5, 6]"),
+            e.contains("step 2") && e.contains("F16") && e.contains("[3, 4, 5, 6, 7]"),
             "{e}"
         );
     }

@@ -116,3 +116,76 @@ pub fn encode_swizzled(m: &Matrices, box_inner: u32, box_rows: u32) -> Result<Te
     }
     Ok(map)
 }
+
+/// Encodes the 4-D tensor map (feature, token, head, batch) of `b × h` sequences of `t` tokens
+/// of `d` contiguous elements of `elem` at `base`, `strides` elements apart along token, head and
+/// batch, with boxes of `box_inner` features × `box_rows` tokens of one head, swizzled in
+/// 128-byte rows and zero-filled past each sequence's end (attention's q, k and v views).
+pub fn encode_heads(
+    elem: Elem,
+    base: DevPtr,
+    [d, t, h, b]: [usize; 4],
+    strides: [usize; 3],
+    box_inner: u32,
+    box_rows: u32,
+) -> Result<TensorMap> {
+    let data_type = match elem {
+        Elem::F16 => ffi::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+        Elem::BF16 => ffi::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+        other => {
+            return Err(Error::invalid(
+                "tma::encode_heads",
+                format!("attention tensor maps hold f16 or bf16 elements, not {other:?}"),
+            ))
+        }
+    };
+    let size = elem.bytes();
+    let per_16 = 16 / size;
+    if base.0 % 16 != 0
+        || d % per_16 != 0
+        || strides.iter().any(|s| s % per_16 != 0)
+        || box_inner as usize * size > 128
+        || [d, t, h, b].contains(&0)
+    {
+        return Err(Error::invalid(
+            "tma::encode_heads",
+            format!(
+                "[{d}, {t}, {h}, {b}] with strides {strides:?} at {:#x}, box {box_inner}×{box_rows}: \
+                 TMA needs a 16-byte aligned base and strides, and a box row of at most 128 bytes",
+                base.0
+            ),
+        ));
+    }
+    let dims = [d as u64, t as u64, h as u64, b as u64];
+    let bytes = strides.map(|s| (s * size) as u64);
+    let boxes = [box_inner, box_rows, 1, 1];
+    let element_strides = [1u32; 4];
+    let mut map = TensorMap { words: [0; 16] };
+    // SAFETY: `map` is 128 writable bytes, 64-byte aligned; the arrays have `rank` (4) entries
+    // (strides: rank − 1); the base is a device address the caller keeps alive while kernels
+    // use the map.
+    let code = unsafe {
+        ffi::cuTensorMapEncodeTiled(
+            (&mut map as *mut TensorMap).cast(),
+            data_type,
+            4,
+            base.0 as *mut std::ffi::c_void,
+            dims.as_ptr(),
+            bytes.as_ptr(),
+            boxes.as_ptr(),
+            element_strides.as_ptr(),
+            ffi::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            ffi::CU_TENSOR_MAP_SWIZZLE_128B,
+            ffi::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            ffi::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+    };
+    if code != ffi::CUDA_SUCCESS {
+        return Err(Error::Driver {
+            op: format!("cuTensorMapEncodeTiled([{d}, {t}, {h}, {b}], strides {strides:?})"),
+            code,
+            msg: crate::device::describe(code),
+        });
+    }
+    Ok(map)
+}

@@ -5,7 +5,8 @@
 //! shared memory, f32; its backward is step 1's too. Step 3 (`mma`): tensor cores, f16 and
 //! bf16, forward and backward. Step 4 (`swizzle`): step 3 with `ldmatrix` and swizzled shared
 //! tiles. Step 5 (`async`): step 4's forward with K/V tiles double-buffered by cp.async, step
-//! 4's backward. The layouts are
+//! 4's backward. Step 6 (`fa2`): the FlashAttention-2 work split, forward and backward. Step 7
+//! (`wgmma`): the forward on Hopper's TMA and warpgroup MMAs, step 6's backward. The layouts are
 //! `kernels/attention/attention.cuh`'s: q, k, v strided `[B, H, T, D]` with contiguous
 //! features, the output and the gradients dense `[B, T, H, D]`, the log-sum-exp `[B, H, Tq]`.
 
@@ -26,6 +27,8 @@ const STEP4: &str = "attention/04_swizzle";
 const STEP5: &str = "attention/05_async";
 /// PTX module of step 6: `kernels/attention/06_fa2.cu`.
 const STEP6: &str = "attention/06_fa2";
+/// PTX module of step 7: `kernels/attention/07_wgmma_sm90a.cu` (sm_90a).
+const STEP7: &str = "attention/07_wgmma_sm90a";
 
 /// Query (or key) rows of a step-2 block: `BR` / `BC` of `02_tiled.cu`.
 const TILE: usize = 32;
@@ -348,6 +351,72 @@ launchers! {
     pub fn fa2(..) {
         mma_forward(dev, g, elem, (STEP6, "06"), (BR6, BC6, 2), [q, k, v, o, lse])
     }
+
+    /// Step 7: the forward on Hopper (`attn07_fwd_d{D}_{f16,bf16}`, sm_90a): TMA copies Q once
+    /// and K/V tiles of 128 keys into two swizzled stages, each of two warpgroups computes
+    /// `S = Q·Kᵀ` for 64 queries with `wgmma` from shared memory, runs the online softmax in
+    /// registers and adds `P·V` with P from registers. Where [`wgmma_fits`] says no (another
+    /// GPU, head dim 32, dropout, operands TMA cannot address), step 6's forward runs.
+    pub fn wgmma(..) {
+        if !wgmma_fits(dev, g, elem, [q, k, v, o]) {
+            return fa2(dev, g, elem, q, k, v, o, lse);
+        }
+        wgmma_forward(dev, g, elem, [q, k, v, o, lse])
+    }
+}
+
+/// Query rows of a step-7 block and keys of its K/V tiles (`attn7::BQ`, `attn7::BKV`).
+const BQ7: usize = 128;
+const BKV7: usize = 128;
+
+/// Whether step 7's Hopper kernel runs `g` on `elem` operands at q, k, v and o (else step 6's
+/// forward does): compute capability 9.0, f16 or bf16, a head dim of 64 or 128, no dropout, and
+/// operands TMA can address (16-byte aligned pointers, and token, head and batch strides of
+/// 16-byte multiples, none 0).
+pub fn wgmma_fits(dev: &CudaDevice, g: &AttnGeom, elem: Elem, ptrs: [DevPtr; 4]) -> bool {
+    let per16 = 16 / elem.bytes();
+    let strides_ok = [g.q, g.k, g.v]
+        .iter()
+        .flatten()
+        .all(|&s| s != 0 && s % per16 == 0);
+    dev.compute_capability() == (9, 0)
+        && HALF.contains(&elem)
+        && matches!(g.d, 64 | 128)
+        && g.dropout == 0.0
+        && strides_ok
+        && super::rows::aligned16(&ptrs)
+}
+
+/// The forward of step 7 (the caller has checked [`wgmma_fits`]): tensor maps of q, k and v
+/// (feature, token, head, batch), then `attn07_fwd_d{D}_{sfx}`, one block of 256 threads a
+/// (batch · head, 128-query tile).
+fn wgmma_forward(dev: &CudaDevice, g: &AttnGeom, elem: Elem, ptrs: [DevPtr; 5]) -> Result<()> {
+    let [q, k, v, o, lse] = ptrs;
+    let name = KernelName::new(format_args!("attn07_fwd_d{}_{}", g.d, elem.suffix()));
+    let name = name.as_str();
+    let a = g.args(name, elem)?;
+    if g.rows() == 0 {
+        return Ok(());
+    }
+    let flip = |s: [usize; 3]| [s[2], s[1], s[0]]; // token, head, batch
+    let map = |p: DevPtr, t: usize, s: [usize; 3], rows: u32| {
+        crate::tma::encode_heads(elem, p, [g.d, t, g.h, g.b], flip(s), 64, rows)
+    };
+    let (mq, mk) = (
+        map(q, g.tq, g.q, BQ7 as u32)?,
+        map(k, g.tk, g.k, BKV7 as u32)?,
+    );
+    let mv = map(v, g.tk, g.v, 64)?;
+    // Q, and two stages of K and V (attn7::Layout), and 1 KiB to align them to 1024 bytes
+    let smem = (BQ7 + 4 * BKV7) * g.d * 2 + 1024;
+    let cfg = grid(name, g.b * g.h * g.tq.div_ceil(BQ7), 256)?.with_shared_mem(smem as u32);
+    // SAFETY: matches `attn07_fwd_d{D}_{sfx}(TmaMap q, k, v, T* o, float* lse, AttnArgs)`: the
+    // maps describe `g`'s q, k and v views (checked by wgmma_fits and encode_heads), o is dense
+    // `[b, tq, h, d]` of `elem`, lse `[b, h, tq]`; the shared memory holds attn7::Layout.
+    unsafe {
+        let args: [&dyn KernelArg; 6] = [&mq, &mk, &mv, &o, &lse, &a];
+        launch(dev, STEP7, name, cfg, &args)
+    }
 }
 
 /// The forward of a tensor-core step: kernels `attn{step}_fwd_d{D}_{sfx}` in `module`, blocks
@@ -583,7 +652,7 @@ pub struct Kernels {
 }
 
 /// The attention ladder.
-pub const STEPS: [Kernels; 6] = [
+pub const STEPS: [Kernels; 7] = [
     Kernels {
         step: super::rows::Step::One,
         dtypes: &[Elem::F32],
@@ -618,6 +687,12 @@ pub const STEPS: [Kernels; 6] = [
         step: super::rows::Step::Six,
         dtypes: HALF,
         forward: fa2,
+        backward: fa2_bwd,
+    },
+    Kernels {
+        step: super::rows::Step::Seven,
+        dtypes: HALF,
+        forward: wgmma,
         backward: fa2_bwd,
     },
 ];
@@ -827,7 +902,7 @@ mod tests {
         assert_eq!(step(Step::Five, Elem::BF16).unwrap(), Step::Five);
         assert_eq!(step(Step::Four, Elem::F32).unwrap(), Step::Two);
         let e = at(Step::Two, Elem::BF16).unwrap_err().to_string();
-        assert!(e.contains("BF16") && e.contains("[3, 4, 5, 6]"), "{e}");
+        assert!(e.contains("BF16") && e.contains("[3, 4, 5, 6, 7]"), "{e}");
         assert!(at(Step::Three, Elem::I64).is_err());
     }
 }

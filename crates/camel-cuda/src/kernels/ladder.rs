@@ -432,6 +432,13 @@ const ATTENTION: &[StepInfo] = &[
         &["attention::fa2", "attention::fa2_bwd"],
         "as step 3",
     ),
+    s(
+        Step::Seven,
+        "wgmma",
+        "the forward on Hopper: TMA copies of Q and of K/V tiles, S = Q·Kᵀ and O += P·V as warpgroup MMAs (wgmma), P from registers; step 6's backward",
+        &["attention::wgmma", "attention::fa2_bwd"],
+        "as step 3; compute capability 9.0, a head dim of 64 or 128 and no dropout (else step 6's forward)",
+    ),
 ];
 
 impl Family {

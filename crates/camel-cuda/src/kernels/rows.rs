@@ -59,19 +59,22 @@ pub enum Step {
     Five,
     /// Step 6 (the image-filter and attention ladders).
     Six,
+    /// Step 7 (the attention ladder).
+    Seven,
 }
 
 impl Step {
     /// Every step, in ladder order.
-    pub const ALL: [Step; 6] = [
+    pub const ALL: [Step; 7] = [
         Step::One,
         Step::Two,
         Step::Three,
         Step::Four,
         Step::Five,
         Step::Six,
+        Step::Seven,
     ];
-    /// The step's number (1 … 6).
+    /// The step's number (1 … 7).
     pub fn number(&self) -> u32 {
         match self {
             Step::One => 1,
@@ -80,6 +83,7 @@ impl Step {
             Step::Four => 4,
             Step::Five => 5,
             Step::Six => 6,
+            Step::Seven => 7,
         }
     }
 }
