@@ -51,21 +51,67 @@ impl Matrices {
     }
 }
 
+/// The tensor-map data type of `elem` (f16, bf16 or f32), else an error naming `op`.
+fn data_type(op: &str, elem: Elem) -> Result<std::ffi::c_uint> {
+    match elem {
+        Elem::F16 => Ok(ffi::CU_TENSOR_MAP_DATA_TYPE_FLOAT16),
+        Elem::BF16 => Ok(ffi::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16),
+        Elem::F32 => Ok(ffi::CU_TENSOR_MAP_DATA_TYPE_FLOAT32),
+        other => Err(Error::invalid(
+            op,
+            format!("tensor maps here hold f16, bf16 or f32 elements, not {other:?}"),
+        )),
+    }
+}
+
+/// `cuTensorMapEncodeTiled` of a rank-`N` map (`dims`, byte `strides` of dims 1 … N − 1, `boxes`)
+/// at `base`: swizzled in 128-byte rows, zero-filled outside the tensor. `what` names the
+/// tensor in an error.
+fn encode<const N: usize>(
+    data_type: std::ffi::c_uint,
+    base: DevPtr,
+    dims: [u64; N],
+    strides: &[u64],
+    boxes: [u32; N],
+    what: &dyn Fn() -> String,
+) -> Result<TensorMap> {
+    assert_eq!(strides.len() + 1, N, "a stride for every dim but the first");
+    let element_strides = [1u32; N];
+    let mut map = TensorMap { words: [0; 16] };
+    // SAFETY: `map` is 128 writable bytes, 64-byte aligned; `dims`, `boxes` and
+    // `element_strides` have `N` entries and `strides` N − 1 (asserted); the base is a device
+    // address the caller keeps alive while kernels use the map.
+    let code = unsafe {
+        ffi::cuTensorMapEncodeTiled(
+            (&mut map as *mut TensorMap).cast(),
+            data_type,
+            N as std::ffi::c_uint,
+            base.0 as *mut std::ffi::c_void,
+            dims.as_ptr(),
+            strides.as_ptr(),
+            boxes.as_ptr(),
+            element_strides.as_ptr(),
+            ffi::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            ffi::CU_TENSOR_MAP_SWIZZLE_128B,
+            ffi::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            ffi::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+    };
+    if code != ffi::CUDA_SUCCESS {
+        return Err(Error::Driver {
+            op: format!("cuTensorMapEncodeTiled({})", what()),
+            code,
+            msg: crate::device::describe(code),
+        });
+    }
+    Ok(map)
+}
+
 /// Encodes a 3-D tensor map (contiguous dimension, rows, batch) of `m` with boxes of
 /// `box_inner × box_rows` elements (one matrix deep), swizzled in 128-byte rows, zero-filled
 /// outside the matrices.
 pub fn encode_swizzled(m: &Matrices, box_inner: u32, box_rows: u32) -> Result<TensorMap> {
-    let data_type = match m.elem {
-        Elem::F16 => ffi::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-        Elem::BF16 => ffi::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-        Elem::F32 => ffi::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
-        other => {
-            return Err(Error::invalid(
-                "tma::encode_swizzled",
-                format!("tensor maps here hold f16, bf16 or f32 elements, not {other:?}"),
-            ))
-        }
-    };
+    let data_type = data_type("tma::encode_swizzled", m.elem)?;
     let size = m.elem.bytes();
     if !m.tma_compatible() || box_inner as usize * size > 128 {
         return Err(Error::invalid(
@@ -84,37 +130,15 @@ pub fn encode_swizzled(m: &Matrices, box_inner: u32, box_rows: u32) -> Result<Te
         (m.batch as u64, (m.batch_stride * size) as u64)
     };
     let dims = [m.inner as u64, m.rows as u64, batch];
-    let strides = [row_bytes, batch_bytes];
-    let boxes = [box_inner, box_rows, 1];
-    let element_strides = [1u32; 3];
-    let mut map = TensorMap { words: [0; 16] };
-    // SAFETY: `map` is 128 writable bytes, 64-byte aligned; the arrays have `rank` (3) entries
-    // (strides: rank − 1); the base is a device address the caller keeps alive while kernels
-    // use the map.
-    let code = unsafe {
-        ffi::cuTensorMapEncodeTiled(
-            (&mut map as *mut TensorMap).cast(),
-            data_type,
-            3,
-            m.base.0 as *mut std::ffi::c_void,
-            dims.as_ptr(),
-            strides.as_ptr(),
-            boxes.as_ptr(),
-            element_strides.as_ptr(),
-            ffi::CU_TENSOR_MAP_INTERLEAVE_NONE,
-            ffi::CU_TENSOR_MAP_SWIZZLE_128B,
-            ffi::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-            ffi::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
-        )
-    };
-    if code != ffi::CUDA_SUCCESS {
-        return Err(Error::Driver {
-            op: format!("cuTensorMapEncodeTiled({m:?}, box {box_inner}×{box_rows})"),
-            code,
-            msg: crate::device::describe(code),
-        });
-    }
-    Ok(map)
+    let what = || format!("{m:?}, box {box_inner}×{box_rows}");
+    encode(
+        data_type,
+        m.base,
+        dims,
+        &[row_bytes, batch_bytes],
+        [box_inner, box_rows, 1],
+        &what,
+    )
 }
 
 /// Encodes the 4-D tensor map (feature, token, head, batch) of `b × h` sequences of `t` tokens
@@ -129,16 +153,13 @@ pub fn encode_heads(
     box_inner: u32,
     box_rows: u32,
 ) -> Result<TensorMap> {
-    let data_type = match elem {
-        Elem::F16 => ffi::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-        Elem::BF16 => ffi::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-        other => {
-            return Err(Error::invalid(
-                "tma::encode_heads",
-                format!("attention tensor maps hold f16 or bf16 elements, not {other:?}"),
-            ))
-        }
-    };
+    if !matches!(elem, Elem::F16 | Elem::BF16) {
+        return Err(Error::invalid(
+            "tma::encode_heads",
+            format!("attention tensor maps hold f16 or bf16 elements, not {elem:?}"),
+        ));
+    }
+    let data_type = data_type("tma::encode_heads", elem)?;
     let size = elem.bytes();
     let per_16 = 16 / size;
     if base.0 % 16 != 0
@@ -158,34 +179,13 @@ pub fn encode_heads(
     }
     let dims = [d as u64, t as u64, h as u64, b as u64];
     let bytes = strides.map(|s| (s * size) as u64);
-    let boxes = [box_inner, box_rows, 1, 1];
-    let element_strides = [1u32; 4];
-    let mut map = TensorMap { words: [0; 16] };
-    // SAFETY: `map` is 128 writable bytes, 64-byte aligned; the arrays have `rank` (4) entries
-    // (strides: rank − 1); the base is a device address the caller keeps alive while kernels
-    // use the map.
-    let code = unsafe {
-        ffi::cuTensorMapEncodeTiled(
-            (&mut map as *mut TensorMap).cast(),
-            data_type,
-            4,
-            base.0 as *mut std::ffi::c_void,
-            dims.as_ptr(),
-            bytes.as_ptr(),
-            boxes.as_ptr(),
-            element_strides.as_ptr(),
-            ffi::CU_TENSOR_MAP_INTERLEAVE_NONE,
-            ffi::CU_TENSOR_MAP_SWIZZLE_128B,
-            ffi::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-            ffi::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
-        )
-    };
-    if code != ffi::CUDA_SUCCESS {
-        return Err(Error::Driver {
-            op: format!("cuTensorMapEncodeTiled([{d}, {t}, {h}, {b}], strides {strides:?})"),
-            code,
-            msg: crate::device::describe(code),
-        });
-    }
-    Ok(map)
+    let what = || format!("[{d}, {t}, {h}, {b}], strides {strides:?}");
+    encode(
+        data_type,
+        base,
+        dims,
+        &bytes,
+        [box_inner, box_rows, 1, 1],
+        &what,
+    )
 }
