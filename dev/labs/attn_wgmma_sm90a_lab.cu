@@ -31,7 +31,7 @@
 #include <cstring>
 #include <vector>
 
-#include "../kernels/matmul/wgmma.cuh"
+#include "../kernels/attention/07_wgmma_sm90a.cu"  // attn7::PvMma, attn7::pack2 (and wgmma.cuh)
 #include "lab_common.cuh"
 
 namespace lab {
@@ -44,22 +44,6 @@ constexpr unsigned K_BYTES = 2 * CHUNK;
 constexpr unsigned V_BYTES = 4 * 64 * 128;      // [key half][d box] of 64 × 64: 32 KiB
 constexpr unsigned STAGE = K_BYTES + V_BYTES;   // 64 KiB
 constexpr unsigned SMEM = Q_BYTES + 2 * STAGE + 1024;
-
-// O += P·V for one 16-key step: A (P, 64×16 bf16) from registers, B (V) from shared memory,
-// N-major (imm-trans-b = 1).
-__device__ __forceinline__ void pv_mma(float (&d)[64], const unsigned (&a)[4],
-                                       unsigned long long db) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" WG_R64
-                 "}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
-                 : WG_D64
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
-}
-
-__device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<unsigned*>(&v);
-}
 
 // q, k, v, o: [B·H·T, 128] bf16 row-major (the maps describe q, k and v).
 __global__ void __launch_bounds__(THREADS, 1)
@@ -142,14 +126,14 @@ __global__ void __launch_bounds__(THREADS, 1)
                 const float p1 = exp2f(s[4 * n + 2 * h + 1] * scale_log2 - mnew);
                 l[h] += p0 + p1;
                 // A fragment of key step n / 2: regs 0/1 rows g/g+8 columns 0–7, regs 2/3 8–15
-                pa[n / 2][(n % 2) * 2 + h] = pack_bf16(p0, p1);
+                pa[n / 2][(n % 2) * 2 + h] = attn7::pack2<__nv_bfloat16>(p0, p1);
             }
         }
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < BKV / 16; ++kk) {
             const unsigned b = sv + (kk / 4) * 2 * 64 * 128 + (kk % 4) * 2048;
-            pv_mma(acc, pa[kk], desc(b, 64 * 128, 1024));
+            attn7::PvMma<__nv_bfloat16, D>::run(acc, pa[kk], desc(b, 64 * 128, 1024));
         }
         wgmma_commit();
         wgmma_wait<0>();
@@ -167,7 +151,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         for (int n = 0; n < 16; ++n) {
             const int col = 8 * n + 2 * (lane % 4);
             *reinterpret_cast<unsigned*>(o + (size_t)r * D + col) =
-                pack_bf16(acc[4 * n + 2 * h] * inv, acc[4 * n + 2 * h + 1] * inv);
+                attn7::pack2<__nv_bfloat16>(acc[4 * n + 2 * h] * inv, acc[4 * n + 2 * h + 1] * inv);
         }
     }
 }
@@ -208,7 +192,6 @@ int main() {
     printf("device: %s, %d SMs\n", p.name, p.multiProcessorCount);
     CK(cudaFuncSetAttribute(lab::attn_wgmma_fwd, cudaFuncAttributeMaxDynamicSharedMemorySize,
                             lab::SMEM));
-    static Timer t;
     // the shapes of attention_bench: B = 16384 / T, H = 2048 / d = 16
     for (int T : {1024, 2048, 4096, 8192, 16384}) {
         const int BH = (16384 / T) * 16;
@@ -264,19 +247,7 @@ int main() {
                     worst = std::isnan(e) ? INFINITY : std::max(worst, e);
                 }
             }
-        std::vector<double> ms;
-        for (int i = 0; i < 3; ++i) launch();
-        for (int rep = 0; rep < 20; ++rep) {
-            CK(cudaEventRecord(t.a));
-            launch();
-            CK(cudaEventRecord(t.b));
-            CK(cudaEventSynchronize(t.b));
-            float x;
-            CK(cudaEventElapsedTime(&x, t.a, t.b));
-            ms.push_back(x);
-        }
-        std::sort(ms.begin(), ms.end());
-        const double med = ms[ms.size() / 2];
+        const double med = lab_median_ms(launch, 20, 3);
         const double flops = 4.0 * BH * (double)T * T * lab::D;
         printf("d128 T%-6d full forward  B·H %4d  %8.4f ms  %6.1f TFLOP/s  max |Δ| vs f64 %.2e%s\n", T, BH,
                med, flops / med / 1e9, worst, worst < 1e-2 ? "" : "  WRONG");

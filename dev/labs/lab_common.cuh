@@ -143,3 +143,26 @@ template <class... KA, class... A>
 static void lab_launch(cudaStream_t stream, bool pdl, size_t smem, void (*k)(KA...), unsigned grid, A... a) {
     lab_launch_block(stream, pdl, smem, k, grid, 256u, a...);
 }
+
+// Median milliseconds of `reps` launches of `launch`, each between its own pair of events, after
+// `warmup` untimed launches (for kernels long enough that one launch's overhead does not count).
+template <typename F>
+static double lab_median_ms(F launch, int reps, int warmup) {
+    static Timer t;
+    for (int i = 0; i < warmup; ++i) launch();
+    CK(cudaDeviceSynchronize());
+    CK(cudaGetLastError());
+    std::vector<double> v;
+    for (int r = 0; r < reps; ++r) {
+        CK(cudaEventRecord(t.a));
+        launch();
+        CK(cudaEventRecord(t.b));
+        CK(cudaEventSynchronize(t.b));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, t.a, t.b));
+        v.push_back(ms);
+    }
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+

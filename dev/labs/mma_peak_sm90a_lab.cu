@@ -68,35 +68,15 @@ __global__ void __launch_bounds__(256, 1) wgmma_peak(float* out, int iters) {
     if (s == 12345.0f) out[threadIdx.x] = s;
 }
 
-template <typename F>
-static double median_ms(F launch) {
-    static Timer t;
-    launch();
-    CK(cudaDeviceSynchronize());
-    CK(cudaGetLastError());
-    std::vector<double> v;
-    for (int r = 0; r < 10; ++r) {
-        CK(cudaEventRecord(t.a));
-        launch();
-        CK(cudaEventRecord(t.b));
-        CK(cudaEventSynchronize(t.b));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, t.a, t.b));
-        v.push_back(ms);
-    }
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
-
 template <int ILP>
 static void run_mma(int sms, float* out) {
     for (int warps : {4, 8, 16}) {
         for (int per_sm : {1, 2, 4}) {
             if (warps * per_sm > 32) continue;
             const int blocks = sms * per_sm;
-            const double ms = median_ms([&] {
+            const double ms = lab_median_ms([&] {
                 mma_sync_peak<ILP><<<blocks, 32 * warps>>>(out, ITERS);
-            });
+            }, 10, 1);
             const double flops = 2.0 * 16 * 8 * 16 * ILP * (double)ITERS * blocks * warps;
             printf("mma_sync  ILP %d  %2d warps a block  %d blocks an SM  %8.3f ms  %6.1f TFLOP/s\n",
                    ILP, warps, per_sm, ms, flops / ms / 1e9);
@@ -116,7 +96,7 @@ int main() {
     const int smem = 64 * 128 + 256 * 128 + 1024;
     CK(cudaFuncSetAttribute(wgmma_peak, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     const int iters = ITERS / 4;
-    const double ms = median_ms([&] { wgmma_peak<<<sms, 256, smem>>>(out, iters); });
+    const double ms = lab_median_ms([&] { wgmma_peak<<<sms, 256, smem>>>(out, iters); }, 10, 1);
     const double flops = 2.0 * 64 * 256 * 16 * 4 * (double)iters * sms * 2;
     printf("wgmma     m64n256k16, 2 warpgroups a block, 1 block an SM  %8.3f ms  %6.1f TFLOP/s\n",
            ms, flops / ms / 1e9);
