@@ -274,11 +274,14 @@ __device__ __forceinline__ void attn_fa2_fwd(const u16* __restrict__ q, const u1
 }
 
 // ---------------------------------------------------------------------------------------------
-// Backward: step 4's two kernels (dK/dV for a tile of keys walking the query tiles, dQ for a
-// tile of queries walking the key tiles; no atomics, so the gradients are deterministic), with
-// the forward's machinery: cp.async tile copies double-buffered (step 4 loads every tile through
-// registers between two barriers), fragment bases, masks only on the tiles that need them, and
-// causal grids longest first.
+// Backward: the FlashAttention-2 backward. A block owns a tile of keys and walks the query tiles
+// that see them: it recomputes Sᵀ and dPᵀ, adds into dK and dV in registers, and adds dS·K of
+// its keys into an f32 copy of dQ with atomics, five products a tile. The forward's machinery
+// carries over: cp.async tile copies double-buffered, fragment bases, masks only on the tiles
+// that need them, and causal grids longest first. The order of dQ's sums then depends on the
+// blocks' timing; step 4's split (a second kernel for dQ walking the key tiles, no atomics, seven
+// products) keeps the gradients bit-for-bit reproducible, and runs with these kernels'
+// machinery where determinism is asked for (CAMEL_DETERMINISTIC).
 
 constexpr int F6_BK = 16 * F6_WARPS;   // dK/dV: keys of a block, 16 a warp
 // dK/dV: queries of a tile. Its Sᵀ and dPᵀ accumulators sit beside dK's and dV's: 64 queries fill
@@ -288,15 +291,63 @@ constexpr int F6_BQ = D >= 128 ? 64 : 32;
 constexpr int F6_BRQ = 16 * F6_WARPS;  // dQ: query rows of a block, 16 a warp
 
 
+// Adds dS·K of the block's F6_BK keys for queries i_lo … i_lo + 15, head columns C0 … C0 + DW − 1,
+// into dq_acc (f32, dense [B, Tq, H, D]) with atomics: dS is the tile's dSᵀ in shared memory
+// (F6_BK rows of LDS elements) read transposed by ldmatrix (`sds`: this lane's row address for
+// the warp's queries), K the block's key tile (`sks`). Rows past the last query are skipped.
+template <typename T, int D, int LDS, int C0, int DW>
+__device__ __forceinline__ void fa2_dq_add(float* __restrict__ dq_acc, const AttnArgs& a, long long bb,
+                                           long long hh, long long i_lo, unsigned sds, unsigned sks,
+                                           const SwzRows<D>& rows_a, int lane) {
+    constexpr int DC = DW < 64 ? DW : 64;  // columns a pass: at most 32 accumulators a thread
+    const int g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int c0 = C0; c0 < C0 + DW; c0 += DC) {
+        float acc[DC / 8][4] = {};
+#pragma unroll
+        for (int kc = 0; kc < F6_BK / 16; ++kc) {
+            unsigned da[4];
+            hgemm::ldmatrix_x4<true>(da, sds + 2 * 16 * kc * LDS);
+#pragma unroll
+            for (int nd = 0; nd < DC / 8; nd += 2) {
+                unsigned b[4];
+                hgemm::ldmatrix_x4<true>(b, sks + rows_a.at(16 * kc, c0 + 8 * nd));
+                hgemm::mma16816<T>(acc[nd], da, b[0], b[1]);
+                hgemm::mma16816<T>(acc[nd + 1], da, b[2], b[3]);
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const long long row = i_lo + g + 8 * r;
+            if (row >= a.tq) continue;
+            float* p = dq_acc + camel::bthd(a, bb, hh, row, a.tq, D) + c0 + 2 * t;
+#pragma unroll
+            for (int nd = 0; nd < DC / 8; ++nd) {
+#if __CUDA_ARCH__ >= 900
+                asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" ::"l"(p + 8 * nd), "f"(acc[nd][2 * r]),
+                             "f"(acc[nd][2 * r + 1])
+                             : "memory");
+#else
+                atomicAdd(p + 8 * nd, acc[nd][2 * r]);
+                atomicAdd(p + 8 * nd + 1, acc[nd][2 * r + 1]);
+#endif
+            }
+        }
+    }
+}
+
 // dK and dV of F6_BK keys (16 a warp), walking the query tiles that see them: Sᵀ = K·Qᵀ and
-// dPᵀ = V·dOᵀ, Pᵀ = exp(Sᵀ − lse), dSᵀ = Pᵀ ⊙ (Z ⊙ dPᵀ − Δ), dV += (Pᵀ ⊙ Z)·dO, dK += dSᵀ·Q.
+// dPᵀ = V·dOᵀ, Pᵀ = exp(Sᵀ − lse), dSᵀ = Pᵀ ⊙ (Z ⊙ dPᵀ − Δ), dV += (Pᵀ ⊙ Z)·dO, dK += dSᵀ·Q;
+// FUSE: also dQ += dS·K into the f32 `dq_acc` (fa2_dq_add), dSᵀ going through shared memory so
+// that each query row sums the block's 64 keys before its one atomic add.
 // DROP: with dropout (a kernel instantiates both; without, the mask's code and registers are
 // gone from the inner loop, which has none to spare at D = 128).
-template <typename T, int D, bool DROP, int BQ = F6_BQ<D>>
+template <typename T, int D, bool DROP, bool FUSE, int BQ = F6_BQ<D>>
 __device__ __forceinline__ void attn_fa2_dkdv(const u16* __restrict__ q, const u16* __restrict__ k,
                                               const u16* __restrict__ v, const u16* __restrict__ dout,
                                               const float* __restrict__ lse, const float* __restrict__ delta,
-                                              u16* __restrict__ dk, u16* __restrict__ dv, const AttnArgs a) {
+                                              u16* __restrict__ dk, u16* __restrict__ dv,
+                                              float* __restrict__ dq_acc, const AttnArgs a) {
     u16* ks = reinterpret_cast<u16*>(attn_mma_smem);     // [BK][D]
     u16* vs = ks + F6_BK * D;                            // [BK][D]
     u16* qbuf = vs + F6_BK * D;                          // [2][BQ][D]
@@ -304,8 +355,14 @@ __device__ __forceinline__ void attn_fa2_dkdv(const u16* __restrict__ q, const u
     float* lse_s = reinterpret_cast<float*>(dobuf + 2 * BQ * D);  // [2][BQ]
     float* del_s = lse_s + 2 * BQ;                                 // [2][BQ]
     unsigned* drow_s = reinterpret_cast<unsigned*>(del_s + 2 * BQ);  // [2][BQ]
+    // FUSE: the tile's dSᵀ, rows padded by 8 elements (the pair stores of a warp's 8 rows, and
+    // ldmatrix's 8 rows, hit distinct banks)
+    constexpr int LDS = BQ + 8;
+    u16* dss = reinterpret_cast<u16*>(drow_s + 2 * BQ);  // [BK][LDS]
     long long bh, tile;
-    f6_block(camel::ceil_div(a.tk, F6_BK), a.b * a.h, a.causal, false, bh, tile);
+    // FUSE: head-major grids, causal ones too, so that the blocks running at once add into the
+    // dQ rows of a few heads, which stay in L2
+    f6_block(camel::ceil_div(a.tk, F6_BK), a.b * a.h, a.causal && !FUSE, false, bh, tile);
     const long long j0 = tile * F6_BK, hh = bh % a.h, bb = bh / a.h;
     const int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const u16* qb = q + bb * a.q_sb + hh * a.q_sh;
@@ -329,19 +386,25 @@ __device__ __forceinline__ void attn_fa2_dkdv(const u16* __restrict__ q, const u
             if (DROP) drow_s[b * BQ + threadIdx.x] = camel::attn_drop_row(a, bh, i);
         }
     };
-    const long long i_first = camel::first_query(a, j0) / BQ * BQ;
-    stage(i_first, 0);
+    // the query tiles that see the block's keys, from the first; FUSE without the causal mask:
+    // each block starts at the tile of its own keys and wraps around, so that the blocks of a
+    // head add into different rows of dQ at any one time
+    const long long q_first = camel::first_query(a, j0) / BQ, count = camel::ceil_div(a.tq, BQ) - q_first;
+    const long long rot = FUSE && !a.causal ? tile * F6_BK / BQ : 0;
+    auto tile_at = [&](long long it) { return (q_first + (rot != 0 ? (it + rot) % count : it)) * BQ; };
+    stage(tile_at(0), 0);
     hgemm::cp_async_commit();
     const long long jw = j0 + 16 * w, off = a.tk - a.tq;  // the warp's first key
     const float ss = a.scale * camel::LOG2E;
     const SwzRows<D> rows_a(lane % 16, lane / 16 * 8), rows_k(lane / 16 * 8 + lane % 8, lane / 8 % 2 * 8);
     const unsigned sk = hgemm::smem_addr(ks) + 2 * 16 * w * D, sv = hgemm::smem_addr(vs) + 2 * 16 * w * D;
     float gk[D / 8][4] = {}, gv[D / 8][4] = {};
-    for (long long i0 = i_first, it = 0; i0 < a.tq; i0 += BQ, ++it) {
+    for (long long it = 0; it < count; ++it) {
+        const long long i0 = tile_at(it);
         const int cur = it & 1;
         __syncthreads();  // the previous tile is used up
-        if (i0 + BQ < a.tq) {
-            stage(i0 + BQ, cur ^ 1);
+        if (it + 1 < count) {
+            stage(tile_at(it + 1), cur ^ 1);
             hgemm::cp_async_commit();
             hgemm::cp_async_wait<1>();
         } else {
@@ -349,64 +412,96 @@ __device__ __forceinline__ void attn_fa2_dkdv(const u16* __restrict__ q, const u
         }
         __syncthreads();
         // no query of the tile sees a key of the warp's
-        if (jw >= a.tk || (a.causal && jw > i0 + BQ - 1 + off)) continue;
-        const unsigned sq = hgemm::smem_addr(qbuf) + 2 * cur * BQ * D;
-        const unsigned sdo = hgemm::smem_addr(dobuf) + 2 * cur * BQ * D;
-        const float* ls = lse_s + cur * BQ;
-        const float* dl = del_s + cur * BQ;
-        const unsigned* dr = drow_s + cur * BQ;
-        // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ: the warp's 16 keys × BQ queries
-        float st[BQ / 8][4] = {}, dpt[BQ / 8][4] = {};
+        if (jw >= a.tk || (a.causal && jw > i0 + BQ - 1 + off)) {
+            if constexpr (FUSE) {  // the warp's rows of dSᵀ are zero
 #pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
-            unsigned ka[4], va[4];
-            hgemm::ldmatrix_x4<false>(ka, sk + rows_a.at(0, 16 * kk));
-            hgemm::ldmatrix_x4<false>(va, sv + rows_a.at(0, 16 * kk));
+                for (int c = lane; c < 16 * BQ / 8; c += 32)
+                    *reinterpret_cast<uint4*>(dss + (16 * w + c / (BQ / 8)) * LDS + c % (BQ / 8) * 8) =
+                        make_uint4(0, 0, 0, 0);
+            } else {
+                continue;
+            }
+        } else {
+            const unsigned sq = hgemm::smem_addr(qbuf) + 2 * cur * BQ * D;
+            const unsigned sdo = hgemm::smem_addr(dobuf) + 2 * cur * BQ * D;
+            const float* ls = lse_s + cur * BQ;
+            const float* dl = del_s + cur * BQ;
+            const unsigned* dr = drow_s + cur * BQ;
+            // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ: the warp's 16 keys × BQ queries
+            float st[BQ / 8][4] = {}, dpt[BQ / 8][4] = {};
 #pragma unroll
-            for (int nt = 0; nt < BQ / 8; nt += 2) {
-                unsigned b[4];
-                hgemm::ldmatrix_x4<false>(b, sq + rows_k.at(8 * nt, 16 * kk));
-                hgemm::mma16816<T>(st[nt], ka, b[0], b[1]);
-                hgemm::mma16816<T>(st[nt + 1], ka, b[2], b[3]);
-                hgemm::ldmatrix_x4<false>(b, sdo + rows_k.at(8 * nt, 16 * kk));
-                hgemm::mma16816<T>(dpt[nt], va, b[0], b[1]);
-                hgemm::mma16816<T>(dpt[nt + 1], va, b[2], b[3]);
+            for (int kk = 0; kk < D / 16; ++kk) {
+                unsigned ka[4], va[4];
+                hgemm::ldmatrix_x4<false>(ka, sk + rows_a.at(0, 16 * kk));
+                hgemm::ldmatrix_x4<false>(va, sv + rows_a.at(0, 16 * kk));
+#pragma unroll
+                for (int nt = 0; nt < BQ / 8; nt += 2) {
+                    unsigned b[4];
+                    hgemm::ldmatrix_x4<false>(b, sq + rows_k.at(8 * nt, 16 * kk));
+                    hgemm::mma16816<T>(st[nt], ka, b[0], b[1]);
+                    hgemm::mma16816<T>(st[nt + 1], ka, b[2], b[3]);
+                    hgemm::ldmatrix_x4<false>(b, sdo + rows_k.at(8 * nt, 16 * kk));
+                    hgemm::mma16816<T>(dpt[nt], va, b[0], b[1]);
+                    hgemm::mma16816<T>(dpt[nt + 1], va, b[2], b[3]);
+                }
+            }
+            // Pᵀ and dSᵀ; on a tile where some query is past the end or some key hidden from some
+            // query, those weights are zero (and a NaN of dO or V there stays out)
+            const bool full = i0 + BQ <= a.tq && jw + 16 <= a.tk && (!a.causal || jw + 15 <= i0 + off);
+#pragma unroll
+            for (int nt = 0; nt < BQ / 8; ++nt) {
+                const int i2 = 8 * nt + 2 * t;  // this thread's two queries of the column pair
+                const float2 l2 = *reinterpret_cast<const float2*>(ls + i2);
+                const float2 d2 = *reinterpret_cast<const float2*>(dl + i2);
+                const float nl[2] = {-l2.x * camel::LOG2E, -l2.y * camel::LOG2E};  // −lse in log2 units
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const long long i = i0 + i2 + (e & 1), j = jw + g + 8 * (e >> 1);
+                    const float p = exp2_ftz(fmaf(st[nt][e], ss, nl[e & 1]));
+                    const float z = DROP ? camel::attn_dropout(a, dr[i2 + (e & 1)], j) : 1.0f;
+                    const bool seen = full || (i < a.tq && j < a.tk && (!a.causal || j <= i + off));
+                    dpt[nt][e] = seen ? p * (z * dpt[nt][e] - ((e & 1) ? d2.y : d2.x)) : 0.0f;
+                    st[nt][e] = seen ? p * z : 0.0f;
+                }
+            }
+            if constexpr (FUSE) {  // the warp's 16 rows of dSᵀ, rounded as the products read them
+#pragma unroll
+                for (int nt = 0; nt < BQ / 8; ++nt) {
+                    u16* r = dss + (16 * w + g) * LDS + 8 * nt + 2 * t;
+                    *reinterpret_cast<unsigned*>(r) = pack_f<T>(dpt[nt][0], dpt[nt][1]);
+                    *reinterpret_cast<unsigned*>(r + 8 * LDS) = pack_f<T>(dpt[nt][2], dpt[nt][3]);
+                }
+            }
+            // dV += Pᵀ·dO and dK += dSᵀ·Q, Pᵀ and dSᵀ straight from the accumulators
+#pragma unroll
+            for (int kc = 0; kc < BQ / 16; ++kc) {
+                unsigned pa[4], da[4];
+                c_to_a<T>(pa, st[2 * kc], st[2 * kc + 1]);
+                c_to_a<T>(da, dpt[2 * kc], dpt[2 * kc + 1]);
+#pragma unroll
+                for (int nd = 0; nd < D / 8; nd += 2) {
+                    unsigned b[4];
+                    hgemm::ldmatrix_x4<true>(b, sdo + rows_a.at(16 * kc, 8 * nd));
+                    hgemm::mma16816<T>(gv[nd], pa, b[0], b[1]);
+                    hgemm::mma16816<T>(gv[nd + 1], pa, b[2], b[3]);
+                    hgemm::ldmatrix_x4<true>(b, sq + rows_a.at(16 * kc, 8 * nd));
+                    hgemm::mma16816<T>(gk[nd], da, b[0], b[1]);
+                    hgemm::mma16816<T>(gk[nd + 1], da, b[2], b[3]);
+                }
             }
         }
-        // Pᵀ and dSᵀ; on a tile where some query is past the end or some key hidden from some
-        // query, those weights are zero (and a NaN of dO or V there stays out)
-        const bool full = i0 + BQ <= a.tq && jw + 16 <= a.tk && (!a.causal || jw + 15 <= i0 + off);
-#pragma unroll
-        for (int nt = 0; nt < BQ / 8; ++nt) {
-            const int i2 = 8 * nt + 2 * t;  // this thread's two queries of the column pair
-            const float2 l2 = *reinterpret_cast<const float2*>(ls + i2);
-            const float2 d2 = *reinterpret_cast<const float2*>(dl + i2);
-            const float nl[2] = {-l2.x * camel::LOG2E, -l2.y * camel::LOG2E};  // −lse in log2 units
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const long long i = i0 + i2 + (e & 1), j = jw + g + 8 * (e >> 1);
-                const float p = exp2_ftz(fmaf(st[nt][e], ss, nl[e & 1]));
-                const float z = DROP ? camel::attn_dropout(a, dr[i2 + (e & 1)], j) : 1.0f;
-                const bool seen = full || (i < a.tq && j < a.tk && (!a.causal || j <= i + off));
-                dpt[nt][e] = seen ? p * (z * dpt[nt][e] - ((e & 1) ? d2.y : d2.x)) : 0.0f;
-                st[nt][e] = seen ? p * z : 0.0f;
-            }
-        }
-        // dV += Pᵀ·dO and dK += dSᵀ·Q, Pᵀ and dSᵀ straight from the accumulators
-#pragma unroll
-        for (int kc = 0; kc < BQ / 16; ++kc) {
-            unsigned pa[4], da[4];
-            c_to_a<T>(pa, st[2 * kc], st[2 * kc + 1]);
-            c_to_a<T>(da, dpt[2 * kc], dpt[2 * kc + 1]);
-#pragma unroll
-            for (int nd = 0; nd < D / 8; nd += 2) {
-                unsigned b[4];
-                hgemm::ldmatrix_x4<true>(b, sdo + rows_a.at(16 * kc, 8 * nd));
-                hgemm::mma16816<T>(gv[nd], pa, b[0], b[1]);
-                hgemm::mma16816<T>(gv[nd + 1], pa, b[2], b[3]);
-                hgemm::ldmatrix_x4<true>(b, sq + rows_a.at(16 * kc, 8 * nd));
-                hgemm::mma16816<T>(gk[nd], da, b[0], b[1]);
-                hgemm::mma16816<T>(gk[nd + 1], da, b[2], b[3]);
+        if constexpr (FUSE) {
+            __syncthreads();  // every warp's rows of dSᵀ are in place
+            // warp w: queries qr … qr + 15 of the tile, the (w / RT)-th of CG column ranges
+            constexpr int RT = BQ / 16, CG = F6_WARPS / RT, DW = D / CG;
+            const int qr = 16 * (w % RT);
+            const unsigned sds =
+                hgemm::smem_addr(dss) + 2 * ((lane / 16 * 8 + lane % 8) * LDS + qr + lane / 8 % 2 * 8);
+            const unsigned sks = hgemm::smem_addr(ks);
+            if (w / RT == 0) {
+                fa2_dq_add<T, D, LDS, 0, DW>(dq_acc, a, bb, hh, i0 + qr, sds, sks, rows_a, lane);
+            } else if constexpr (CG > 1) {
+                fa2_dq_add<T, D, LDS, DW, DW>(dq_acc, a, bb, hh, i0 + qr, sds, sks, rows_a, lane);
             }
         }
     }
@@ -543,18 +638,21 @@ ATTN_FA2_FWD(__nv_bfloat16, bf16, 128)
 
 // attn06_bwd_dkdv_d{D}_{f16,bf16}: a block per (batch · head, 64-key tile), causal grids the
 // first key tiles first; attn06_bwd_dq_d{D}_{f16,bf16}: a block per (batch · head, 64-query
-// tile), causal grids the last query tiles first. Blocks of 128 threads, dynamic shared memory
-// as the launcher sizes it. attn06p_bwd_*: the same with dropout (p > 0), a kernel of its own so
-// that the mask's code takes no registers from the kernels without it.
+// tile), causal grids the last query tiles first; attn06_bwd_fused_d{32,64}_{f16,bf16}: dK/dV
+// and the atomic dQ, a block per (batch · head, 64-key tile), head-major. Blocks of 128 threads,
+// dynamic shared memory as the launcher sizes it. attn06p_bwd_*: the same with dropout (p > 0),
+// a kernel of its own so that the mask's code takes no registers from the kernels without it.
+// At D = 128 only the split pair exists (the launcher's choice).
 #define ATTN_FA2_BWD_ONE(PFX, DROP, T, SFX, D)                                                                  \
     extern "C" __global__ void __launch_bounds__(128) PFX##_bwd_dkdv_d##D##_##SFX(                              \
         const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, const T* __restrict__ dout,  \
         const float* __restrict__ lse, const float* __restrict__ delta, T* __restrict__ dk,                     \
         T* __restrict__ dv, const AttnArgs a) {                                                                 \
         CAMEL_PDL_WAIT();                                                                                       \
-        attn_fa2_dkdv<T, D, DROP>(reinterpret_cast<const u16*>(q), reinterpret_cast<const u16*>(k),             \
-                                  reinterpret_cast<const u16*>(v), reinterpret_cast<const u16*>(dout), lse,     \
-                                  delta, reinterpret_cast<u16*>(dk), reinterpret_cast<u16*>(dv), a);            \
+        attn_fa2_dkdv<T, D, DROP, false>(reinterpret_cast<const u16*>(q), reinterpret_cast<const u16*>(k),      \
+                                         reinterpret_cast<const u16*>(v), reinterpret_cast<const u16*>(dout),   \
+                                         lse, delta, reinterpret_cast<u16*>(dk), reinterpret_cast<u16*>(dv),    \
+                                         nullptr, a);                                                           \
     }                                                                                                           \
     extern "C" __global__ void __launch_bounds__(128) PFX##_bwd_dq_d##D##_##SFX(                                \
         const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, const T* __restrict__ dout,  \
@@ -564,15 +662,46 @@ ATTN_FA2_FWD(__nv_bfloat16, bf16, 128)
                                 reinterpret_cast<const u16*>(v), reinterpret_cast<const u16*>(dout), lse,       \
                                 delta, reinterpret_cast<u16*>(dq), a);                                          \
     }
-#define ATTN_FA2_BWD(T, SFX, D)                 \
+#define ATTN_FA2_BWD_FUSED(PFX, DROP, T, SFX, D)                                                                \
+    extern "C" __global__ void __launch_bounds__(128) PFX##_bwd_fused_d##D##_##SFX(                             \
+        const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, const T* __restrict__ dout,  \
+        const float* __restrict__ lse, const float* __restrict__ delta, T* __restrict__ dk,                     \
+        T* __restrict__ dv, float* __restrict__ dq_acc, const AttnArgs a) {                                     \
+        CAMEL_PDL_WAIT();                                                                                       \
+        attn_fa2_dkdv<T, D, DROP, true>(reinterpret_cast<const u16*>(q), reinterpret_cast<const u16*>(k),       \
+                                        reinterpret_cast<const u16*>(v), reinterpret_cast<const u16*>(dout),    \
+                                        lse, delta, reinterpret_cast<u16*>(dk), reinterpret_cast<u16*>(dv),     \
+                                        dq_acc, a);                                                             \
+    }
+// The kernels of one head dim: the split pair with and without dropout, and (FUSED) the fused ones.
+#define ATTN_FA2_BWD_SPLIT(T, SFX, D)            \
     ATTN_FA2_BWD_ONE(attn06, false, T, SFX, D) \
     ATTN_FA2_BWD_ONE(attn06p, true, T, SFX, D)
+#define ATTN_FA2_BWD(T, SFX, D)                    \
+    ATTN_FA2_BWD_SPLIT(T, SFX, D)                  \
+    ATTN_FA2_BWD_FUSED(attn06, false, T, SFX, D) \
+    ATTN_FA2_BWD_FUSED(attn06p, true, T, SFX, D)
+
+// attn06_bwd_dq_store_{f16,bf16}: dq = scale · dq_acc, rounded once, over n4 groups of four
+// elements (dense [B, Tq, H, D], D a multiple of 4); blocks of 256 threads striding the groups.
+#define ATTN_FA2_DQ_STORE(T, SFX)                                                                         \
+    extern "C" __global__ void __launch_bounds__(256) attn06_bwd_dq_store_##SFX(                          \
+        const float* __restrict__ dq_acc, T* __restrict__ dq, long long n4, float scale) {                \
+        CAMEL_PDL_WAIT();                                                                                 \
+        for (long long i = blockIdx.x * 256LL + threadIdx.x; i < n4; i += 256LL * gridDim.x) {            \
+            const float4 x = reinterpret_cast<const float4*>(dq_acc)[i];                                  \
+            reinterpret_cast<uint2*>(dq)[i] =                                                             \
+                make_uint2(pack_f<T>(x.x * scale, x.y * scale), pack_f<T>(x.z * scale, x.w * scale));     \
+        }                                                                                                 \
+    }
 
 ATTN_MMA_DELTA(__half, f16)
 ATTN_MMA_DELTA(__nv_bfloat16, bf16)
+ATTN_FA2_DQ_STORE(__half, f16)
+ATTN_FA2_DQ_STORE(__nv_bfloat16, bf16)
 ATTN_FA2_BWD(__half, f16, 32)
 ATTN_FA2_BWD(__half, f16, 64)
-ATTN_FA2_BWD(__half, f16, 128)
+ATTN_FA2_BWD_SPLIT(__half, f16, 128)
 ATTN_FA2_BWD(__nv_bfloat16, bf16, 32)
 ATTN_FA2_BWD(__nv_bfloat16, bf16, 64)
-ATTN_FA2_BWD(__nv_bfloat16, bf16, 128)
+ATTN_FA2_BWD_SPLIT(__nv_bfloat16, bf16, 128)

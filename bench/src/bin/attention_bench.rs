@@ -18,7 +18,9 @@
 //! its speed relative to its reference in the last column (SDPA f32 for f32, FA2 of the same
 //! dtype for f16 and bf16); the PyTorch file holds `"<case> <pass> <backend>\t<ms>"` lines
 //! (`python3 bench/torch/attention_torch.py > torch.txt`). Step 1 runs up to `--step1-max-t`
-//! (default 4096): it is the slow teaching step. `--dropout p` times every step with dropout `p`
+//! (default 4096): it is the slow teaching step; `--steps 6,7` runs only those steps. Step 6's
+//! backward is timed twice: as the library runs it, and with dq summed in a fixed order
+//! (`CAMEL_DETERMINISTIC`). `--dropout p` times every step with dropout `p`
 //! inside its kernels (the mask drawn from a fixed seed), against FA2 with SDPA's `dropout_p`
 //! (`attention_torch.py REPS MAX_T p`).
 
@@ -99,6 +101,12 @@ fn main() -> Result<()> {
     let max_t = arg("--max-t").map_or(16384, |s| s.parse().expect("--max-t T"));
     let step1_max_t = arg("--step1-max-t").map_or(4096, |s| s.parse().expect("--step1-max-t T"));
     let dropout: f32 = arg("--dropout").map_or(0.0, |s| s.parse().expect("--dropout p"));
+    // `--steps 6,7`: only those steps of the ladder (the references always run)
+    let steps: Option<Vec<usize>> = arg("--steps").map(|s| {
+        s.split(',')
+            .map(|x| x.trim().parse().expect("--steps N,M,…"))
+            .collect()
+    });
     let torch = camel_bench::torch_timings(&args).expect("reading the PyTorch timings");
     let dev = camel_cuda::device(0)?;
     let d = &*dev;
@@ -151,6 +159,12 @@ fn main() -> Result<()> {
                         if kern.step.number() == 1 && (t > step1_max_t || pass == "backward") {
                             continue; // step 1 shares step 2's backward
                         }
+                        if steps
+                            .as_ref()
+                            .is_some_and(|s| !s.contains(&(kern.step.number() as usize)))
+                        {
+                            continue;
+                        }
                         for &elem in kern.dtypes {
                             let Some((_, x)) = operands.iter().find(|(e, _)| *e == elem) else {
                                 continue;
@@ -190,6 +204,27 @@ fn main() -> Result<()> {
                                 flops,
                                 reference,
                             );
+                            // step 6's backward again with dq summed in a fixed order
+                            if pass == "backward" && kern.step.number() == 6 {
+                                let ms = camel_cuda::config::with_deterministic(true, || {
+                                    time(d, reps, &mut || {
+                                        (kern.backward)(
+                                            d, &g, elem, q, k, v, o, dout, lse, dq, dk, dv,
+                                        )
+                                    })
+                                })?;
+                                row(
+                                    hd,
+                                    t,
+                                    mask,
+                                    pass,
+                                    &format!("camel 6 {name} fixed order"),
+                                    elem.suffix(),
+                                    ms,
+                                    flops,
+                                    reference,
+                                );
+                            }
                         }
                     }
                     for (key, label, dtype, reference) in REFERENCES {

@@ -382,6 +382,62 @@ fn half_precision_long_sequences_on_the_gpu() {
     }
 }
 
+/// The fused backward of steps 6 and 7 (head dims up to 64) sums dq over the key blocks with
+/// atomics; with `config::with_deterministic` the fixed-order kernels run instead. Both match the f64
+/// reference (through `check_half`, every step), the fixed order gives the same bits twice, and
+/// the two paths' dq differ by no more than the rounding of their sums.
+#[test]
+fn the_fixed_order_backward_matches_and_repeats() {
+    let Some(dev) = gpu() else { return };
+    let cases = [
+        (DType::BF16, 300, 64, true),
+        (DType::F16, 131, 64, false),
+        (DType::BF16, 97, 32, true),
+    ];
+    for (i, &(dt, t, d, causal)) in cases.iter().enumerate() {
+        let c = Case {
+            b: 2,
+            h: 3,
+            tq: t,
+            tk: t,
+            d,
+            causal,
+        };
+        camel_core::config::with_deterministic(true, || check_half(c, dt, 900 + i as u64, &[dev]));
+        let dq = |fixed: bool| {
+            camel_core::config::with_deterministic(fixed, || {
+                with_step(Family::Attention, Step::Six, || {
+                    let x = |seed: u64| {
+                        Tensor::randn_seeded(&c.q_shape(), seed, dev)
+                            .unwrap()
+                            .to_dtype(dt)
+                            .unwrap()
+                    };
+                    let q = x(1).requires_grad_(true).unwrap();
+                    let (k, v, g) = (x(2), x(3), x(4));
+                    let y = q.attention(&k, &v, c.scale(), c.causal).unwrap();
+                    y.mul(&g).unwrap().sum().unwrap().backward().unwrap();
+                    q.grad().unwrap().to_vec().unwrap()
+                })
+            })
+        };
+        let (a, b) = (dq(true), dq(true));
+        assert!(
+            a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()),
+            "{c:?} {dt:?}: the fixed-order dq differs between runs"
+        );
+        let fused = dq(false);
+        let max = a.iter().fold(1e-3f32, |m, x| m.max(x.abs())) as f64;
+        let u = unit(dt);
+        let want: Vec<f64> = a.iter().map(|&x| x as f64).collect();
+        let tol = Tol {
+            atol: 4.0 * u * max,
+            rtol: 2.0 * u,
+        };
+        assert_close(&format!("{c:?} {dt:?}: fused dq"), &fused, &want, tol);
+    }
+}
+
 /// A key the causal mask hides changes nothing before it, in 16-bit on the GPU: the outputs of
 /// the first rows and their gradients ignore a poisoned future.
 #[test]

@@ -8,6 +8,7 @@
 //! | `CAMEL_DATA_DIR` | a folder | `datasets/` of the repository | Where the data sets are read from. |
 //! | `CAMEL_REQUIRE_DATA` | `1/0/on/off/true/false` | `0` | A test needing a data set fails instead of skipping when the set is missing. |
 //! | `CAMEL_CPU_THREADS` | a count ≥ 1 | the cores the process may run on | Threads the CPU backend's conv2d and max pooling split their batch over. |
+//! | `CAMEL_DETERMINISTIC` | `1/0/on/off/true/false` | `0` | Kernels that sum with atomics in an order that varies from run to run (the attention backward's dq) use their fixed-order variant instead, slower, so that every run gives the same bits. |
 //! | `CAMEL_SGEMM` | step number (`1` … `13`, `18`) or name (`naive` … `async`, `tf32`, `tf32_wgmma`) | `async` | The SGEMM ladder step `matmul` and `Linear` run (12 and 18 are the opt-in TF32 steps). |
 //! | `CAMEL_ELEMENTWISE` | step number or name (see `Family::steps`) | `vec4` | The elementwise ladder step. |
 //! | `CAMEL_REDUCE` | step number or name | `loads_in_flight` | The reduction ladder step. |
@@ -98,6 +99,14 @@ pub const VARS: &[Var] = &[
         values: "a count ≥ 1",
         default: "the cores the process may run on",
         purpose: "Threads the CPU backend's conv2d and max pooling split their batch over.",
+    },
+    Var {
+        name: "CAMEL_DETERMINISTIC",
+        values: FLAG,
+        default: "0",
+        purpose: "Kernels that sum with atomics in an order that varies from run to run (the \
+                  attention backward's dq) use their fixed-order variant instead, slower, so \
+                  that every run gives the same bits.",
     },
     Var {
         name: "CAMEL_SGEMM",
@@ -393,6 +402,29 @@ thread_local! {
     static SGEMM_OVERRIDE: Cell<Option<SgemmKernel>> = const { Cell::new(None) };
     static HGEMM_OVERRIDE: Cell<Option<HgemmKernel>> = const { Cell::new(None) };
     static CPU_THREADS_OVERRIDE: Cell<Option<usize>> = const { Cell::new(None) };
+    static DETERMINISTIC_OVERRIDE: Cell<Option<bool>> = const { Cell::new(None) };
+}
+
+/// Whether kernels on this thread keep a fixed order of summation (bit-for-bit reproducible
+/// results where the fast path sums with atomics): the innermost [`with_deterministic`]
+/// override, else `CAMEL_DETERMINISTIC`.
+pub fn deterministic() -> bool {
+    static C: OnceLock<bool> = OnceLock::new();
+    DETERMINISTIC_OVERRIDE
+        .with(|o| o.get())
+        .unwrap_or_else(|| flag(&C, "CAMEL_DETERMINISTIC"))
+}
+
+/// Runs `body` with [`deterministic`] set to `on` on the calling thread.
+pub fn with_deterministic<R>(on: bool, body: impl FnOnce() -> R) -> R {
+    struct Restore(Option<bool>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            DETERMINISTIC_OVERRIDE.with(|o| o.set(self.0));
+        }
+    }
+    let _restore = Restore(DETERMINISTIC_OVERRIDE.with(|o| o.replace(Some(on))));
+    body()
 }
 
 fn index(family: Family) -> usize {
@@ -493,6 +525,7 @@ pub fn check() -> Vec<ConfigError> {
         "CAMEL_POISON",
         "CAMEL_CUDA_SYNC",
         "CAMEL_REQUIRE_DATA",
+        "CAMEL_DETERMINISTIC",
     ] {
         if let Some(Err(e)) = raw(var).map(|v| parse_flag(var, &v)) {
             errs.push(e);

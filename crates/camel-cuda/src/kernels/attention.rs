@@ -490,22 +490,115 @@ launchers! {
         mma_backward(dev, g, elem, (STEP4, "04"), shape, [q, k, v, o, dout, lse, dq, dk, dv])
     }
 
-    /// Step 6's backward: step 4's two kernels with cp.async tiles double-buffered, fragment
-    /// bases, masks only where needed and causal grids longest first: dk and dv for 64 keys a
-    /// block walking query tiles of 64 (32 below head dim 128), dq for 64 queries a block
-    /// walking key tiles of 64 (`attn06_bwd_*`, with dropout `attn06p_bwd_*`).
+    /// Step 6's backward: dk and dv for 64 keys a block walking query tiles of 64 (32 below
+    /// head dim 128). At head dims up to 64 it is the FlashAttention-2 backward: each tile's
+    /// dS·K is added into an f32 copy of dq with atomics (`attn06_bwd_fused_*`, with dropout
+    /// `attn06p_bwd_fused_*`), then dq is rounded from that copy (`attn06_bwd_dq_store_*`). At
+    /// head dim 128, and under [`crate::config::deterministic`], dq comes from a kernel of its
+    /// own, 64 queries a block walking key tiles of 64 (`attn06_bwd_dq_*`): two more products a
+    /// tile and no atomics, so the same gradients on every run. At head dim 128 the fused
+    /// kernel has no registers to spare and measures no faster (docs/kernels/attention.md).
     pub fn fa2_bwd(..) {
         let bq = bq6(g.d);
-        let shape = BwdShape {
-            keys: BK6,
-            queries: BRQ6,
-            // K and V; two buffers of Q and dO tiles and of each query's lse, Δ and row hash
-            smem_dkdv: ((2 * BK6 + 4 * bq) * g.d * 2 + 6 * bq * 4) as u32,
-            smem_dq: ((2 * BRQ6 + 4 * BC6) * g.d * 2) as u32,
-        };
+        // K and V; two buffers of Q and dO tiles and of each query's lse, Δ and row hash
+        let smem_dkdv = (2 * BK6 + 4 * bq) * g.d * 2 + 6 * bq * 4;
         // with dropout, the kernels that apply the mask (`attn06p_bwd_*`)
         let step = if g.dropout > 0.0 { "06p" } else { "06" };
-        mma_backward(dev, g, elem, (STEP6, step), shape, [q, k, v, o, dout, lse, dq, dk, dv])
+        let ptrs = [q, k, v, o, dout, lse, dq, dk, dv];
+        if g.d > 64 || crate::config::deterministic() {
+            let shape = BwdShape {
+                keys: BK6,
+                queries: BRQ6,
+                smem_dkdv: smem_dkdv as u32,
+                smem_dq: ((2 * BRQ6 + 4 * BC6) * g.d * 2) as u32,
+            };
+            return mma_backward(dev, g, elem, (STEP6, step), shape, ptrs);
+        }
+        // and the tile's dSᵀ, rows of bq + 8 elements
+        let smem = smem_dkdv + BK6 * (bq + 8) * 2;
+        fused_backward(dev, g, elem, step, smem as u32, ptrs)
+    }
+}
+
+/// Step 6's backward with dq summed by atomics: Δ, a zeroed f32 copy of dq, the dk/dv kernel
+/// that also adds into that copy, and dq rounded from it.
+fn fused_backward(
+    dev: &CudaDevice,
+    g: &AttnGeom,
+    elem: Elem,
+    step: &str,
+    smem: u32,
+    ptrs: [DevPtr; 9],
+) -> Result<()> {
+    let sfx = elem.suffix();
+    let fused = KernelName::new(format_args!("attn{step}_bwd_fused_d{}_{sfx}", g.d));
+    let store = KernelName::new(format_args!("attn06_bwd_dq_store_{sfx}"));
+    check_elem(fused.as_str(), elem, HALF)?;
+    let [q, k, v, o, dout, lse, dq, dk, dv] = ptrs;
+    let a = g.args(fused.as_str(), elem)?;
+    check_aligned(fused.as_str(), &[q, k, v, o, dout, dq, dk, dv])?;
+    if g.b * g.h == 0 {
+        return Ok(());
+    }
+    let rows = g.rows();
+    let delta = dev.alloc(rows.max(1) * 4)?;
+    let dp = delta.ptr();
+    let n = rows * g.d;
+    let acc = dev.alloc(n.max(1) * 4)?;
+    let ap = acc.ptr();
+    if rows > 0 {
+        dev.memset_zero(&acc)?;
+        delta_launch(
+            dev,
+            STEP6,
+            &format!("attn_bwd_delta_{sfx}"),
+            g,
+            [o, dout, dp],
+        )?;
+    }
+    let cfg = grid(fused.as_str(), g.b * g.h * g.tk.div_ceil(BK6), 128)?.with_shared_mem(smem);
+    // SAFETY: matches `attn{step}_bwd_fused_d{D}_{sfx}(const T* q, k, v, dout, const float*
+    // lse, delta, T* dk, T* dv, float* dq_acc, AttnArgs)`: q, k, v `g`'s views, dout dense
+    // `[b, tq, h, d]`, lse and delta `[b, h, tq]`, dk and dv dense `[b, tk, h, d]` of `elem`,
+    // dq_acc `rows · d` floats (dense `[b, tq, h, d]`).
+    unsafe {
+        let args: [&dyn KernelArg; 10] = [&q, &k, &v, &dout, &lse, &dp, &dk, &dv, &ap, &a];
+        launch(dev, STEP6, fused.as_str(), cfg, &args)?;
+    }
+    if rows == 0 {
+        return Ok(());
+    }
+    // d is a multiple of 4 (HEAD_DIMS): groups of four elements
+    let n4 = (n / 4) as i64;
+    let blocks = (n / 4)
+        .div_ceil(256)
+        .min(dev.limits().sm_count as usize * 8);
+    let cfg = grid(store.as_str(), blocks, 256)?;
+    let scale = g.scale;
+    // SAFETY: matches `attn06_bwd_dq_store_{sfx}(const float* dq_acc, T* dq, long long n4,
+    // float scale)`: dq_acc and dq hold 4 · n4 elements, dq of `elem`.
+    unsafe {
+        let args: [&dyn KernelArg; 4] = [&ap, &dq, &n4, &scale];
+        launch(dev, STEP6, store.as_str(), cfg, &args)
+    }
+}
+
+/// `Δ = rowsum(dout ⊙ o)` into `delta` (`[b, h, tq]` floats) by the kernel `name` of `module`.
+fn delta_launch(
+    dev: &CudaDevice,
+    module: &'static str,
+    name: &str,
+    g: &AttnGeom,
+    [o, dout, delta]: [DevPtr; 3],
+) -> Result<()> {
+    let cfg = grid(name, g.rows().div_ceil(8), 256)?;
+    let (b, h, tq, d) = (g.b as i64, g.h as i64, g.tq as i64, g.d as i32);
+    // SAFETY: matches `attn_bwd_delta_{sfx}(const T* o, const T* dout, float* delta,
+    // long long b, long long h, long long tq, int d)`: o and dout dense `[b, tq, h, d]` of the
+    // kernel's type, delta `rows` floats.
+    unsafe {
+        let args: [&dyn KernelArg; 7] = [&o, &dout, &delta, &b, &h, &tq, &d];
+        launch(dev, module, name, cfg, &args)
     }
 }
 
@@ -581,15 +674,7 @@ fn backward(
     let delta = dev.alloc(rows.max(1) * 4)?;
     let dp = delta.ptr();
     if rows > 0 {
-        let cfg = grid(n.delta, rows.div_ceil(8), 256)?;
-        let (b, h, tq, d) = (g.b as i64, g.h as i64, g.tq as i64, g.d as i32);
-        // SAFETY: matches `attn_bwd_delta_{sfx}(const T* o, const T* dout, float* delta,
-        // long long b, long long h, long long tq, int d)`: o and dout dense `[b, tq, h, d]` of
-        // `elem`, delta `rows` floats.
-        unsafe {
-            let args: [&dyn KernelArg; 7] = [&o, &dout, &dp, &b, &h, &tq, &d];
-            launch(dev, n.module, n.delta, cfg, &args)?;
-        }
+        delta_launch(dev, n.module, n.delta, g, [o, dout, dp])?;
     }
     // keys that no query sees still get (zero) gradients: every key tile runs
     let cfg =
