@@ -283,7 +283,8 @@ __device__ __forceinline__ void attn_fa2_fwd(const u16* __restrict__ q, const u1
 // products) keeps the gradients bit-for-bit reproducible, and runs with these kernels'
 // machinery where determinism is asked for (CAMEL_DETERMINISTIC).
 
-constexpr int F6_BK = 16 * F6_WARPS;   // dK/dV: keys of a block, 16 a warp
+constexpr int F6_BK = 16 * F6_WARPS;        // dK/dV of the split pair: keys of a block, 16 a warp
+constexpr int F6_BK_FUSED = 32 * F6_WARPS;  // the fused kernels: keys of a block, 32 a warp
 // dK/dV: queries of a tile. Its Sᵀ and dPᵀ accumulators sit beside dK's and dV's: 64 queries fill
 // the registers at D = 128; below, 32 queries make twice the tiles but run faster.
 template <int D>
@@ -291,11 +292,11 @@ constexpr int F6_BQ = D >= 128 ? 64 : 32;
 constexpr int F6_BRQ = 16 * F6_WARPS;  // dQ: query rows of a block, 16 a warp
 
 
-// Adds dS·K of the block's F6_BK keys for queries i_lo … i_lo + 15, head columns C0 … C0 + DW − 1,
+// Adds dS·K of the block's BKB keys for queries i_lo … i_lo + 15, head columns C0 … C0 + DW − 1,
 // into dq_acc (f32, dense [B, Tq, H, D]) with atomics: dS is the tile's dSᵀ in shared memory
-// (F6_BK rows of LDS elements) read transposed by ldmatrix (`sds`: this lane's row address for
+// (BKB rows of LDS elements) read transposed by ldmatrix (`sds`: this lane's row address for
 // the warp's queries), K the block's key tile (`sks`). Rows past the last query are skipped.
-template <typename T, int D, int LDS, int C0, int DW>
+template <typename T, int D, int BKB, int LDS, int C0, int DW>
 __device__ __forceinline__ void fa2_dq_add(float* __restrict__ dq_acc, const AttnArgs& a, long long bb,
                                            long long hh, long long i_lo, unsigned sds, unsigned sks,
                                            const SwzRows<D>& rows_a, int lane) {
@@ -305,7 +306,7 @@ __device__ __forceinline__ void fa2_dq_add(float* __restrict__ dq_acc, const Att
     for (int c0 = C0; c0 < C0 + DW; c0 += DC) {
         float acc[DC / 8][4] = {};
 #pragma unroll
-        for (int kc = 0; kc < F6_BK / 16; ++kc) {
+        for (int kc = 0; kc < BKB / 16; ++kc) {
             unsigned da[4];
             hgemm::ldmatrix_x4<true>(da, sds + 2 * 16 * kc * LDS);
 #pragma unroll
@@ -336,21 +337,26 @@ __device__ __forceinline__ void fa2_dq_add(float* __restrict__ dq_acc, const Att
     }
 }
 
-// dK and dV of F6_BK keys (16 a warp), walking the query tiles that see them: Sᵀ = K·Qᵀ and
-// dPᵀ = V·dOᵀ, Pᵀ = exp(Sᵀ − lse), dSᵀ = Pᵀ ⊙ (Z ⊙ dPᵀ − Δ), dV += (Pᵀ ⊙ Z)·dO, dK += dSᵀ·Q;
-// FUSE: also dQ += dS·K into the f32 `dq_acc` (fa2_dq_add), dSᵀ going through shared memory so
-// that each query row sums the block's 64 keys before its one atomic add.
+// dK and dV of a block's keys, MT tiles of 16 a warp, walking the query tiles that see them:
+// Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ, Pᵀ = exp(Sᵀ − lse), dSᵀ = Pᵀ ⊙ (Z ⊙ dPᵀ − Δ), dV += (Pᵀ ⊙ Z)·dO,
+// dK += dSᵀ·Q. FUSE: also dQ += dS·K into the f32 `dq_acc` (fa2_dq_add), dSᵀ going through
+// shared memory so that each query row sums the block's keys before its one atomic add; and two
+// key tiles a warp (128 keys a block), so that every Q and dO fragment a warp loads feeds twice
+// the products and each query row takes half the atomic adds (the fused kernels exist up to
+// D = 64, whose accumulators leave room for the second tile).
 // DROP: with dropout (a kernel instantiates both; without, the mask's code and registers are
 // gone from the inner loop, which has none to spare at D = 128).
-template <typename T, int D, bool DROP, bool FUSE, int BQ = F6_BQ<D>>
+template <typename T, int D, bool DROP, bool FUSE, int BQ = F6_BQ<D>, int MT = FUSE ? 2 : 1>
 __device__ __forceinline__ void attn_fa2_dkdv(const u16* __restrict__ q, const u16* __restrict__ k,
                                               const u16* __restrict__ v, const u16* __restrict__ dout,
                                               const float* __restrict__ lse, const float* __restrict__ delta,
                                               u16* __restrict__ dk, u16* __restrict__ dv,
                                               float* __restrict__ dq_acc, const AttnArgs a) {
-    u16* ks = reinterpret_cast<u16*>(attn_mma_smem);     // [BK][D]
-    u16* vs = ks + F6_BK * D;                            // [BK][D]
-    u16* qbuf = vs + F6_BK * D;                          // [2][BQ][D]
+    constexpr int KW = 16 * MT, BKB = F6_WARPS * KW;  // keys of a warp, of the block
+    static_assert(BKB == (FUSE ? F6_BK_FUSED : F6_BK), "the launcher sizes the grid by these");
+    u16* ks = reinterpret_cast<u16*>(attn_mma_smem);     // [BKB][D]
+    u16* vs = ks + BKB * D;                              // [BKB][D]
+    u16* qbuf = vs + BKB * D;                            // [2][BQ][D]
     u16* dobuf = qbuf + 2 * BQ * D;                      // [2][BQ][D]
     float* lse_s = reinterpret_cast<float*>(dobuf + 2 * BQ * D);  // [2][BQ]
     float* del_s = lse_s + 2 * BQ;                                 // [2][BQ]
@@ -358,16 +364,16 @@ __device__ __forceinline__ void attn_fa2_dkdv(const u16* __restrict__ q, const u
     // FUSE: the tile's dSᵀ, rows padded by 8 elements (the pair stores of a warp's 8 rows, and
     // ldmatrix's 8 rows, hit distinct banks)
     constexpr int LDS = BQ + 8;
-    u16* dss = reinterpret_cast<u16*>(drow_s + 2 * BQ);  // [BK][LDS]
+    u16* dss = reinterpret_cast<u16*>(drow_s + 2 * BQ);  // [BKB][LDS]
     long long bh, tile;
     // FUSE: head-major grids, causal ones too, so that the blocks running at once add into the
     // dQ rows of a few heads, which stay in L2
-    f6_block(camel::ceil_div(a.tk, F6_BK), a.b * a.h, a.causal && !FUSE, false, bh, tile);
-    const long long j0 = tile * F6_BK, hh = bh % a.h, bb = bh / a.h;
+    f6_block(camel::ceil_div(a.tk, BKB), a.b * a.h, a.causal && !FUSE, false, bh, tile);
+    const long long j0 = tile * BKB, hh = bh % a.h, bb = bh / a.h;
     const int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const u16* qb = q + bb * a.q_sb + hh * a.q_sh;
     const u16* db = dout + camel::bthd(a, bb, hh, 0, a.tq, D);  // dO rows: a stride of H·D
-    const TileCopy<D, F6_BK> key_copy(threadIdx.x);
+    const TileCopy<D, BKB> key_copy(threadIdx.x);
     const TileCopy<D, BQ> query_copy(threadIdx.x);
     key_copy(ks, k + bb * a.k_sb + hh * a.k_sh, a.k_st, j0, a.tk);
     key_copy(vs, v + bb * a.v_sb + hh * a.v_sh, a.v_st, j0, a.tk);
@@ -390,15 +396,15 @@ __device__ __forceinline__ void attn_fa2_dkdv(const u16* __restrict__ q, const u
     // each block starts at the tile of its own keys and wraps around, so that the blocks of a
     // head add into different rows of dQ at any one time
     const long long q_first = camel::first_query(a, j0) / BQ, count = camel::ceil_div(a.tq, BQ) - q_first;
-    const long long rot = FUSE && !a.causal ? tile * F6_BK / BQ : 0;
+    const long long rot = FUSE && !a.causal ? tile * BKB / BQ : 0;
     auto tile_at = [&](long long it) { return (q_first + (rot != 0 ? (it + rot) % count : it)) * BQ; };
     stage(tile_at(0), 0);
     hgemm::cp_async_commit();
-    const long long jw = j0 + 16 * w, off = a.tk - a.tq;  // the warp's first key
+    const long long jw = j0 + KW * w, off = a.tk - a.tq;  // the warp's first key
     const float ss = a.scale * camel::LOG2E;
     const SwzRows<D> rows_a(lane % 16, lane / 16 * 8), rows_k(lane / 16 * 8 + lane % 8, lane / 8 % 2 * 8);
-    const unsigned sk = hgemm::smem_addr(ks) + 2 * 16 * w * D, sv = hgemm::smem_addr(vs) + 2 * 16 * w * D;
-    float gk[D / 8][4] = {}, gv[D / 8][4] = {};
+    const unsigned sk = hgemm::smem_addr(ks) + 2 * KW * w * D, sv = hgemm::smem_addr(vs) + 2 * KW * w * D;
+    float gk[MT][D / 8][4] = {}, gv[MT][D / 8][4] = {};
     for (long long it = 0; it < count; ++it) {
         const long long i0 = tile_at(it);
         const int cur = it & 1;
@@ -415,8 +421,8 @@ __device__ __forceinline__ void attn_fa2_dkdv(const u16* __restrict__ q, const u
         if (jw >= a.tk || (a.causal && jw > i0 + BQ - 1 + off)) {
             if constexpr (FUSE) {  // the warp's rows of dSᵀ are zero
 #pragma unroll
-                for (int c = lane; c < 16 * BQ / 8; c += 32)
-                    *reinterpret_cast<uint4*>(dss + (16 * w + c / (BQ / 8)) * LDS + c % (BQ / 8) * 8) =
+                for (int c = lane; c < KW * BQ / 8; c += 32)
+                    *reinterpret_cast<uint4*>(dss + (KW * w + c / (BQ / 8)) * LDS + c % (BQ / 8) * 8) =
                         make_uint4(0, 0, 0, 0);
             } else {
                 continue;
@@ -427,27 +433,37 @@ __device__ __forceinline__ void attn_fa2_dkdv(const u16* __restrict__ q, const u
             const float* ls = lse_s + cur * BQ;
             const float* dl = del_s + cur * BQ;
             const unsigned* dr = drow_s + cur * BQ;
-            // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ: the warp's 16 keys × BQ queries
-            float st[BQ / 8][4] = {}, dpt[BQ / 8][4] = {};
+            // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ: the warp's KW keys (MT tiles of 16) × BQ queries; each
+            // Q and dO fragment feeds the MT tiles
+            float st[MT][BQ / 8][4] = {}, dpt[MT][BQ / 8][4] = {};
 #pragma unroll
             for (int kk = 0; kk < D / 16; ++kk) {
-                unsigned ka[4], va[4];
-                hgemm::ldmatrix_x4<false>(ka, sk + rows_a.at(0, 16 * kk));
-                hgemm::ldmatrix_x4<false>(va, sv + rows_a.at(0, 16 * kk));
+                unsigned ka[MT][4], va[MT][4];
+#pragma unroll
+                for (int m = 0; m < MT; ++m) {
+                    hgemm::ldmatrix_x4<false>(ka[m], sk + rows_a.at(16 * m, 16 * kk));
+                    hgemm::ldmatrix_x4<false>(va[m], sv + rows_a.at(16 * m, 16 * kk));
+                }
 #pragma unroll
                 for (int nt = 0; nt < BQ / 8; nt += 2) {
                     unsigned b[4];
                     hgemm::ldmatrix_x4<false>(b, sq + rows_k.at(8 * nt, 16 * kk));
-                    hgemm::mma16816<T>(st[nt], ka, b[0], b[1]);
-                    hgemm::mma16816<T>(st[nt + 1], ka, b[2], b[3]);
+#pragma unroll
+                    for (int m = 0; m < MT; ++m) {
+                        hgemm::mma16816<T>(st[m][nt], ka[m], b[0], b[1]);
+                        hgemm::mma16816<T>(st[m][nt + 1], ka[m], b[2], b[3]);
+                    }
                     hgemm::ldmatrix_x4<false>(b, sdo + rows_k.at(8 * nt, 16 * kk));
-                    hgemm::mma16816<T>(dpt[nt], va, b[0], b[1]);
-                    hgemm::mma16816<T>(dpt[nt + 1], va, b[2], b[3]);
+#pragma unroll
+                    for (int m = 0; m < MT; ++m) {
+                        hgemm::mma16816<T>(dpt[m][nt], va[m], b[0], b[1]);
+                        hgemm::mma16816<T>(dpt[m][nt + 1], va[m], b[2], b[3]);
+                    }
                 }
             }
             // Pᵀ and dSᵀ; on a tile where some query is past the end or some key hidden from some
             // query, those weights are zero (and a NaN of dO or V there stays out)
-            const bool full = i0 + BQ <= a.tq && jw + 16 <= a.tk && (!a.causal || jw + 15 <= i0 + off);
+            const bool full = i0 + BQ <= a.tq && jw + KW <= a.tk && (!a.causal || jw + KW - 1 <= i0 + off);
 #pragma unroll
             for (int nt = 0; nt < BQ / 8; ++nt) {
                 const int i2 = 8 * nt + 2 * t;  // this thread's two queries of the column pair
@@ -455,38 +471,52 @@ __device__ __forceinline__ void attn_fa2_dkdv(const u16* __restrict__ q, const u
                 const float2 d2 = *reinterpret_cast<const float2*>(dl + i2);
                 const float nl[2] = {-l2.x * camel::LOG2E, -l2.y * camel::LOG2E};  // −lse in log2 units
 #pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const long long i = i0 + i2 + (e & 1), j = jw + g + 8 * (e >> 1);
-                    const float p = exp2_ftz(fmaf(st[nt][e], ss, nl[e & 1]));
-                    const float z = DROP ? camel::attn_dropout(a, dr[i2 + (e & 1)], j) : 1.0f;
-                    const bool seen = full || (i < a.tq && j < a.tk && (!a.causal || j <= i + off));
-                    dpt[nt][e] = seen ? p * (z * dpt[nt][e] - ((e & 1) ? d2.y : d2.x)) : 0.0f;
-                    st[nt][e] = seen ? p * z : 0.0f;
-                }
-            }
-            if constexpr (FUSE) {  // the warp's 16 rows of dSᵀ, rounded as the products read them
+                for (int m = 0; m < MT; ++m)
 #pragma unroll
-                for (int nt = 0; nt < BQ / 8; ++nt) {
-                    u16* r = dss + (16 * w + g) * LDS + 8 * nt + 2 * t;
-                    *reinterpret_cast<unsigned*>(r) = pack_f<T>(dpt[nt][0], dpt[nt][1]);
-                    *reinterpret_cast<unsigned*>(r + 8 * LDS) = pack_f<T>(dpt[nt][2], dpt[nt][3]);
-                }
+                    for (int e = 0; e < 4; ++e) {
+                        const long long i = i0 + i2 + (e & 1), j = jw + 16 * m + g + 8 * (e >> 1);
+                        const float p = exp2_ftz(fmaf(st[m][nt][e], ss, nl[e & 1]));
+                        const float z = DROP ? camel::attn_dropout(a, dr[i2 + (e & 1)], j) : 1.0f;
+                        const bool seen = full || (i < a.tq && j < a.tk && (!a.causal || j <= i + off));
+                        dpt[m][nt][e] = seen ? p * (z * dpt[m][nt][e] - ((e & 1) ? d2.y : d2.x)) : 0.0f;
+                        st[m][nt][e] = seen ? p * z : 0.0f;
+                    }
             }
-            // dV += Pᵀ·dO and dK += dSᵀ·Q, Pᵀ and dSᵀ straight from the accumulators
+            if constexpr (FUSE) {  // the warp's KW rows of dSᵀ, rounded as the products read them
+#pragma unroll
+                for (int m = 0; m < MT; ++m)
+#pragma unroll
+                    for (int nt = 0; nt < BQ / 8; ++nt) {
+                        u16* r = dss + (KW * w + 16 * m + g) * LDS + 8 * nt + 2 * t;
+                        *reinterpret_cast<unsigned*>(r) = pack_f<T>(dpt[m][nt][0], dpt[m][nt][1]);
+                        *reinterpret_cast<unsigned*>(r + 8 * LDS) = pack_f<T>(dpt[m][nt][2], dpt[m][nt][3]);
+                    }
+            }
+            // dV += Pᵀ·dO and dK += dSᵀ·Q, Pᵀ and dSᵀ straight from the accumulators, each dO and
+            // Q fragment feeding the MT tiles
 #pragma unroll
             for (int kc = 0; kc < BQ / 16; ++kc) {
-                unsigned pa[4], da[4];
-                c_to_a<T>(pa, st[2 * kc], st[2 * kc + 1]);
-                c_to_a<T>(da, dpt[2 * kc], dpt[2 * kc + 1]);
+                unsigned pa[MT][4], da[MT][4];
+#pragma unroll
+                for (int m = 0; m < MT; ++m) {
+                    c_to_a<T>(pa[m], st[m][2 * kc], st[m][2 * kc + 1]);
+                    c_to_a<T>(da[m], dpt[m][2 * kc], dpt[m][2 * kc + 1]);
+                }
 #pragma unroll
                 for (int nd = 0; nd < D / 8; nd += 2) {
                     unsigned b[4];
                     hgemm::ldmatrix_x4<true>(b, sdo + rows_a.at(16 * kc, 8 * nd));
-                    hgemm::mma16816<T>(gv[nd], pa, b[0], b[1]);
-                    hgemm::mma16816<T>(gv[nd + 1], pa, b[2], b[3]);
+#pragma unroll
+                    for (int m = 0; m < MT; ++m) {
+                        hgemm::mma16816<T>(gv[m][nd], pa[m], b[0], b[1]);
+                        hgemm::mma16816<T>(gv[m][nd + 1], pa[m], b[2], b[3]);
+                    }
                     hgemm::ldmatrix_x4<true>(b, sq + rows_a.at(16 * kc, 8 * nd));
-                    hgemm::mma16816<T>(gk[nd], da, b[0], b[1]);
-                    hgemm::mma16816<T>(gk[nd + 1], da, b[2], b[3]);
+#pragma unroll
+                    for (int m = 0; m < MT; ++m) {
+                        hgemm::mma16816<T>(gk[m][nd], da[m], b[0], b[1]);
+                        hgemm::mma16816<T>(gk[m][nd + 1], da[m], b[2], b[3]);
+                    }
                 }
             }
         }
@@ -499,15 +529,18 @@ __device__ __forceinline__ void attn_fa2_dkdv(const u16* __restrict__ q, const u
                 hgemm::smem_addr(dss) + 2 * ((lane / 16 * 8 + lane % 8) * LDS + qr + lane / 8 % 2 * 8);
             const unsigned sks = hgemm::smem_addr(ks);
             if (w / RT == 0) {
-                fa2_dq_add<T, D, LDS, 0, DW>(dq_acc, a, bb, hh, i0 + qr, sds, sks, rows_a, lane);
+                fa2_dq_add<T, D, BKB, LDS, 0, DW>(dq_acc, a, bb, hh, i0 + qr, sds, sks, rows_a, lane);
             } else if constexpr (CG > 1) {
-                fa2_dq_add<T, D, LDS, DW, DW>(dq_acc, a, bb, hh, i0 + qr, sds, sks, rows_a, lane);
+                fa2_dq_add<T, D, BKB, LDS, DW, DW>(dq_acc, a, bb, hh, i0 + qr, sds, sks, rows_a, lane);
             }
         }
     }
     const float one[2] = {1.0f, 1.0f}, sc[2] = {a.scale, a.scale};
-    store_rows<T, D>(dv, a, bb, hh, a.tk, jw + g, a.tk, gv, one, t);
-    store_rows<T, D>(dk, a, bb, hh, a.tk, jw + g, a.tk, gk, sc, t);
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+        store_rows<T, D>(dv, a, bb, hh, a.tk, jw + 16 * m + g, a.tk, gv[m], one, t);
+        store_rows<T, D>(dk, a, bb, hh, a.tk, jw + 16 * m + g, a.tk, gk[m], sc, t);
+    }
 }
 
 // dQ of F6_BRQ queries (16 a warp), walking the key tiles they see: S = Q·Kᵀ, dP = dO·Vᵀ,

@@ -39,11 +39,14 @@ const BC3: usize = 64;
 const BK3: usize = 64;
 const BQ3: usize = 32;
 /// Step 6's tiles (`06_fa2.cu`): query rows of a forward block (`F6_BR`), keys of a forward or
-/// dQ tile (`F6_BC`), keys of a dK/dV block (`F6_BK`), query rows of a dQ block (`F6_BRQ`).
+/// dQ tile (`F6_BC`), keys of a dK/dV block (`F6_BK`), query rows of a dQ block (`F6_BRQ`),
+/// keys of a fused dK/dV/dQ block (`F6_BK_FUSED`).
 const BR6: usize = 128;
 const BC6: usize = 64;
 const BK6: usize = 64;
 const BRQ6: usize = 64;
+/// Keys of a block of step 6's fused backward: two 16-key tiles a warp.
+const FUSED_KEYS: usize = 128;
 
 /// Queries of a step-6 dK/dV tile at head dim `d` (`F6_BQ<D>`).
 const fn bq6(d: usize) -> usize {
@@ -490,9 +493,9 @@ launchers! {
         mma_backward(dev, g, elem, (STEP4, "04"), shape, [q, k, v, o, dout, lse, dq, dk, dv])
     }
 
-    /// Step 6's backward: dk and dv for 64 keys a block walking query tiles of 64 (32 below
-    /// head dim 128). At head dims up to 64 it is the FlashAttention-2 backward: each tile's
-    /// dS·K is added into an f32 copy of dq with atomics (`attn06_bwd_fused_*`, with dropout
+    /// Step 6's backward: dk and dv for a tile of keys a block walking query tiles of 64 (32
+    /// below head dim 128). At head dims up to 64 it is the FlashAttention-2 backward, 128 keys
+    /// a block: each tile's dS·K is added into an f32 copy of dq with atomics (`attn06_bwd_fused_*`, with dropout
     /// `attn06p_bwd_fused_*`), then dq is rounded from that copy (`attn06_bwd_dq_store_*`). At
     /// head dim 128, and under [`crate::config::deterministic`], dq comes from a kernel of its
     /// own, 64 queries a block walking key tiles of 64 (`attn06_bwd_dq_*`): two more products a
@@ -514,8 +517,8 @@ launchers! {
             };
             return mma_backward(dev, g, elem, (STEP6, step), shape, ptrs);
         }
-        // and the tile's dSᵀ, rows of bq + 8 elements
-        let smem = smem_dkdv + BK6 * (bq + 8) * 2;
+        // K and V of twice the keys, the Q and dO buffers, and the tile's dSᵀ, rows of bq + 8
+        let smem = (2 * FUSED_KEYS + 4 * bq) * g.d * 2 + 6 * bq * 4 + FUSED_KEYS * (bq + 8) * 2;
         fused_backward(dev, g, elem, step, smem as u32, ptrs)
     }
 }
@@ -556,7 +559,8 @@ fn fused_backward(
             [o, dout, dp],
         )?;
     }
-    let cfg = grid(fused.as_str(), g.b * g.h * g.tk.div_ceil(BK6), 128)?.with_shared_mem(smem);
+    let cfg =
+        grid(fused.as_str(), g.b * g.h * g.tk.div_ceil(FUSED_KEYS), 128)?.with_shared_mem(smem);
     // SAFETY: matches `attn{step}_bwd_fused_d{D}_{sfx}(const T* q, k, v, dout, const float*
     // lse, delta, T* dk, T* dv, float* dq_acc, AttnArgs)`: q, k, v `g`'s views, dout dense
     // `[b, tq, h, d]`, lse and delta `[b, h, tq]`, dk and dv dense `[b, tk, h, d]` of `elem`,
@@ -859,14 +863,20 @@ mod tests {
         let six = include_str!("../../../../kernels/attention/06_fa2.cu");
         for t in ["__half, f16", "__nv_bfloat16, bf16"] {
             for d in HEAD_DIMS {
-                for m in ["ATTN_FA2_FWD", "ATTN_FA2_BWD"] {
+                // the fused backward exists up to head dim 64
+                let bwd = if d > 64 {
+                    "ATTN_FA2_BWD_SPLIT"
+                } else {
+                    "ATTN_FA2_BWD"
+                };
+                for m in ["ATTN_FA2_FWD", bwd] {
                     let line = format!("\n{m}({t}, {d})");
                     assert!(six.contains(&line), "step 6, {line}");
                 }
             }
         }
         // step 6's tiles
-        assert_eq!((BR6, BC6, BK6, BRQ6), (128, 64, 64, 64));
+        assert_eq!((BR6, BC6, BK6, BRQ6, FUSED_KEYS), (128, 64, 64, 64, 128));
         assert_eq!((bq6(32), bq6(64), bq6(128)), (32, 32, 64));
         for line in [
             "constexpr int F6_BR = 16 * F6_MT * F6_WARPS;",
@@ -874,6 +884,7 @@ mod tests {
             "constexpr int F6_WARPS = 4;",
             "constexpr int F6_MT = 2;",
             "constexpr int F6_BK = 16 * F6_WARPS;",
+            "constexpr int F6_BK_FUSED = 32 * F6_WARPS;",
             "constexpr int F6_BRQ = 16 * F6_WARPS;",
             "constexpr int F6_BQ = D >= 128 ? 64 : 32;",
         ] {

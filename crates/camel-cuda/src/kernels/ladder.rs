@@ -513,12 +513,13 @@ impl Family {
     }
 
     /// The step the library runs by default: the family's fastest measured step
-    /// (docs/kernels/), step 6 for the image filter and attention, step 4 for LayerNorm, the
-    /// embedding, cross-entropy and conv2d, step 3 for the rest, and the highest step a family
-    /// has when it has no step 3.
+    /// (docs/kernels/), step 7 for attention (step 6's forward where step 7 cannot run), step 6
+    /// for the image filter, step 4 for LayerNorm, the embedding, cross-entropy and conv2d, step
+    /// 3 for the rest, and the highest step a family has when it has no step 3.
     pub fn default_step(&self) -> Step {
         let want = match self {
-            Family::Attention | Family::Filter => Step::Six,
+            Family::Attention => Step::Seven,
+            Family::Filter => Step::Six,
             Family::LayerNorm | Family::Embedding | Family::CrossEntropy | Family::Conv2d => {
                 Step::Four
             }
