@@ -428,7 +428,7 @@ const ATTENTION: &[StepInfo] = &[
     s(
         Step::Six,
         "fa2",
-        "the FlashAttention-2 work split tuned: two row tiles a warp, masks and rescales only where needed, causal grids longest first; the backward's kernels on the same machinery",
+        "the FlashAttention-2 work split tuned: two row tiles a warp, masks and rescales only where needed, causal grids longest first; the FlashAttention-2 backward (dQ by atomic adds) up to head dim 64, two fixed-order kernels at 128 or under CAMEL_DETERMINISTIC",
         &["attention::fa2", "attention::fa2_bwd"],
         "as step 3",
     ),
