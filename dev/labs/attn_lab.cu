@@ -83,8 +83,8 @@ LAB_BWD4(128)
     __global__ void __launch_bounds__(128) lab6_dkdv_q##BQ##_d##D(                                           \
         const bf* q, const bf* k, const bf* v, const bf* dout, const float* lse, const float* dl, bf* dk,  \
         bf* dv, const AttnArgs a) {                                                                         \
-        attn_fa2_dkdv<bf, D, false, BQ>((const u16*)q, (const u16*)k, (const u16*)v, (const u16*)dout, lse, dl,  \
-                                 (u16*)dk, (u16*)dv, a);                                                    \
+        attn_fa2_dkdv<bf, D, false, false, BQ>((const u16*)q, (const u16*)k, (const u16*)v, (const u16*)dout, \
+                                               lse, dl, (u16*)dk, (u16*)dv, nullptr, a);                   \
     }
 #define LAB_DQ6(BC, D)                                                                                     \
     __global__ void __launch_bounds__(128) lab6_dq_c##BC##_d##D(const bf* q, const bf* k, const bf* v,       \
