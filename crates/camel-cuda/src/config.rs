@@ -354,14 +354,7 @@ pub fn cpu_threads() -> usize {
 
 /// Runs `body` with `n` (at least 1) CPU threads on the calling thread.
 pub fn with_cpu_threads<R>(n: usize, body: impl FnOnce() -> R) -> R {
-    struct Restore(Option<usize>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            CPU_THREADS_OVERRIDE.with(|o| o.set(self.0));
-        }
-    }
-    let _restore = Restore(CPU_THREADS_OVERRIDE.with(|o| o.replace(Some(n.max(1)))));
-    body()
+    with_override(&CPU_THREADS_OVERRIDE, n.max(1), body)
 }
 
 /// `CAMEL_DATA_DIR`: the data-set folder, when set and not empty.
@@ -405,6 +398,23 @@ thread_local! {
     static DETERMINISTIC_OVERRIDE: Cell<Option<bool>> = const { Cell::new(None) };
 }
 
+/// Runs `body` with `cell` (a thread-local override) set to `value`; the previous value returns
+/// afterwards, also on a panic.
+pub(crate) fn with_override<T: Copy + 'static, R>(
+    cell: &'static std::thread::LocalKey<Cell<Option<T>>>,
+    value: T,
+    body: impl FnOnce() -> R,
+) -> R {
+    struct Restore<T: Copy + 'static>(&'static std::thread::LocalKey<Cell<Option<T>>>, Option<T>);
+    impl<T: Copy + 'static> Drop for Restore<T> {
+        fn drop(&mut self) {
+            self.0.with(|o| o.set(self.1));
+        }
+    }
+    let _restore = Restore(cell, cell.with(|o| o.replace(Some(value))));
+    body()
+}
+
 /// Whether kernels on this thread keep a fixed order of summation (bit-for-bit reproducible
 /// results where the fast path sums with atomics): the innermost [`with_deterministic`]
 /// override, else `CAMEL_DETERMINISTIC`.
@@ -417,14 +427,7 @@ pub fn deterministic() -> bool {
 
 /// Runs `body` with [`deterministic`] set to `on` on the calling thread.
 pub fn with_deterministic<R>(on: bool, body: impl FnOnce() -> R) -> R {
-    struct Restore(Option<bool>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            DETERMINISTIC_OVERRIDE.with(|o| o.set(self.0));
-        }
-    }
-    let _restore = Restore(DETERMINISTIC_OVERRIDE.with(|o| o.replace(Some(on))));
-    body()
+    with_override(&DETERMINISTIC_OVERRIDE, on, body)
 }
 
 fn index(family: Family) -> usize {
@@ -473,14 +476,7 @@ pub fn sgemm_kernel() -> SgemmKernel {
 
 /// Runs `body` with the SGEMM step `kernel` on the calling thread.
 pub fn with_sgemm_kernel<R>(kernel: SgemmKernel, body: impl FnOnce() -> R) -> R {
-    struct Restore(Option<SgemmKernel>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            SGEMM_OVERRIDE.with(|o| o.set(self.0));
-        }
-    }
-    let _restore = Restore(SGEMM_OVERRIDE.with(|o| o.replace(Some(kernel))));
-    body()
+    with_override(&SGEMM_OVERRIDE, kernel, body)
 }
 
 /// The tensor-core GEMM step 16-bit `matmul` and `Linear` run on this thread: the innermost
@@ -493,14 +489,7 @@ pub fn hgemm_kernel() -> HgemmKernel {
 
 /// Runs `body` with the tensor-core GEMM step `kernel` on the calling thread.
 pub fn with_hgemm_kernel<R>(kernel: HgemmKernel, body: impl FnOnce() -> R) -> R {
-    struct Restore(Option<HgemmKernel>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            HGEMM_OVERRIDE.with(|o| o.set(self.0));
-        }
-    }
-    let _restore = Restore(HGEMM_OVERRIDE.with(|o| o.replace(Some(kernel))));
-    body()
+    with_override(&HGEMM_OVERRIDE, kernel, body)
 }
 
 /// Every set variable of [`VARS`] whose value does not parse (build-time and path variables

@@ -58,14 +58,7 @@ thread_local! {
 /// Runs `body` with step 1's workspace bound at `bytes` on the calling thread instead of
 /// [`WORKSPACE_BYTES`] (tests use it to run the chunked path at small sizes).
 pub fn with_workspace_bytes<R>(bytes: usize, body: impl FnOnce() -> R) -> R {
-    struct Restore(Option<usize>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            WORKSPACE_OVERRIDE.with(|o| o.set(self.0));
-        }
-    }
-    let _restore = Restore(WORKSPACE_OVERRIDE.with(|o| o.replace(Some(bytes))));
-    body()
+    crate::config::with_override(&WORKSPACE_OVERRIDE, bytes, body)
 }
 
 fn workspace_bytes() -> usize {
