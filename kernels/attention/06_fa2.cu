@@ -292,6 +292,18 @@ constexpr int F6_BQ = D >= 128 ? 64 : 32;
 constexpr int F6_BRQ = 16 * F6_WARPS;  // dQ: query rows of a block, 16 a warp
 
 
+// acc[m][n] and acc[m][n + 1] += a[m] · b for each of the MT 16-row tiles: b holds the two
+// 16 × 8 B fragments of one ldmatrix_x4, shared by the tiles.
+template <typename T, int MT, int N>
+__device__ __forceinline__ void mma_tiles(float (&acc)[MT][N][4], const unsigned (&a)[MT][4], const unsigned (&b)[4],
+                                          int n) {
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+        hgemm::mma16816<T>(acc[m][n], a[m], b[0], b[1]);
+        hgemm::mma16816<T>(acc[m][n + 1], a[m], b[2], b[3]);
+    }
+}
+
 // Adds dS·K of the block's BKB keys for queries i_lo … i_lo + 15, head columns C0 … C0 + DW − 1,
 // into dq_acc (f32, dense [B, Tq, H, D]) with atomics: dS is the tile's dSᵀ in shared memory
 // (BKB rows of LDS elements) read transposed by ldmatrix (`sds`: this lane's row address for
@@ -448,17 +460,9 @@ __device__ __forceinline__ void attn_fa2_dkdv(const u16* __restrict__ q, const u
                 for (int nt = 0; nt < BQ / 8; nt += 2) {
                     unsigned b[4];
                     hgemm::ldmatrix_x4<false>(b, sq + rows_k.at(8 * nt, 16 * kk));
-#pragma unroll
-                    for (int m = 0; m < MT; ++m) {
-                        hgemm::mma16816<T>(st[m][nt], ka[m], b[0], b[1]);
-                        hgemm::mma16816<T>(st[m][nt + 1], ka[m], b[2], b[3]);
-                    }
+                    mma_tiles<T>(st, ka, b, nt);
                     hgemm::ldmatrix_x4<false>(b, sdo + rows_k.at(8 * nt, 16 * kk));
-#pragma unroll
-                    for (int m = 0; m < MT; ++m) {
-                        hgemm::mma16816<T>(dpt[m][nt], va[m], b[0], b[1]);
-                        hgemm::mma16816<T>(dpt[m][nt + 1], va[m], b[2], b[3]);
-                    }
+                    mma_tiles<T>(dpt, va, b, nt);
                 }
             }
             // Pᵀ and dSᵀ; on a tile where some query is past the end or some key hidden from some
@@ -506,17 +510,9 @@ __device__ __forceinline__ void attn_fa2_dkdv(const u16* __restrict__ q, const u
                 for (int nd = 0; nd < D / 8; nd += 2) {
                     unsigned b[4];
                     hgemm::ldmatrix_x4<true>(b, sdo + rows_a.at(16 * kc, 8 * nd));
-#pragma unroll
-                    for (int m = 0; m < MT; ++m) {
-                        hgemm::mma16816<T>(gv[m][nd], pa[m], b[0], b[1]);
-                        hgemm::mma16816<T>(gv[m][nd + 1], pa[m], b[2], b[3]);
-                    }
+                    mma_tiles<T>(gv, pa, b, nd);
                     hgemm::ldmatrix_x4<true>(b, sq + rows_a.at(16 * kc, 8 * nd));
-#pragma unroll
-                    for (int m = 0; m < MT; ++m) {
-                        hgemm::mma16816<T>(gk[m][nd], da[m], b[0], b[1]);
-                        hgemm::mma16816<T>(gk[m][nd + 1], da[m], b[2], b[3]);
-                    }
+                    mma_tiles<T>(gk, da, b, nd);
                 }
             }
         }
