@@ -316,8 +316,8 @@ __device__ __forceinline__ void body(const TmaMap& ma, const TmaMap& mb, T* __re
                 for (int h = 0; h < 2; ++h) {
                     const int col = j + 8 * n;
                     float v0 = d[4 * n + 2 * h], v1 = d[4 * n + 2 * h + 1];
-                    v0 = hgemm::epilogue(v0, col, 0, bias, act, (T*)nullptr);
-                    v1 = hgemm::epilogue(v1, col + 1, 0, bias, act, (T*)nullptr);
+                    if (col < N) v0 = hgemm::epilogue(v0, col, 0, bias, act, (T*)nullptr);
+                    if (col + 1 < N) v1 = hgemm::epilogue(v1, col + 1, 0, bias, act, (T*)nullptr);
                     T* at = st + (r0 + 8 * h) * LD + c0 + 8 * n;
                     if constexpr (sizeof(T) == 4) {
                         *reinterpret_cast<float2*>(at) = make_float2(v0, v1);
