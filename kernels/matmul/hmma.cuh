@@ -24,8 +24,10 @@
 //       in the same banks: 4- to 8-way bank conflicts.
 //   15: the same with the 16-byte chunks of each shared row XOR-swizzled by the row index, so the
 //       eight rows of every ldmatrix phase hit eight distinct 16-byte bank groups.
-//   16: cp.async (global → shared without registers), four stages in flight, a 128×256 block
-//       tile with 64×64 warp tiles, and blocks ordered in groups of 8 tile rows for L2 reuse.
+//   16: cp.async (global → shared without registers), every stage in flight, the fragments of
+//       step kk + 1 loaded before the mma of step kk, a 128×256 block tile with 64×64 warp
+//       tiles, blocks ordered in groups of 8 tile rows for L2 reuse, and C staged through shared
+//       memory into 16-byte row stores.
 #pragma once
 
 #include "common/cp_async.cuh"
@@ -63,6 +65,20 @@ __device__ __forceinline__ int tile_off(int r, int c) {
     }
     return r * W + ch * 8 + (c & 7);
 }
+
+// A lane's ldmatrix row address in a shared tile of rows W elements wide, for a fragment that
+// moves by dr rows (a multiple of 8) and by 2·d chunks from the lane's row r0 and chunk l (0 or
+// 1). Moving by whole groups of 8 rows keeps the row's swizzle s, and since 2·d is even,
+// (2·d + l) XOR s = 2·d XOR (l XOR s): each address is one XOR and a shift from a per-lane
+// constant, instead of a register holding every fragment's precomputed offset.
+template <int W, bool SWZ>
+struct FragAddr {
+    int base, x;  // r0·W, and l XOR the swizzle of r0
+    __device__ __forceinline__ FragAddr(int r0, int l)
+        : base(r0 * W), x(tile_off<W, SWZ>(r0, l * 8) / 8 - (r0 * W) / 8) {}
+    // element offset of the fragment dr rows and 2·d chunks away
+    __device__ __forceinline__ int at(int dr, int d) const { return base + dr * W + (((2 * d) ^ x) << 3); }
+};
 
 __device__ __forceinline__ unsigned smem_addr(const void* p) {
     return (unsigned)__cvta_generic_to_shared(p);
@@ -153,6 +169,23 @@ struct Tile {
             const int e = tid + p * NT, r = e / (W / 8), c = (e % (W / 8)) * 8;
             *reinterpret_cast<uint4*>(S + tile_off<W, SWZ>(r, c)) = v[p];
         }
+    }
+    // Straight to shared memory, for a tile wholly inside the matrix with 16-byte aligned rows
+    // (step 16's common case): one cp.async a chunk, no bounds. A thread's chunks sit RS rows
+    // apart, a multiple of 8 that keeps the swizzle, so its addresses are two offsets set once
+    // (`src0` into the matrix from the tile's origin, `dst0` into the shared tile) plus p·RS rows.
+    static constexpr int RS = NT / (W / 8);
+    static_assert(RS % 8 == 0 || PER == 1, "a thread's chunks keep their swizzle");
+    __device__ __forceinline__ static long long src0(int tid, long long ld) {
+        return (long long)(tid / (W / 8)) * ld + (tid % (W / 8)) * 8;
+    }
+    __device__ __forceinline__ static int dst0(int tid) {
+        return tile_off<W, SWZ>(tid / (W / 8), (tid % (W / 8)) * 8);
+    }
+    // `x`: the tile's origin plus src0; `s`: the shared tile plus dst0
+    __device__ __forceinline__ static void copy_inside(u16* s, const u16* x, long long ld) {
+#pragma unroll
+        for (int p = 0; p < PER; ++p) cp_async16(s + p * RS * W, x + p * RS * ld, 16);
     }
     // Straight to shared memory (step 16): cp.async where the rows are aligned, else loads
     // through registers (the slow path for odd layouts).
@@ -283,66 +316,102 @@ __device__ __forceinline__ void hgemm_body(HGEMM_ARGS(T)) {
 #pragma unroll
             for (int q = 0; q < 4; ++q) acc[mi][ni][q] = 0.0f;
 
-    // multiply one BK slice held in shared buffers `as`, `bs`
-    auto compute = [&](const u16* as, const u16* bs) {
+    // The fragments of one 16-deep step kk of a slice held in shared buffers `as`, `bs`: each
+    // lane's ldmatrix address is a per-lane constant moved by rows and XORed chunks (FragAddr).
+    // Tile rows of A are m (or k when TA), of B k (or n when TB); `.trans` turns a k-row tile
+    // into the fragment layout.
+    const FragAddr<AW, SWZ> fa = TA ? FragAddr<AW, SWZ>((lane % 8) + (lane / 16) * 8, (lane / 8) % 2)
+                                    : FragAddr<AW, SWZ>(wm + lane % 16, lane / 16);
+    const FragAddr<BW, SWZ> fb = TB ? FragAddr<BW, SWZ>(wn + (lane % 8) + (lane / 16) * 8, (lane / 8) % 2)
+                                    : FragAddr<BW, SWZ>((lane % 8) + ((lane / 8) % 2) * 8, lane / 16);
+    auto load_frags = [&](const u16* as, const u16* bs, int kk, unsigned (&af)[MI][4],
+                          unsigned (&bf)[NI][2]) {
 #pragma unroll
-        for (int kk = 0; kk < BK; kk += 16) {
-            unsigned af[MI][4], bf[NI][2];
+        for (int mi = 0; mi < MI; ++mi)
+            if constexpr (TA)
+                ldmatrix_x4<true>(af[mi], smem_addr(as) + 2 * fa.at(kk, wm / 16 + mi));
+            else
+                ldmatrix_x4<false>(af[mi], smem_addr(as) + 2 * fa.at(mi * 16, kk / 16));
 #pragma unroll
-            for (int mi = 0; mi < MI; ++mi) {
-                const int m = wm + mi * 16;
-                if constexpr (TA)  // tile rows are k: transpose the four 8×8 matrices
-                    ldmatrix_x4<true>(af[mi], as + tile_off<AW, SWZ>(kk + (lane % 8) + (lane / 16) * 8,
-                                                                     m + ((lane / 8) % 2) * 8));
-                else
-                    ldmatrix_x4<false>(af[mi], as + tile_off<AW, SWZ>(m + lane % 16, kk + (lane / 16) * 8));
-            }
-#pragma unroll
-            for (int np = 0; np < NI / 2; ++np) {
-                const int n = wn + np * 16;
-                unsigned r[4];
-                if constexpr (TB)  // tile rows are n: already the "col" layout mma wants
-                    ldmatrix_x4<false>(r, bs + tile_off<BW, SWZ>(n + (lane % 8) + (lane / 16) * 8,
-                                                                 kk + ((lane / 8) % 2) * 8));
-                else
-                    ldmatrix_x4<true>(r, bs + tile_off<BW, SWZ>(kk + (lane % 8) + ((lane / 8) % 2) * 8,
-                                                                n + (lane / 16) * 8));
-                bf[2 * np][0] = r[0];
-                bf[2 * np][1] = r[1];
-                bf[2 * np + 1][0] = r[2];
-                bf[2 * np + 1][1] = r[3];
-            }
-#pragma unroll
-            for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-                for (int ni = 0; ni < NI; ++ni) mma16816<T>(acc[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
+        for (int np = 0; np < NI / 2; ++np) {
+            unsigned r[4];
+            if constexpr (TB)
+                ldmatrix_x4<false>(r, smem_addr(bs) + 2 * fb.at(np * 16, kk / 16));
+            else
+                ldmatrix_x4<true>(r, smem_addr(bs) + 2 * fb.at(kk, wn / 16 + np));
+            bf[2 * np][0] = r[0];
+            bf[2 * np][1] = r[1];
+            bf[2 * np + 1][0] = r[2];
+            bf[2 * np + 1][1] = r[3];
         }
+    };
+    auto mma_frags = [&](const unsigned (&af)[MI][4], const unsigned (&bf)[NI][2]) {
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+            for (int ni = 0; ni < NI; ++ni) mma16816<T>(acc[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
     };
 
     const int KT = (k_end - k_begin + BK - 1) / BK;
     if constexpr (ASYNC) {
-        auto issue = [&](int kt, int s) {
+        // slice kt into stage kt % STAGES: cp.async where the rows are aligned (without bounds
+        // where the whole tile is inside), else loads through registers. A slice moves a tile
+        // BK rows down where its rows are k, else BK columns along.
+        const long long a_step = TA ? BK * lda : BK, b_step = TB ? BK : BK * ldb;
+        int ra0, ca0, rb0, cb0;
+        a_at(0, ra0, ca0);
+        b_at(0, rb0, cb0);
+        const u16* a_in = a16 + (long long)ra0 * lda + ca0 + TileA::src0(tid, lda);
+        const u16* b_in = b16 + (long long)rb0 * ldb + cb0 + TileB::src0(tid, ldb);
+        const int a_d0 = TileA::dst0(tid), b_d0 = TileB::dst0(tid);
+        auto issue = [&](int kt) {
+            const int s = kt % STAGES;
             int r0, c0;
             a_at(kt * BK, r0, c0);
-            TileA::copy_async(As + s * BM * BK, a16 + (long long)r0 * lda + c0, a16, lda,
-                              a_rows - r0, a_cols - c0, va, tid);
+            if (va && a_rows - r0 >= AR && a_cols - c0 >= AW)
+                TileA::copy_inside(As + s * BM * BK + a_d0, a_in + kt * a_step, lda);
+            else
+                TileA::copy_async(As + s * BM * BK, a16 + (long long)r0 * lda + c0, a16, lda,
+                                  a_rows - r0, a_cols - c0, va, tid);
             b_at(kt * BK, r0, c0);
-            TileB::copy_async(Bs + s * BK * BN, b16 + (long long)r0 * ldb + c0, b16, ldb,
-                              b_rows - r0, b_cols - c0, vb, tid);
+            if (vb && b_rows - r0 >= BR && b_cols - c0 >= BW)
+                TileB::copy_inside(Bs + s * BK * BN + b_d0, b_in + kt * b_step, ldb);
+            else
+                TileB::copy_async(Bs + s * BK * BN, b16 + (long long)r0 * ldb + c0, b16, ldb,
+                                  b_rows - r0, b_cols - c0, vb, tid);
         };
+        // Every stage is in flight from the start. The fragments of step kk + 1 are loaded
+        // before the mma of step kk (two register sets), so a warp's ldmatrix latency hides
+        // behind its own mma. The slice's barrier sits in its last step: by then every warp
+        // holds that step's fragments, so the slice's buffer takes slice kt + STAGES and the
+        // next slice's first fragments load before the last mma of this one.
+        constexpr int KS = BK / 16;
+        static_assert(KS % 2 == 0, "the two fragment sets alternate over an even number of steps");
+        unsigned af[2][MI][4], bf[2][NI][2];
+        auto stage_a = [&](int kt) { return As + (kt % STAGES) * BM * BK; };
+        auto stage_b = [&](int kt) { return Bs + (kt % STAGES) * BK * BN; };
 #pragma unroll
-        for (int s = 0; s < STAGES - 1; ++s) {
-            if (s < KT) issue(s, s);
+        for (int s = 0; s < STAGES; ++s) {
+            if (s < KT) issue(s);
             cp_async_commit();
         }
+        cp_async_wait<STAGES - 1>();
+        __syncthreads();
+        load_frags(stage_a(0), stage_b(0), 0, af[0], bf[0]);
         for (int kt = 0; kt < KT; ++kt) {
-            cp_async_wait<STAGES - 2>();
-            __syncthreads();  // slice kt has landed; every warp is done with slice kt - 1
-            const int next = kt + STAGES - 1;
-            if (next < KT) issue(next, next % STAGES);
-            cp_async_commit();
-            const int s = kt % STAGES;
-            compute(As + s * BM * BK, Bs + s * BK * BN);
+#pragma unroll
+            for (int ks = 0; ks < KS; ++ks) {
+                if (ks == KS - 1) {
+                    cp_async_wait<STAGES - 2>();  // slice kt + 1 has landed
+                    __syncthreads();              // every warp is done reading slice kt
+                    if (kt + STAGES < KT) issue(kt + STAGES);
+                    cp_async_commit();
+                    if (kt + 1 < KT) load_frags(stage_a(kt + 1), stage_b(kt + 1), 0, af[0], bf[0]);
+                } else {
+                    load_frags(stage_a(kt), stage_b(kt), (ks + 1) * 16, af[(ks + 1) % 2], bf[(ks + 1) % 2]);
+                }
+                mma_frags(af[ks % 2], bf[ks % 2]);
+            }
         }
     } else {
         uint4 ra[TileA::PER], rb[TileB::PER];
@@ -359,11 +428,16 @@ __device__ __forceinline__ void hgemm_body(HGEMM_ARGS(T)) {
             TileB::store(Bs, rb, tid);
         }
         __syncthreads();
+        unsigned af[MI][4], bf[NI][2];
         for (int kt = 0; kt < KT; ++kt) {
             const bool more = kt + 1 < KT;
             if (more) fetch(kt + 1);  // in flight while this slice is multiplied
             const int s = kt % 2;
-            compute(As + s * BM * BK, Bs + s * BK * BN);
+#pragma unroll
+            for (int kk = 0; kk < BK; kk += 16) {
+                load_frags(As + s * BM * BK, Bs + s * BK * BN, kk, af, bf);
+                mma_frags(af, bf);
+            }
             if (more) {
                 TileA::store(As + (1 - s) * BM * BK, ra, tid);
                 TileB::store(Bs + (1 - s) * BK * BN, rb, tid);
@@ -388,6 +462,46 @@ __device__ __forceinline__ void hgemm_body(HGEMM_ARGS(T)) {
                     if (j + 1 < N) p[(long long)i * N + j + 1] = acc[mi][ni][2 * h + 1];
                 }
         return;
+    }
+    // Staged through shared memory where the pipeline's buffers hold the whole tile (step 16)
+    // and no pre-activation is saved: every warp writes its rounded accumulators into the tile
+    // (rows padded by 8 elements, so a warp's 4-byte pair stores hit 32 distinct banks), then C
+    // leaves in 16-byte row chunks, whole 128-byte lines a warp, instead of 4-byte pairs.
+    constexpr int LDC = BN + 8;
+    if constexpr (ASYNC && STAGES * (BM * BK + BK * BN) >= BM * LDC) {
+        if (Z == nullptr) {
+            cp_async_wait<0>();
+            __syncthreads();  // every warp is done with the pipeline's buffers
+#pragma unroll
+            for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+                for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        const int r = wm + mi * 16 + g + 8 * h, c = wn + ni * 8 + t2, j = j0 + c;
+                        float v0 = acc[mi][ni][2 * h], v1 = acc[mi][ni][2 * h + 1];
+                        if (j < N) v0 = epilogue(v0, j, 0, bias, act, (T*)nullptr);
+                        if (j + 1 < N) v1 = epilogue(v1, j + 1, 0, bias, act, (T*)nullptr);
+                        const unsigned lo = camel::float_to_bits<T>(v0), hi = camel::float_to_bits<T>(v1);
+                        *reinterpret_cast<unsigned*>(As + r * LDC + c) = lo | (hi << 16);
+                    }
+            __syncthreads();
+            const bool vec = N % 8 == 0 && (reinterpret_cast<size_t>(C) & 15) == 0;
+#pragma unroll 4
+            for (int e = tid; e < BM * (BN / 8); e += NT) {
+                const int r = e / (BN / 8), c = (e % (BN / 8)) * 8, i = i0 + r, j = j0 + c;
+                if (i >= M || j >= N) continue;
+                const uint4 v = *reinterpret_cast<const uint4*>(As + r * LDC + c);
+                u16* out = reinterpret_cast<u16*>(C) + (long long)i * N + j;
+                if (vec) {
+                    *reinterpret_cast<uint4*>(out) = v;
+                } else {
+                    const u16* pv = reinterpret_cast<const u16*>(&v);
+                    for (int x = 0; x < 8 && j + x < N; ++x) out[x] = pv[x];
+                }
+            }
+            return;
+        }
     }
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi)

@@ -79,7 +79,7 @@ impl HgemmKernel {
         let (module, prefix, bn, stages) = match self {
             HgemmKernel::Ldmatrix => ("matmul/14_hmma_ldmatrix", "hgemm_14", 128, 2),
             HgemmKernel::Swizzle => ("matmul/15_hmma_swizzle", "hgemm_15", 128, 2),
-            HgemmKernel::Async | HgemmKernel::Wgmma => ("matmul/16_hmma_async", "hgemm_16", 256, 4),
+            HgemmKernel::Async | HgemmKernel::Wgmma => ("matmul/16_hmma_async", "hgemm_16", 256, 3),
         };
         Config {
             module,
