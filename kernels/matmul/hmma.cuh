@@ -224,6 +224,22 @@ __device__ __forceinline__ float epilogue(float v, int j, long long idx, const T
     return epilogue_full(v, j, idx, bias, act, Z);
 }
 
+// A compile-time flag for a lambda's `auto` parameter (`Flag<true>{}`), so that one body makes
+// two loops, each with its branch resolved.
+template <bool B>
+struct Flag {
+    static constexpr bool value = B;
+};
+
+// Bias and activation of the pair of columns j, j + 1 of a tile that may reach past column N:
+// only columns inside N (the bias holds N elements).
+template <typename T>
+__device__ __forceinline__ void epilogue_pair(float& v0, float& v1, int j, int N, const T* bias,
+                                              int act) {
+    if (j < N) v0 = epilogue_full(v0, j, 0, bias, act, (T*)nullptr);
+    if (j + 1 < N) v1 = epilogue_full(v1, j + 1, 0, bias, act, (T*)nullptr);
+}
+
 // Stores the pair C[i][j], C[i][j+1] (j even) through the epilogue.
 template <typename T>
 __device__ __forceinline__ void store_pair(T* C, int M, int N, int i, int j, float v0, float v1,
@@ -472,19 +488,26 @@ __device__ __forceinline__ void hgemm_body(HGEMM_ARGS(T)) {
         if (Z == nullptr) {
             cp_async_wait<0>();
             __syncthreads();  // every warp is done with the pipeline's buffers
+            // the loop without bias and activation has no per-column branch
+            auto stage = [&](auto with_epilogue) {
 #pragma unroll
-            for (int mi = 0; mi < MI; ++mi)
+                for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-                for (int ni = 0; ni < NI; ++ni)
+                    for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
-                    for (int h = 0; h < 2; ++h) {
-                        const int r = wm + mi * 16 + g + 8 * h, c = wn + ni * 8 + t2, j = j0 + c;
-                        float v0 = acc[mi][ni][2 * h], v1 = acc[mi][ni][2 * h + 1];
-                        if (j < N) v0 = epilogue(v0, j, 0, bias, act, (T*)nullptr);
-                        if (j + 1 < N) v1 = epilogue(v1, j + 1, 0, bias, act, (T*)nullptr);
-                        const unsigned lo = camel::float_to_bits<T>(v0), hi = camel::float_to_bits<T>(v1);
-                        *reinterpret_cast<unsigned*>(As + r * LDC + c) = lo | (hi << 16);
-                    }
+                        for (int h = 0; h < 2; ++h) {
+                            const int r = wm + mi * 16 + g + 8 * h, c = wn + ni * 8 + t2;
+                            float v0 = acc[mi][ni][2 * h], v1 = acc[mi][ni][2 * h + 1];
+                            if constexpr (decltype(with_epilogue)::value)
+                                epilogue_pair(v0, v1, j0 + c, N, bias, act);
+                            const unsigned lo = camel::float_to_bits<T>(v0), hi = camel::float_to_bits<T>(v1);
+                            *reinterpret_cast<unsigned*>(As + r * LDC + c) = lo | (hi << 16);
+                        }
+            };
+            if (bias || act != 0)
+                stage(Flag<true>{});
+            else
+                stage(Flag<false>{});
             __syncthreads();
             const bool vec = N % 8 == 0 && (reinterpret_cast<size_t>(C) & 15) == 0;
 #pragma unroll 4

@@ -310,22 +310,28 @@ __device__ __forceinline__ void body(const TmaMap& ma, const TmaMap& mb, T* __re
             constexpr int LD = BN + 8, CHUNK = 16 / (int)sizeof(T);  // elements a 16-byte chunk
             T* st = reinterpret_cast<T*>(smem) + c * 64 * LD;
             const int r0 = warp * 16 + lane / 4, c0 = (lane % 4) * 2;
+            // the loop without bias and activation has no per-column branch
+            auto stage = [&](auto with_epilogue) {
 #pragma unroll
-            for (int n = 0; n < BN / 8; ++n)
+                for (int n = 0; n < BN / 8; ++n)
 #pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    const int col = j + 8 * n;
-                    float v0 = d[4 * n + 2 * h], v1 = d[4 * n + 2 * h + 1];
-                    if (col < N) v0 = hgemm::epilogue(v0, col, 0, bias, act, (T*)nullptr);
-                    if (col + 1 < N) v1 = hgemm::epilogue(v1, col + 1, 0, bias, act, (T*)nullptr);
-                    T* at = st + (r0 + 8 * h) * LD + c0 + 8 * n;
-                    if constexpr (sizeof(T) == 4) {
-                        *reinterpret_cast<float2*>(at) = make_float2(v0, v1);
-                    } else {
-                        const unsigned lo = camel::float_to_bits<T>(v0), hi = camel::float_to_bits<T>(v1);
-                        *reinterpret_cast<unsigned*>(at) = lo | (hi << 16);
+                    for (int h = 0; h < 2; ++h) {
+                        float v0 = d[4 * n + 2 * h], v1 = d[4 * n + 2 * h + 1];
+                        if constexpr (decltype(with_epilogue)::value)
+                            hgemm::epilogue_pair(v0, v1, j + 8 * n, N, bias, act);
+                        T* at = st + (r0 + 8 * h) * LD + c0 + 8 * n;
+                        if constexpr (sizeof(T) == 4) {
+                            *reinterpret_cast<float2*>(at) = make_float2(v0, v1);
+                        } else {
+                            const unsigned lo = camel::float_to_bits<T>(v0), hi = camel::float_to_bits<T>(v1);
+                            *reinterpret_cast<unsigned*>(at) = lo | (hi << 16);
+                        }
                     }
-                }
+            };
+            if (bias || act != 0)
+                stage(hgemm::Flag<true>{});
+            else
+                stage(hgemm::Flag<false>{});
             asm volatile("bar.sync %0, 128;\n" ::"r"(2 + c) : "memory");
             C += batch * strideC;
             const bool vec = (N % CHUNK == 0) && ((reinterpret_cast<size_t>(C) & 15) == 0);
