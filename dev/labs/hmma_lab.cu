@@ -6,7 +6,7 @@
 //           before the mma of step kk (two register sets), and the barrier of a slice sits in its
 //           last step, so every stage of shared memory is in flight;
 //   inside  a tile wholly inside the matrices is copied from pointers set once, without bounds;
-//   xaddr   ldmatrix addresses as a per-lane constant XOR a step's chunk (hmma.cuh's FragAddr);
+//   xaddr   ldmatrix addresses as a per-lane constant XOR a step's chunk (as hmma.cuh's SwzRows);
 // and the library's step 16, which has all three plus C staged through shared memory.
 // Not part of the library.
 //

@@ -49,24 +49,6 @@ struct TileCopy {
     }
 };
 
-// Where a thread's ldmatrix rows lie in a swizzled W-wide tile (hgemm::tile_off), as shared-memory
-// byte offsets: the thread addresses row rbase + rl, columns cbase + cl … + 7, with rbase and
-// cbase multiples of 16 known at compile time once the loops unroll, and rl, cl its own. The
-// swizzle XORs the low chunk bits with bits of rl alone, so a load's offset is one of NV
-// per-thread bases (by cbase's low chunk bits) plus a constant: no address arithmetic a load.
-template <int W>
-struct SwzRows {
-    static constexpr int CH = W / 8, RPL = CH >= 8 ? 1 : 8 / CH, MASK = (CH >= 8 ? 8 : CH) - 1, NV = (MASK + 1) / 2;
-    unsigned base[NV];
-    __device__ __forceinline__ SwzRows(int rl, int cl) {
-#pragma unroll
-        for (int v = 0; v < NV; ++v) base[v] = 2 * (rl * W + 8 * ((2 * v + cl / 8) ^ ((rl / RPL) & MASK)));
-    }
-    __device__ __forceinline__ unsigned at(int rbase, int cbase) const {
-        return base[(cbase / 16) % NV] + 2 * (rbase * W + 8 * ((cbase / 8) & ~MASK));
-    }
-};
-
 __device__ __forceinline__ float exp2_ftz(float x) {
     float y;
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
@@ -195,7 +177,7 @@ __device__ __forceinline__ void attn_fa2_fwd(const u16* __restrict__ q, const u1
     // the fragments' rows: Q's A fragments and V's transposed B fragments address row lane % 16
     // and column half lane / 16 of a 16 × 16 block, K's B fragments rows lane / 16 · 8 + lane % 8
     // and half lane / 8 % 2 (as frag_a, frag_b_kn and frag_b_nk in mma.cuh)
-    const SwzRows<D> rows_a(lane % 16, lane / 16 * 8), rows_k(lane / 16 * 8 + lane % 8, lane / 8 % 2 * 8);
+    const hgemm::SwzRows<D> rows_a(lane % 16, lane / 16 * 8), rows_k(lane / 16 * 8 + lane % 8, lane / 8 % 2 * 8);
     const unsigned sq = hgemm::smem_addr(qs) + 2 * (16 * F6_MT * w) * D;  // the warp's Q rows
     float acc[F6_MT][D / 8][4] = {};
     float m[F6_MT][2], l[F6_MT][2];
@@ -311,7 +293,7 @@ __device__ __forceinline__ void mma_tiles(float (&acc)[MT][N][4], const unsigned
 template <typename T, int D, int BKB, int LDS, int C0, int DW>
 __device__ __forceinline__ void fa2_dq_add(float* __restrict__ dq_acc, const AttnArgs& a, long long bb,
                                            long long hh, long long i_lo, unsigned sds, unsigned sks,
-                                           const SwzRows<D>& rows_a, int lane) {
+                                           const hgemm::SwzRows<D>& rows_a, int lane) {
     constexpr int DC = DW < 64 ? DW : 64;  // columns a pass: at most 32 accumulators a thread
     const int g = lane / 4, t = lane % 4;
 #pragma unroll
@@ -414,7 +396,7 @@ __device__ __forceinline__ void attn_fa2_dkdv(const u16* __restrict__ q, const u
     hgemm::cp_async_commit();
     const long long jw = j0 + KW * w, off = a.tk - a.tq;  // the warp's first key
     const float ss = a.scale * camel::LOG2E;
-    const SwzRows<D> rows_a(lane % 16, lane / 16 * 8), rows_k(lane / 16 * 8 + lane % 8, lane / 8 % 2 * 8);
+    const hgemm::SwzRows<D> rows_a(lane % 16, lane / 16 * 8), rows_k(lane / 16 * 8 + lane % 8, lane / 8 % 2 * 8);
     const unsigned sk = hgemm::smem_addr(ks) + 2 * KW * w * D, sv = hgemm::smem_addr(vs) + 2 * KW * w * D;
     float gk[MT][D / 8][4] = {}, gv[MT][D / 8][4] = {};
     for (long long it = 0; it < count; ++it) {
@@ -575,7 +557,7 @@ __device__ __forceinline__ void attn_fa2_dq(const u16* __restrict__ q, const u16
     const long long n_hi = camel::attn_visible(a, i0 + 16 * w + 15);  // keys any of them sees
     const long long n_blk = camel::attn_visible(a, min(i0 + F6_BRQ, a.tq) - 1);
     const float ss = a.scale * camel::LOG2E;
-    const SwzRows<D> rows_a(lane % 16, lane / 16 * 8), rows_k(lane / 16 * 8 + lane % 8, lane / 8 % 2 * 8);
+    const hgemm::SwzRows<D> rows_a(lane % 16, lane / 16 * 8), rows_k(lane / 16 * 8 + lane % 8, lane / 8 % 2 * 8);
     const unsigned sq = hgemm::smem_addr(qs) + 2 * 16 * w * D, sdo = hgemm::smem_addr(dos) + 2 * 16 * w * D;
     float gq[D / 8][4] = {};
     for (long long j0 = 0, it = 0; j0 < n_blk; j0 += BC, ++it) {

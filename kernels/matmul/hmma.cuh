@@ -66,18 +66,24 @@ __device__ __forceinline__ int tile_off(int r, int c) {
     return r * W + ch * 8 + (c & 7);
 }
 
-// A lane's ldmatrix row address in a shared tile of rows W elements wide, for a fragment that
-// moves by dr rows (a multiple of 8) and by 2·d chunks from the lane's row r0 and chunk l (0 or
-// 1). Moving by whole groups of 8 rows keeps the row's swizzle s, and since 2·d is even,
-// (2·d + l) XOR s = 2·d XOR (l XOR s): each address is one XOR and a shift from a per-lane
-// constant, instead of a register holding every fragment's precomputed offset.
-template <int W, bool SWZ>
-struct FragAddr {
-    int base, x;  // r0·W, and l XOR the swizzle of r0
-    __device__ __forceinline__ FragAddr(int r0, int l)
-        : base(r0 * W), x(tile_off<W, SWZ>(r0, l * 8) / 8 - (r0 * W) / 8) {}
-    // element offset of the fragment dr rows and 2·d chunks away
-    __device__ __forceinline__ int at(int dr, int d) const { return base + dr * W + (((2 * d) ^ x) << 3); }
+// Where a thread's ldmatrix rows lie in a W-wide tile (tile_off, swizzled or not), as
+// shared-memory byte offsets: the thread addresses row rbase + rl, columns cbase + cl … + 7,
+// with rbase and cbase multiples of 16 known at compile time once the loops unroll, and rl, cl
+// its own (cl may hold a warp's multiple of 64 too). The swizzle XORs the low chunk bits with
+// bits of rl alone, so a load's offset is one of NV per-thread bases (by cbase's low chunk bits)
+// plus a constant: no address arithmetic a load.
+template <int W, bool SWZ = true>
+struct SwzRows {
+    static constexpr int CH = W / 8, RPL = CH >= 8 ? 1 : 8 / CH;
+    static constexpr int MASK = SWZ ? (CH >= 8 ? 8 : CH) - 1 : 0, NV = SWZ ? (MASK + 1) / 2 : 1;
+    unsigned base[NV];
+    __device__ __forceinline__ SwzRows(int rl, int cl) {
+#pragma unroll
+        for (int v = 0; v < NV; ++v) base[v] = 2 * (rl * W + 8 * ((2 * v + cl / 8) ^ ((rl / RPL) & MASK)));
+    }
+    __device__ __forceinline__ unsigned at(int rbase, int cbase) const {
+        return base[(cbase / 16) % NV] + 2 * (rbase * W + 8 * ((cbase / 8) & ~MASK));
+    }
 };
 
 __device__ __forceinline__ unsigned smem_addr(const void* p) {
@@ -332,29 +338,22 @@ __device__ __forceinline__ void hgemm_body(HGEMM_ARGS(T)) {
 #pragma unroll
             for (int q = 0; q < 4; ++q) acc[mi][ni][q] = 0.0f;
 
-    // The fragments of one 16-deep step kk of a slice held in shared buffers `as`, `bs`: each
-    // lane's ldmatrix address is a per-lane constant moved by rows and XORed chunks (FragAddr).
-    // Tile rows of A are m (or k when TA), of B k (or n when TB); `.trans` turns a k-row tile
-    // into the fragment layout.
-    const FragAddr<AW, SWZ> fa = TA ? FragAddr<AW, SWZ>((lane % 8) + (lane / 16) * 8, (lane / 8) % 2)
-                                    : FragAddr<AW, SWZ>(wm + lane % 16, lane / 16);
-    const FragAddr<BW, SWZ> fb = TB ? FragAddr<BW, SWZ>(wn + (lane % 8) + (lane / 16) * 8, (lane / 8) % 2)
-                                    : FragAddr<BW, SWZ>((lane % 8) + ((lane / 8) % 2) * 8, lane / 16);
+    // The fragments of one 16-deep step kk of a slice held in shared buffers `as`, `bs`, each
+    // lane's ldmatrix address one of its SwzRows bases plus a constant. Tile rows of A are m (or
+    // k when TA), of B k (or n when TB); `.trans` turns a k-row tile into the fragment layout.
+    const SwzRows<AW, SWZ> ra = TA ? SwzRows<AW, SWZ>((lane % 8) + (lane / 16) * 8, wm + ((lane / 8) % 2) * 8)
+                                   : SwzRows<AW, SWZ>(wm + lane % 16, (lane / 16) * 8);
+    const SwzRows<BW, SWZ> rb = TB ? SwzRows<BW, SWZ>(wn + (lane % 8) + (lane / 16) * 8, ((lane / 8) % 2) * 8)
+                                   : SwzRows<BW, SWZ>((lane % 8) + ((lane / 8) % 2) * 8, wn + (lane / 16) * 8);
     auto load_frags = [&](const u16* as, const u16* bs, int kk, unsigned (&af)[MI][4],
                           unsigned (&bf)[NI][2]) {
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi)
-            if constexpr (TA)
-                ldmatrix_x4<true>(af[mi], smem_addr(as) + 2 * fa.at(kk, wm / 16 + mi));
-            else
-                ldmatrix_x4<false>(af[mi], smem_addr(as) + 2 * fa.at(mi * 16, kk / 16));
+            ldmatrix_x4<TA>(af[mi], smem_addr(as) + (TA ? ra.at(kk, mi * 16) : ra.at(mi * 16, kk)));
 #pragma unroll
         for (int np = 0; np < NI / 2; ++np) {
             unsigned r[4];
-            if constexpr (TB)
-                ldmatrix_x4<false>(r, smem_addr(bs) + 2 * fb.at(np * 16, kk / 16));
-            else
-                ldmatrix_x4<true>(r, smem_addr(bs) + 2 * fb.at(kk, wn / 16 + np));
+            ldmatrix_x4<!TB>(r, smem_addr(bs) + (TB ? rb.at(np * 16, kk) : rb.at(kk, np * 16)));
             bf[2 * np][0] = r[0];
             bf[2 * np][1] = r[1];
             bf[2 * np + 1][0] = r[2];
