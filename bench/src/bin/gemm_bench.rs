@@ -53,6 +53,7 @@ experiment switches (camel_cuda::config::Experiments; the library runs the defau
   --pdl on|off                programmatic dependent launch where the GPU has it (default on)
   --splitk MIN_K,BLOCKS       split-K policy: shortest K per split, blocks per SM (default 32,2)
   --splitk-fused on|off       split-K sums its partials in the GEMM kernel (default on)
+  --hgemm-split-below N       the tensor-core GEMM splits K for grids of at most SMs / N tiles (default 4)
   --async-small off|KERNEL    step 13's small-tile kernel: never, or forced (default by shape)
   --async-tn TILE             step 13's TN interior kernel by tile, e.g. 128x256x32
   --async-nn on|off           step 13's NN interior kernels (default on)
@@ -219,6 +220,13 @@ fn parse_args(args: &[String]) -> Result<Option<Opts>, String> {
                     .and_then(|(a, b)| Some((a.trim().parse().ok()?, b.trim().parse().ok()?)))
                     .filter(|&(a, b): &(usize, usize)| a >= 32 && b >= 1)
                     .ok_or("--splitk needs MIN_K,BLOCKS with MIN_K >= 32 and BLOCKS >= 1")?;
+            }
+            "--hgemm-split-below" => {
+                x.hgemm_split_below = value("a count")?
+                    .parse()
+                    .ok()
+                    .filter(|&n: &usize| n >= 1)
+                    .ok_or("--hgemm-split-below needs a count >= 1")?;
             }
             other => return Err(format!("unknown argument `{other}` (see --help)")),
         }

@@ -548,6 +548,9 @@ pub struct Experiments {
     pub splitk_fused: bool,
     /// Split-K policy `(minimum K per split, maximum splits)`.
     pub splitk: (usize, usize),
+    /// The tensor-core GEMM splits K for grids of at most `sm_count / hgemm_split_below` tiles
+    /// (`kernels::hgemm::hgemm_plan`).
+    pub hgemm_split_below: usize,
     /// SGEMM step 13's small-tile kernel for small outputs: `None` chooses by shape,
     /// `Some(None)` never, `Some(Some(name))` always the named tile.
     pub async_small: Option<Option<String>>,
@@ -572,6 +575,7 @@ impl Default for Experiments {
             layernorm_fused_colsum: true,
             splitk_fused: true,
             splitk: (32, 2),
+            hgemm_split_below: 4,
             async_small: None,
             async_tn: None,
             async_nn: true,

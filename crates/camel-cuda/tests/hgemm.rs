@@ -12,7 +12,8 @@
 //!   |C − C_ref| ≤ u·|C_ref| + (1 + u)·k·2⁻²³·Σ|a·b| + 2⁻²⁴ (f16's smallest subnormal).
 
 use camel_cuda::kernels::hgemm::{
-    hgemm, hgemm_route, hgemm_split_k, hgemm_splits, wgmma_width, HgemmKernel,
+    hgemm, hgemm_plan, hgemm_route, hgemm_with_plan, hmma_width, wgmma_width, HgemmKernel,
+    HgemmPlan,
 };
 use camel_cuda::kernels::matmul::{Activation, Epilogue, Gemm};
 use camel_cuda::kernels::shape::Elem;
@@ -114,7 +115,12 @@ fn check_splits(
             Elem::F16 => 0x7e00u16,
             _ => 0x7fc0u16,
         };
-        for kernel in HgemmKernel::ALL {
+        let sm = dev.limits().sm_count as usize;
+        // every step at every tile width it has; `hgemm` itself where its plan has that width
+        for (kernel, width) in HgemmKernel::ALL
+            .iter()
+            .flat_map(|&k| k.widths().iter().map(move |&w| (k, w)))
+        {
             let dc = dev.htod(&vec![nan; total]).unwrap(); // poisoned
             let dz = dev.htod(&vec![nan; total]).unwrap();
             let epi = Epilogue {
@@ -122,10 +128,17 @@ fn check_splits(
                 act,
                 pre_act: save.then(|| dz.ptr()),
             };
+            let plan = hgemm_plan(sm, hgemm_route(&dev, kernel, &g, pa, pb), &g);
             match splits {
-                None => hgemm(&dev, kernel, elem, &g, pa, pb, dc.ptr(), &epi).unwrap(),
-                Some(s) => {
-                    hgemm_split_k(&dev, kernel, elem, &g, pa, pb, dc.ptr(), &epi, s).unwrap()
+                None if plan.width == width => {
+                    hgemm(&dev, kernel, elem, &g, pa, pb, dc.ptr(), &epi).unwrap()
+                }
+                _ => {
+                    let plan = HgemmPlan {
+                        width,
+                        splits: splits.unwrap_or(plan.splits),
+                    };
+                    hgemm_with_plan(&dev, kernel, elem, &g, pa, pb, dc.ptr(), &epi, plan).unwrap()
                 }
             }
             let c = widen(elem, &dev.dtoh_vec::<u16>(&dc, total).unwrap());
@@ -147,14 +160,16 @@ fn check_splits(
                     let got = c[at] as f64;
                     assert!(
                         (got - want).abs() <= tol,
-                        "{kernel:?} {elem:?} {g:?} offset {offset} {act:?} splits {splits:?}: \
+                        "{kernel:?} width {width} {elem:?} {g:?} offset {offset} {act:?} splits \
+                         {splits:?}: \
                          batch {bi} element {idx}: got {got}, want {want} (tol {tol:e})"
                     );
                     if save {
                         let zt = u * pre.abs() + err + 2f64.powi(-24);
                         assert!(
                             (z[at] as f64 - pre).abs() <= zt,
-                            "{kernel:?} {elem:?} {g:?}: pre-activation {idx}: got {}, want {pre}",
+                            "{kernel:?} width {width} {elem:?} {g:?}: pre-activation {idx}: got {}, \
+                             want {pre}",
                             z[at]
                         );
                     } else {
@@ -252,34 +267,69 @@ fn hgemm_split_k_ranges() {
     );
 }
 
-/// The split policy: few output tiles and a long K split; a full wave of tiles, or a short K,
-/// do not.
+/// The split policy: few output tiles and a long K split, into one wave of resident blocks; a
+/// quarter of a wave of tiles or more, or a short K, do not (on 132 multiprocessors).
 #[test]
 fn hgemm_split_policy() {
+    let splits = |k, g: Gemm| hgemm_plan(132, k, &g).splits;
+    // step 16: 128-wide tiles here, two blocks a multiprocessor
     let k = HgemmKernel::Async;
-    assert!(hgemm_splits(132, k, &gemm(1152, 384, 16384, true, false)) > 1);
-    assert_eq!(
-        hgemm_splits(132, k, &gemm(16384, 1152, 384, false, true)),
-        1
-    );
-    assert_eq!(hgemm_splits(132, k, &gemm(64, 256, 256, false, true)), 1);
-    let s = hgemm_splits(132, k, &gemm(40, 300, 4097, false, false));
-    assert!((2..=16).contains(&s), "{s}");
-    // step 17: whole K down to a quarter of a wave of tiles, then splits into one wave
+    assert_eq!(splits(k, gemm(1152, 384, 16384, true, false)), 9);
+    assert_eq!(splits(k, gemm(16384, 1152, 384, false, true)), 1);
+    assert_eq!(splits(k, gemm(64, 256, 256, false, true)), 1);
+    assert_eq!(splits(k, gemm(40, 300, 4097, false, false)), 16);
+    assert_eq!(splits(k, gemm(2048, 2048, 2048, false, false)), 1);
+    assert_eq!(splits(k, gemm(1024, 1024, 1024, false, false)), 1);
+    // step 17: one block a multiprocessor
     let w = HgemmKernel::Wgmma;
-    assert_eq!(
-        hgemm_splits(132, w, &gemm(2048, 2048, 2048, false, false)),
-        1
-    );
-    assert_eq!(
-        hgemm_splits(132, w, &gemm(1024, 1024, 1024, false, false)),
-        1
-    );
-    assert_eq!(
-        hgemm_splits(132, w, &gemm(1152, 384, 16384, true, false)),
-        4
-    );
-    assert_eq!(hgemm_splits(132, w, &gemm(40, 300, 4097, false, false)), 16);
+    assert_eq!(splits(w, gemm(2048, 2048, 2048, false, false)), 1);
+    assert_eq!(splits(w, gemm(1024, 1024, 1024, false, false)), 1);
+    assert_eq!(splits(w, gemm(1152, 384, 16384, true, false)), 4);
+    assert_eq!(splits(w, gemm(40, 300, 4097, false, false)), 16);
+}
+
+/// Step 16's tile width: 256 unless the last 256-wide column would be at most half full or the
+/// grid would fill less than half a wave (on 132 multiprocessors); steps 14 and 15 have one.
+#[test]
+fn hgemm_step_16_width() {
+    assert_eq!(hmma_width(132, &gemm(4096, 4096, 4096, false, false)), 256);
+    assert_eq!(hmma_width(132, &gemm(2048, 2048, 2048, false, false)), 256);
+    assert_eq!(hmma_width(132, &gemm(8192, 512, 128, false, false)), 256);
+    assert_eq!(hmma_width(132, &gemm(16384, 1536, 384, false, true)), 256);
+    assert_eq!(hmma_width(132, &gemm(1024, 1024, 1024, false, false)), 128);
+    assert_eq!(hmma_width(132, &gemm(16384, 384, 1536, false, true)), 128);
+    assert_eq!(hmma_width(132, &gemm(256, 256, 784, false, false)), 128);
+    assert_eq!(hmma_width(132, &gemm(4097, 33, 511, false, false)), 128);
+    let g = gemm(8, 8, 8, false, false);
+    assert_eq!(hgemm_plan(132, HgemmKernel::Swizzle, &g).width, 128);
+}
+
+/// A plan whose tile width the step does not have is refused, naming the widths it has.
+#[test]
+fn hgemm_plan_with_a_width_the_step_lacks_is_an_error() {
+    let Some(dev) = test_device() else { return };
+    let buf = dev.htod(&[0u16; 64]).unwrap();
+    let (g, p) = (gemm(8, 8, 8, false, false), buf.ptr());
+    for (kernel, width) in [(HgemmKernel::Swizzle, 256), (HgemmKernel::Async, 64)] {
+        let plan = HgemmPlan { width, splits: 1 };
+        let e = hgemm_with_plan(
+            &dev,
+            kernel,
+            Elem::BF16,
+            &g,
+            p,
+            p,
+            p,
+            &Epilogue::default(),
+            plan,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("block tiles") && e.contains(&width.to_string()),
+            "{e}"
+        );
+    }
 }
 
 fn plain_split(g: Gemm, seed: u64, splits: usize) {

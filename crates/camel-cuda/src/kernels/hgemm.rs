@@ -18,21 +18,51 @@ pub enum HgemmKernel {
     Ldmatrix,
     /// 15: step 14 with XOR-swizzled shared tiles (no bank conflicts).
     Swizzle,
-    /// 16: swizzled tiles filled by a four-stage `cp.async` pipeline, 128×256 block tiles.
+    /// 16: swizzled tiles filled by a three-stage `cp.async` pipeline, 128×256 or 128×128 block
+    /// tiles (see [`hmma_width`]).
     Async,
     /// 17: TMA loads and `wgmma` warpgroup MMAs, a producer and two consumer warpgroups, 128×256
     /// or 128×128 block tiles (compute capability 9.0; see [`hgemm_route`]).
     Wgmma,
 }
 
-/// Launch shape of one step: module, kernel-name prefix, block tile, threads, shared memory.
+/// Launch shape of one step: module, kernel-name prefix, block tile, slice depth, threads,
+/// shared memory, and the blocks a multiprocessor holds at once.
 struct Config {
     module: &'static str,
     prefix: &'static str,
     bm: usize,
     bn: usize,
+    bk: usize,
     threads: u32,
     smem: u32,
+    resident: usize,
+}
+
+impl Config {
+    /// A 128-row tile `bn` wide in `stages` shared buffers of `bk`-deep slices.
+    #[allow(clippy::too_many_arguments)]
+    const fn new(
+        module: &'static str,
+        prefix: &'static str,
+        bn: usize,
+        bk: usize,
+        stages: usize,
+        threads: u32,
+        resident: usize,
+    ) -> Config {
+        Config {
+            module,
+            prefix,
+            bm: 128,
+            bn,
+            bk,
+            threads,
+            // STAGES × (BM·BK + BK·BN) 16-bit elements
+            smem: (stages * (128 * bk + bk * bn) * 2) as u32,
+            resident,
+        }
+    }
 }
 
 impl HgemmKernel {
@@ -73,57 +103,95 @@ impl HgemmKernel {
         HgemmKernel::ALL.iter().find(|k| k.name() == name).copied()
     }
 
-    /// Launch shape of steps 14–16 (step 17 has its own, [`wgmma_width`]).
-    fn config(&self) -> Config {
-        // shared memory: STAGES × (BM·BK + BK·BN) 16-bit elements, BK = 32
-        let (module, prefix, bn, stages) = match self {
-            HgemmKernel::Ldmatrix => ("matmul/14_hmma_ldmatrix", "hgemm_14", 128, 2),
-            HgemmKernel::Swizzle => ("matmul/15_hmma_swizzle", "hgemm_15", 128, 2),
-            HgemmKernel::Async | HgemmKernel::Wgmma => ("matmul/16_hmma_async", "hgemm_16", 256, 3),
-        };
-        Config {
-            module,
-            prefix,
-            bm: 128,
-            bn,
-            threads: 256,
-            smem: (stages * (128 * 32 + 32 * bn) * 2) as u32,
+    /// The block-tile widths the step has (step 16 and 17: 128 and 256; see [`hgemm_plan`]).
+    pub fn widths(&self) -> &'static [usize] {
+        match self {
+            HgemmKernel::Ldmatrix | HgemmKernel::Swizzle => &[128],
+            HgemmKernel::Async | HgemmKernel::Wgmma => &[128, 256],
+        }
+    }
+
+    /// Launch shape of steps 14–16 with block tiles `width` wide, one of [`Self::widths`]
+    /// (step 17 has its own, [`wgmma`]).
+    fn config(&self, width: usize) -> Config {
+        match (self, width) {
+            (HgemmKernel::Ldmatrix, _) => {
+                Config::new("matmul/14_hmma_ldmatrix", "hgemm_14", 128, 32, 2, 256, 1)
+            }
+            (HgemmKernel::Swizzle, _) => {
+                Config::new("matmul/15_hmma_swizzle", "hgemm_15", 128, 32, 2, 256, 1)
+            }
+            (_, 256) => Config::new("matmul/16_hmma_async", "hgemm_16", 256, 64, 3, 256, 1),
+            _ => Config::new("matmul/16_hmma_async", "hgemm_16n", 128, 64, 3, 128, 2),
         }
     }
 }
 
-/// Shortest range of K a split keeps: eight 32-deep slices, so the pipeline still fills.
-const MIN_K_PER_SPLIT: usize = 256;
+/// How [`hgemm`] runs one product: the block-tile width and the number of K-splits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HgemmPlan {
+    /// Columns of C a block computes (one of [`HgemmKernel::widths`]).
+    pub width: usize,
+    /// Ranges K is cut into, their partial sums added by a second kernel (1 = none).
+    pub splits: usize,
+}
 
-/// How many K-splits [`hgemm`] gives `g` under `kernel` on `sm_count` multiprocessors. A
+/// The plan [`hgemm`] gives `g` under `kernel` (as routed, [`hgemm_route`]) on `sm_count`
+/// multiprocessors: the width from [`hmma_width`] or [`wgmma_width`], then the K-splits. A
 /// product whose output tiles are too few for the GPU (a weight gradient, which sums every token
 /// of the batch into a small matrix) has its K cut, each split keeping at least
-/// [`MIN_K_PER_SPLIT`] of K; every other product runs whole. Steps 14–16 split grids of less
-/// than one block per multiprocessor into about two blocks per multiprocessor. Step 17 runs one
-/// block per multiprocessor, and a split writes f32 partial sums that a second kernel reads back,
-/// which costs more than a grid of a quarter of a wave or more leaves idle: it splits only
-/// smaller grids, into one wave.
-pub fn hgemm_splits(sm_count: usize, kernel: HgemmKernel, g: &Gemm) -> usize {
-    if kernel == HgemmKernel::Wgmma {
-        let tiles = g.m.div_ceil(WGMMA_BM) * g.n.div_ceil(wgmma_width(sm_count, g)) * g.batch;
-        if tiles == 0 || 4 * tiles > sm_count || g.k < 2 * MIN_K_PER_SPLIT {
-            return 1;
+/// [`MIN_K_PER_SPLIT`] of K; every other product runs whole. A split writes f32 partial sums
+/// that a second kernel reads back, which costs more than a grid of a quarter of a wave or more
+/// leaves idle: only smaller grids split, into one wave of the blocks the multiprocessors hold
+/// at once.
+pub fn hgemm_plan(sm_count: usize, kernel: HgemmKernel, g: &Gemm) -> HgemmPlan {
+    let (width, tiles, resident) = match kernel {
+        HgemmKernel::Wgmma => {
+            let w = wgmma_width(sm_count, g);
+            (w, g.m.div_ceil(WGMMA_BM) * g.n.div_ceil(w) * g.batch, 1)
         }
-        return (sm_count / tiles).min(g.k / MIN_K_PER_SPLIT).max(1);
-    }
-    let t = kernel.config();
-    let tiles = g.m.div_ceil(t.bm) * g.n.div_ceil(t.bn) * g.batch;
-    if tiles == 0 || tiles >= sm_count || g.k < 2 * MIN_K_PER_SPLIT {
-        return 1;
-    }
-    (2 * sm_count)
-        .div_ceil(tiles)
-        .min(g.k / MIN_K_PER_SPLIT)
-        .max(1)
+        _ => {
+            let w = match kernel {
+                HgemmKernel::Async => hmma_width(sm_count, g),
+                _ => 128,
+            };
+            let t = kernel.config(w);
+            let tiles = g.m.div_ceil(t.bm) * g.n.div_ceil(t.bn) * g.batch;
+            (w, tiles, t.resident)
+        }
+    };
+    let below = crate::config::with_experiments(|e| e.hgemm_split_below.max(1));
+    let splits = if tiles == 0 || below * tiles > sm_count || g.k < 2 * MIN_K_PER_SPLIT {
+        1
+    } else {
+        (resident * sm_count / tiles)
+            .min(g.k / MIN_K_PER_SPLIT)
+            .max(1)
+    };
+    HgemmPlan { width, splits }
 }
 
+/// The block-tile width (256 or 128) step 16 uses for `g` on `sm_count` multiprocessors. A
+/// 256-wide tile of eight warps costs less per column (each slice of A it loads feeds twice the
+/// columns), so it is the choice unless its last tile column would be at most half full or its
+/// grid would fill less than half a wave. Those take 128-wide tiles of four warps, two blocks a
+/// multiprocessor (docs/kernels/matmul.md measures both).
+pub fn hmma_width(sm_count: usize, g: &Gemm) -> usize {
+    let tail = g.n % 256;
+    let wide_tiles = g.m.div_ceil(128) * g.n.div_ceil(256) * g.batch;
+    if (tail > 0 && tail <= 128) || 2 * wide_tiles < sm_count {
+        128
+    } else {
+        256
+    }
+}
+
+/// Shortest range of K a split keeps: four 64-deep slices of steps 16 and 17, so their
+/// pipelines still fill.
+const MIN_K_PER_SPLIT: usize = 256;
+
 /// Launch `kernel` for `g` on `elem` (F16 or BF16) operands: `c` receives `batch` row-major
-/// `m × n` matrices of the same element type. K is split where [`hgemm_splits`] says so.
+/// `m × n` matrices of the same element type, as [`hgemm_plan`] says.
 #[allow(clippy::too_many_arguments)]
 pub fn hgemm(
     dev: &CudaDevice,
@@ -136,16 +204,24 @@ pub fn hgemm(
     epi: &Epilogue,
 ) -> Result<()> {
     let kernel = hgemm_route(dev, kernel, g, a, b);
-    let splits = hgemm_splits(dev.limits().sm_count as usize, kernel, g);
-    hgemm_split_k(dev, kernel, elem, g, a, b, c, epi, splits)
+    let limits = dev.limits();
+    let mut plan = hgemm_plan(limits.sm_count as usize, kernel, g);
+    // a GPU whose blocks cannot hold the 256-wide step-16 tile's stages takes the 128-wide one
+    if kernel == HgemmKernel::Async
+        && kernel.config(plan.width).smem > limits.max_shared_per_block_optin
+    {
+        plan.width = 128;
+    }
+    hgemm_with_plan(dev, kernel, elem, g, a, b, c, epi, plan)
 }
 
-/// [`hgemm`] with an explicit number of K-splits (1 = none; more are cut into ranges of a
-/// multiple of 32, or 64 for step 17, so the count may come out lower). With more than one, each split's f32
-/// partial sums go to a workspace and `hgemm_splitk_reduce` adds them in split order, applies
-/// the epilogue and rounds once to the element type.
+/// [`hgemm`] with an explicit plan: a tile width the step has (else an error), and the number
+/// of K-splits (1 = none; more are cut into ranges of whole slices of the step, so the count may
+/// come out lower). With more than one, each split's f32 partial sums go to a workspace and
+/// `hgemm_splitk_reduce` adds them in split order, applies the epilogue and rounds once to the
+/// element type.
 #[allow(clippy::too_many_arguments)]
-pub fn hgemm_split_k(
+pub fn hgemm_with_plan(
     dev: &CudaDevice,
     kernel: HgemmKernel,
     elem: Elem,
@@ -154,7 +230,7 @@ pub fn hgemm_split_k(
     b: DevPtr,
     c: DevPtr,
     epi: &Epilogue,
-    splits: usize,
+    plan: HgemmPlan,
 ) -> Result<()> {
     let suffix = match elem {
         Elem::F16 => "f16",
@@ -166,16 +242,27 @@ pub fn hgemm_split_k(
             })
         }
     };
+    if !kernel.widths().contains(&plan.width) {
+        return Err(Error::InvalidArgument {
+            op: "hgemm".into(),
+            msg: format!(
+                "step {} has block tiles {:?} wide, not {}",
+                kernel.step(),
+                kernel.widths(),
+                plan.width
+            ),
+        });
+    }
     if g.batch == 0 || g.m == 0 || g.n == 0 {
         return Ok(());
     }
     if hgemm_route(dev, kernel, g, a, b) == HgemmKernel::Wgmma {
-        return wgmma(dev, elem, g, a, b, c, epi, splits);
+        return wgmma(dev, elem, g, a, b, c, epi, plan);
     }
-    let t = kernel.config();
+    let t = kernel.config(plan.width);
     let name = format!("{}_{suffix}_{}", t.prefix, transposes(g));
     let (tiles_n, tiles_m) = (g.n.div_ceil(t.bn), g.m.div_ceil(t.bm));
-    let (k_split, splits) = super::matmul::k_ranges(g.k, splits);
+    let (k_split, splits) = super::matmul::k_ranges_aligned(g.k, plan.splits, t.bk);
     check_limits(&name, g, splits, t.bm)?;
     let f = dev.function(t.module, &name)?;
     let cfg = LaunchConfig::new(
@@ -355,7 +442,7 @@ pub fn hgemm_route(
 }
 
 /// Step 17 on 16-bit operands or step 18 on f32 ones (TF32; both operands K-major), the caller
-/// having checked [`wgmma_fits`]: tensor maps for A and B, then the kernel of the chosen width,
+/// having checked [`wgmma_fits`]: tensor maps for A and B, then the kernel of the plan's width,
 /// and the split-K reduction where K is split (ranges of a whole number of the kernel's 128-byte
 /// slices, so that only the last range has a tail).
 #[allow(clippy::too_many_arguments)]
@@ -367,9 +454,9 @@ fn wgmma(
     b: DevPtr,
     c: DevPtr,
     epi: &Epilogue,
-    splits: usize,
+    plan: HgemmPlan,
 ) -> Result<()> {
-    let bn = wgmma_width(dev.limits().sm_count as usize, g);
+    let bn = plan.width;
     let (module, name) = match elem {
         Elem::F32 => (
             "matmul/18_tf32_wgmma_sm90a",
@@ -383,7 +470,7 @@ fn wgmma(
     // elements of k in one 128-byte slice row
     let bk = 128 / elem.bytes();
     let (tiles_n, tiles_m) = (g.n.div_ceil(bn), g.m.div_ceil(WGMMA_BM));
-    let (k_split, splits) = super::matmul::k_ranges_aligned(g.k, splits, bk);
+    let (k_split, splits) = super::matmul::k_ranges_aligned(g.k, plan.splits, bk);
     check_limits(&name, g, splits, WGMMA_BM)?;
     let (oa, ob) = wgmma_operands(elem, g, a, b);
     // K-major boxes are one 128-byte row of k deep; M/N-major ones (16-bit only) 64 wide
@@ -493,6 +580,6 @@ pub fn tf32_wgmma(
     let pa = wa.as_ref().map_or(a, |w| w.ptr());
     let pb = wb.as_ref().map_or(b, |w| w.ptr());
     let km = kmajor(g);
-    let splits = hgemm_splits(dev.limits().sm_count as usize, HgemmKernel::Wgmma, &km);
-    wgmma(dev, Elem::F32, &km, pa, pb, c, epi, splits)
+    let plan = hgemm_plan(dev.limits().sm_count as usize, HgemmKernel::Wgmma, &km);
+    wgmma(dev, Elem::F32, &km, pa, pb, c, epi, plan)
 }
