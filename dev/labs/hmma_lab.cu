@@ -7,11 +7,12 @@
 //           last step, so every stage of shared memory is in flight;
 //   inside  a tile wholly inside the matrices is copied from pointers set once, without bounds;
 //   xaddr   ldmatrix addresses as a per-lane constant XOR a step's chunk (as hmma.cuh's SwzRows);
-// and the library's step 16, which has all three plus C staged through shared memory.
+// and the library's step 16, which has all three plus C staged through shared memory, 64-deep
+// slices, and its two tile widths (128×256 of eight warps, 128×128 of four).
 // Not part of the library.
 //
 // Kernels: bf16, A·B with both row-major (the library's step in all four layouts of the same
-// buffers), f32 sums, bf16 C, at 4096³, 8192³, 2048³ and GPT-mini's shapes. Each variant's C
+// buffers), f32 sums, bf16 C, at the shapes of the GEMM benchmark. Each variant's C
 // (poisoned with NaN first) is compared with the old schedule's (the same sums in the same
 // order: 0). Timing: lab_streamed (median µs of back-to-back launches); TFLOP/s = 2·M·N·K / time.
 // What it found, and a link to its raw output: docs/kernels/matmul.md (step 16).
@@ -173,13 +174,20 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
         }
 }
 
-// Step 16 exactly as the library instantiates it (16_hmma_async.cu), under lab names.
-HGEMM_STEP(lab_step16, __nv_bfloat16, 256, 128, 256, 32, 64, 64, 3, true, true, 8)
+// Step 16 exactly as the library instantiates it (16_hmma_async.cu), under lab names: the
+// 256-wide tile in four layouts, the 128-wide one in one.
+HGEMM_STEP(lab_step16, __nv_bfloat16, 256, 128, 256, 64, 64, 64, 3, true, true, 8)
+HGEMM_KERNEL(lab_step16n, __nv_bfloat16, 128, false, false, 128, 128, 64, 64, 64, 3, true, true, 8)
 // The same template at other slice depths, stage counts and block orders (A·B only).
+HGEMM_KERNEL(lab_bk32_3st, __nv_bfloat16, 256, false, false, 128, 256, 32, 64, 64, 3, true, true, 8)
 HGEMM_KERNEL(lab_bk32_4st, __nv_bfloat16, 256, false, false, 128, 256, 32, 64, 64, 4, true, true, 8)
-HGEMM_KERNEL(lab_bk64_3st, __nv_bfloat16, 256, false, false, 128, 256, 64, 64, 64, 3, true, true, 8)
 HGEMM_KERNEL(lab_bk64_4st, __nv_bfloat16, 256, false, false, 128, 256, 64, 64, 64, 4, true, true, 8)
-HGEMM_KERNEL(lab_group16, __nv_bfloat16, 256, false, false, 128, 256, 32, 64, 64, 3, true, true, 16)
+HGEMM_KERNEL(lab_group16, __nv_bfloat16, 256, false, false, 128, 256, 64, 64, 64, 3, true, true, 16)
+// 128-wide block tiles: eight 64×32 warp tiles, or four 64×64 ones (two blocks a
+// multiprocessor) in 32-deep slices.
+HGEMM_KERNEL(lab_w128_8w, __nv_bfloat16, 256, false, false, 128, 128, 32, 64, 32, 3, true, true, 8)
+HGEMM_KERNEL(lab_w128_8w_bk64, __nv_bfloat16, 256, false, false, 128, 128, 64, 64, 32, 3, true, true, 8)
+HGEMM_KERNEL(lab_w128_4w, __nv_bfloat16, 128, false, false, 128, 128, 32, 64, 64, 3, true, true, 8)
 
 struct Shape {
     int m, k, n;
@@ -188,8 +196,9 @@ struct Shape {
 int main() {
     cudaStream_t stream;
     lab_open(&stream);
-    const Shape shapes[] = {{4096, 4096, 4096}, {8192, 8192, 8192}, {2048, 2048, 2048},
-                            {16384, 384, 1536}, {16384, 1536, 384}};
+    const Shape shapes[] = {{4096, 4096, 4096}, {8192, 8192, 8192}, {2048, 2048, 2048}, {1024, 1024, 1024},
+                            {16384, 384, 1536}, {16384, 1536, 384}, {8192, 128, 512}, {256, 784, 256},
+                            {64, 784, 256}};
     size_t most = 0;
     for (auto s : shapes) most = std::max(most, (size_t)std::max(s.m * (size_t)s.k, std::max((size_t)s.k * s.n, (size_t)s.m * s.n)));
     __nv_bfloat16 *A = dalloc<__nv_bfloat16>(most), *B = dalloc<__nv_bfloat16>(most);
@@ -245,15 +254,16 @@ int main() {
         pipe(pipe_kernel<128, 256, 64, 64, 64, 4, true, true, true>, 128, 256, 64, 4, 256, "pipe bk64 4st inside xaddr");
         pipe(pipe_kernel<128, 128, 32, 64, 32, 4, true, true, false>, 128, 128, 32, 4, 256, "pipe 128x128 8w inside");
         // the library's step 16 in its four layouts (the same data read as stored)
-        auto lib = [&](auto kern, const char* name, int smem = 3 * (128 * 32 + 32 * 256) * 2) {
+        auto lib = [&](auto kern, const char* name, int smem = 3 * (128 * 64 + 64 * 256) * 2, int bn = 256,
+                       int threads = 256) {
             CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-            dim3 grid((s.n + 255) / 256, (s.m + 127) / 128);
+            dim3 grid((s.n + bn - 1) / bn, (s.m + 127) / 128);
             CK(cudaMemset(C1, 0xff, (size_t)s.m * s.n * 2));
-            kern<<<grid, 256, smem, stream>>>(A, B, C1, s.m, s.n, s.k, 0, 0, 0, nullptr, 0, nullptr, nullptr, 0);
+            kern<<<grid, threads, smem, stream>>>(A, B, C1, s.m, s.n, s.k, 0, 0, 0, nullptr, 0, nullptr, nullptr, 0);
             CK(cudaStreamSynchronize(stream));
             const double err = diff((size_t)s.m * s.n);
             auto run = [&](int) {
-                kern<<<grid, 256, smem, stream>>>(A, B, C1, s.m, s.n, s.k, 0, 0, 0, nullptr, 0, nullptr, nullptr, 0);
+                kern<<<grid, threads, smem, stream>>>(A, B, C1, s.m, s.n, s.k, 0, 0, 0, nullptr, 0, nullptr, nullptr, 0);
             };
             const double us = lab_streamed(run, 1, 10, [&] { blocker<<<1, 1, 0, stream>>>(2000000); }, stream);
             printf("  %-30s %9.1f us  %6.1f TFLOP/s  (diff to the first %s)\n", name, us, flop / us / 1e6,
@@ -263,10 +273,14 @@ int main() {
         lib(lab_step16_nt, "library step 16 nt");
         lib(lab_step16_tn, "library step 16 tn");
         lib(lab_step16_tt, "library step 16 tt");
+        lib(lab_step16n, "library step 16 128-wide", 3 * (128 * 64 + 64 * 128) * 2, 128, 128);
+        lib(lab_bk32_3st, "template bk32 3 stages", 3 * (128 * 32 + 32 * 256) * 2);
         lib(lab_bk32_4st, "template bk32 4 stages", 4 * (128 * 32 + 32 * 256) * 2);
-        lib(lab_bk64_3st, "template bk64 3 stages", 3 * (128 * 64 + 64 * 256) * 2);
         lib(lab_bk64_4st, "template bk64 4 stages", 4 * (128 * 64 + 64 * 256) * 2);
         lib(lab_group16, "template groups of 16 rows");
+        lib(lab_w128_8w, "template 128x128 8 warps", 3 * (128 * 32 + 32 * 128) * 2, 128);
+        lib(lab_w128_8w_bk64, "template 128x128 8 warps bk64", 3 * (128 * 64 + 64 * 128) * 2, 128);
+        lib(lab_w128_4w, "template 128x128 4 warps", 3 * (128 * 32 + 32 * 128) * 2, 128, 128);
     }
     return 0;
 }
