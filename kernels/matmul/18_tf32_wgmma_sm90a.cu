@@ -8,3 +8,4 @@
 
 WGMMA_KERNEL(sgemm_18_tf32_w256_nt, float, 256, false, true)
 WGMMA_KERNEL(sgemm_18_tf32_w128_nt, float, 128, false, true)
+WGMMA_KERNEL(sgemm_18_tf32_w64_nt, float, 64, false, true)

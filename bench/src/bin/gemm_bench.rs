@@ -54,6 +54,7 @@ experiment switches (camel_cuda::config::Experiments; the library runs the defau
   --splitk MIN_K,BLOCKS       split-K policy: shortest K per split, blocks per SM (default 32,2)
   --splitk-fused on|off       split-K sums its partials in the GEMM kernel (default on)
   --hgemm-split-below N       the tensor-core GEMM splits K for grids of at most SMs / N tiles (default 4)
+  --hgemm-width W             the tensor-core GEMM's tile width where the step has it (default by shape)
   --async-small off|KERNEL    step 13's small-tile kernel: never, or forced (default by shape)
   --async-tn TILE             step 13's TN interior kernel by tile, e.g. 128x256x32
   --async-nn on|off           step 13's NN interior kernels (default on)
@@ -220,6 +221,13 @@ fn parse_args(args: &[String]) -> Result<Option<Opts>, String> {
                     .and_then(|(a, b)| Some((a.trim().parse().ok()?, b.trim().parse().ok()?)))
                     .filter(|&(a, b): &(usize, usize)| a >= 32 && b >= 1)
                     .ok_or("--splitk needs MIN_K,BLOCKS with MIN_K >= 32 and BLOCKS >= 1")?;
+            }
+            "--hgemm-width" => {
+                x.hgemm_width = Some(
+                    value("64, 128 or 256")?
+                        .parse()
+                        .map_err(|_| "--hgemm-width needs a tile width")?,
+                );
             }
             "--hgemm-split-below" => {
                 x.hgemm_split_below = value("a count")?

@@ -551,6 +551,9 @@ pub struct Experiments {
     /// The tensor-core GEMM splits K for grids of at most `sm_count / hgemm_split_below` tiles
     /// (`kernels::hgemm::hgemm_plan`).
     pub hgemm_split_below: usize,
+    /// The tensor-core GEMM's block-tile width, where the step has it (`None`: chosen by shape,
+    /// `kernels::hgemm::hgemm_plan`).
+    pub hgemm_width: Option<usize>,
     /// SGEMM step 13's small-tile kernel for small outputs: `None` chooses by shape,
     /// `Some(None)` never, `Some(Some(name))` always the named tile.
     pub async_small: Option<Option<String>>,
@@ -576,6 +579,7 @@ impl Default for Experiments {
             splitk_fused: true,
             splitk: (32, 2),
             hgemm_split_below: 4,
+            hgemm_width: None,
             async_small: None,
             async_tn: None,
             async_nn: true,

@@ -12,8 +12,7 @@
 //!   |C − C_ref| ≤ u·|C_ref| + (1 + u)·k·2⁻²³·Σ|a·b| + 2⁻²⁴ (f16's smallest subnormal).
 
 use camel_cuda::kernels::hgemm::{
-    hgemm, hgemm_plan, hgemm_route, hgemm_with_plan, hmma_width, wgmma_width, HgemmKernel,
-    HgemmPlan,
+    hgemm, hgemm_plan, hgemm_route, hgemm_with_plan, hmma_width, HgemmKernel, HgemmPlan,
 };
 use camel_cuda::kernels::matmul::{Activation, Epilogue, Gemm};
 use camel_cuda::kernels::shape::Elem;
@@ -116,10 +115,12 @@ fn check_splits(
             _ => 0x7fc0u16,
         };
         let sm = dev.limits().sm_count as usize;
-        // every step at every tile width it has; `hgemm` itself where its plan has that width
+        // every step at every tile width the step that runs has; `hgemm` itself where its plan
+        // has that width
+        let routed = |k| hgemm_route(&dev, k, &g, pa, pb);
         for (kernel, width) in HgemmKernel::ALL
             .iter()
-            .flat_map(|&k| k.widths().iter().map(move |&w| (k, w)))
+            .flat_map(|&k| routed(k).widths().iter().map(move |&w| (k, w)))
         {
             let dc = dev.htod(&vec![nan; total]).unwrap(); // poisoned
             let dz = dev.htod(&vec![nan; total]).unwrap();
@@ -128,7 +129,7 @@ fn check_splits(
                 act,
                 pre_act: save.then(|| dz.ptr()),
             };
-            let plan = hgemm_plan(sm, hgemm_route(&dev, kernel, &g, pa, pb), &g);
+            let plan = hgemm_plan(sm, routed(kernel), &g);
             match splits {
                 None if plan.width == width => {
                     hgemm(&dev, kernel, elem, &g, pa, pb, dc.ptr(), &epi).unwrap()
@@ -537,13 +538,24 @@ fn hgemm_step_17_route() {
     );
 }
 
-/// Step 17's tile width: 256 for grids of several waves, 128 where the grid is under a wave
-/// or the 256-wide tiles leave half a tile empty (on 132 multiprocessors).
+/// Step 17's tile width: 256 for grids of several waves; 128 where the grid is under a wave or
+/// 256-wide tiles leave half a tile empty; 64 where its blocks, split as they would be, fill the
+/// GPU better than 128-wide ones (on 132 multiprocessors).
 #[test]
 fn hgemm_step_17_width() {
-    assert_eq!(wgmma_width(132, &gemm(4096, 4096, 4096, false, false)), 256);
-    assert_eq!(wgmma_width(132, &gemm(2048, 2048, 2048, false, false)), 256);
-    assert_eq!(wgmma_width(132, &gemm(1024, 1024, 1024, false, false)), 128);
-    assert_eq!(wgmma_width(132, &gemm(16384, 384, 1536, false, true)), 128);
-    assert_eq!(wgmma_width(132, &gemm(16384, 1536, 384, false, true)), 256);
+    let plan = |g: Gemm| {
+        let p = hgemm_plan(132, HgemmKernel::Wgmma, &g);
+        (p.width, p.splits)
+    };
+    assert_eq!(plan(gemm(4096, 4096, 4096, false, false)), (256, 1));
+    assert_eq!(plan(gemm(2048, 2048, 2048, false, false)), (256, 1));
+    assert_eq!(plan(gemm(1024, 1024, 1024, false, false)), (64, 1));
+    assert_eq!(plan(gemm(16384, 384, 1536, false, true)), (128, 1));
+    assert_eq!(plan(gemm(16384, 1536, 384, false, true)), (256, 1));
+    // a weight gradient: 27 tiles of 128 split four ways, not 54 of 64 that could not split
+    assert_eq!(plan(gemm(1152, 384, 16384, true, false)), (128, 4));
+    // the MLP's layers: 4 or 8 tiles of 64, each split three ways
+    assert_eq!(plan(gemm(64, 256, 784, false, false)), (64, 3));
+    assert_eq!(plan(gemm(256, 256, 784, false, false)), (64, 3));
+    assert_eq!(plan(gemm(40, 300, 4097, false, false)), (64, 16));
 }

@@ -222,7 +222,7 @@ fn ladder_batched_and_broadcast() {
 
 /// Step 18 runs its Hopper kernel wherever TMA can address the K-major operands (on compute
 /// capability 9.0; step 12 elsewhere): every transpose, broadcast A or B, a K tail, split K,
-/// both tile widths; and step 12 takes K not a multiple of 4 and a misaligned operand.
+/// each tile width; and step 12 takes K not a multiple of 4 and a misaligned operand.
 #[test]
 fn tf32_wgmma_layouts_and_routes() {
     use camel_cuda::kernels::hgemm::tf32_wgmma_fits;
@@ -258,7 +258,16 @@ fn tf32_wgmma_layouts_and_routes() {
             fits && hopper,
             "{g:?}"
         );
-        check_all(&[SgemmKernel::Tf32Wgmma], g, 40 + seed as u64);
+        // each tile width, forced through the experiment switch
+        for width in [64, 128, 256] {
+            let e = camel_cuda::config::Experiments {
+                hgemm_width: Some(width),
+                ..camel_cuda::config::experiments()
+            };
+            camel_cuda::config::with_scoped_experiments(e, || {
+                check_all(&[SgemmKernel::Tf32Wgmma], g, 40 + seed as u64)
+            });
+        }
     }
     // an operand one float past an aligned address is not 16-byte aligned for TMA
     let g = gemm(64, 64, 64, false, true);

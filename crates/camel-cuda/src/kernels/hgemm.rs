@@ -103,11 +103,13 @@ impl HgemmKernel {
         HgemmKernel::ALL.iter().find(|k| k.name() == name).copied()
     }
 
-    /// The block-tile widths the step has (step 16 and 17: 128 and 256; see [`hgemm_plan`]).
+    /// The block-tile widths the step has (step 16: 128 and 256, step 17: 64 as well; see
+    /// [`hgemm_plan`]).
     pub fn widths(&self) -> &'static [usize] {
         match self {
             HgemmKernel::Ldmatrix | HgemmKernel::Swizzle => &[128],
-            HgemmKernel::Async | HgemmKernel::Wgmma => &[128, 256],
+            HgemmKernel::Async => &[128, 256],
+            HgemmKernel::Wgmma => &[64, 128, 256],
         }
     }
 
@@ -137,38 +139,60 @@ pub struct HgemmPlan {
 }
 
 /// The plan [`hgemm`] gives `g` under `kernel` (as routed, [`hgemm_route`]) on `sm_count`
-/// multiprocessors: the width from [`hmma_width`] or [`wgmma_width`], then the K-splits. A
-/// product whose output tiles are too few for the GPU (a weight gradient, which sums every token
-/// of the batch into a small matrix) has its K cut, each split keeping at least
+/// multiprocessors: a tile width, then the K-splits for it.
+///
+/// A product whose output tiles are too few for the GPU (a weight gradient, which sums every
+/// token of the batch into a small matrix) has its K cut, each split keeping at least
 /// [`MIN_K_PER_SPLIT`] of K; every other product runs whole. A split writes f32 partial sums
 /// that a second kernel reads back, which costs more than a grid of a quarter of a wave or more
 /// leaves idle: only smaller grids split, into one wave of the blocks the multiprocessors hold
 /// at once.
+///
+/// Step 16's width is [`hmma_width`]'s. Step 17's is [`wgmma_width`]'s, or 64 where that is 128
+/// and 64-wide blocks, split as they would be, take less time in whole waves (weighted as in
+/// [`wgmma_width`]).
 pub fn hgemm_plan(sm_count: usize, kernel: HgemmKernel, g: &Gemm) -> HgemmPlan {
-    let (width, tiles, resident) = match kernel {
-        HgemmKernel::Wgmma => {
-            let w = wgmma_width(sm_count, g);
-            (w, g.m.div_ceil(WGMMA_BM) * g.n.div_ceil(w) * g.batch, 1)
-        }
-        _ => {
-            let w = match kernel {
-                HgemmKernel::Async => hmma_width(sm_count, g),
-                _ => 128,
+    let (forced, below) =
+        crate::config::with_experiments(|e| (e.hgemm_width, e.hgemm_split_below.max(1)));
+    let sm = sm_count.max(1);
+    let plan_at = |width: usize| {
+        let (bm, resident) = match kernel {
+            HgemmKernel::Wgmma => (WGMMA_BM, 1),
+            _ => {
+                let t = kernel.config(width);
+                (t.bm, t.resident)
+            }
+        };
+        let tiles = g.m.div_ceil(bm) * g.n.div_ceil(width) * g.batch;
+        let splits = if tiles == 0 || below * tiles > sm || g.k < 2 * MIN_K_PER_SPLIT {
+            1
+        } else {
+            (resident * sm / tiles).min(g.k / MIN_K_PER_SPLIT).max(1)
+        };
+        (HgemmPlan { width, splits }, tiles)
+    };
+    let width = match (forced, kernel) {
+        (Some(w), _) if kernel.widths().contains(&w) => w,
+        // where 128-wide tiles win over 256-wide ones, 64-wide ones may win over both: the
+        // width whose blocks, split as they would be, take less time in whole waves
+        (_, HgemmKernel::Wgmma) => {
+            let time = |(p, tiles): (HgemmPlan, usize), cost: usize| {
+                let waves = (tiles * p.splits).div_ceil(sm);
+                (waves * p.width * cost) as f64 / p.splits as f64
             };
-            let t = kernel.config(w);
-            let tiles = g.m.div_ceil(t.bm) * g.n.div_ceil(t.bn) * g.batch;
-            (w, tiles, t.resident)
+            match wgmma_width(sm_count, g) {
+                128 if time(plan_at(64), COST_PER_COLUMN_64)
+                    < time(plan_at(128), COST_PER_COLUMN_128) =>
+                {
+                    64
+                }
+                w => w,
+            }
         }
+        (_, HgemmKernel::Async) => hmma_width(sm_count, g),
+        _ => 128,
     };
-    let below = crate::config::with_experiments(|e| e.hgemm_split_below.max(1));
-    let splits = if tiles == 0 || below * tiles > sm_count || g.k < 2 * MIN_K_PER_SPLIT {
-        1
-    } else {
-        (resident * sm_count / tiles)
-            .min(g.k / MIN_K_PER_SPLIT)
-            .max(1)
-    };
-    HgemmPlan { width, splits }
+    plan_at(width).0
 }
 
 /// The block-tile width (256 or 128) step 16 uses for `g` on `sm_count` multiprocessors. A
@@ -215,7 +239,8 @@ pub fn hgemm(
     hgemm_with_plan(dev, kernel, elem, g, a, b, c, epi, plan)
 }
 
-/// [`hgemm`] with an explicit plan: a tile width the step has (else an error), and the number
+/// [`hgemm`] with an explicit plan: a tile width the step that runs has (else an error: step 17
+/// where TMA cannot read the operands is step 16, [`hgemm_route`]), and the number
 /// of K-splits (1 = none; more are cut into ranges of whole slices of the step, so the count may
 /// come out lower). With more than one, each split's f32 partial sums go to a workspace and
 /// `hgemm_splitk_reduce` adds them in split order, applies the epilogue and rounds once to the
@@ -242,6 +267,7 @@ pub fn hgemm_with_plan(
             })
         }
     };
+    let kernel = hgemm_route(dev, kernel, g, a, b);
     if !kernel.widths().contains(&plan.width) {
         return Err(Error::InvalidArgument {
             op: "hgemm".into(),
@@ -256,7 +282,7 @@ pub fn hgemm_with_plan(
     if g.batch == 0 || g.m == 0 || g.n == 0 {
         return Ok(());
     }
-    if hgemm_route(dev, kernel, g, a, b) == HgemmKernel::Wgmma {
+    if kernel == HgemmKernel::Wgmma {
         return wgmma(dev, elem, g, a, b, c, epi, plan);
     }
     let t = kernel.config(plan.width);
@@ -365,16 +391,18 @@ const WGMMA_BM: usize = 128;
 /// kernel start them on a 1024-byte boundary (kernels/matmul/wgmma.cuh).
 const WGMMA_SMEM: u32 = 192 * 1024 + 1024;
 
-/// Relative time per output column of a 128-wide step-17 tile …
+/// Relative time per output column of a 64-wide step-17 tile …
+const COST_PER_COLUMN_64: usize = 205;
+/// … of a 128-wide one …
 const COST_PER_COLUMN_128: usize = 130;
 /// … and of a 256-wide one.
 const COST_PER_COLUMN_256: usize = 100;
 
-/// The tile width (256 or 128) step 17 uses for `g` on `sm_count` multiprocessors: the one
-/// whose whole waves of tiles take less time, weighting a 128-wide tile's time per column
-/// above a 256-wide one's (each slice of A it loads feeds half as many columns; the weights are
-/// the two constants, docs/kernels/matmul.md). Narrow outputs and grids of less than a wave
-/// get 128.
+/// The tile width (256 or 128) step 17 uses for `g` on `sm_count` multiprocessors, before
+/// [`hgemm_plan`] weighs 64: the one whose whole waves of tiles take less time, weighting a
+/// 128-wide tile's time per column above a 256-wide one's (each slice of A it loads feeds half
+/// as many columns; the weights are the `COST_PER_COLUMN` constants, docs/kernels/matmul.md).
+/// Narrow outputs and grids of less than a wave get 128.
 pub fn wgmma_width(sm_count: usize, g: &Gemm) -> usize {
     let waves =
         |bn: usize| (g.m.div_ceil(WGMMA_BM) * g.n.div_ceil(bn) * g.batch).div_ceil(sm_count.max(1));
