@@ -559,3 +559,79 @@ fn hgemm_step_17_width() {
     assert_eq!(plan(gemm(256, 256, 784, false, false)), (64, 3));
     assert_eq!(plan(gemm(40, 300, 4097, false, false)), (64, 16));
 }
+
+/// Step 17's K-reduction inside its own launch gives the bits of the separate reduction kernel
+/// (the same sums in the same order), with bias, GELU and the saved pre-activation, batched.
+/// Every operand row is a multiple of 8 elements, so step 17 itself runs on compute capability
+/// 9.0.
+#[test]
+fn hgemm_fused_and_separate_k_reductions_agree() {
+    use camel_cuda::config::{experiments, with_scoped_experiments, Experiments};
+    let Some(dev) = test_device() else { return };
+    let elem = Elem::BF16;
+    let cases = [
+        (gemm(100, 200, 2048, false, false), 4),
+        (
+            Gemm {
+                batch: 3,
+                ..gemm(72, 96, 1000, true, true)
+            },
+            3,
+        ),
+    ];
+    for (g, splits) in cases {
+        let a = bits(elem, &lcg(7, g.batch * g.m * g.k));
+        let b = bits(elem, &lcg(8, g.batch * g.k * g.n));
+        let bias = bits(elem, &lcg(9, g.n));
+        let (_ka, pa) = upload(&dev, &a, 0);
+        let (_kb, pb) = upload(&dev, &b, 0);
+        let db = dev.htod(&bias).unwrap();
+        let total = g.batch * g.m * g.n;
+        if dev.compute_capability() == (9, 0) {
+            assert_eq!(
+                hgemm_route(&dev, HgemmKernel::Wgmma, &g, pa, pb),
+                HgemmKernel::Wgmma
+            );
+        }
+        let run = |fused: bool| {
+            let e = Experiments {
+                splitk_fused: fused,
+                ..experiments()
+            };
+            with_scoped_experiments(e, || {
+                let dc = dev.htod(&vec![0x7fc0u16; total]).unwrap(); // poisoned
+                let dz = dev.htod(&vec![0x7fc0u16; total]).unwrap();
+                let epi = Epilogue {
+                    bias: Some(db.ptr()),
+                    act: Activation::Gelu,
+                    pre_act: Some(dz.ptr()),
+                };
+                let plan = HgemmPlan { width: 64, splits };
+                hgemm_with_plan(
+                    &dev,
+                    HgemmKernel::Wgmma,
+                    elem,
+                    &g,
+                    pa,
+                    pb,
+                    dc.ptr(),
+                    &epi,
+                    plan,
+                )
+                .unwrap();
+                let c = dev.dtoh_vec::<u16>(&dc, total).unwrap();
+                let z = dev.dtoh_vec::<u16>(&dz, total).unwrap();
+                (c, z)
+            })
+        };
+        let fused = run(true);
+        assert!(
+            widen(elem, &fused.0).iter().all(|x| x.is_finite()),
+            "{g:?}: an element was not written"
+        );
+        assert!(
+            fused == run(false),
+            "{g:?}: fused and separate reductions differ"
+        );
+    }
+}
