@@ -181,64 +181,21 @@ __host__ __device__ constexpr int stages() {
 }
 
 // The kernel arguments: tensor maps of A and B (3-D: contiguous dimension, rows, batch), the
-// output and epilogue as HGEMM_ARGS, whether A and B have a batch dimension (else the map's
-// batch extent is 1 and every batch reads batch 0: a broadcast operand), and, when K is split,
-// either no counters (the partial sums are the output; hgemm_splitk_reduce adds them) or two
-// zeroed ints a tile for the fused reduction below.
+// output and epilogue as HGEMM_ARGS, and whether A and B have a batch dimension (else the map's
+// batch extent is 1 and every batch reads batch 0: a broadcast operand).
 #define WGMMA_ARGS(T)                                                                          \
     const __grid_constant__ wg::TmaMap ma, const __grid_constant__ wg::TmaMap mb,              \
         T *__restrict__ C, int M, int N, int K, long long strideC, const T *__restrict__ bias, \
         int act, T *__restrict__ Z, float *__restrict__ P, int k_split, int a_batched,         \
-        int b_batched, int *counters
-#define WGMMA_CALL_ARGS \
-    ma, mb, C, M, N, K, strideC, bias, act, Z, P, k_split, a_batched, b_batched, counters
-
-// The split-K reduction in the GEMM's own launch ("fused K-reduction"), which saves the launch
-// of hgemm_splitk_reduce at the small products split-K is for. Each block has written its
-// partial tile to P; it counts itself in on its tile's counter, waits until all `splits`
-// blocks of the tile have, and then reduces 1/splits of the tile: the sums run in split order
-// from 0 as in hgemm_splitk_reduce, so C is bit-identical to the two-launch path. The wait needs
-// every block of the grid resident at once: the host fuses only grids of at most one block a
-// multiprocessor. The counters (2 ints a tile) are zero at launch, and the last block of a
-// tile to finish resets them.
-template <typename T>
-__device__ __forceinline__ void fused_reduce(T* __restrict__ C, int M, int N,
-                                             const T* __restrict__ bias, int act, T* __restrict__ Z,
-                                             const float* __restrict__ P, int splits, int batch,
-                                             int split, int i0, int j0, int bn, int* counters) {
-    const long long MN = (long long)M * N, total = (long long)(gridDim.z / splits) * MN;
-    int* arrived = counters + 2 * ((batch * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x);
-    __threadfence();  // this block's partial sums are visible before it counts itself in
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        atomicAdd(arrived, 1);
-        int seen;
-        do {
-            asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(seen) : "l"(arrived) : "memory");
-            if (seen < splits) __nanosleep(32);
-        } while (seen < splits);
-    }
-    __syncthreads();
-    const int cols = min(bn, N - j0), n = max(0, min(BM, M - i0)) * max(0, cols);
-    for (int e = n * split / splits + threadIdx.x; e < n * (split + 1) / splits; e += THREADS) {
-        const long long idx = batch * MN + (long long)(i0 + e / cols) * N + j0 + e % cols;
-        float sum = 0.0f;
-        for (int q = 0; q < splits; ++q) sum += __ldcg(&P[q * total + idx]);
-        C[idx] = camel::from_float<T>(hgemm::epilogue(sum, j0 + e % cols, idx, bias, act, Z));
-    }
-    __syncthreads();  // every thread of this block is past the wait
-    if (threadIdx.x == 0 && atomicAdd(arrived + 1, 1) == splits - 1) {
-        arrived[0] = 0;  // all blocks of the tile are past the wait: ready for the next launch
-        arrived[1] = 0;
-    }
-}
+        int b_batched
+#define WGMMA_CALL_ARGS ma, mb, C, M, N, K, strideC, bias, act, Z, P, k_split, a_batched, b_batched
 
 // The kernel body: BN-wide tiles; TA, TB: the operands are stored transposed.
 template <typename T, int BN, bool TA, bool TB>
 __device__ __forceinline__ void body(const TmaMap& ma, const TmaMap& mb, T* __restrict__ C, int M,
                                      int N, int K, long long strideC, const T* __restrict__ bias,
                                      int act, T* __restrict__ Z, float* __restrict__ P,
-                                     int k_split, int a_batched, int b_batched, int* counters) {
+                                     int k_split, int a_batched, int b_batched) {
     static_assert(sizeof(T) == 2 || (!TA && TB), "TF32 wgmma reads K-major operands only");
     constexpr int STAGES = stages<BN>();
     constexpr int BK = BK_BYTES / (int)sizeof(T);  // elements of k a slice
@@ -409,8 +366,6 @@ __device__ __forceinline__ void body(const TmaMap& ma, const TmaMap& mb, T* __re
             }
         }
     }
-    if (k_split > 0 && counters != nullptr) fused_reduce(C, M, N, bias, act, Z, P, splits, batch,
-                                                         split, i0, j0, BN, counters);
 }
 
 }  // namespace wg

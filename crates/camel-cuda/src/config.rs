@@ -544,8 +544,7 @@ pub struct Experiments {
     /// LayerNorm backward sums the partial dγ/dβ rows inside its kernel when the grid is all
     /// resident; off runs the separate column-sum kernel.
     pub layernorm_fused_colsum: bool,
-    /// Split-K sums its partial products in the GEMM kernel (SGEMM step 13's small tile, steps
-    /// 17 and 18); off runs the separate reduction.
+    /// Split-K sums its partial products in the GEMM kernel; off runs the separate reduction.
     pub splitk_fused: bool,
     /// Split-K policy `(minimum K per split, maximum splits)`.
     pub splitk: (usize, usize),

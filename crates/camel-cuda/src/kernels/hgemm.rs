@@ -472,8 +472,7 @@ pub fn hgemm_route(
 /// Step 17 on 16-bit operands or step 18 on f32 ones (TF32; both operands K-major), the caller
 /// having checked [`wgmma_fits`]: tensor maps for A and B, then the kernel of the plan's width,
 /// and the split-K reduction where K is split (ranges of a whole number of the kernel's 128-byte
-/// slices, so that only the last range has a tail): in the same launch where the grid is all
-/// resident, else a second kernel.
+/// slices, so that only the last range has a tail).
 #[allow(clippy::too_many_arguments)]
 fn wgmma(
     dev: &CudaDevice,
@@ -525,30 +524,16 @@ fn wgmma(
     };
     let wp = work.as_ref().map_or(DevPtr::NULL, |w| w.ptr());
     let ks = if splits > 1 { k_split as i32 } else { 0 };
-    // the kernel adds the splits itself where every block of the grid is resident at once (one
-    // block a multiprocessor), waiting on two counters a tile; else a second kernel does
-    let tiles = tiles_n * tiles_m * g.batch;
-    let fused = splits > 1
-        && tiles * splits <= dev.limits().sm_count as usize
-        && crate::config::with_experiments(|e| e.splitk_fused);
-    let counters = if fused {
-        dev.counters(2 * tiles)?
-    } else {
-        DevPtr::NULL
-    };
-    let args: [&dyn KernelArg; 15] = [
+    let args: [&dyn KernelArg; 14] = [
         &map_a, &map_b, &c, &m, &n, &k, &sc, &bias, &act, &z, &wp, &ks, &a_batched, &b_batched,
-        &counters,
     ];
     // SAFETY: matches WGMMA_ARGS in wgmma.cuh; the tensor maps describe A and B as the caller's
     // buffers hold them (checked by wgmma_fits), C and Z hold batch × m × n elements of `elem`,
-    // bias n of them, with k_split > 0 the workspace splits × batch × m × n floats (without
-    // counters the kernel then writes only the workspace), and the counters 2 · tiles zeroed
-    // ints that the kernel leaves zero.
+    // bias n of them, and with k_split > 0 the workspace splits × batch × m × n floats (the
+    // kernel then writes only the workspace).
     unsafe { dev.launch(&f, cfg, &args)? };
     match splits {
         1 => Ok(()),
-        _ if fused => Ok(()),
         _ => reduce_splits(dev, elem, wp, c, splits, g, epi),
     }
 }
