@@ -2,7 +2,7 @@
 // what closes the gap? The old schedule loads every fragment of a 16-deep step and then issues
 // its mma, in that order (the `asm volatile` statements keep it), so each warp waits on its own
 // ldmatrix latency, with STAGES - 1 slices in flight. Each variant adds one thing:
-//   pipe    the multistage main loop of CUTLASS's Ampere GEMMs: the fragments of step kk + 1 load
+//   pipe    the multistage main loop of CUTLASS's mma.sync GEMMs: the fragments of step kk + 1 load
 //           before the mma of step kk (two register sets), and the barrier of a slice sits in its
 //           last step, so every stage of shared memory is in flight;
 //   inside  a tile wholly inside the matrices is copied from pointers set once, without bounds;
@@ -14,7 +14,8 @@
 // Kernels: bf16, A·B with both row-major (the library's step in all four layouts of the same
 // buffers), f32 sums, bf16 C, at the shapes of the GEMM benchmark. Each variant's C
 // (poisoned with NaN first) is compared with the old schedule's (the same sums in the same
-// order: 0). Timing: lab_streamed (median µs of back-to-back launches); TFLOP/s = 2·M·N·K / time.
+// order: 0). Timing: lab_streamed (the median of back-to-back launches); the rate is 2·M·N·K
+// over that time.
 // What it found, and a link to its raw output: docs/kernels/matmul.md (step 16).
 //
 // Build and run on the GPU host:  OUT=dir bash dev/labs/hmma_lab.sh

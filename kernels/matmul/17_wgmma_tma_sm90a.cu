@@ -1,7 +1,7 @@
 // HGEMM step 17 — Hopper: TMA loads into swizzled shared tiles, `wgmma` warpgroup MMAs reading
 // both operands from shared memory, one producer and two consumer warpgroups a block, a
 // 128×BN tile (BN = 256, or 128 or 64 for narrow outputs and small grids). Needs sm_90a;
-// camel-cuda builds the tensor maps and picks this step on compute capability 9.0 only.
+// camel-cuda builds the tensor maps and picks this step only on devices that run sm_90a code.
 // The template and its conventions: wgmma.cuh; measurements: docs/kernels/matmul.md.
 #include "wgmma.cuh"
 
