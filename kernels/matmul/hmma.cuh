@@ -461,21 +461,28 @@ __device__ __forceinline__ void hgemm_body(HGEMM_ARGS(T)) {
         }
     }
 
-    // accumulator (mi, ni): rows g and g + 8, columns 2·(lane % 4) and + 1 of its 16×8 tile
+    // accumulator (mi, ni): rows g and g + 8, columns 2·(lane % 4) and + 1 of its 16×8 tile.
+    // for_each_pair(f) calls f(r, c, v0, v1) for every pair this thread holds: row r, columns c
+    // and c + 1 of the block tile.
     const int g = lane / 4, t2 = (lane % 4) * 2;
-    if (k_split > 0) {  // raw partial sums of this split, in f32
-        float* p = P + ((long long)split * (gridDim.z / splits) + batch) * M * N;
+    auto for_each_pair = [&](auto&& f) {
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
             for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    const int i = i0 + wm + mi * 16 + g + 8 * h, j = j0 + wn + ni * 8 + t2;
-                    if (i >= M || j >= N) continue;
-                    p[(long long)i * N + j] = acc[mi][ni][2 * h];
-                    if (j + 1 < N) p[(long long)i * N + j + 1] = acc[mi][ni][2 * h + 1];
-                }
+                for (int h = 0; h < 2; ++h)
+                    f(wm + mi * 16 + g + 8 * h, wn + ni * 8 + t2, acc[mi][ni][2 * h],
+                      acc[mi][ni][2 * h + 1]);
+    };
+    if (k_split > 0) {  // raw partial sums of this split, in f32
+        float* p = P + ((long long)split * (gridDim.z / splits) + batch) * M * N;
+        for_each_pair([&](int r, int c, float v0, float v1) {
+            const int i = i0 + r, j = j0 + c;
+            if (i >= M || j >= N) return;
+            p[(long long)i * N + j] = v0;
+            if (j + 1 < N) p[(long long)i * N + j + 1] = v1;
+        });
         return;
     }
     // Staged through shared memory where the pipeline's buffers hold the whole tile (step 16)
@@ -489,19 +496,12 @@ __device__ __forceinline__ void hgemm_body(HGEMM_ARGS(T)) {
             __syncthreads();  // every warp is done with the pipeline's buffers
             // the loop without bias and activation has no per-column branch
             auto stage = [&](auto with_epilogue) {
-#pragma unroll
-                for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-                    for (int ni = 0; ni < NI; ++ni)
-#pragma unroll
-                        for (int h = 0; h < 2; ++h) {
-                            const int r = wm + mi * 16 + g + 8 * h, c = wn + ni * 8 + t2;
-                            float v0 = acc[mi][ni][2 * h], v1 = acc[mi][ni][2 * h + 1];
-                            if constexpr (decltype(with_epilogue)::value)
-                                epilogue_pair(v0, v1, j0 + c, N, bias, act);
-                            const unsigned lo = camel::float_to_bits<T>(v0), hi = camel::float_to_bits<T>(v1);
-                            *reinterpret_cast<unsigned*>(As + r * LDC + c) = lo | (hi << 16);
-                        }
+                for_each_pair([&](int r, int c, float v0, float v1) {
+                    if constexpr (decltype(with_epilogue)::value)
+                        epilogue_pair(v0, v1, j0 + c, N, bias, act);
+                    const unsigned lo = camel::float_to_bits<T>(v0), hi = camel::float_to_bits<T>(v1);
+                    *reinterpret_cast<unsigned*>(As + r * LDC + c) = lo | (hi << 16);
+                });
             };
             if (bias || act != 0)
                 stage(Flag<true>{});
