@@ -73,10 +73,11 @@ __device__ __forceinline__ void l2_prefetch(const void* p, long long bytes) {
 }
 
 // l2_prefetch of rows [r0, r0 + n) (clipped to the matrix) of a row-major [rows, cols] matrix.
-__device__ __forceinline__ void l2_prefetch_rows(const float* p, long long r0, long long n, long long rows,
+template <typename T>
+__device__ __forceinline__ void l2_prefetch_rows(const T* p, long long r0, long long n, long long rows,
                                                  long long cols) {
     const long long r1 = r0 + n < rows ? r0 + n : rows;
-    if (r0 < r1) l2_prefetch(p + r0 * cols, (r1 - r0) * cols * 4);
+    if (r0 < r1) l2_prefetch(p + r0 * cols, (r1 - r0) * cols * (long long)sizeof(T));
 }
 
 }  // namespace camel

@@ -6,6 +6,7 @@
 // base, which the launchers check).
 #pragma once
 #include "common.cuh"
+#include "half.cuh"
 
 namespace camel {
 
@@ -211,6 +212,52 @@ template <bool CS>
 __device__ __forceinline__ void st1(float* p, float v) {
     if (CS) __stcs(p, v);
     else *p = v;
+}
+
+// ---- VEC elements of any float dtype, widened to f32 or narrowed from it ------------------------
+// The row kernels that take f16 and bf16 (softmax step 3, cross-entropy steps 3–4) load VEC
+// elements of T into f32 registers and store f32 registers as T, rounding once (half.cuh). VEC = 4
+// is one 16-byte access for f32 and one 8-byte access for the 16-bit types (the launchers check
+// the row's alignment for its element size).
+template <bool CS, int VEC, typename T>
+__device__ __forceinline__ void ldv(const T* p, float* v) {
+    if constexpr (sizeof(T) == 4) {
+        if (VEC == 4) {
+            float4 q = ld4<CS>(reinterpret_cast<const float*>(p));
+            v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+        } else {
+            v[0] = ld1<CS>(reinterpret_cast<const float*>(p));
+        }
+    } else if (VEC == 4) {
+        const uint2* q = reinterpret_cast<const uint2*>(p);
+        const uint2 w = CS ? __ldcs(q) : *q;
+        v[0] = bits_to_float<T>(w.x & 0xffff), v[1] = bits_to_float<T>(w.x >> 16);
+        v[2] = bits_to_float<T>(w.y & 0xffff), v[3] = bits_to_float<T>(w.y >> 16);
+    } else {
+        const unsigned short* q = reinterpret_cast<const unsigned short*>(p);
+        v[0] = bits_to_float<T>(CS ? __ldcs(q) : *q);
+    }
+}
+template <bool CS, int VEC, typename T>
+__device__ __forceinline__ void stv(T* p, const float* v) {
+    if constexpr (sizeof(T) == 4) {
+        if (VEC == 4) {
+            st4<CS>(reinterpret_cast<float*>(p), make_float4(v[0], v[1 % VEC], v[2 % VEC], v[3 % VEC]));
+        } else {
+            st1<CS>(reinterpret_cast<float*>(p), v[0]);
+        }
+    } else if (VEC == 4) {
+        uint2 w;
+        w.x = float_to_bits<T>(v[0]) | (unsigned)float_to_bits<T>(v[1 % VEC]) << 16;
+        w.y = float_to_bits<T>(v[2 % VEC]) | (unsigned)float_to_bits<T>(v[3 % VEC]) << 16;
+        uint2* q = reinterpret_cast<uint2*>(p);
+        if (CS) __stcs(q, w);
+        else *q = w;
+    } else {
+        unsigned short* q = reinterpret_cast<unsigned short*>(p);
+        if (CS) __stcs(q, float_to_bits<T>(v[0]));
+        else *q = float_to_bits<T>(v[0]);
+    }
 }
 
 // ---- waiting for the other blocks of a grid --------------------------------------------------

@@ -25,25 +25,32 @@ extern "C" __global__ void __launch_bounds__(512)
     ce_bwd_long<true>(x, t, stats, g, dx, rows, cols, err, vec);
 }
 
-// Kernel names: ce4_fwd_g{G}_v{VEC}_n{NV}_f32 and ce4_bwd_g{G}_v{VEC}_n{NV}_f32 (the launchers
-// build the same names); the shapes are softmax step 3's (CAMEL_ROW3_SHAPES, common/rows.cuh).
-#define CE4(G, VEC, NV)                                                                                    \
-    extern "C" __global__ void __launch_bounds__(G <= 32 ? 256 : G) ce4_fwd_g##G##_v##VEC##_n##NV##_f32(   \
-        const float* __restrict__ x, const long long* __restrict__ t, float* __restrict__ mean,            \
+// Kernel names: ce4_fwd_g{G}_v{VEC}_n{NV}_{dtype} and ce4_bwd_g{G}_v{VEC}_n{NV}_{dtype}, dtype the
+// logits' (f32, f16 or bf16; the mean, the statistics and g are f32 whatever it is); the
+// launchers build the same names. The shapes are softmax step 3's (CAMEL_ROW3_SHAPES,
+// common/rows.cuh). Rows past them (the long-row kernels above) are f32 only.
+#define CE4_T(G, VEC, NV, T, SUF)                                                                          \
+    extern "C" __global__ void __launch_bounds__(G <= 32 ? 256 : G) ce4_fwd_g##G##_v##VEC##_n##NV##_##SUF( \
+        const T* __restrict__ x, const long long* __restrict__ t, float* __restrict__ mean,                \
         float* __restrict__ stats, unsigned long long* words, long long rows, long long cols,              \
         long long* err) {                                                                                  \
         ce3_prefetch<G, ce4_rows(G, VEC, NV)>(x, nullptr, nullptr, rows, cols);                            \
         CAMEL_PDL_WAIT();                                                                                  \
         if (G <= 16) CAMEL_PDL_TRIGGER();                                                                  \
-        ce3_fwd_row<G, VEC, NV, CeMean, ce4_rows(G, VEC, NV)>(x, t, mean, stats, words, rows, cols, err);   \
+        ce3_fwd_row<G, VEC, NV, CeMean, ce4_rows(G, VEC, NV), T>(x, t, mean, stats, words, rows, cols, err); \
     }                                                                                                      \
-    extern "C" __global__ void __launch_bounds__(G <= 32 ? 256 : G) ce4_bwd_g##G##_v##VEC##_n##NV##_f32(   \
-        const float* __restrict__ x, const long long* __restrict__ t, const float* __restrict__ stats,     \
-        const float* __restrict__ g, float* __restrict__ dx, long long rows, long long cols, long long* err) { \
+    extern "C" __global__ void __launch_bounds__(G <= 32 ? 256 : G) ce4_bwd_g##G##_v##VEC##_n##NV##_##SUF( \
+        const T* __restrict__ x, const long long* __restrict__ t, const float* __restrict__ stats,         \
+        const float* __restrict__ g, T* __restrict__ dx, long long rows, long long cols, long long* err) {  \
         ce3_prefetch<G, 1>(x, t, stats, rows, cols);                                                           \
         CAMEL_PDL_WAIT();                                                                                      \
         if (G <= 16) CAMEL_PDL_TRIGGER();                                                                      \
-        ce3_bwd_row<G, VEC, NV, true>(x, t, stats, g, dx, rows, cols, err);                                \
+        ce3_bwd_row<G, VEC, NV, true, T>(x, t, stats, g, dx, rows, cols, err);                             \
     }
+
+#define CE4(G, VEC, NV)                                                                                    \
+    CE4_T(G, VEC, NV, float, f32)                                                                          \
+    CE4_T(G, VEC, NV, __half, f16)                                                                         \
+    CE4_T(G, VEC, NV, __nv_bfloat16, bf16)
 
 CAMEL_ROW3_SHAPES(CE4)

@@ -48,7 +48,8 @@ __device__ __forceinline__ long long head_to_16(const float* p, long long n) {
 // Row r's loss from its (m, s) and its target tr, which the caller loaded with the row (so the
 // load is not one more memory latency at the end); saves (m, s) as the row's stats; one thread
 // calls. A target out of range records the deferred index error and gives NaN.
-__device__ __forceinline__ float ce_finish(const float* __restrict__ xr, long long tr, float* __restrict__ stats,
+template <typename T>
+__device__ __forceinline__ float ce_finish(const T* __restrict__ xr, long long tr, float* __restrict__ stats,
                                            long long r, long long cols, float m, float s, long long* err) {
     stats[2 * r] = m;
     stats[2 * r + 1] = s;
@@ -56,7 +57,7 @@ __device__ __forceinline__ float ce_finish(const float* __restrict__ xr, long lo
         record_index_error(err, CAMEL_OP_CROSS_ENTROPY, tr, cols);
         return NAN;
     }
-    return (m - xr[tr]) + logf(s);
+    return (m - camel::to_float(xr[tr])) + logf(s);
 }
 
 // Step 4's mean over rows, at the end of the forward kernel; every thread of every block calls
@@ -213,8 +214,10 @@ __device__ __forceinline__ void ce_bwd_long(const float* __restrict__ x, const l
 // k-th 256/G of them with row k of each group, so each load instruction of a warp stays
 // contiguous. Step 3 is R = 1; step 4 takes R > 1 where the registers allow (ce4_rows), so the
 // grid has R times fewer block sums for the mean's last block to take.
-template <int G, int VEC, int NV, class Put, int R = 1>
-__device__ __forceinline__ void ce3_fwd_row(const float* __restrict__ x, const long long* __restrict__ t,
+// T: the logits' element type (float, __half, __nv_bfloat16), widened to f32 as loaded; the
+// losses and statistics are f32 whatever T.
+template <int G, int VEC, int NV, class Put, int R = 1, typename T = float>
+__device__ __forceinline__ void ce3_fwd_row(const T* __restrict__ x, const long long* __restrict__ t,
                                             float* __restrict__ out, float* __restrict__ stats,
                                             unsigned long long* words, long long rows, long long cols,
                                             long long* err) {
@@ -235,18 +238,13 @@ __device__ __forceinline__ void ce3_fwd_row(const float* __restrict__ x, const l
     if (!Put::kMean && G > 32 && !live[0]) return;  // the whole block: uniform (not for step 4)
 #pragma unroll
     for (int k = 0; k < R; ++k) {
-        const float* xr = x + (live[k] ? r[k] : 0) * cols;
+        const T* xr = x + (live[k] ? r[k] : 0) * cols;
         tr[k] = live[k] ? t[r[k]] : 0;  // with the row's loads, for the end
 #pragma unroll
         for (int i = 0; i < NV; ++i) {
             const long long c = (long long)(i * G + lane) * VEC;
             if (live[k] && c < cols) {
-                if (VEC == 4) {
-                    float4 q = *reinterpret_cast<const float4*>(xr + c);
-                    v[k][4 * i] = q.x, v[k][4 * i + 1] = q.y, v[k][4 * i + 2] = q.z, v[k][4 * i + 3] = q.w;
-                } else {
-                    v[k][i] = xr[c];
-                }
+                camel::ldv<false, VEC>(xr + c, v[k] + VEC * i);
             } else {
 #pragma unroll
                 for (int q = 0; q < VEC; ++q) v[k][VEC * i + q] = -INFINITY;
@@ -278,17 +276,19 @@ __device__ __forceinline__ void ce3_fwd_row(const float* __restrict__ x, const l
 }
 
 // MEAN (step 4): g is the mean's one upstream gradient, so every row's is g[0] / rows.
-template <int G, int VEC, int NV, bool MEAN>
-__device__ __forceinline__ void ce3_bwd_row(const float* __restrict__ x, const long long* __restrict__ t,
+// T: the element type of the logits and of dx (widened as loaded, rounded once as stored); g and
+// the statistics are f32.
+template <int G, int VEC, int NV, bool MEAN, typename T = float>
+__device__ __forceinline__ void ce3_bwd_row(const T* __restrict__ x, const long long* __restrict__ t,
                                             const float* __restrict__ stats, const float* __restrict__ g,
-                                            float* __restrict__ dx, long long rows, long long cols, long long* err) {
+                                            T* __restrict__ dx, long long rows, long long cols, long long* err) {
     constexpr int PER_BLOCK = G <= 32 ? 256 / G : 1;
     const long long b = blockIdx.x + (long long)blockIdx.y * gridDim.x;
     const long long r = G <= 32 ? b * PER_BLOCK + threadIdx.x / G : b;
     const int lane = G <= 32 ? threadIdx.x % G : threadIdx.x;
     if (r >= rows) return;  // no reduction here: a finished group may leave
-    const float* xr = x + r * cols;
-    float* dr = dx + r * cols;
+    const T* xr = x + r * cols;
+    T* dr = dx + r * cols;
     const long long tr = t[r];
     const bool bad = tr < 0 || tr >= cols;
     const float m = stats[2 * r], inv = 1.0f / stats[2 * r + 1];
@@ -300,12 +300,7 @@ __device__ __forceinline__ void ce3_bwd_row(const float* __restrict__ x, const l
     for (int i = 0; i < NV; ++i) {  // every load first: NV independent loads in flight
         const long long c = (long long)(i * G + lane) * VEC;
         if (c < cols) {
-            if (VEC == 4) {
-                float4 q = *reinterpret_cast<const float4*>(xr + c);
-                v[4 * i] = q.x, v[4 * i + 1] = q.y, v[4 * i + 2] = q.z, v[4 * i + 3] = q.w;
-            } else {
-                v[i] = xr[c];
-            }
+            camel::ldv<false, VEC>(xr + c, v + VEC * i);
         } else {
 #pragma unroll
             for (int k = 0; k < VEC; ++k) v[VEC * i + k] = -INFINITY;  // padding, never stored
@@ -324,14 +319,7 @@ __device__ __forceinline__ void ce3_bwd_row(const float* __restrict__ x, const l
 #pragma unroll
     for (int i = 0; i < NV; ++i) {
         const long long c = (long long)(i * G + lane) * VEC;
-        if (c < cols) {
-            if (VEC == 4) {
-                *reinterpret_cast<float4*>(dr + c) =
-                    make_float4(v[VEC * i], v[VEC * i + 1 % VEC], v[VEC * i + 2 % VEC], v[VEC * i + 3 % VEC]);
-            } else {
-                dr[c] = v[i];
-            }
-        }
+        if (c < cols) camel::stv<false, VEC>(dr + c, v + VEC * i);
     }
     if (bad && lane == 0) record_index_error(err, CAMEL_OP_CROSS_ENTROPY, tr, cols);
 }
@@ -348,8 +336,8 @@ __host__ __device__ constexpr int ce4_rows(int g, int vec, int nv) { return g <=
 // statistics) before the PDL wait, and the kernel triggers its successor right after it, so the
 // next kernel's first blocks fetch their rows while this one's last blocks finish. R: rows a
 // group (the forward's ce4_rows). Rows of 128 floats or more keep the plain wait.
-template <int G, int R>
-__device__ __forceinline__ void ce3_prefetch(const float* x, const long long* t, const float* stats, long long rows,
+template <int G, int R, typename T>
+__device__ __forceinline__ void ce3_prefetch(const T* x, const long long* t, const float* stats, long long rows,
                                              long long cols) {
     if (G > 16 || threadIdx.x != 0) return;
     constexpr long long PER_BLOCK = 256 / G * R;

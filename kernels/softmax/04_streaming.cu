@@ -8,7 +8,7 @@
 #include "softmax/softmax.cuh"
 
 #define SOFTMAX4(G, VEC, NV)                                                                              \
-    SOFTMAX3_FWD(softmax4, G, VEC, NV, true, false)                                                       \
-    SOFTMAX3_FWD(log_softmax4, G, VEC, NV, true, true)
+    SOFTMAX3_FWD(softmax4, G, VEC, NV, true, false, float, f32)                                           \
+    SOFTMAX3_FWD(log_softmax4, G, VEC, NV, true, true, float, f32)
 
 CAMEL_ROW3_SHAPES(SOFTMAX4)

@@ -21,8 +21,10 @@
 
 // CS: streaming loads of x and stores of y (step 4 of the forward; step 3 is CS = false).
 // LOG: log-softmax, else softmax (a kernel each: see the kernel names below).
-template <int G, int VEC, int NV, bool CS, bool LOG>
-__device__ __forceinline__ void softmax3_row(const float* __restrict__ x, float* __restrict__ y, long long rows,
+// T: the element type of x and y (float, __half, __nv_bfloat16): the row widens to f32 registers
+// as it loads, and each output rounds once as it is stored (rows.cuh's ldv and stv).
+template <int G, int VEC, int NV, bool CS, bool LOG, typename T = float>
+__device__ __forceinline__ void softmax3_row(const T* __restrict__ x, T* __restrict__ y, long long rows,
                                              long long cols) {
     __shared__ float scratch[32];
     constexpr int PER_BLOCK = G <= 32 ? 256 / G : 1;  // rows per block (blocks of 256 for G ≤ 32)
@@ -32,23 +34,15 @@ __device__ __forceinline__ void softmax3_row(const float* __restrict__ x, float*
     // A group past the last row still takes part in its warp's shuffles (full mask), with no loads.
     const bool live = r < rows;
     if (G > 32 && !live) return;  // the whole block: uniform
-    const float* xr = x + (live ? r : 0) * cols;
-    float* yr = y + (live ? r : 0) * cols;
+    const T* xr = x + (live ? r : 0) * cols;
+    T* yr = y + (live ? r : 0) * cols;
     float v[NV * VEC];
     float mx = -INFINITY;
 #pragma unroll
     for (int i = 0; i < NV; ++i) {
         const long long c = (long long)(i * G + lane) * VEC;
         if (live && c < cols) {
-            if (VEC == 4) {
-                float4 q = camel::ld4<CS>(xr + c);
-                v[4 * i] = q.x;
-                v[4 * i + 1] = q.y;
-                v[4 * i + 2] = q.z;
-                v[4 * i + 3] = q.w;
-            } else {
-                v[i] = camel::ld1<CS>(xr + c);
-            }
+            camel::ldv<CS, VEC>(xr + c, v + VEC * i);
         } else {
 #pragma unroll
             for (int k = 0; k < VEC; ++k) v[VEC * i + k] = -INFINITY;
@@ -83,11 +77,7 @@ __device__ __forceinline__ void softmax3_row(const float* __restrict__ x, float*
             float o[VEC];
 #pragma unroll
             for (int k = 0; k < VEC; ++k) o[k] = LOG ? (v[VEC * i + k] - mref) - lse : v[VEC * i + k] * inv;
-            if (VEC == 4) {
-                camel::st4<CS>(yr + c, make_float4(o[0], o[1 % VEC], o[2 % VEC], o[3 % VEC]));
-            } else {
-                camel::st1<CS>(yr + c, o[0]);
-            }
+            camel::stv<CS, VEC>(yr + c, o);
         }
     }
 }
@@ -99,9 +89,10 @@ __device__ __forceinline__ void softmax3_row(const float* __restrict__ x, float*
 // registers. Same (G, VEC, NV) as the forward for the same row (`softmax3_shape`), twice the
 // registers (y and g: at most 64 floats a thread). Every output is computed before the first
 // store: with the log-softmax's exp inside each store's `if`, the stores leave one exp apart.
-template <int G, int VEC, int NV>
-__device__ __forceinline__ void softmax3_bwd_row(const float* __restrict__ y, const float* __restrict__ g,
-                                                 float* __restrict__ dx, long long rows, long long cols,
+// T: the element type of y, g and dx, widened to f32 as loaded; dx rounds once as stored.
+template <int G, int VEC, int NV, typename T = float>
+__device__ __forceinline__ void softmax3_bwd_row(const T* __restrict__ y, const T* __restrict__ g,
+                                                 T* __restrict__ dx, long long rows, long long cols,
                                                  int log_out) {
     __shared__ float scratch[32];
     constexpr int PER_BLOCK = G <= 32 ? 256 / G : 1;
@@ -118,15 +109,8 @@ __device__ __forceinline__ void softmax3_bwd_row(const float* __restrict__ y, co
     for (int i = 0; i < NV; ++i) {
         const long long c = (long long)(i * G + lane) * VEC;
         if (live && c < cols) {
-            if (VEC == 4) {
-                float4 p = *reinterpret_cast<const float4*>(y + base + c);
-                float4 q = *reinterpret_cast<const float4*>(g + base + c);
-                yv[4 * i] = p.x, yv[4 * i + 1] = p.y, yv[4 * i + 2] = p.z, yv[4 * i + 3] = p.w;
-                gv[4 * i] = q.x, gv[4 * i + 1] = q.y, gv[4 * i + 2] = q.z, gv[4 * i + 3] = q.w;
-            } else {
-                yv[i] = y[base + c];
-                gv[i] = g[base + c];
-            }
+            camel::ldv<false, VEC>(y + base + c, yv + VEC * i);
+            camel::ldv<false, VEC>(g + base + c, gv + VEC * i);
         } else {
 #pragma unroll
             for (int k = 0; k < VEC; ++k) yv[VEC * i + k] = gv[VEC * i + k] = 0.0f;  // adds nothing
@@ -144,14 +128,7 @@ __device__ __forceinline__ void softmax3_bwd_row(const float* __restrict__ y, co
 #pragma unroll
     for (int i = 0; i < NV; ++i) {
         const long long c = (long long)(i * G + lane) * VEC;
-        if (c < cols) {
-            if (VEC == 4) {
-                *reinterpret_cast<float4*>(dx + base + c) =
-                    make_float4(gv[VEC * i], gv[VEC * i + 1 % VEC], gv[VEC * i + 2 % VEC], gv[VEC * i + 3 % VEC]);
-            } else {
-                dx[base + c] = gv[i];
-            }
-        }
+        if (c < cols) camel::stv<false, VEC>(dx + base + c, gv + VEC * i);
     }
 }
 
@@ -161,8 +138,8 @@ __device__ __forceinline__ void softmax3_bwd_row(const float* __restrict__ y, co
 // last blocks finish. The forward does it only for short rows (G ≤ 16, at most 16 rows of < 128
 // vector elements a block): for larger blocks it costs more than it gains. Step 4 keeps the
 // plain wait.
-template <int G>
-__device__ __forceinline__ void softmax3_prefetch(const float* a, const float* b, long long rows, long long cols) {
+template <int G, typename T>
+__device__ __forceinline__ void softmax3_prefetch(const T* a, const T* b, long long rows, long long cols) {
     if (threadIdx.x != 0) return;
     constexpr long long PER_BLOCK = G <= 32 ? 256 / G : 1;
     const long long r0 = (blockIdx.x + (long long)blockIdx.y * gridDim.x) * PER_BLOCK;
@@ -170,17 +147,29 @@ __device__ __forceinline__ void softmax3_prefetch(const float* a, const float* b
     if (b != nullptr) camel::l2_prefetch_rows(b, r0, PER_BLOCK, rows, cols);
 }
 
-// Kernel names: softmax3_g{G}_v{VEC}_n{NV}_f32 and log_softmax3_… (forward, step 3),
-// softmax3_bwd_g{G}_v{VEC}_n{NV}_f32 (backward, both: the argument log_out picks) and
-// softmax4_… / log_softmax4_… (forward, step 4); the launchers build the same names. Softmax and
-// log-softmax are separate forward kernels, each one body (one kernel behind the argument runs
-// slower on short rows).
-#define SOFTMAX3_FWD(NAME, G, VEC, NV, CS, LOG)                                                           \
+// Kernel names: softmax3_g{G}_v{VEC}_n{NV}_{dtype} and log_softmax3_… (forward, step 3),
+// softmax3_bwd_g{G}_v{VEC}_n{NV}_{dtype} (backward, both: the argument log_out picks) and
+// softmax4_… / log_softmax4_… (forward, step 4, f32 only); dtype is f32, f16 or bf16, the element
+// type of every tensor argument. The launchers build the same names. Softmax and log-softmax are
+// separate forward kernels, each one body (one kernel behind the argument runs slower on short
+// rows).
+#define SOFTMAX3_FWD(NAME, G, VEC, NV, CS, LOG, T, SUF)                                                    \
     extern "C" __global__ void __launch_bounds__(G <= 32 ? 256 : G)                                       \
-        NAME##_g##G##_v##VEC##_n##NV##_f32(const float* __restrict__ x, float* __restrict__ y,             \
-                                            long long rows, long long cols) {                             \
-        if (!CS && G <= 16) softmax3_prefetch<G>(x, nullptr, rows, cols);                                 \
+        NAME##_g##G##_v##VEC##_n##NV##_##SUF(const T* __restrict__ x, T* __restrict__ y, long long rows,   \
+                                             long long cols) {                                            \
+        if (!CS && G <= 16) softmax3_prefetch<G, T>(x, nullptr, rows, cols);                              \
         CAMEL_PDL_WAIT();                                                                                 \
         if (!CS && G <= 16) CAMEL_PDL_TRIGGER();                                                          \
-        softmax3_row<G, VEC, NV, CS, LOG>(x, y, rows, cols);                                              \
+        softmax3_row<G, VEC, NV, CS, LOG, T>(x, y, rows, cols);                                           \
+    }
+
+#define SOFTMAX3_BWD(G, VEC, NV, T, SUF)                                                                  \
+    extern "C" __global__ void __launch_bounds__(G <= 32 ? 256 : G)                                       \
+        softmax3_bwd_g##G##_v##VEC##_n##NV##_##SUF(const T* __restrict__ y, const T* __restrict__ g,       \
+                                                   T* __restrict__ dx, long long rows, long long cols,     \
+                                                   int log_out) {                                         \
+        softmax3_prefetch<G, T>(y, g, rows, cols);                                                        \
+        CAMEL_PDL_WAIT();                                                                                 \
+        CAMEL_PDL_TRIGGER();                                                                              \
+        softmax3_bwd_row<G, VEC, NV, T>(y, g, dx, rows, cols, log_out);                                   \
     }

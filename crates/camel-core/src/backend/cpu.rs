@@ -105,6 +105,23 @@ impl CpuStorage {
         }
     }
 
+    /// The data of a float storage as f32: borrowed for f32, widened (exactly) for f16 and bf16;
+    /// a dtype error naming `op` for i64. The 16-bit kernels of the CPU compute in f32 on it and
+    /// round their result once with [`CpuStorage::from_f32_vec`].
+    pub(crate) fn f32_widened(&self, op: &'static str) -> Result<std::borrow::Cow<'_, [f32]>> {
+        match self {
+            CpuStorage::F32(v) => Ok(std::borrow::Cow::Borrowed(v)),
+            CpuStorage::F16(_) | CpuStorage::BF16(_) => {
+                Ok(std::borrow::Cow::Owned(self.to_f32_vec()))
+            }
+            s => Err(Error::DTypeMismatch {
+                op,
+                expected: DType::F32,
+                got: s.dtype(),
+            }),
+        }
+    }
+
     /// The f32 data to write in place, or a dtype error naming `op`.
     pub(crate) fn f32_mut(&mut self, op: &'static str) -> Result<&mut [f32]> {
         match self {

@@ -1,6 +1,7 @@
 //! Launchers for `kernels/loss/` (one PTX module per ladder step). `err` points at the device's index-error slot (4 × i64).
 
 use super::rows::{row_launch, variant_name, KernelName};
+use super::shape::Elem;
 use super::{launch, launch_rows, rows_grid};
 use crate::{CudaDevice, DevPtr, Dim3, Error, LaunchConfig, Result};
 
@@ -98,6 +99,7 @@ launchers! {
             cols,
             vec,
             false,
+            Elem::F32,
         )?;
         let p = [x, t, loss, stats];
         stats_fwd(dev, STEP3, name.as_str(), cfg, p, rows, cols, err)
@@ -111,34 +113,67 @@ launchers! {
     /// block ends last. Short rows go 2 to a group where they fit ([`ce4_rows`]): half the words.
     /// `cols` must be ≥ 1 (with no classes every target is out of range: use step 3).
     pub fn fused_mean(..) {
-        let vec = cols % 4 == 0 && super::rows::aligned16(&[x]);
-        let (name, cfg) = ce_launch(
-            "ce4_fwd",
-            "cross_entropy4_fwd_long_f32",
-            rows,
-            cols,
-            vec,
-            true,
-        )?;
-        let blocks = cfg.grid.x as usize * cfg.grid.y as usize;
-        if rows == 0 || cols == 0 || blocks > u32::MAX as usize {
-            return Err(Error::LaunchConfig {
-                kernel: format!("{STEP4}::{}", name.as_str()),
-                msg: format!(
-                    "a mean over [{rows}, {cols}] logits needs rows ≥ 1, cols ≥ 1 and at most \
-                     2^32 − 1 blocks ({blocks})"
-                ),
-            });
-        }
-        let words = dev.counters(2 * blocks)?; // a 64-bit word a block
-        let (rows, cols) = (rows as i64, cols as i64);
-        // SAFETY: matches `ce4_fwd_*` / `cross_entropy4_fwd_long_f32(const float*, const long long*,
-        // float*, float*, unsigned long long*, long long, long long, long long*)`; `words` holds one
-        // 64-bit word per block of `cfg`, zero, and every kernel leaves it zero.
-        unsafe {
-            let args: [&dyn crate::KernelArg; 8] = [&x, &t, &loss, &stats, &words, &rows, &cols, &err];
-            launch(dev, STEP4, name.as_str(), cfg, &args)
-        }
+        fused_mean_launch(dev, [x, t, loss, stats], rows, cols, err, Elem::F32)
+    }
+}
+
+/// [`fused_mean`] with logits of any float dtype `elem` (`ce4_fwd_*_{f32,f16,bf16}`: each logit
+/// widens to f32 as it loads; the mean and the statistics are f32). `Ok(false)`, launching
+/// nothing, for rows longer than [`super::softmax::SOFTMAX3_MAX_COLS`], which have f32 kernels
+/// only.
+#[allow(clippy::too_many_arguments)]
+pub fn fused_mean_typed(
+    dev: &CudaDevice,
+    [x, t, loss, stats]: [DevPtr; 4],
+    rows: usize,
+    cols: usize,
+    err: DevPtr,
+    elem: Elem,
+) -> Result<bool> {
+    if elem != Elem::F32 && cols > super::softmax::SOFTMAX3_MAX_COLS {
+        return Ok(false);
+    }
+    fused_mean_launch(dev, [x, t, loss, stats], rows, cols, err, elem)?;
+    Ok(true)
+}
+
+fn fused_mean_launch(
+    dev: &CudaDevice,
+    [x, t, loss, stats]: [DevPtr; 4],
+    rows: usize,
+    cols: usize,
+    err: DevPtr,
+    elem: Elem,
+) -> Result<()> {
+    let vec = cols % 4 == 0 && super::rows::aligned(&[x], 4 * elem.bytes());
+    let (name, cfg) = ce_launch(
+        "ce4_fwd",
+        "cross_entropy4_fwd_long_f32",
+        rows,
+        cols,
+        vec,
+        true,
+        elem,
+    )?;
+    let blocks = cfg.grid.x as usize * cfg.grid.y as usize;
+    if rows == 0 || cols == 0 || blocks > u32::MAX as usize {
+        return Err(Error::LaunchConfig {
+            kernel: format!("{STEP4}::{}", name.as_str()),
+            msg: format!(
+                "a mean over [{rows}, {cols}] logits needs rows ≥ 1, cols ≥ 1 and at most \
+                 2^32 − 1 blocks ({blocks})"
+            ),
+        });
+    }
+    let words = dev.counters(2 * blocks)?; // a 64-bit word a block
+    let (rows, cols) = (rows as i64, cols as i64);
+    // SAFETY: matches `ce4_fwd_*` / `cross_entropy4_fwd_long_f32(const T*, const long long*,
+    // float*, float*, unsigned long long*, long long, long long, long long*)`, T the logits'
+    // `elem`; `words` holds one 64-bit word per block of `cfg`, zero, and every kernel leaves it
+    // zero.
+    unsafe {
+        let args: [&dyn crate::KernelArg; 8] = [&x, &t, &loss, &stats, &words, &rows, &cols, &err];
+        launch(dev, STEP4, name.as_str(), cfg, &args)
     }
 }
 
@@ -197,7 +232,7 @@ launchers! {
         if rows == 0 || cols == 0 {
             return saved_stats_bwd(dev, x, t, stats, g, dx, rows, cols, err);
         }
-        ce_bwd_launch(dev, 3, x, t, stats, g, dx, rows, cols, err)
+        ce_bwd_launch(dev, 3, [x, t, stats, g, dx], rows, cols, err, Elem::F32)
     }
 
     /// Step 4 backward: `dx[r] = g[0]/rows · (exp(x[r] − m_r)/s_r − onehot(t[r]))`, the gradient of
@@ -207,15 +242,37 @@ launchers! {
         if rows == 0 || cols == 0 {
             return Ok(());
         }
-        ce_bwd_launch(dev, 4, x, t, stats, g, dx, rows, cols, err)
+        ce_bwd_launch(dev, 4, [x, t, stats, g, dx], rows, cols, err, Elem::F32)
     }
+}
+
+/// [`fused_mean_bwd`] with logits and `dx` of any float dtype `elem` (`ce4_bwd_*_{f32,f16,bf16}`:
+/// computed in f32, `dx` rounded once; `stats` and `g` f32). `Ok(false)`, launching nothing, for
+/// rows longer than [`super::softmax::SOFTMAX3_MAX_COLS`] (f32 kernels only).
+#[allow(clippy::too_many_arguments)]
+pub fn fused_mean_bwd_typed(
+    dev: &CudaDevice,
+    ptrs: [DevPtr; 5],
+    rows: usize,
+    cols: usize,
+    err: DevPtr,
+    elem: Elem,
+) -> Result<bool> {
+    if elem != Elem::F32 && cols > super::softmax::SOFTMAX3_MAX_COLS {
+        return Ok(false);
+    }
+    if rows == 0 || cols == 0 {
+        return Ok(true);
+    }
+    ce_bwd_launch(dev, 4, ptrs, rows, cols, err, elem)?;
+    Ok(true)
 }
 
 /// Threads of the block per row of the long-row step-3 kernels (`cross_entropy3_*_long_f32`).
 pub const CE3_LONG_THREADS: u32 = 512;
 
 /// The grid of step 3 / step 4 for `[rows, cols]` and the kernel name for `prefix` (`ce3_fwd`,
-/// `ce4_bwd`, ...) with softmax step 3's shape, or the long-row kernel's name (`long`, e.g.
+/// `ce4_bwd`, ...) with softmax step 3's shape and `elem`'s suffix, or the long-row kernel's name (`long`, e.g.
 /// `cross_entropy4_fwd_long_f32`) past [`super::softmax::SOFTMAX3_MAX_COLS`] columns.
 /// `group_rows`: the kernel's groups take [`ce4_rows`] rows each (step 4's forward), so the grid
 /// has that many times fewer blocks.
@@ -226,10 +283,12 @@ fn ce_launch(
     cols: usize,
     vec: bool,
     group_rows: bool,
+    elem: Elem,
 ) -> Result<(KernelName, LaunchConfig)> {
     Ok(match super::softmax::softmax3_shape(cols, vec) {
         Some((g, vw, nv)) => {
-            let name = KernelName::new(format_args!("{prefix}_g{g}_v{vw}_n{nv}_f32"));
+            let sfx = elem.suffix();
+            let name = KernelName::new(format_args!("{prefix}_g{g}_v{vw}_n{nv}_{sfx}"));
             let r = if group_rows { ce4_rows(g, vw, nv) } else { 1 };
             let cfg = super::softmax::softmax3_config(name.as_str(), rows.div_ceil(r), g)?;
             (name, cfg)
@@ -259,19 +318,16 @@ pub fn ce4_rows(g: usize, vw: usize, nv: usize) -> usize {
 fn ce_bwd_launch(
     dev: &CudaDevice,
     step: u32,
-    x: DevPtr,
-    t: DevPtr,
-    stats: DevPtr,
-    g: DevPtr,
-    dx: DevPtr,
+    [x, t, stats, g, dx]: [DevPtr; 5],
     rows: usize,
     cols: usize,
     err: DevPtr,
+    elem: Elem,
 ) -> Result<()> {
-    let vec = cols % 4 == 0 && super::rows::aligned16(&[x, dx]);
+    let vec = cols % 4 == 0 && super::rows::aligned(&[x, dx], 4 * elem.bytes());
     let short = KernelName::new(format_args!("ce{step}_bwd"));
     let long = KernelName::new(format_args!("cross_entropy{step}_bwd_long_f32"));
-    let (name, cfg) = ce_launch(short.as_str(), long.as_str(), rows, cols, vec, false)?;
+    let (name, cfg) = ce_launch(short.as_str(), long.as_str(), rows, cols, vec, false, elem)?;
     let module = if step == 4 { STEP4 } else { STEP3 };
     let (rows, cols) = (rows as i64, cols as i64);
     let same_alignment = i32::from(x.0 % 16 == dx.0 % 16);

@@ -90,7 +90,12 @@ impl Step {
 
 /// True when every pointer is 16-byte aligned (float4 access).
 pub fn aligned16(ptrs: &[DevPtr]) -> bool {
-    ptrs.iter().all(|p| p.0 % 16 == 0)
+    aligned(ptrs, 16)
+}
+
+/// True when every pointer is a multiple of `bytes` (a power of two).
+pub fn aligned(ptrs: &[DevPtr], bytes: usize) -> bool {
+    ptrs.iter().all(|p| p.0 % bytes as u64 == 0)
 }
 
 /// Rows up to this length get a warp each; longer rows get a block.

@@ -1,6 +1,7 @@
 //! Launchers for `kernels/softmax/`: one PTX module per ladder step.
 
 use super::rows::{row_launch, variant_name};
+use super::shape::Elem;
 use super::{launch, rows_grid};
 use crate::{CudaDevice, DevPtr, Dim3, LaunchConfig, Result};
 
@@ -124,14 +125,10 @@ launchers! {
         if rows == 0 || cols == 0 {
             return Ok(());
         }
-        let vec = cols % 4 == 0 && super::rows::aligned16(&[y, g, dx]);
-        let Some((gs, vw, nv)) = softmax3_shape(cols, vec) else {
-            return online_warp_bwd(dev, y, g, dx, rows, cols, log);
-        };
-        let name = super::rows::KernelName::new(format_args!("softmax3_bwd_g{gs}_v{vw}_n{nv}_f32"));
-        let name = name.as_str();
-        let cfg = softmax3_config(name, rows, gs)?;
-        backward(dev, STEP3, name, cfg, [y, g, dx], rows, cols, log)
+        if warp_registers_bwd_typed(dev, [y, g, dx], rows, cols, log, Elem::F32)? {
+            return Ok(());
+        }
+        online_warp_bwd(dev, y, g, dx, rows, cols, log)
     }
 }
 
@@ -197,6 +194,65 @@ fn softmax_regs_f32(
     let (rows, cols) = (rows as i64, cols as i64);
     // SAFETY: matches `[log_]softmax{3,4}_*(const float*, float*, long long, long long)`.
     unsafe { launch(dev, module, name, cfg, &[&x, &y, &rows, &cols]) }
+}
+
+/// Step 3's forward in any float dtype `elem` (`softmax3_*_{f32,f16,bf16}`): each element widens
+/// to f32 as it loads and the output rounds once as it is stored. `Ok(false)`, launching nothing,
+/// where the row is longer than [`SOFTMAX3_MAX_COLS`]: only f32 has kernels for such rows.
+#[allow(clippy::too_many_arguments)]
+pub fn warp_registers_typed(
+    dev: &CudaDevice,
+    x: DevPtr,
+    y: DevPtr,
+    rows: usize,
+    cols: usize,
+    log: bool,
+    elem: Elem,
+) -> Result<bool> {
+    if rows == 0 || cols == 0 {
+        return Ok(true);
+    }
+    let vec = cols % 4 == 0 && super::rows::aligned(&[x, y], 4 * elem.bytes());
+    let Some((g, vw, nv)) = softmax3_shape(cols, vec) else {
+        return Ok(false);
+    };
+    let log_ = if log { "log_" } else { "" };
+    let sfx = elem.suffix();
+    let name = super::rows::KernelName::new(format_args!("{log_}softmax3_g{g}_v{vw}_n{nv}_{sfx}"));
+    let name = name.as_str();
+    let cfg = softmax3_config(name, rows, g)?;
+    let (rows, cols) = (rows as i64, cols as i64);
+    // SAFETY: matches `[log_]softmax3_*_{sfx}(const T*, T*, long long, long long)`; the callers
+    // pass `[rows, cols]` elements of `elem` at `x` and `y`.
+    unsafe { launch(dev, STEP3, name, cfg, &[&x, &y, &rows, &cols]) }?;
+    Ok(true)
+}
+
+/// Step 3's backward in any float dtype `elem` (`softmax3_bwd_*_{f32,f16,bf16}`; `y`, `g` and
+/// `dx` all of `elem`), computed in f32 with `dx` rounded once. `Ok(false)`, launching nothing,
+/// where the row is longer than [`SOFTMAX3_MAX_COLS`].
+#[allow(clippy::too_many_arguments)]
+pub fn warp_registers_bwd_typed(
+    dev: &CudaDevice,
+    [y, g, dx]: [DevPtr; 3],
+    rows: usize,
+    cols: usize,
+    log: bool,
+    elem: Elem,
+) -> Result<bool> {
+    if rows == 0 || cols == 0 {
+        return Ok(true);
+    }
+    let vec = cols % 4 == 0 && super::rows::aligned(&[y, g, dx], 4 * elem.bytes());
+    let Some((gs, vw, nv)) = softmax3_shape(cols, vec) else {
+        return Ok(false);
+    };
+    let sfx = elem.suffix();
+    let name = super::rows::KernelName::new(format_args!("softmax3_bwd_g{gs}_v{vw}_n{nv}_{sfx}"));
+    let name = name.as_str();
+    let cfg = softmax3_config(name, rows, gs)?;
+    backward(dev, STEP3, name, cfg, [y, g, dx], rows, cols, log)?;
+    Ok(true)
 }
 
 /// Launch configuration of a step-3 kernel of shape `(g, _, _)`: blocks of 256 holding 256 / g
@@ -287,11 +343,19 @@ mod tests {
             include_str!("../../../../kernels/softmax/03_warp_registers.cu"),
             include_str!("../../../../kernels/softmax/04_streaming.cu"),
         );
-        // one SOFTMAX3 line instantiates the forward, the backward and step 4's forward of a shape
-        assert!(src.contains("softmax3_bwd_g##G##_v##VEC##_n##NV##_f32("));
-        assert!(src.contains("NAME##_g##G##_v##VEC##_n##NV##_f32("));
+        // one SOFTMAX3 line instantiates the forward and the backward of a shape in each dtype,
+        // one SOFTMAX4 line step 4's f32 forward
+        assert!(src.contains("softmax3_bwd_g##G##_v##VEC##_n##NV##_##SUF("));
+        assert!(src.contains("NAME##_g##G##_v##VEC##_n##NV##_##SUF("));
         for fwd in ["softmax3", "log_softmax3", "softmax4", "log_softmax4"] {
             assert!(src.contains(&format!("SOFTMAX3_FWD({fwd}, G, VEC, NV, ")));
+        }
+        for (ty, sfx) in [
+            ("float", "f32"),
+            ("__half", "f16"),
+            ("__nv_bfloat16", "bf16"),
+        ] {
+            assert!(src.contains(&format!("SOFTMAX3_T(G, VEC, NV, {ty}, {sfx})")));
         }
         assert!(src.contains("\nCAMEL_ROW3_SHAPES(SOFTMAX3)"));
         for cols in 1..=super::SOFTMAX3_MAX_COLS + 1 {

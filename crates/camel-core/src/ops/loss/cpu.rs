@@ -12,7 +12,8 @@ impl LossKernels for CpuStorage {
         cols: usize,
     ) -> Result<(Self, Option<Self>)> {
         let op = "cross_entropy";
-        let (loss, stats) = cross_entropy_fwd_stats(self.f32(op)?, t.i64(op)?, rows, cols)?;
+        let x = self.f32_widened(op)?;
+        let (loss, stats) = cross_entropy_fwd_stats(&x, t.i64(op)?, rows, cols)?;
         let mean = loss.iter().sum::<f32>() / rows as f32;
         Ok((CpuStorage::F32(vec![mean]), Some(CpuStorage::F32(stats))))
     }
@@ -26,15 +27,15 @@ impl LossKernels for CpuStorage {
         cols: usize,
     ) -> Result<Self> {
         let op = "cross_entropy backward";
-        let (x, t) = (self.f32(op)?, t.i64(op)?);
+        let (x, t) = (self.f32_widened(op)?, t.i64(op)?);
         let stats = match stats {
             Some(s) => s.f32(op)?.to_vec(),
-            None => cross_entropy_fwd_stats(x, t, rows, cols)?.1,
+            None => cross_entropy_fwd_stats(&x, t, rows, cols)?.1,
         };
         let g_row = vec![g.f32(op)?[0] / rows as f32; rows];
-        Ok(CpuStorage::F32(cross_entropy_bwd_stats(
-            x, t, &stats, &g_row, rows, cols,
-        )?))
+        let dx = cross_entropy_bwd_stats(&x, t, &stats, &g_row, rows, cols)?;
+        // the logits' dtype, rounded once
+        Ok(CpuStorage::from_f32_vec(dx, self.dtype()))
     }
 }
 

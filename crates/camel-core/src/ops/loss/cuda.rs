@@ -1,12 +1,16 @@
 //! The cross-entropy on the GPU: the loss ladder (`kernels/loss`). At its top step the mean
 //! over the rows is fused into the kernel, one launch each way; below it, per-row kernels are
-//! followed by a sum and a scale.
+//! followed by a sum and a scale. f16 and bf16 logits run the top step's kernels, which widen
+//! each logit as they load it (and round the gradient once as they store it); at the other
+//! steps, and for rows longer than those kernels hold, the logits widen with the cast kernel
+//! and the f32 path runs, its gradient rounded once.
 
 use super::LossKernels;
-use crate::backend::cuda::{err_slot, expect, like, CudaStorage, Family};
+use crate::backend::cuda::{elem, err_slot, expect, like, CudaStorage, Family};
 use crate::config::step;
 use crate::ops::elementwise::{BinaryOp, ElementwiseKernels, UnaryOp};
 use crate::ops::reduce::{ReduceKernels, ReduceOp};
+use crate::ops::shape::ShapeKernels;
 use crate::{DType, Result};
 use camel_cuda::kernels::{self as k, ladder::Step};
 
@@ -17,6 +21,12 @@ impl LossKernels for CudaStorage {
         rows: usize,
         cols: usize,
     ) -> Result<(Self, Option<Self>)> {
+        if self.dtype.is_half() {
+            if let Some(r) = cross_entropy_mean_fwd_half(self, t, rows, cols)? {
+                return Ok(r);
+            }
+            return self.cast(DType::F32)?.cross_entropy_mean(t, rows, cols);
+        }
         if let Some((mean, stats)) = cross_entropy_mean_fwd(self, t, rows, cols)? {
             return Ok((mean, Some(stats)));
         }
@@ -34,6 +44,17 @@ impl LossKernels for CudaStorage {
         rows: usize,
         cols: usize,
     ) -> Result<Self> {
+        if self.dtype.is_half() {
+            if let (Step::Four, Some(s)) = (step(Family::CrossEntropy), stats) {
+                if let Some(dx) = cross_entropy_mean_bwd_half(self, t, s, g, rows, cols)? {
+                    return Ok(dx);
+                }
+            }
+            let dx = self
+                .cast(DType::F32)?
+                .cross_entropy_mean_bwd(t, stats, g, rows, cols)?;
+            return dx.cast(self.dtype);
+        }
         if let (Step::Four, Some(s)) = (step(Family::CrossEntropy), stats) {
             return cross_entropy_mean_bwd(self, t, s, g, rows, cols);
         }
@@ -206,4 +227,56 @@ fn cross_entropy_mean_bwd(
         err,
     )?;
     Ok(out)
+}
+
+/// The mean cross-entropy of 16-bit logits in one kernel (step 4's, reading the logits in their
+/// dtype): `Some((mean, Some(stats)))`, both f32; `None` where it does not apply (another step,
+/// no classes, rows longer than the 16-bit kernels hold).
+#[allow(clippy::type_complexity)]
+fn cross_entropy_mean_fwd_half(
+    x: &CudaStorage,
+    t: &CudaStorage,
+    rows: usize,
+    cols: usize,
+) -> Result<Option<(CudaStorage, Option<CudaStorage>)>> {
+    if step(Family::CrossEntropy) != Step::Four
+        || rows == 0
+        || cols == 0
+        || cols > k::softmax::SOFTMAX3_MAX_COLS
+    {
+        return Ok(None);
+    }
+    expect("cross_entropy", t, DType::I64)?;
+    let mean = like(x, 1, DType::F32)?;
+    let stats = like(x, 2 * rows, DType::F32)?;
+    let err = err_slot(&x.dev)?;
+    let ptrs = [x.ptr(), t.ptr(), mean.ptr(), stats.ptr()];
+    if !k::loss::fused_mean_typed(&x.dev, ptrs, rows, cols, err, elem(x.dtype))? {
+        return Ok(None);
+    }
+    Ok(Some((mean, Some(stats))))
+}
+
+/// Gradient of [`cross_entropy_mean_fwd_half`]'s mean, in the logits' dtype: `None` for rows
+/// longer than the 16-bit kernels hold.
+fn cross_entropy_mean_bwd_half(
+    x: &CudaStorage,
+    t: &CudaStorage,
+    stats: &CudaStorage,
+    g: &CudaStorage,
+    rows: usize,
+    cols: usize,
+) -> Result<Option<CudaStorage>> {
+    expect("cross_entropy backward", t, DType::I64)?;
+    expect("cross_entropy backward", g, DType::F32)?;
+    if cols > k::softmax::SOFTMAX3_MAX_COLS {
+        return Ok(None);
+    }
+    let out = like(x, rows * cols, x.dtype)?;
+    let err = err_slot(&x.dev)?;
+    let ptrs = [x.ptr(), t.ptr(), stats.ptr(), g.ptr(), out.ptr()];
+    if !k::loss::fused_mean_bwd_typed(&x.dev, ptrs, rows, cols, err, elem(x.dtype))? {
+        return Ok(None);
+    }
+    Ok(Some(out))
 }

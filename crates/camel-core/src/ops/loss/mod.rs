@@ -1,9 +1,10 @@
 //! Losses: cross-entropy (fused with log-softmax, integer targets, mean over the rows) and mean
 //! squared error (composed of other ops). Each backend computes the cross-entropy's mean its own
 //! way (`cpu.rs`; `cuda.rs` runs the loss ladder's step, which may fuse the mean into the
-//! kernel); the op has one path on every device.
+//! kernel); the op has one path on every device. The cross-entropy takes f32, f16 and bf16
+//! logits and computes in f32 whatever their dtype.
 
-use super::{expect_f32, same_device, same_dtype};
+use super::{expect_float, same_device, same_dtype};
 use crate::autocast::{autocast_dtype, via_f32_autocast};
 use crate::storage::{dispatch, Storage};
 use crate::{DType, Error, Result, Tensor};
@@ -67,11 +68,11 @@ impl Storage {
 impl Tensor {
     /// Mean cross-entropy of `[n, classes]` logits against i64 class indices `[n]`.
     /// Stable for any finite logits; a target outside `0..classes` is an error.
+    /// f16 and bf16 logits compute in f32 (the loss is their mean in f32, rounded once to the
+    /// logits' dtype outside an autocast scope and kept f32 inside one); their gradient computes
+    /// in f32 and rounds once.
     pub fn cross_entropy(&self, targets: &Tensor) -> Result<Tensor> {
-        if self.dtype().is_half() {
-            return via_f32_autocast(self, |x| x.cross_entropy(targets));
-        }
-        expect_f32("cross_entropy", self)?;
+        expect_float("cross_entropy", self)?;
         same_device("cross_entropy", self, targets)?;
         if targets.dtype() != DType::I64 {
             return Err(Error::DTypeMismatch {
@@ -98,22 +99,20 @@ impl Tensor {
             .cross_entropy_mean(&*targets.storage()?, rows, cols)?;
         let x = self.detach();
         let t = targets.clone();
-        Ok(Tensor::from_op(
-            mean,
-            vec![],
-            "cross_entropy",
-            &[self],
-            move |g| {
-                let gs = x.storage()?.cross_entropy_mean_bwd(
-                    &*t.storage()?,
-                    stats.as_ref(),
-                    &*g.storage()?,
-                    rows,
-                    cols,
-                )?;
-                Ok(vec![Some(Tensor::from_storage(gs, vec![rows, cols]))])
-            },
-        ))
+        let loss = Tensor::from_op(mean, vec![], "cross_entropy", &[self], move |g| {
+            let gs = x.storage()?.cross_entropy_mean_bwd(
+                &*t.storage()?,
+                stats.as_ref(),
+                &*g.storage()?,
+                rows,
+                cols,
+            )?;
+            Ok(vec![Some(Tensor::from_storage(gs, vec![rows, cols]))])
+        });
+        if self.dtype().is_half() && autocast_dtype().is_none() {
+            return loss.to_dtype(self.dtype());
+        }
+        Ok(loss)
     }
 
     /// Mean squared error `mean((self − target)²)`; shapes must be equal.

@@ -2,27 +2,29 @@
 
 use super::SoftmaxKernels;
 use crate::backend::cpu::CpuStorage;
-use crate::Result;
+use crate::{Error, Result};
 
 impl SoftmaxKernels for CpuStorage {
+    /// In the input's dtype: f16 and bf16 widen to f32 and the result rounds once.
     fn softmax_last(&self, rows: usize, cols: usize, log: bool) -> Result<Self> {
-        Ok(CpuStorage::F32(softmax_last(
-            self.f32("softmax")?,
-            rows,
-            cols,
-            log,
-        )))
+        let x = self.f32_widened("softmax")?;
+        let y = softmax_last(&x, rows, cols, log);
+        Ok(CpuStorage::from_f32_vec(y, self.dtype()))
     }
 
+    /// In `y`'s dtype (`g` of the same): computed in f32 from the widened `y` and `g`, `dx`
+    /// rounded once.
     fn softmax_last_bwd(&self, g: &Self, rows: usize, cols: usize, log: bool) -> Result<Self> {
         let op = "softmax backward";
-        Ok(CpuStorage::F32(softmax_last_bwd(
-            self.f32(op)?,
-            g.f32(op)?,
-            rows,
-            cols,
-            log,
-        )))
+        if g.dtype() != self.dtype() {
+            return Err(Error::DTypeMismatch {
+                op,
+                expected: self.dtype(),
+                got: g.dtype(),
+            });
+        }
+        let dx = softmax_last_bwd(&self.f32_widened(op)?, &g.f32_widened(op)?, rows, cols, log);
+        Ok(CpuStorage::from_f32_vec(dx, self.dtype()))
     }
 }
 

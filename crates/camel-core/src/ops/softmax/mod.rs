@@ -1,7 +1,10 @@
 //! Softmax and log-softmax along the last dimension (max-subtracted, so stable for any logits).
+//! f16 and bf16 rows compute in f32 and round each output once, in the input's dtype (inside an
+//! autocast scope they widen and return f32, `autocast.rs`); the backward computes in f32 from
+//! the rounded output and rounds the gradient once.
 
-use super::expect_f32;
-use crate::autocast::via_f32_autocast;
+use super::expect_float;
+use crate::autocast::{autocast_dtype, via_f32_autocast};
 use crate::storage::{dispatch, Storage};
 use crate::{Error, Result, Tensor};
 
@@ -47,10 +50,10 @@ impl Tensor {
 
     /// `exp(x) / Σ exp(x)` over the last dim.
     pub fn softmax(&self) -> Result<Tensor> {
-        if self.dtype().is_half() {
+        if self.dtype().is_half() && autocast_dtype().is_some() {
             return via_f32_autocast(self, |x| x.softmax());
         }
-        expect_f32("softmax", self)?;
+        expect_float("softmax", self)?;
         let (rows, cols) = self.rows_cols("softmax")?;
         let s = self.storage()?.softmax_last(rows, cols, false)?;
         let y = Tensor::from_storage(s, self.shape().to_vec());
@@ -67,10 +70,10 @@ impl Tensor {
 
     /// `x − log Σ exp(x)` over the last dim.
     pub fn log_softmax(&self) -> Result<Tensor> {
-        if self.dtype().is_half() {
+        if self.dtype().is_half() && autocast_dtype().is_some() {
             return via_f32_autocast(self, |x| x.log_softmax());
         }
-        expect_f32("log_softmax", self)?;
+        expect_float("log_softmax", self)?;
         let (rows, cols) = self.rows_cols("log_softmax")?;
         let s = self.storage()?.softmax_last(rows, cols, true)?;
         let y = Tensor::from_storage(s, self.shape().to_vec());
