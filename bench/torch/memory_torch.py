@@ -117,6 +117,17 @@ y = torch.rand(n, device=dev) * 4 - 2
 z = torch.empty(n, device=dev)
 out("copy 2^28", lambda i: z.copy_(x))
 out("relu 2^28", lambda i: torch.relu(x))
+for r, c in [(16384, 65), (1024, 16384)]:
+    k = sets(2 * r * c)
+    xs = [v.bfloat16().requires_grad_(True) for v in rand(k, r, c)]
+    t = torch.randint(0, c, (r,), device=dev)
+    out(f"cross_entropy_bf16 {r}x{c}", lambda i: F.cross_entropy(xs[i], t), k)
+    losses = [F.cross_entropy(v, t) for v in xs]
+    out(f"cross_entropy_bwd_bf16 {r}x{c}",
+        lambda i: torch.autograd.grad(losses[i], xs[i], retain_graph=True), k)
+    del xs, losses
+    torch.cuda.empty_cache()
+
 out("scale 2^28", lambda i: torch.mul(x, 0.37, out=z))
 out("gelu 2^28", lambda i: F.gelu(x, approximate="tanh"))
 out("add 2^28", lambda i: torch.add(x, y, out=z))
@@ -149,6 +160,22 @@ for r, c in [(16384, 1024), (4096, 4096), (65536, 65)]:
     out(f"log_softmax {r}x{c}", lambda i: torch.log_softmax(xs[i], -1), k)
     out(f"log_softmax_bwd {r}x{c}",
         lambda i: torch.ops.aten._log_softmax_backward_data(gs[i], ls[i], -1, torch.float32), k)
+    del xs, gs, ys, ls
+    torch.cuda.empty_cache()
+
+# softmax of bf16 rows (PyTorch computes in f32 and rounds the output; its backward reads the
+# bf16 output)
+for r, c in [(16384, 1024), (65536, 65)]:
+    k = sets(4 * r * c)
+    xs, gs = [v.bfloat16() for v in rand(k, r, c)], [v.bfloat16() for v in rand(k, r, c)]
+    ys = [torch.softmax(v, -1) for v in xs]
+    ls = [torch.log_softmax(v, -1) for v in xs]
+    out(f"softmax_bf16 {r}x{c}", lambda i: torch.softmax(xs[i], -1), k)
+    out(f"softmax_bwd_bf16 {r}x{c}",
+        lambda i: torch.ops.aten._softmax_backward_data(gs[i], ys[i], -1, torch.bfloat16), k)
+    out(f"log_softmax_bf16 {r}x{c}", lambda i: torch.log_softmax(xs[i], -1), k)
+    out(f"log_softmax_bwd_bf16 {r}x{c}",
+        lambda i: torch.ops.aten._log_softmax_backward_data(gs[i], ls[i], -1, torch.bfloat16), k)
     del xs, gs, ys, ls
     torch.cuda.empty_cache()
 

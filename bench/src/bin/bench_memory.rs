@@ -248,6 +248,19 @@ fn buf(dev: &CudaDevice, n: usize, v: f32) -> Result<Buffer> {
     Ok(b)
 }
 
+/// `k` buffers of `n` pseudo-random bf16 values (`rand_bufs`'s, rounded by the cast kernel).
+fn bf16_bufs(dev: &CudaDevice, k: usize, n: usize, seed: u64) -> Result<Vec<Buffer>> {
+    use camel_cuda::kernels::shape::{cast, Elem};
+    (0..k)
+        .map(|i| {
+            let f = rand_buf(dev, n, seed + 1000 * i as u64)?;
+            let h = dev.alloc(2 * n)?;
+            cast(dev, f.ptr(), h.ptr(), n, Elem::F32, Elem::BF16)?;
+            Ok(h)
+        })
+        .collect()
+}
+
 /// Pseudo-random values in [-2, 2) from a tiny LCG (no host RNG needed at these sizes).
 fn rand_buf(dev: &CudaDevice, n: usize, seed: u64) -> Result<Buffer> {
     let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
@@ -481,6 +494,60 @@ fn run() -> Result<()> {
         }
     }
 
+    // ---- softmax of bf16 rows: step 3's 16-bit kernels, which read and write 2 bytes an
+    // element, and `_widened`, what the op ran without them (the cast to f32, the f32 kernel,
+    // the cast back: three launches), the same op's bytes counted for both
+    {
+        use camel_cuda::kernels::shape::{self as sh, Elem};
+        for (r, c) in [(16384usize, 1024usize), (65536, 65)] {
+            let (size, n) = (format!("{r}x{c}"), r * c);
+            let e = n as f64;
+            let k = sets(4 * n);
+            let (xs, gs) = (bf16_bufs(d, k, n, 31)?, bf16_bufs(d, k, n, 32)?);
+            let (ys, dxs) = (bf16_bufs(d, k, n, 33)?, bf16_bufs(d, k, n, 34)?);
+            let (xf, yf, gf) = (buf(d, n, 0.0)?, buf(d, n, 0.0)?, buf(d, n, 0.0)?);
+            let (pxf, pyf, pgf) = (xf.ptr(), yf.ptr(), gf.ptr());
+            let p = |v: &[Buffer], i: usize| -> DevPtr { v[i].ptr() };
+            let (bf, f32_) = (Elem::BF16, Elem::F32);
+            for log in [false, true] {
+                let op = if log { "log_softmax" } else { "softmax" };
+                b.row(&format!("{op}_bf16"), &size, 3, 4.0 * e, k, &mut |i| {
+                    softmax::warp_registers_typed(d, p(&xs, i), p(&ys, i), r, c, log, bf)
+                        .map(|_| ())
+                })?;
+                b.row(
+                    &format!("{op}_bf16_widened"),
+                    &size,
+                    3,
+                    4.0 * e,
+                    k,
+                    &mut |i| {
+                        sh::cast(d, p(&xs, i), pxf, n, bf, f32_)?;
+                        softmax::warp_registers(d, pxf, pyf, r, c, log)?;
+                        sh::cast(d, pyf, p(&ys, i), n, f32_, bf)
+                    },
+                )?;
+                b.row(&format!("{op}_bwd_bf16"), &size, 3, 6.0 * e, k, &mut |i| {
+                    let ptrs = [p(&ys, i), p(&gs, i), p(&dxs, i)];
+                    softmax::warp_registers_bwd_typed(d, ptrs, r, c, log, bf).map(|_| ())
+                })?;
+                b.row(
+                    &format!("{op}_bwd_bf16_widened"),
+                    &size,
+                    3,
+                    6.0 * e,
+                    k,
+                    &mut |i| {
+                        sh::cast(d, p(&ys, i), pyf, n, bf, f32_)?;
+                        sh::cast(d, p(&gs, i), pgf, n, bf, f32_)?;
+                        softmax::warp_registers_bwd(d, pyf, pgf, pxf, r, c, log)?;
+                        sh::cast(d, pxf, p(&dxs, i), n, f32_, bf)
+                    },
+                )?;
+            }
+        }
+    }
+
     // ---- the scaled, causally masked softmax of attention scores at GPT-mini's recipe: 64
     // sequences × 6 heads × 256 queries, 256 keys (rotated by the forward's footprint, x and y)
     {
@@ -633,6 +700,66 @@ fn run() -> Result<()> {
         b.row("cross_entropy_bwd+mean", &size, 4, 8.0 * e, k, &mut |i| {
             loss::fused_mean_bwd(d, p(&xs, i), pt, p(&st, i), pg1, p(&dxs, i), r, c, pe)
         })?;
+    }
+
+    // ---- the cross-entropy of bf16 logits with its mean: step 4's 16-bit kernels (2 bytes a
+    // logit read, and written backward) and `_widened` (the cast to f32 first, and backward the
+    // f32 gradient cast back), the same op's bytes counted for both
+    {
+        use camel_cuda::kernels::shape::{self as sh, Elem};
+        let (bf, f32_) = (Elem::BF16, Elem::F32);
+        for (r, c) in [(16384usize, 65usize), (1024, 16384)] {
+            let (size, n) = (format!("{r}x{c}"), r * c);
+            let e = n as f64;
+            let k = sets(2 * n);
+            let (xs, dxs) = (bf16_bufs(d, k, n, 41)?, bf16_bufs(d, k, n, 42)?);
+            let (xf, dxf) = (buf(d, n, 0.0)?, buf(d, n, 0.0)?);
+            let tg = idx_buf(d, r, c, 43)?;
+            let (means, st) = (bufs(d, k, 1, 0.0)?, bufs(d, k, 2 * r, 0.0)?);
+            let g1 = buf(d, 1, 1.0)?;
+            let err = d.alloc(32)?;
+            d.memset_zero(&err)?;
+            let (pt, pg1, pe, pxf, pdxf) = (tg.ptr(), g1.ptr(), err.ptr(), xf.ptr(), dxf.ptr());
+            let p = |v: &[Buffer], i: usize| -> DevPtr { v[i].ptr() };
+            b.row("cross_entropy_bf16+mean", &size, 4, 2.0 * e, k, &mut |i| {
+                let ptrs = [p(&xs, i), pt, p(&means, i), p(&st, i)];
+                loss::fused_mean_typed(d, ptrs, r, c, pe, bf).map(|_| ())
+            })?;
+            b.row(
+                "cross_entropy_bf16_widened+mean",
+                &size,
+                4,
+                2.0 * e,
+                k,
+                &mut |i| {
+                    sh::cast(d, p(&xs, i), pxf, n, bf, f32_)?;
+                    loss::fused_mean(d, pxf, pt, p(&means, i), p(&st, i), r, c, pe)
+                },
+            )?;
+            b.row(
+                "cross_entropy_bwd_bf16+mean",
+                &size,
+                4,
+                4.0 * e,
+                k,
+                &mut |i| {
+                    let ptrs = [p(&xs, i), pt, p(&st, i), pg1, p(&dxs, i)];
+                    loss::fused_mean_bwd_typed(d, ptrs, r, c, pe, bf).map(|_| ())
+                },
+            )?;
+            b.row(
+                "cross_entropy_bwd_bf16_widened+mean",
+                &size,
+                4,
+                4.0 * e,
+                k,
+                &mut |i| {
+                    sh::cast(d, p(&xs, i), pxf, n, bf, f32_)?;
+                    loss::fused_mean_bwd(d, pxf, pt, p(&st, i), pg1, pdxf, r, c, pe)?;
+                    sh::cast(d, pdxf, p(&dxs, i), n, f32_, bf)
+                },
+            )?;
+        }
     }
 
     // ---- embedding: 2^28 / 768 tokens into a GPT-2 sized table; and 2^20 elements (16384
