@@ -76,10 +76,10 @@ LAYERNORM3_BWD(1, 32)
 // the 64 sums in y order from shared memory: the same order on every run. The kernel is bound by
 // its latency (a cold round trip to DRAM, the barrier and the ordered sum), not by its number of
 // blocks, hence the sum inside the backward where the grid allows.
-extern "C" __global__ void __launch_bounds__(512) layernorm3_param_grad_f32(const float* __restrict__ partial,
-                                                                            float* __restrict__ dgamma,
-                                                                            float* __restrict__ dbeta,
-                                                                            long long nblocks, long long cols) {
+// T: the element type of dγ and dβ (each sum rounds once as stored): layernorm3_param_grad_{dtype}.
+template <typename T>
+__device__ __forceinline__ void ln3_param_grad(const float* __restrict__ partial, T* __restrict__ dgamma,
+                                               T* __restrict__ dbeta, long long nblocks, long long cols) {
     CAMEL_PDL_WAIT();
     __shared__ float part[64][9];
     const long long k = (long long)blockIdx.x * 8 + threadIdx.x;  // index into [dγ | dβ]
@@ -96,6 +96,16 @@ extern "C" __global__ void __launch_bounds__(512) layernorm3_param_grad_f32(cons
         float t = 0.0f;
 #pragma unroll
         for (int y = 0; y < 64; ++y) t += part[y][threadIdx.x];
-        (k < cols ? dgamma : dbeta)[k < cols ? k : k - cols] = t;
+        (k < cols ? dgamma : dbeta)[k < cols ? k : k - cols] = camel::from_float<T>(t);
     }
 }
+
+#define LAYERNORM3_PARAM_GRAD(T, SUF)                                                                      \
+    extern "C" __global__ void __launch_bounds__(512) layernorm3_param_grad_##SUF(                         \
+        const float* __restrict__ partial, T* __restrict__ dgamma, T* __restrict__ dbeta, long long nblocks, \
+        long long cols) {                                                                                  \
+        ln3_param_grad<T>(partial, dgamma, dbeta, nblocks, cols);                                          \
+    }
+LAYERNORM3_PARAM_GRAD(float, f32)
+LAYERNORM3_PARAM_GRAD(__half, f16)
+LAYERNORM3_PARAM_GRAD(__nv_bfloat16, bf16)

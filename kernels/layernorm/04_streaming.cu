@@ -7,22 +7,27 @@
 // warp's shuffle sum plus its partner's, met in shared memory behind one __syncthreads per round
 // of rows (`ln3_bwd_row`). Everything else is step 3's: the block's partial row from one slice per
 // pair, the column sum fused when the grid is all resident (else step 3's
-// layernorm3_param_grad_f32). With programmatic dependent launch the kernel asks L2 for its first
+// layernorm3_param_grad_{dtype}). With programmatic dependent launch the kernel asks L2 for its first
 // 4 rows of x and g before the PDL wait and triggers its successor right after it
 // (common/pdl.cuh), and the launcher gives it the fewest blocks that keep the rounds
 // (bwd_blocks).
 
 #include "layernorm/layernorm.cuh"
 
-// Kernel names: layernorm4_fwd_v{VEC}_n{NV}_f32 (the launchers build the same names).
-#define LAYERNORM4(VEC, NV)                                                                                \
-    extern "C" __global__ void __launch_bounds__(256) layernorm4_fwd_v##VEC##_n##NV##_f32(                 \
-        const float* __restrict__ x, const float* __restrict__ gamma, const float* __restrict__ beta,      \
-        float* __restrict__ y, float* __restrict__ mean, float* __restrict__ rstd, long long rows,          \
+// Kernel names: layernorm4_fwd_v{VEC}_n{NV}_{dtype}, dtype the element type of x, γ, β and y
+// (f32, f16 or bf16; the launchers build the same names).
+#define LAYERNORM4_T(VEC, NV, T, SUF)                                                                      \
+    extern "C" __global__ void __launch_bounds__(256) layernorm4_fwd_v##VEC##_n##NV##_##SUF(               \
+        const T* __restrict__ x, const T* __restrict__ gamma, const T* __restrict__ beta,                  \
+        T* __restrict__ y, float* __restrict__ mean, float* __restrict__ rstd, long long rows,              \
         long long cols, float eps) {                                                                        \
         CAMEL_PDL_WAIT();                                                                                   \
-        ln3_fwd_row<VEC, NV, true>(x, gamma, beta, y, mean, rstd, rows, cols, eps);                        \
+        ln3_fwd_row<VEC, NV, true, T>(x, gamma, beta, y, mean, rstd, rows, cols, eps);                     \
     }
+#define LAYERNORM4(VEC, NV)                                                                                \
+    LAYERNORM4_T(VEC, NV, float, f32)                                                                      \
+    LAYERNORM4_T(VEC, NV, __half, f16)                                                                     \
+    LAYERNORM4_T(VEC, NV, __nv_bfloat16, bf16)
 
 LAYERNORM4(4, 1)
 LAYERNORM4(4, 2)
@@ -38,25 +43,30 @@ LAYERNORM4(1, 16)
 LAYERNORM4(1, 24)
 LAYERNORM4(1, 32)
 
-// Kernel names: layernorm4_bwd_v{VEC}_n{NV}_f32 (NV loads of VEC floats per thread, a row of up
-// to 64·VEC·NV columns; the launcher builds the same name). Blocks of 256 threads (4 pairs),
-// dynamic shared memory 4 pairs × 2 × 64·VEC·NV floats (24 KiB at 768 columns).
-#define LAYERNORM4_BWD(VEC, NV)                                                                            \
+// Kernel names: layernorm4_bwd_v{VEC}_n{NV}_{dtype} (NV loads of VEC elements per thread, a row of
+// up to 64·VEC·NV columns; dtype that of x, γ, g, dx, dγ and dβ; the launcher builds the same
+// name). Blocks of 256 threads (4 pairs), dynamic shared memory 4 pairs × 2 × 64·VEC·NV floats
+// (24 KiB at 768 columns).
+#define LAYERNORM4_BWD_T(VEC, NV, T, SUF)                                                                  \
     extern "C" __global__ void __launch_bounds__(256, 2)                                                   \
-        layernorm4_bwd_v##VEC##_n##NV##_f32(const float* __restrict__ x, const float* __restrict__ gamma,   \
-                                            const float* __restrict__ g, const float* __restrict__ mean,   \
-                                            const float* __restrict__ rstd, float* __restrict__ dx,        \
-                                            float* __restrict__ partial, long long rows, long long cols,   \
-                                            float* __restrict__ dgamma, float* __restrict__ dbeta,         \
-                                            int* counters) {                                               \
+        layernorm4_bwd_v##VEC##_n##NV##_##SUF(const T* __restrict__ x, const T* __restrict__ gamma,         \
+                                              const T* __restrict__ g, const float* __restrict__ mean,     \
+                                              const float* __restrict__ rstd, T* __restrict__ dx,          \
+                                              float* __restrict__ partial, long long rows, long long cols, \
+                                              T* __restrict__ dgamma, T* __restrict__ dbeta,               \
+                                              int* counters) {                                             \
         if (threadIdx.x == 0) { /* the block's first round: 4 rows of x and of g (kernels/common/pdl.cuh) */     \
             camel::l2_prefetch_rows(x, (long long)blockIdx.x * 4, 4, rows, cols);                          \
             camel::l2_prefetch_rows(g, (long long)blockIdx.x * 4, 4, rows, cols);                          \
         }                                                                                                  \
         CAMEL_PDL_WAIT();                                                                                  \
         CAMEL_PDL_TRIGGER();                                                                               \
-        ln3_bwd<VEC, NV, 64>(x, gamma, g, mean, rstd, dx, partial, rows, cols, dgamma, dbeta, counters);   \
+        ln3_bwd<VEC, NV, 64, T>(x, gamma, g, mean, rstd, dx, partial, rows, cols, dgamma, dbeta, counters); \
     }
+#define LAYERNORM4_BWD(VEC, NV)                                                                            \
+    LAYERNORM4_BWD_T(VEC, NV, float, f32)                                                                  \
+    LAYERNORM4_BWD_T(VEC, NV, __half, f16)                                                                 \
+    LAYERNORM4_BWD_T(VEC, NV, __nv_bfloat16, bf16)
 LAYERNORM4_BWD(4, 1)
 LAYERNORM4_BWD(4, 2)
 LAYERNORM4_BWD(4, 3)

@@ -9,31 +9,25 @@
 #include "common/rows.cuh"
 
 // CS: streaming loads of x and stores of y (step 4 of the forward; step 3 is CS = false).
-template <int VEC, int NV, bool CS = false>
-__device__ __forceinline__ void ln3_fwd_row(const float* __restrict__ x, const float* __restrict__ gamma,
-                                            const float* __restrict__ beta, float* __restrict__ y,
+// T: the element type of x, γ, β and y (float, __half, __nv_bfloat16), widened to f32 as loaded,
+// y rounded once as stored (rows.cuh's ldv and stv); mean and rstd are f32 whatever T.
+template <int VEC, int NV, bool CS = false, typename T = float>
+__device__ __forceinline__ void ln3_fwd_row(const T* __restrict__ x, const T* __restrict__ gamma,
+                                            const T* __restrict__ beta, T* __restrict__ y,
                                             float* __restrict__ mean, float* __restrict__ rstd, long long rows,
                                             long long cols, float eps) {
     long long r = camel::group_row<true>();
     if (r >= rows) return;  // whole warps: a warp owns a row
     const int lane = threadIdx.x % 32;
-    const float* xr = x + r * cols;
-    float* yr = y + r * cols;
+    const T* xr = x + r * cols;
+    T* yr = y + r * cols;
     float v[NV * VEC];
     float s = 0.0f;
 #pragma unroll
     for (int i = 0; i < NV; ++i) {
         const long long c = (long long)(i * 32 + lane) * VEC;
         if (c < cols) {
-            if (VEC == 4) {
-                float4 q = camel::ld4<CS>(xr + c);
-                v[4 * i] = q.x;
-                v[4 * i + 1] = q.y;
-                v[4 * i + 2] = q.z;
-                v[4 * i + 3] = q.w;
-            } else {
-                v[i] = camel::ld1<CS>(xr + c);
-            }
+            camel::ldv<CS, VEC>(xr + c, v + VEC * i);
         } else {
 #pragma unroll
             for (int k = 0; k < VEC; ++k) v[VEC * i + k] = 0.0f;
@@ -59,14 +53,12 @@ __device__ __forceinline__ void ln3_fwd_row(const float* __restrict__ x, const f
     for (int i = 0; i < NV; ++i) {
         const long long c = (long long)(i * 32 + lane) * VEC;
         if (c < cols) {
-            if (VEC == 4) {
-                float4 g = *reinterpret_cast<const float4*>(gamma + c), b = *reinterpret_cast<const float4*>(beta + c);
-                const float* w = v + 4 * i;
-                camel::st4<CS>(yr + c, make_float4((w[0] - mu) * rs * g.x + b.x, (w[1] - mu) * rs * g.y + b.y,
-                                                   (w[2] - mu) * rs * g.z + b.z, (w[3] - mu) * rs * g.w + b.w));
-            } else {
-                camel::st1<CS>(yr + c, (v[i] - mu) * rs * gamma[c] + beta[c]);
-            }
+            float g[VEC], b[VEC], o[VEC];
+            camel::ldv<false, VEC>(gamma + c, g);
+            camel::ldv<false, VEC>(beta + c, b);
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) o[k] = (v[VEC * i + k] - mu) * rs * g[k] + b[k];
+            camel::stv<CS, VEC>(yr + c, o);
         }
     }
     if (lane == 0) {
@@ -84,10 +76,11 @@ __device__ __forceinline__ void ln3_fwd_row(const float* __restrict__ x, const f
 // yet (it would first have to pass the next row's barrier, which the partner reaches only after
 // reading). Both warps add the two halves in the same order: the same bits. t: the thread's
 // index in its group; `active` false: a pair past the last row (no store). wreg: step 4's γ.
-template <int VEC, int NV, int G = 32>
+// T: the element type of γ and dx (dx rounds once as stored).
+template <int VEC, int NV, int G = 32, typename T = float>
 __device__ __forceinline__ void ln3_bwd_row(float (&xv)[NV * VEC], float (&gv)[NV * VEC], float (&ag)[NV * VEC],
-                                            float (&ab)[NV * VEC], const float* __restrict__ gamma,
-                                            float* __restrict__ dr, float mu, float rs, float inv_cols,
+                                            float (&ab)[NV * VEC], const T* __restrict__ gamma,
+                                            T* __restrict__ dr, float mu, float rs, float inv_cols,
                                             long long cols, int t, float2 (*xch)[2] = nullptr, int par = 0,
                                             bool active = true, const float* wreg = nullptr) {
     // x → x̂, g → ĝ = g·γ in place; dγ, dβ need g and x̂ only, so they accumulate here
@@ -100,11 +93,8 @@ __device__ __forceinline__ void ln3_bwd_row(float (&xv)[NV * VEC], float (&gv)[N
             if (G == 64) {  // step 4: this thread's γ, loaded once before its first row
 #pragma unroll
                 for (int k = 0; k < VEC; ++k) wv[k] = wreg[VEC * i + k];
-            } else if (VEC == 4) {
-                float4 q = *reinterpret_cast<const float4*>(gamma + c);  // L1/L2: γ is small
-                wv[0] = q.x, wv[1 % VEC] = q.y, wv[2 % VEC] = q.z, wv[3 % VEC] = q.w;
             } else {
-                wv[0] = gamma[c];
+                camel::ldv<false, VEC>(gamma + c, wv);  // L1/L2: γ is small
             }
 #pragma unroll
             for (int k = 0; k < VEC; ++k) {
@@ -139,11 +129,7 @@ __device__ __forceinline__ void ln3_bwd_row(float (&xv)[NV * VEC], float (&gv)[N
             float o[VEC];
 #pragma unroll
             for (int k = 0; k < VEC; ++k) o[k] = rs * (gv[VEC * i + k] - s1 - xv[VEC * i + k] * s2);
-            if (VEC == 4) {
-                *reinterpret_cast<float4*>(dr + c) = make_float4(o[0], o[1 % VEC], o[2 % VEC], o[3 % VEC]);
-            } else {
-                dr[c] = o[0];
-            }
+            camel::stv<false, VEC>(dr + c, o);
         }
     }
 }
@@ -190,10 +176,11 @@ __device__ __forceinline__ void ln3_bwd_block_partial(const float (&ag)[NV * VEC
 // [dγ | dβ] (one 32-byte sector of every partial row): thread t the partial rows b ≡ t / 8
 // (mod 32) of entry t % 8, then thread t < 8 adds the 32 sums in order. The same order on every
 // run (deterministic). Blocks of 256 threads. `counters` (2 ints) are zero at launch and left
-// zero: the last block past the wait resets them.
-
-__device__ __forceinline__ void ln3_fused_colsum(const float* __restrict__ partial, float* __restrict__ dgamma,
-                                                 float* __restrict__ dbeta, int* counters, long long cols) {
+// zero: the last block past the wait resets them. T: the element type of dγ and dβ (each sum
+// rounds once as stored).
+template <typename T>
+__device__ __forceinline__ void ln3_fused_colsum(const float* __restrict__ partial, T* __restrict__ dgamma,
+                                                 T* __restrict__ dbeta, int* counters, long long cols) {
     __shared__ float red[32][9];
     __threadfence();  // this block's partial row is visible before it counts itself in
     __syncthreads();
@@ -218,8 +205,8 @@ __device__ __forceinline__ void ln3_fused_colsum(const float* __restrict__ parti
             float tot = 0.0f;
 #pragma unroll
             for (int r = 0; r < 32; ++r) tot += red[r][t];
-            if (e < cols) dgamma[e] = tot;
-            else dbeta[e - cols] = tot;
+            if (e < cols) dgamma[e] = camel::from_float<T>(tot);
+            else dbeta[e - cols] = camel::from_float<T>(tot);
         }
         __syncthreads();
     }
@@ -230,12 +217,14 @@ __device__ __forceinline__ void ln3_fused_colsum(const float* __restrict__ parti
 }
 
 // The backward of steps 3 (G = 32: a warp per row) and 4 (G = 64: a pair of warps per row).
-template <int VEC, int NV, int G = 32>
-__device__ __forceinline__ void ln3_bwd(const float* __restrict__ x, const float* __restrict__ gamma,
-                                        const float* __restrict__ g, const float* __restrict__ mean,
-                                        const float* __restrict__ rstd, float* __restrict__ dx,
+// T: the element type of x, γ, g, dx, dγ and dβ (widened as loaded, rounded once as stored); the
+// statistics and the partial rows are f32.
+template <int VEC, int NV, int G = 32, typename T = float>
+__device__ __forceinline__ void ln3_bwd(const T* __restrict__ x, const T* __restrict__ gamma,
+                                        const T* __restrict__ g, const float* __restrict__ mean,
+                                        const float* __restrict__ rstd, T* __restrict__ dx,
                                         float* __restrict__ partial, long long rows, long long cols,
-                                        float* __restrict__ dgamma, float* __restrict__ dbeta, int* counters) {
+                                        T* __restrict__ dgamma, T* __restrict__ dbeta, int* counters) {
     static_assert(G == 32 || G == 64, "a warp or a pair of warps per row");
     constexpr int PER_LANE = NV * VEC;         // floats of a row a thread holds
     extern __shared__ __align__(16) float ln3_slices[];  // groups × 2 × G·PER_LANE: their dγ/dβ
@@ -254,7 +243,7 @@ __device__ __forceinline__ void ln3_bwd(const float* __restrict__ x, const float
 #pragma unroll
             for (int k = 0; k < VEC; ++k) {
                 const long long c = (long long)(i * G + t) * VEC + k;
-                wg[VEC * i + k] = c < cols ? gamma[c] : 0.0f;
+                wg[VEC * i + k] = c < cols ? camel::to_float(gamma[c]) : 0.0f;
             }
         }
     }
@@ -266,8 +255,8 @@ __device__ __forceinline__ void ln3_bwd(const float* __restrict__ x, const float
     for (long long r0 = first; r0 < rows; r0 += stride, par ^= 1) {
         const long long r = G == 64 ? r0 + w : r0;
         const bool active = G == 32 || r < rows;
-        const float* xr = x + r * cols;
-        const float* gr = g + r * cols;
+        const T* xr = x + r * cols;
+        const T* gr = g + r * cols;
         const float mu = active ? mean[r] : 0.0f, rs = active ? rstd[r] : 0.0f;
         float xv[PER_LANE], gv[PER_LANE];
         // element j·VEC + k of a thread is column (j·G + t)·VEC + k: each load instruction of a
@@ -276,21 +265,14 @@ __device__ __forceinline__ void ln3_bwd(const float* __restrict__ x, const float
         for (int i = 0; i < NV; ++i) {
             const long long c = (long long)(i * G + t) * VEC;
             if (active && c < cols) {
-                if (VEC == 4) {
-                    float4 a = *reinterpret_cast<const float4*>(xr + c);
-                    float4 b = *reinterpret_cast<const float4*>(gr + c);
-                    xv[4 * i] = a.x, xv[4 * i + 1] = a.y, xv[4 * i + 2] = a.z, xv[4 * i + 3] = a.w;
-                    gv[4 * i] = b.x, gv[4 * i + 1] = b.y, gv[4 * i + 2] = b.z, gv[4 * i + 3] = b.w;
-                } else {
-                    xv[i] = xr[c];
-                    gv[i] = gr[c];
-                }
+                camel::ldv<false, VEC>(xr + c, xv + VEC * i);
+                camel::ldv<false, VEC>(gr + c, gv + VEC * i);
             } else {
 #pragma unroll
                 for (int k = 0; k < VEC; ++k) xv[VEC * i + k] = gv[VEC * i + k] = 0.0f;
             }
         }
-        ln3_bwd_row<VEC, NV, G>(xv, gv, ag, ab, gamma, dx + r * cols, mu, rs, inv_cols, cols, t,
+        ln3_bwd_row<VEC, NV, G, T>(xv, gv, ag, ab, gamma, dx + r * cols, mu, rs, inv_cols, cols, t,
                                 xch[G == 64 ? w : 0], par, active, wg);
     }
     ln3_bwd_block_partial<VEC, NV, G>(ag, ab, ln3_slices, partial, cols);

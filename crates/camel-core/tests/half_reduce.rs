@@ -350,6 +350,86 @@ fn cross_entropy_of_16_bit_logits_computes_in_f32() {
     }
 }
 
+/// LayerNorm with x, γ and β all f16 or bf16 at awkward row lengths (past the rows its 16-bit
+/// kernels hold too): y is the f64 layer norm of the 16-bit values rounded once, and dx, dγ and
+/// dβ the f64 backward of the 16-bit x, γ and upstream gradient, each rounded once.
+#[test]
+fn layer_norm_in_16_bits_rounds_each_output_once() {
+    let (rows, eps) = (3usize, 1e-5f32);
+    for dtype in [DType::F16, DType::BF16] {
+        for cols in [1usize, 7, 127, 768, 1000, 1025] {
+            let n = rows * cols;
+            let x = round(&rand_vec(n, -3.0, 3.0, 50 + cols as u64), dtype);
+            let gamma = round(&rand_vec(cols, 0.5, 1.5, 51), dtype);
+            let beta = round(&rand_vec(cols, -0.5, 0.5, 52), dtype);
+            let w = round(&rand_vec(n, -1.0, 1.0, 53 + cols as u64), dtype);
+            // f64 references
+            let (mut y, mut dx) = (vec![0.0; n], vec![0.0; n]);
+            let (mut dx_err, mut dg, mut db) = (vec![0.0; n], vec![0.0; cols], vec![0.0; cols]);
+            let (mut dg_err, mut db_err) = (vec![0.0; cols], vec![0.0; cols]);
+            for r in 0..rows {
+                let xr: Vec<f64> = x[r * cols..(r + 1) * cols]
+                    .iter()
+                    .map(|&v| v as f64)
+                    .collect();
+                let m = xr.iter().sum::<f64>() / cols as f64;
+                let v = xr.iter().map(|a| (a - m) * (a - m)).sum::<f64>() / cols as f64;
+                let rs = 1.0 / (v + eps as f64).sqrt();
+                let xh: Vec<f64> = xr.iter().map(|a| (a - m) * rs).collect();
+                let gh: Vec<f64> = (0..cols)
+                    .map(|c| w[r * cols + c] as f64 * gamma[c] as f64)
+                    .collect();
+                let s1 = gh.iter().sum::<f64>() / cols as f64;
+                let s2 = gh.iter().zip(&xh).map(|(a, b)| a * b).sum::<f64>() / cols as f64;
+                let a1 = gh.iter().map(|a| a.abs()).sum::<f64>() / cols as f64;
+                let a2 = gh.iter().zip(&xh).map(|(a, b)| (a * b).abs()).sum::<f64>() / cols as f64;
+                for c in 0..cols {
+                    let i = r * cols + c;
+                    y[i] = xh[c] * gamma[c] as f64 + beta[c] as f64;
+                    dx[i] = rs * (gh[c] - s1 - xh[c] * s2);
+                    dx_err[i] = 1e-5 * rs * (gh[c].abs() + a1 + xh[c].abs() * a2);
+                    dg[c] += w[i] as f64 * xh[c];
+                    db[c] += w[i] as f64;
+                    dg_err[c] += 1e-5 * (w[i] as f64 * xh[c]).abs();
+                    db_err[c] += 1e-5 * (w[i] as f64).abs();
+                }
+            }
+            for dev in devices() {
+                let what = |o: &str| format!("{dev} {dtype} layer_norm {o} [{rows}, {cols}]");
+                let leaf = |v: &[f32], shape: &[usize]| {
+                    on(v, shape, dtype, dev).requires_grad_(true).unwrap()
+                };
+                let (xt, gt, bt) = (
+                    leaf(&x, &[rows, cols]),
+                    leaf(&gamma, &[cols]),
+                    leaf(&beta, &[cols]),
+                );
+                let out = xt.layer_norm(&gt, &bt, eps).unwrap();
+                assert_rounded(&what("y"), &out, &y, dtype, |v| 1e-5 * (1.0 + v.abs()));
+                let wt = on(&w, &[rows, cols], dtype, dev);
+                out.mul(&wt).unwrap().sum().unwrap().backward().unwrap();
+                for (name, t, want, err) in [
+                    ("dx", &xt, &dx, &dx_err),
+                    ("dgamma", &gt, &dg, &dg_err),
+                    ("dbeta", &bt, &db, &db_err),
+                ] {
+                    let got = t.grad().unwrap();
+                    assert_eq!(got.dtype(), dtype, "{}", what(name));
+                    for (i, g) in got.to_vec().unwrap().into_iter().enumerate() {
+                        let tol = ulp(want[i], dtype) + err[i] + 1e-7;
+                        assert!(
+                            (g as f64 - want[i]).abs() <= tol,
+                            "{} [{i}]: got {g}, reference {}, bound {tol:e}",
+                            what(name),
+                            want[i]
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Gradients come back in the input's dtype: the f32 gradient of the widened input, rounded once.
 #[test]
 fn gradients_come_back_in_the_input_dtype() {

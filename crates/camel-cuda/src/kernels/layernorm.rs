@@ -5,7 +5,8 @@
 //! (`row_registers_bwd`: a warp per row) and 4 (`warp_pair_bwd`: a pair of warps per
 //! row); the backend's steps 1 and 2 share step 2.
 
-use super::rows::{aligned16, ROW_THREADS};
+use super::rows::{aligned, aligned16, ROW_THREADS};
+use super::shape::Elem;
 use super::{launch, launch_elems, launch_warp_rows};
 use crate::{CudaDevice, DevPtr, Dim3, Error, Kernel, KernelArg, LaunchConfig, Result};
 
@@ -119,22 +120,56 @@ fn layernorm_regs_fwd(
     cols: usize,
     eps: f32,
 ) -> Result<()> {
-    let [x, gamma, beta, y, mean, rstd] = p;
-    if rows == 0 || cols == 0 {
-        return Ok(());
-    }
-    let vec = cols % 4 == 0 && aligned16(&[x, gamma, beta, y]);
-    let Some((vw, nv)) = layernorm3_shape(cols, vec) else {
+    if !layernorm_regs_fwd_typed(dev, prefix, p, rows, cols, eps, Elem::F32)? {
+        let [x, gamma, beta, y, mean, rstd] = p;
         return warp_welford(dev, x, gamma, beta, y, mean, rstd, rows, cols, eps);
+    }
+    Ok(())
+}
+
+/// Step 4's forward with `x`, γ, β and `y` of any float dtype `elem` (`layernorm4_fwd_*_{f32,
+/// f16,bf16}`: each element widens to f32 as it loads, `y` rounds once as it is stored; `mean`
+/// and `rstd` are f32). `Ok(false)`, launching nothing, for rows longer than 1024 columns,
+/// which have f32 kernels only. `p` is `[x, γ, β, y, mean, rstd]`.
+pub fn streaming_typed(
+    dev: &CudaDevice,
+    p: [DevPtr; 6],
+    rows: usize,
+    cols: usize,
+    eps: f32,
+    elem: Elem,
+) -> Result<bool> {
+    layernorm_regs_fwd_typed(dev, "layernorm4_fwd", p, rows, cols, eps, elem)
+}
+
+/// [`layernorm_regs_fwd`] in `elem`: `Ok(false)` where the row does not fit the registers.
+fn layernorm_regs_fwd_typed(
+    dev: &CudaDevice,
+    prefix: &str,
+    p: [DevPtr; 6],
+    rows: usize,
+    cols: usize,
+    eps: f32,
+    elem: Elem,
+) -> Result<bool> {
+    let [x, gamma, beta, y, ..] = p;
+    if rows == 0 || cols == 0 {
+        return Ok(true);
+    }
+    let vec = cols % 4 == 0 && aligned(&[x, gamma, beta, y], 4 * elem.bytes());
+    let Some((vw, nv)) = layernorm3_shape(cols, vec) else {
+        return Ok(false);
     };
-    let name = super::rows::KernelName::new(format_args!("{prefix}_v{vw}_n{nv}_f32"));
+    let sfx = elem.suffix();
+    let name = super::rows::KernelName::new(format_args!("{prefix}_v{vw}_n{nv}_{sfx}"));
     let name = name.as_str();
     let module = if prefix == "layernorm4_fwd" {
         STEP4
     } else {
         STEP3
     };
-    forward(dev, module, name, p, rows, cols, eps)
+    forward(dev, module, name, p, rows, cols, eps)?;
+    Ok(true)
 }
 
 launchers! {
@@ -200,7 +235,7 @@ launchers! {
         let vec = cols % 4 == 0 && aligned16(&[x, gamma, g, dx]);
         let shape = layernorm3_shape(cols, vec).map(|(vw, nv)| (3, 32, vw, nv));
         let p = [x, gamma, g, mean, rstd, dx, dgamma, dbeta];
-        regs_bwd(dev, shape, p, rows, cols)
+        regs_bwd(dev, shape, p, rows, cols, Elem::F32)
     }
 
     /// Step 4 of [`warp_welford_bwd`] (same arguments and outputs; the backend's default): step 3
@@ -211,8 +246,29 @@ launchers! {
         let vec = cols % 4 == 0 && aligned16(&[x, gamma, g, dx]);
         let shape = layernorm4_bwd_shape(cols, vec).map(|(vw, nv)| (4, 64, vw, nv));
         let p = [x, gamma, g, mean, rstd, dx, dgamma, dbeta];
-        regs_bwd(dev, shape, p, rows, cols)
+        regs_bwd(dev, shape, p, rows, cols, Elem::F32)
     }
+}
+
+/// Step 4's backward with `x`, γ, `g`, `dx`, dγ and dβ of any float dtype `elem`
+/// (`layernorm4_bwd_*_{f32,f16,bf16}`: computed in f32 from the widened elements, every output
+/// rounded once; the statistics and the partial rows are f32). `Ok(false)`, launching nothing,
+/// for rows longer than 1024 columns (f32 kernels only). `p` is `[x, γ, g, mean, rstd, dx, dγ,
+/// dβ]`.
+pub fn warp_pair_bwd_typed(
+    dev: &CudaDevice,
+    p: [DevPtr; 8],
+    rows: usize,
+    cols: usize,
+    elem: Elem,
+) -> Result<bool> {
+    let [x, gamma, g, _, _, dx, ..] = p;
+    let vec = cols % 4 == 0 && aligned(&[x, gamma, g, dx], 4 * elem.bytes());
+    let Some((vw, nv)) = layernorm4_bwd_shape(cols, vec) else {
+        return Ok(cols == 0);
+    };
+    regs_bwd(dev, Some((4, 64, vw, nv)), p, rows, cols, elem)?;
+    Ok(true)
 }
 
 /// Step 4's `(VEC, NV)` for rows of `cols`: a pair of warps per row, `NV` loads of `VEC` floats
@@ -229,6 +285,7 @@ fn regs_bwd(
     p: [DevPtr; 8],
     rows: usize,
     cols: usize,
+    elem: Elem,
 ) -> Result<()> {
     if cols == 0 {
         return Ok(());
@@ -237,7 +294,8 @@ fn regs_bwd(
     let Some((step, group, vw, nv)) = shape else {
         return warp_welford_bwd(dev, x, gamma, g, mean, rstd, dx, dgamma, dbeta, rows, cols);
     };
-    let name = super::rows::KernelName::new(format_args!("layernorm{step}_bwd_v{vw}_n{nv}_f32"));
+    let sfx = elem.suffix();
+    let name = super::rows::KernelName::new(format_args!("layernorm{step}_bwd_v{vw}_n{nv}_{sfx}"));
     let name = name.as_str();
     let k = dev.function(if step == 4 { STEP4 } else { STEP3 }, name)?;
     // Dynamic shared memory: each group's dγ/dβ slice for the block's partial row (48 KiB at
@@ -265,7 +323,7 @@ fn regs_bwd(
     } else {
         DevPtr::NULL
     };
-    launch_rows_bwd(dev, &k, cfg, p, rows, cols, counters)
+    launch_rows_bwd(dev, &k, cfg, p, rows, cols, counters, elem)
 }
 
 /// Blocks for the backward's grid-stride loop over `rows`, `groups` rows a block a round, at most
@@ -290,6 +348,7 @@ fn fused_colsum_on() -> bool {
 /// `counters` (2 zeroed device ints, [`CudaDevice::counters`]; only for a grid that is all
 /// resident at once) the kernel sums the partial rows into `dgamma` and `dbeta` itself; with
 /// [`DevPtr::NULL`] the column-sum kernel runs after it. `p` as in [`regs_bwd`].
+#[allow(clippy::too_many_arguments)]
 fn launch_rows_bwd(
     dev: &CudaDevice,
     k: &Kernel,
@@ -298,6 +357,7 @@ fn launch_rows_bwd(
     rows: usize,
     cols: usize,
     counters: DevPtr,
+    elem: Elem,
 ) -> Result<()> {
     let [x, gamma, g, mean, rstd, dx, dgamma, dbeta] = p;
     let blocks = cfg.grid.x as usize;
@@ -306,20 +366,21 @@ fn launch_rows_bwd(
     let args: [&dyn KernelArg; 12] = [
         &x, &gamma, &g, &mean, &rstd, &dx, &part, &r, &c, &dgamma, &dbeta, &counters,
     ];
-    // SAFETY: the caller passes a `layernorm{3,4}_bwd_*(const float* ×5, float*, float*, long
-    // long, long long, float*, float*, int*)` kernel with its configuration (dynamic shared
-    // memory for every warp's dγ/dβ slice); `partial` holds 2 × blocks × cols floats, one row of
-    // each per block of the grid; `counters`, when not null, 2 zeroed ints and a grid all
-    // resident.
+    // SAFETY: the caller passes a `layernorm{3,4}_bwd_*(const T* ×3, const float* ×2, T*, float*,
+    // long long, long long, T*, T*, int*)` kernel with its configuration (dynamic shared memory
+    // for every warp's dγ/dβ slice), T the element type of `elem`; `partial` holds 2 × blocks ×
+    // cols floats, one row of each per block of the grid; `counters`, when not null, 2 zeroed
+    // ints and a grid all resident.
     unsafe { dev.launch(k, cfg, &args)? };
     if counters != DevPtr::NULL {
         return Ok(());
     }
-    layernorm3_param_grad(dev, partial.ptr(), dgamma, dbeta, blocks, cols)
+    layernorm3_param_grad(dev, partial.ptr(), dgamma, dbeta, blocks, cols, elem)
 }
 
 /// The column sum of `blocks` partial rows of dγ and dβ (`partial`: `[2, blocks, cols]`) into
-/// `dgamma` and `dbeta`, in a fixed order (`layernorm3_param_grad_f32`; steps 3 and 4).
+/// `dgamma` and `dbeta` of `elem`, in a fixed order (`layernorm3_param_grad_{f32,f16,bf16}`;
+/// steps 3 and 4).
 fn layernorm3_param_grad(
     dev: &CudaDevice,
     partial: DevPtr,
@@ -327,14 +388,18 @@ fn layernorm3_param_grad(
     dbeta: DevPtr,
     blocks: usize,
     cols: usize,
+    elem: Elem,
 ) -> Result<()> {
     let cfg = LaunchConfig::new(Dim3::x((2 * cols).div_ceil(8) as u32), Dim3::xyz(8, 64, 1));
     let (b, c) = (blocks as i64, cols as i64);
-    // SAFETY: matches `layernorm3_param_grad_f32(const float*, float*, float*, long long, long long)`;
+    // SAFETY: matches `layernorm3_param_grad_{dtype}(const float*, T*, T*, long long, long long)`,
+    // T the element type of `elem`;
     // blocks of 8 × 64 as the kernel assumes, 8 outputs a block.
     unsafe {
         let args: [&dyn KernelArg; 5] = [&partial, &dgamma, &dbeta, &b, &c];
-        launch(dev, STEP3, "layernorm3_param_grad_f32", cfg, &args)
+        let name =
+            super::rows::KernelName::new(format_args!("layernorm3_param_grad_{}", elem.suffix()));
+        launch(dev, STEP3, name.as_str(), cfg, &args)
     }
 }
 
@@ -448,7 +513,16 @@ mod tests {
             include_str!("../../../../kernels/layernorm/03_row_registers.cu"),
             include_str!("../../../../kernels/layernorm/04_streaming.cu"),
         );
-        assert!(src.contains("layernorm4_fwd_v##VEC##_n##NV##_f32("));
+        assert!(src.contains("layernorm4_fwd_v##VEC##_n##NV##_##SUF("));
+        for (ty, sfx) in [
+            ("float", "f32"),
+            ("__half", "f16"),
+            ("__nv_bfloat16", "bf16"),
+        ] {
+            assert!(src.contains(&format!("LAYERNORM4_T(VEC, NV, {ty}, {sfx})")));
+            assert!(src.contains(&format!("LAYERNORM4_BWD_T(VEC, NV, {ty}, {sfx})")));
+            assert!(src.contains(&format!("LAYERNORM3_PARAM_GRAD({ty}, {sfx})")));
+        }
         for cols in 1..=1100 {
             for vec in [false, true] {
                 if vec && cols % 4 != 0 {

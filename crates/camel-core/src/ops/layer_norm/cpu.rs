@@ -2,9 +2,11 @@
 
 use super::LayerNormKernels;
 use crate::backend::cpu::CpuStorage;
-use crate::Result;
+use crate::{Error, Result};
 
 impl LayerNormKernels for CpuStorage {
+    /// In the input's dtype (γ and β of the same): f16 and bf16 widen to f32 and `y` rounds
+    /// once; the statistics are f32.
     fn layer_norm_fwd(
         &self,
         gamma: &Self,
@@ -14,17 +16,20 @@ impl LayerNormKernels for CpuStorage {
         eps: f32,
     ) -> Result<(Self, Self, Self)> {
         let op = "layer_norm";
+        same_dtype(op, self, &[gamma, beta])?;
         let (y, m, r) = layer_norm_fwd(
-            self.f32(op)?,
-            gamma.f32(op)?,
-            beta.f32(op)?,
+            &self.f32_widened(op)?,
+            &gamma.f32_widened(op)?,
+            &beta.f32_widened(op)?,
             rows,
             cols,
             eps,
         );
-        Ok((CpuStorage::F32(y), CpuStorage::F32(m), CpuStorage::F32(r)))
+        let y = CpuStorage::from_f32_vec(y, self.dtype());
+        Ok((y, CpuStorage::F32(m), CpuStorage::F32(r)))
     }
 
+    /// In `x`'s dtype (γ and `g` of the same): computed in f32, each gradient rounded once.
     fn layer_norm_bwd(
         &self,
         gamma: &Self,
@@ -35,20 +40,34 @@ impl LayerNormKernels for CpuStorage {
         cols: usize,
     ) -> Result<(Self, Self, Self)> {
         let op = "layer_norm backward";
+        same_dtype(op, self, &[gamma, g])?;
         let (dx, dg, db) = layer_norm_bwd(
-            self.f32(op)?,
-            gamma.f32(op)?,
-            g.f32(op)?,
+            &self.f32_widened(op)?,
+            &gamma.f32_widened(op)?,
+            &g.f32_widened(op)?,
             mean.f32(op)?,
             rstd.f32(op)?,
             rows,
             cols,
         );
+        let dt = self.dtype();
         Ok((
-            CpuStorage::F32(dx),
-            CpuStorage::F32(dg),
-            CpuStorage::F32(db),
+            CpuStorage::from_f32_vec(dx, dt),
+            CpuStorage::from_f32_vec(dg, dt),
+            CpuStorage::from_f32_vec(db, dt),
         ))
+    }
+}
+
+/// Error naming `op` unless every storage of `others` has `x`'s dtype.
+fn same_dtype(op: &'static str, x: &CpuStorage, others: &[&CpuStorage]) -> Result<()> {
+    match others.iter().find(|s| s.dtype() != x.dtype()) {
+        Some(s) => Err(Error::DTypeMismatch {
+            op,
+            expected: x.dtype(),
+            got: s.dtype(),
+        }),
+        None => Ok(()),
     }
 }
 

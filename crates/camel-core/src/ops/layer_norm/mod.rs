@@ -1,6 +1,6 @@
 //! LayerNorm over the last dimension, with learned gain and bias.
 
-use super::{expect_f32, same_device, same_dtype};
+use super::{expect_float, same_device, same_dtype};
 use crate::autocast::{autocast_dtype, via_f32_autocast};
 use crate::storage::{dispatch, Storage};
 use crate::{DType, Error, Result, Tensor};
@@ -67,23 +67,26 @@ impl Tensor {
     /// `(x − mean) / √(var + eps) · gamma + beta` over the last dim (biased variance, as
     /// PyTorch's `layer_norm`); `gamma` and `beta` have shape `[last dim]`. The forward saves
     /// each row's mean and 1/√(var + eps); the backward gives dx, dgamma and dbeta in one pass.
+    /// f16 and bf16 (the three of one dtype) compute in f32 and round each output once, in
+    /// their dtype; inside an autocast scope they widen and the result is f32.
     pub fn layer_norm(&self, gamma: &Tensor, beta: &Tensor, eps: f32) -> Result<Tensor> {
         let op = "layer_norm";
         if [self, gamma, beta].iter().any(|t| t.dtype().is_half()) {
-            // outside an autocast scope the three share one dtype
-            if autocast_dtype().is_none() {
-                same_dtype(op, self, gamma)?;
-                same_dtype(op, self, beta)?;
+            if autocast_dtype().is_some() {
+                // inside an autocast scope: widened, and the result stays f32
+                let widen = |t: &Tensor| match t.dtype().is_half() {
+                    true => t.to_dtype(DType::F32),
+                    false => Ok(t.clone()),
+                };
+                let (g, b) = (widen(gamma)?, widen(beta)?);
+                return via_f32_autocast(self, |x| x.layer_norm(&g, &b, eps));
             }
-            let widen = |t: &Tensor| match t.dtype().is_half() {
-                true => t.to_dtype(DType::F32),
-                false => Ok(t.clone()),
-            };
-            let (g, b) = (widen(gamma)?, widen(beta)?);
-            return via_f32_autocast(self, |x| x.layer_norm(&g, &b, eps));
+            // outside one the three share one dtype, and the kernels read it
+            same_dtype(op, self, gamma)?;
+            same_dtype(op, self, beta)?;
         }
         for t in [self, gamma, beta] {
-            expect_f32(op, t)?;
+            expect_float(op, t)?;
         }
         same_device(op, self, gamma)?;
         same_device(op, self, beta)?;
