@@ -220,6 +220,17 @@ out("layernorm_bwd 16384x768",
 del xs, gs, stats
 torch.cuda.empty_cache()
 
+xs = [v.bfloat16() for v in rand(sets(4 * r * c), r, c)]
+gs = [v.bfloat16() for v in rand(len(xs), r, c)]
+wb, bbb = w.bfloat16(), bb.bfloat16()
+stats = [torch.ops.aten.native_layer_norm(v, [c], wb, bbb, 1e-5)[1:] for v in xs]
+out("layernorm_bf16 16384x768", lambda i: torch.ops.aten.native_layer_norm(xs[i], [c], wb, bbb, 1e-5), len(xs))
+out("layernorm_bwd_bf16 16384x768",
+    lambda i: torch.ops.aten.native_layer_norm_backward(gs[i], xs[i], [c], stats[i][0], stats[i][1], wb, bbb,
+                                                        [True, True, True]), len(xs))
+del xs, gs, stats
+torch.cuda.empty_cache()
+
 for r, c in [(16384, 65), (4096, 50257)]:
     k = sets(4 * r * c)
     xs = [v.requires_grad_(True) for v in rand(k, r, c)]

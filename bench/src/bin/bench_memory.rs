@@ -643,6 +643,90 @@ fn run() -> Result<()> {
         }
     }
 
+    // ---- LayerNorm of bf16 rows, 16384×768: step 4's 16-bit kernels (x, γ, β, y and the
+    // gradients in bf16; statistics f32) and `_widened` (casts to f32 around the f32 kernels),
+    // the same op's bytes counted for both
+    {
+        use camel_cuda::kernels::shape::{self as sh, Elem};
+        let (bf, f32_) = (Elem::BF16, Elem::F32);
+        let (r, c) = (16384usize, 768usize);
+        let n = r * c;
+        let e = n as f64;
+        let k = sets(4 * n);
+        let (xs, gs) = (bf16_bufs(d, k, n, 61)?, bf16_bufs(d, k, n, 62)?);
+        let (ys, dxs) = (bf16_bufs(d, k, n, 63)?, bf16_bufs(d, k, n, 64)?);
+        let (gm, bt) = (bf16_bufs(d, 1, c, 65)?, bf16_bufs(d, 1, c, 66)?);
+        let (dg, db) = (bf16_bufs(d, 1, c, 67)?, bf16_bufs(d, 1, c, 68)?);
+        let (means, rstds) = (bufs(d, k, r, 0.0)?, bufs(d, k, r, 0.0)?);
+        let (xf, yf, gf) = (buf(d, n, 0.0)?, buf(d, n, 0.0)?, buf(d, n, 0.0)?);
+        let (gmf, btf) = (buf(d, c, 0.0)?, buf(d, c, 0.0)?);
+        let (dgf, dbf) = (buf(d, c, 0.0)?, buf(d, c, 0.0)?);
+        let p = |v: &[Buffer], i: usize| -> DevPtr { v[i].ptr() };
+        let (pgm, pbt, pdg, pdb) = (gm[0].ptr(), bt[0].ptr(), dg[0].ptr(), db[0].ptr());
+        b.row("layernorm_bf16", "16384x768", 4, 4.0 * e, k, &mut |i| {
+            let q = [p(&xs, i), pgm, pbt, p(&ys, i), p(&means, i), p(&rstds, i)];
+            ln::streaming_typed(d, q, r, c, 1e-5, bf).map(|_| ())
+        })?;
+        b.row(
+            "layernorm_bf16_widened",
+            "16384x768",
+            4,
+            4.0 * e,
+            k,
+            &mut |i| {
+                sh::cast(d, p(&xs, i), xf.ptr(), n, bf, f32_)?;
+                sh::cast(d, pgm, gmf.ptr(), c, bf, f32_)?;
+                sh::cast(d, pbt, btf.ptr(), c, bf, f32_)?;
+                let (xp, yp, mp, rp) = (xf.ptr(), yf.ptr(), p(&means, i), p(&rstds, i));
+                ln::streaming(d, xp, gmf.ptr(), btf.ptr(), yp, mp, rp, r, c, 1e-5)?;
+                sh::cast(d, yf.ptr(), p(&ys, i), n, f32_, bf)
+            },
+        )?;
+        b.row("layernorm_bwd_bf16", "16384x768", 4, 6.0 * e, k, &mut |i| {
+            let q = [
+                p(&xs, i),
+                pgm,
+                p(&gs, i),
+                p(&means, i),
+                p(&rstds, i),
+                p(&dxs, i),
+                pdg,
+                pdb,
+            ];
+            ln::warp_pair_bwd_typed(d, q, r, c, bf).map(|_| ())
+        })?;
+        b.row(
+            "layernorm_bwd_bf16_widened",
+            "16384x768",
+            4,
+            6.0 * e,
+            k,
+            &mut |i| {
+                sh::cast(d, p(&xs, i), xf.ptr(), n, bf, f32_)?;
+                sh::cast(d, pgm, gmf.ptr(), c, bf, f32_)?;
+                sh::cast(d, p(&gs, i), gf.ptr(), n, bf, f32_)?;
+                let (mp, rp) = (p(&means, i), p(&rstds, i));
+                let (xp, gp, dxp) = (xf.ptr(), gf.ptr(), yf.ptr());
+                ln::warp_pair_bwd(
+                    d,
+                    xp,
+                    gmf.ptr(),
+                    gp,
+                    mp,
+                    rp,
+                    dxp,
+                    dgf.ptr(),
+                    dbf.ptr(),
+                    r,
+                    c,
+                )?;
+                sh::cast(d, yf.ptr(), p(&dxs, i), n, f32_, bf)?;
+                sh::cast(d, dgf.ptr(), pdg, c, f32_, bf)?;
+                sh::cast(d, dbf.ptr(), pdb, c, f32_, bf)
+            },
+        )?;
+    }
+
     // ---- cross-entropy: the per-row kernels of steps 1–3, then the whole loss with its mean
     // (step 3's kernels and the op's mean; step 4's one kernel), rotated by the logits' size
     for (r, c) in [(16384usize, 65usize), (4096, 50257)] {
