@@ -14,6 +14,10 @@
 //   training: dx = w·rstd·(g − Σg/m − x̂·Σg·x̂/m)       eval: dx = w·rstd·g.
 //
 // Eval forward: elementwise, y = (x − mean[c])·rstd[c]·w[c] + b[c] with the given statistics.
+//
+// Each kernel is a template over the element type T of x, y, g and dx (float, __half,
+// __nv_bfloat16; the names end in _f32, _f16, _bf16): elements widen to f32 as they are read and
+// each output rounds once; the weight, bias, statistics and their gradients are f32 whatever T.
 #include "common/rows.cuh"
 
 namespace {
@@ -72,18 +76,19 @@ __device__ __forceinline__ void block_welford(float& n, float& mu, float& m2) {
 
 // grid: C blocks (one per channel); block: a multiple of 32 threads, at most 1024 (32 warps:
 // block_welford's slots).
-extern "C" __global__ void batchnorm_fwd_f32(const float* __restrict__ x, const float* __restrict__ w,
-                                             const float* __restrict__ b, float* __restrict__ y,
-                                             float* __restrict__ mean, float* __restrict__ var, long long n,
-                                             long long C, long long hw, float eps) {
+template <typename T>
+__device__ __forceinline__ void batchnorm_fwd(const T* __restrict__ x, const float* __restrict__ w,
+                                              const float* __restrict__ b, T* __restrict__ y,
+                                              float* __restrict__ mean, float* __restrict__ var, long long n,
+                                              long long C, long long hw, float eps) {
     CAMEL_PDL_WAIT();
     const long long c = blockIdx.x;
     float cnt = 0.0f, mu = 0.0f, m2 = 0.0f;
-    for_channel(n, C, hw, c, [&](long long o) { camel::welford_add(cnt, mu, m2, x[o]); });
+    for_channel(n, C, hw, c, [&](long long o) { camel::welford_add(cnt, mu, m2, camel::to_float(x[o])); });
     block_welford(cnt, mu, m2);
     const float v = m2 / (float)(n * hw);
     const float a = w[c] / sqrtf(v + eps), sh = b[c];
-    for_channel(n, C, hw, c, [&](long long o) { y[o] = (x[o] - mu) * a + sh; });
+    for_channel(n, C, hw, c, [&](long long o) { y[o] = camel::from_float<T>((camel::to_float(x[o]) - mu) * a + sh); });
     if (threadIdx.x == 0) {
         mean[c] = mu;
         var[c] = v;
@@ -92,20 +97,21 @@ extern "C" __global__ void batchnorm_fwd_f32(const float* __restrict__ x, const 
 
 // grid: C blocks; block: a multiple of 32 threads. training: 1 for the batch-statistics backward,
 // 0 for eval's (mean and var constants).
-extern "C" __global__ void batchnorm_bwd_f32(const float* __restrict__ x, const float* __restrict__ w,
-                                             const float* __restrict__ g, const float* __restrict__ mean,
-                                             const float* __restrict__ var, float* __restrict__ dx,
-                                             float* __restrict__ dw, float* __restrict__ db, long long n,
-                                             long long C, long long hw, float eps, int training) {
+template <typename T>
+__device__ __forceinline__ void batchnorm_bwd(const T* __restrict__ x, const float* __restrict__ w,
+                                              const T* __restrict__ g, const float* __restrict__ mean,
+                                              const float* __restrict__ var, T* __restrict__ dx,
+                                              float* __restrict__ dw, float* __restrict__ db, long long n,
+                                              long long C, long long hw, float eps, int training) {
     CAMEL_PDL_WAIT();
     __shared__ float scratch[32];
     const long long c = blockIdx.x;
     const float mu = mean[c], rs = 1.0f / sqrtf(var[c] + eps);
     float sg = 0.0f, sgx = 0.0f;  // Σ g, Σ g·(x − mean)
     for_channel(n, C, hw, c, [&](long long o) {
-        const float gv = g[o];
+        const float gv = camel::to_float(g[o]);
         sg += gv;
-        sgx += gv * (x[o] - mu);
+        sgx += gv * (camel::to_float(x[o]) - mu);
     });
     sg = camel::group_sum<false>(sg, scratch);
     sgx = camel::group_sum<false>(sgx, scratch) * rs;  // Σ g·x̂
@@ -116,20 +122,48 @@ extern "C" __global__ void batchnorm_bwd_f32(const float* __restrict__ x, const 
     const float wr = w[c] * rs;
     if (training) {
         const float inv_m = 1.0f / (float)(n * hw), a = sg * inv_m, k = sgx * inv_m * rs;
-        for_channel(n, C, hw, c, [&](long long o) { dx[o] = wr * (g[o] - a - (x[o] - mu) * k); });
+        for_channel(n, C, hw, c, [&](long long o) {
+            dx[o] = camel::from_float<T>(wr * (camel::to_float(g[o]) - a - (camel::to_float(x[o]) - mu) * k));
+        });
     } else {
-        for_channel(n, C, hw, c, [&](long long o) { dx[o] = wr * g[o]; });
+        for_channel(n, C, hw, c, [&](long long o) { dx[o] = camel::from_float<T>(wr * camel::to_float(g[o])); });
     }
 }
 
 // A thread per element (grid-stride): y = (x − mean[c])/√(var[c] + eps)·w[c] + b[c].
-extern "C" __global__ void batchnorm_eval_f32(const float* __restrict__ x, const float* __restrict__ mean,
-                                              const float* __restrict__ var, const float* __restrict__ w,
-                                              const float* __restrict__ b, float* __restrict__ y, long long total,
-                                              long long C, long long hw, float eps) {
+template <typename T>
+__device__ __forceinline__ void batchnorm_eval(const T* __restrict__ x, const float* __restrict__ mean,
+                                               const float* __restrict__ var, const float* __restrict__ w,
+                                               const float* __restrict__ b, T* __restrict__ y, long long total,
+                                               long long C, long long hw, float eps) {
     CAMEL_PDL_WAIT();
     GRID_STRIDE_LOOP(k, total) {
         const long long c = (k / hw) % C;
-        y[k] = (x[k] - mean[c]) * (w[c] / sqrtf(var[c] + eps)) + b[c];
+        y[k] = camel::from_float<T>((camel::to_float(x[k]) - mean[c]) * (w[c] / sqrtf(var[c] + eps)) + b[c]);
     }
 }
+
+#define BATCHNORM(T, SUF)                                                                                   \
+    extern "C" __global__ void batchnorm_fwd_##SUF(const T* __restrict__ x, const float* __restrict__ w,     \
+                                                   const float* __restrict__ b, T* __restrict__ y,          \
+                                                   float* __restrict__ mean, float* __restrict__ var,       \
+                                                   long long n, long long C, long long hw, float eps) {     \
+        batchnorm_fwd<T>(x, w, b, y, mean, var, n, C, hw, eps);                                             \
+    }                                                                                                       \
+    extern "C" __global__ void batchnorm_bwd_##SUF(                                                         \
+        const T* __restrict__ x, const float* __restrict__ w, const T* __restrict__ g,                      \
+        const float* __restrict__ mean, const float* __restrict__ var, T* __restrict__ dx,                  \
+        float* __restrict__ dw, float* __restrict__ db, long long n, long long C, long long hw, float eps,   \
+        int training) {                                                                                     \
+        batchnorm_bwd<T>(x, w, g, mean, var, dx, dw, db, n, C, hw, eps, training);                          \
+    }                                                                                                       \
+    extern "C" __global__ void batchnorm_eval_##SUF(const T* __restrict__ x, const float* __restrict__ mean, \
+                                                    const float* __restrict__ var, const float* __restrict__ w, \
+                                                    const float* __restrict__ b, T* __restrict__ y,         \
+                                                    long long total, long long C, long long hw, float eps) { \
+        batchnorm_eval<T>(x, mean, var, w, b, y, total, C, hw, eps);                                        \
+    }
+
+BATCHNORM(float, f32)
+BATCHNORM(__half, f16)
+BATCHNORM(__nv_bfloat16, bf16)

@@ -6,20 +6,26 @@
 // Max pooling's rules (the CPU reference's too): padding is never the maximum; on ties the
 // first maximum in row-major window order wins; a NaN wins over any number, and the first NaN
 // over later ones. The saved index is the offset iy·w + ix in the input plane, as PyTorch's.
+//
+// Each kernel is a template over the element type T of x, y, dy and dx (float, __half,
+// __nv_bfloat16): elements widen to f32 as they are read (common/half.cuh), averages and
+// gradient sums run in f32, and each output rounds once. The names end in _f32, _f16 or _bf16.
 #include "common/common.cuh"
+#include "common/half.cuh"
 
 struct PoolArgs {
     long long n, c, h, w, kh, kw, sh, sw, ph, pw, oh, ow;
 };
 
-extern "C" __global__ void max_pool2d_f32(const float* __restrict__ x, float* __restrict__ y,
-                                          long long* __restrict__ idx, PoolArgs a) {
+template <typename T>
+__device__ __forceinline__ void max_pool2d(const T* __restrict__ x, T* __restrict__ y, long long* __restrict__ idx,
+                                           PoolArgs a) {
     CAMEL_PDL_WAIT();
     const long long total = a.n * a.c * a.oh * a.ow;
     GRID_STRIDE_LOOP(i, total) {
         const long long ox = i % a.ow, t = i / a.ow;
         const long long oy = t % a.oh, plane = t / a.oh;
-        const float* xp = x + plane * a.h * a.w;
+        const T* xp = x + plane * a.h * a.w;
         const long long y0 = oy * a.sh - a.ph, x0 = ox * a.sw - a.pw;
         float best = -INFINITY;
         long long bi = -1;
@@ -29,20 +35,21 @@ extern "C" __global__ void max_pool2d_f32(const float* __restrict__ x, float* __
             for (long long kx = 0; kx < a.kw; ++kx) {
                 const long long ix = x0 + kx;
                 if (ix < 0 || ix >= a.w) continue;
-                const float v = xp[iy * a.w + ix];
+                const float v = camel::to_float(xp[iy * a.w + ix]);
                 if (bi < 0 || v > best || (v != v && best == best)) {
                     best = v;
                     bi = iy * a.w + ix;
                 }
             }
         }
-        y[i] = best;
+        y[i] = camel::from_float<T>(best);  // a widened element: rounds back to itself
         idx[i] = bi;
     }
 }
 
-extern "C" __global__ void max_pool2d_bwd_f32(const float* __restrict__ dy, const long long* __restrict__ idx,
-                                              float* __restrict__ dx, PoolArgs a) {
+template <typename T>
+__device__ __forceinline__ void max_pool2d_bwd(const T* __restrict__ dy, const long long* __restrict__ idx,
+                                               T* __restrict__ dx, PoolArgs a) {
     CAMEL_PDL_WAIT();
     const long long total = a.n * a.c * a.h * a.w;
     GRID_STRIDE_LOOP(i, total) {
@@ -58,9 +65,9 @@ extern "C" __global__ void max_pool2d_bwd_f32(const float* __restrict__ dy, cons
         for (long long oy = oy0; oy <= oy1; ++oy)
             for (long long ox = ox0; ox <= ox1; ++ox) {
                 const long long o = base + oy * a.ow + ox;
-                if (idx[o] == me) s += dy[o];
+                if (idx[o] == me) s += camel::to_float(dy[o]);
             }
-        dx[i] = s;
+        dx[i] = camel::from_float<T>(s);
     }
 }
 
@@ -73,23 +80,24 @@ __device__ __forceinline__ float avg_divisor(const PoolArgs& a, long long oy, lo
     return (float)(hy * hx);
 }
 
-extern "C" __global__ void avg_pool2d_f32(const float* __restrict__ x, float* __restrict__ y, PoolArgs a, int cip) {
+template <typename T>
+__device__ __forceinline__ void avg_pool2d(const T* __restrict__ x, T* __restrict__ y, PoolArgs a, int cip) {
     CAMEL_PDL_WAIT();
     const long long total = a.n * a.c * a.oh * a.ow;
     GRID_STRIDE_LOOP(i, total) {
         const long long ox = i % a.ow, t = i / a.ow;
         const long long oy = t % a.oh, plane = t / a.oh;
-        const float* xp = x + plane * a.h * a.w;
+        const T* xp = x + plane * a.h * a.w;
         const long long y0 = oy * a.sh - a.ph, x0 = ox * a.sw - a.pw;
         float s = 0.f;
         for (long long iy = max(y0, 0LL); iy < min(y0 + a.kh, a.h); ++iy)
-            for (long long ix = max(x0, 0LL); ix < min(x0 + a.kw, a.w); ++ix) s += xp[iy * a.w + ix];
-        y[i] = s / avg_divisor(a, oy, ox, cip);
+            for (long long ix = max(x0, 0LL); ix < min(x0 + a.kw, a.w); ++ix) s += camel::to_float(xp[iy * a.w + ix]);
+        y[i] = camel::from_float<T>(s / avg_divisor(a, oy, ox, cip));
     }
 }
 
-extern "C" __global__ void avg_pool2d_bwd_f32(const float* __restrict__ dy, float* __restrict__ dx, PoolArgs a,
-                                              int cip) {
+template <typename T>
+__device__ __forceinline__ void avg_pool2d_bwd(const T* __restrict__ dy, T* __restrict__ dx, PoolArgs a, int cip) {
     CAMEL_PDL_WAIT();
     const long long total = a.n * a.c * a.h * a.w;
     GRID_STRIDE_LOOP(i, total) {
@@ -102,7 +110,29 @@ extern "C" __global__ void avg_pool2d_bwd_f32(const float* __restrict__ dy, floa
         const long long base = plane * a.oh * a.ow;
         float s = 0.f;
         for (long long oy = oy0; oy <= oy1; ++oy)
-            for (long long ox = ox0; ox <= ox1; ++ox) s += dy[base + oy * a.ow + ox] / avg_divisor(a, oy, ox, cip);
-        dx[i] = s;
+            for (long long ox = ox0; ox <= ox1; ++ox)
+                s += camel::to_float(dy[base + oy * a.ow + ox]) / avg_divisor(a, oy, ox, cip);
+        dx[i] = camel::from_float<T>(s);
     }
 }
+
+#define POOL(T, SUF)                                                                                        \
+    extern "C" __global__ void max_pool2d_##SUF(const T* __restrict__ x, T* __restrict__ y,                 \
+                                                long long* __restrict__ idx, PoolArgs a) {                  \
+        max_pool2d<T>(x, y, idx, a);                                                                        \
+    }                                                                                                       \
+    extern "C" __global__ void max_pool2d_bwd_##SUF(const T* __restrict__ dy, const long long* __restrict__ idx, \
+                                                    T* __restrict__ dx, PoolArgs a) {                       \
+        max_pool2d_bwd<T>(dy, idx, dx, a);                                                                  \
+    }                                                                                                       \
+    extern "C" __global__ void avg_pool2d_##SUF(const T* __restrict__ x, T* __restrict__ y, PoolArgs a, int cip) { \
+        avg_pool2d<T>(x, y, a, cip);                                                                        \
+    }                                                                                                       \
+    extern "C" __global__ void avg_pool2d_bwd_##SUF(const T* __restrict__ dy, T* __restrict__ dx, PoolArgs a,  \
+                                                    int cip) {                                              \
+        avg_pool2d_bwd<T>(dy, dx, a, cip);                                                                  \
+    }
+
+POOL(float, f32)
+POOL(__half, f16)
+POOL(__nv_bfloat16, bf16)

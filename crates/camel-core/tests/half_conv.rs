@@ -372,11 +372,11 @@ fn autocast_runs_an_f32_convolution_in_16_bits_with_f32_gradients() {
     }
 }
 
-/// Pooling and batch norm of a 16-bit input run the f32 kernels on the widened input and round
-/// the output once: bit for bit what the explicit widening gives, in the input's dtype; 16-bit
-/// max pooling returns input values exactly.
+/// Pooling and batch norm of a 16-bit input compute in f32 and round the output once: bit for
+/// bit what the f32 op on the explicitly widened input gives, rounded to the input's dtype,
+/// forward and backward; 16-bit max pooling returns input values exactly.
 #[test]
-fn pooling_and_batch_norm_take_16_bit_inputs_through_f32() {
+fn pooling_and_batch_norm_compute_16_bit_inputs_in_f32() {
     let shape = [3, 5, 9, 7];
     let n: usize = shape.iter().product();
     let x = rand_vec(n, -2.0, 2.0, 11);
@@ -413,6 +413,29 @@ fn pooling_and_batch_norm_take_16_bit_inputs_through_f32() {
                 assert!(
                     a.iter().zip(&e).all(|(p, q)| p.to_bits() == q.to_bits()),
                     "{what}: differs from the f32 op on the widened input"
+                );
+                // backward: the upstream gradient u (16-bit values) into both, the f32 gradient
+                // rounded once against the 16-bit one
+                let u = rand_vec(want.numel(), -1.0, 1.0, 13);
+                let uh = half(&u, want.shape(), dev, dtype);
+                let xg = half(&x, &shape, dev, dtype).requires_grad_(true).unwrap();
+                let xf = xg.detach().to_dtype(DType::F32).unwrap();
+                let xf = xf.requires_grad_(true).unwrap();
+                let uf = uh.to_dtype(DType::F32).unwrap();
+                for (x, u) in [(&xg, &uh), (&xf, &uf)] {
+                    f(x, &g, &b)
+                        .and_then(|y| y.mul(u))
+                        .and_then(|y| y.sum())
+                        .and_then(|s| s.backward())
+                        .unwrap_or_else(|e| panic!("{what} backward: {e}"));
+                }
+                let dh = xg.grad().unwrap();
+                assert_eq!(dh.dtype(), dtype, "{what} backward");
+                let df = xf.grad().unwrap().to_dtype(dtype).unwrap();
+                let (a, e) = (dh.to_vec().unwrap(), df.to_vec().unwrap());
+                assert!(
+                    a.iter().zip(&e).all(|(p, q)| p.to_bits() == q.to_bits()),
+                    "{what}: the gradient differs from the f32 op's on the widened input"
                 );
             }
             // every maximum is one of the input's values, and its gradient lands there

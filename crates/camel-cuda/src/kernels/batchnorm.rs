@@ -1,8 +1,11 @@
 //! Launchers for `kernels/batchnorm/` (one PTX module per ladder step): BatchNorm per channel of
 //! `[n, c, hw]`. Step 1 (`block_per_channel`): a block per channel for the training forward
 //! (Welford statistics, then normalize and affine) and the backward (both sums, then dx), and a
-//! thread per element for the eval forward.
+//! thread per element for the eval forward. Each launcher takes the element type of `x`, `y`,
+//! `g` and `dx` (`elem`: f32, f16 or bf16); the weight, bias and statistics are f32.
 
+use super::rows::KernelName;
+use super::shape::Elem;
 use super::{launch, launch_elems};
 use crate::{CudaDevice, DevPtr, Dim3, Error, KernelArg, LaunchConfig, Result};
 
@@ -31,7 +34,7 @@ launchers! {
     // the training forward of each step (the Forward type)
     (
         dev: &CudaDevice, x: DevPtr, w: DevPtr, b: DevPtr, y: DevPtr, mean: DevPtr, var: DevPtr,
-        n: usize, c: usize, hw: usize, eps: f32,
+        n: usize, c: usize, hw: usize, eps: f32, elem: Elem,
     );
 
     /// Training forward of `x` (`[n, c, hw]`): each channel's `mean[c]` and biased `var[c]`
@@ -40,11 +43,13 @@ launchers! {
         if n * c * hw == 0 {
             return Ok(());
         }
-        let name = "batchnorm_fwd_f32";
+        let name = KernelName::new(format_args!("batchnorm_fwd_{}", elem.suffix()));
+        let name = name.as_str();
         let cfg = channel_config(name, c)?;
         let (n, c, hw) = (n as i64, c as i64, hw as i64);
-        // SAFETY: matches `batchnorm_fwd_f32(const float* ×3, float* ×3, long long ×3, float)`;
-        // the caller passes `[n, c, hw]` x and y, `c` w, b, mean and var.
+        // SAFETY: matches `batchnorm_fwd_{dtype}(const T*, const float* ×2, T*, float* ×2, long
+        // long ×3, float)`, T `elem`'s type; the caller passes `[n, c, hw]` x and y, `c` w, b,
+        // mean and var.
         unsafe {
             let args: [&dyn KernelArg; 10] = [&x, &w, &b, &y, &mean, &var, &n, &c, &hw, &eps];
             launch(dev, STEP1, name, cfg, &args)
@@ -56,7 +61,7 @@ launchers! {
     // the eval forward of each step (the Eval type)
     (
         dev: &CudaDevice, x: DevPtr, mean: DevPtr, var: DevPtr, w: DevPtr, b: DevPtr, y: DevPtr,
-        n: usize, c: usize, hw: usize, eps: f32,
+        n: usize, c: usize, hw: usize, eps: f32, elem: Elem,
     );
 
     /// Eval forward of `x` (`[n, c, hw]`) with the given per-channel `mean` and `var`:
@@ -64,11 +69,13 @@ launchers! {
     pub fn block_per_channel_eval(..) {
         let total = n * c * hw;
         let (t, c, hw) = (total as i64, c as i64, hw as i64);
-        // SAFETY: matches `batchnorm_eval_f32(const float* ×5, float*, long long ×3, float)`;
-        // the caller passes `[n, c, hw]` x and y, `c` mean, var, w and b.
+        let name = KernelName::new(format_args!("batchnorm_eval_{}", elem.suffix()));
+        // SAFETY: matches `batchnorm_eval_{dtype}(const T*, const float* ×4, T*, long long ×3,
+        // float)`, T `elem`'s type; the caller passes `[n, c, hw]` x and y, `c` mean, var, w and
+        // b.
         unsafe {
             let args: [&dyn KernelArg; 10] = [&x, &mean, &var, &w, &b, &y, &t, &c, &hw, &eps];
-            launch_elems(dev, STEP1, "batchnorm_eval_f32", total, &args)
+            launch_elems(dev, STEP1, name.as_str(), total, &args)
         }
     }
 }
@@ -78,6 +85,7 @@ launchers! {
     (
         dev: &CudaDevice, x: DevPtr, w: DevPtr, g: DevPtr, mean: DevPtr, var: DevPtr, dx: DevPtr,
         dw: DevPtr, db: DevPtr, n: usize, c: usize, hw: usize, eps: f32, training: bool,
+        elem: Elem,
     );
 
     /// Backward from upstream `g` and the statistics the forward used: `dw[c] = Σ g·x̂`,
@@ -87,11 +95,13 @@ launchers! {
         if c == 0 {
             return Ok(());
         }
-        let name = "batchnorm_bwd_f32";
+        let name = KernelName::new(format_args!("batchnorm_bwd_{}", elem.suffix()));
+        let name = name.as_str();
         let cfg = channel_config(name, c)?;
         let (n, c, hw, tr) = (n as i64, c as i64, hw as i64, training as i32);
-        // SAFETY: matches `batchnorm_bwd_f32(const float* ×5, float* ×3, long long ×3, float,
-        // int)`; the caller passes `[n, c, hw]` x, g and dx, `c` w, mean, var, dw and db.
+        // SAFETY: matches `batchnorm_bwd_{dtype}(const T*, const float*, const T*, const float*
+        // ×2, T*, float* ×2, long long ×3, float, int)`, T `elem`'s type; the caller passes
+        // `[n, c, hw]` x, g and dx, `c` w, mean, var, dw and db.
         unsafe {
             let args: [&dyn KernelArg; 13] =
                 [&x, &w, &g, &mean, &var, &dx, &dw, &db, &n, &c, &hw, &eps, &tr];
@@ -102,7 +112,7 @@ launchers! {
 
 // ------------------------------------------------------------------ the ladder's table
 
-/// A BatchNorm training-forward launcher: `(dev, x, w, b, y, mean, var, n, c, hw, eps)`.
+/// A BatchNorm training-forward launcher: `(dev, x, w, b, y, mean, var, n, c, hw, eps, elem)`.
 pub type Forward = fn(
     &CudaDevice,
     DevPtr,
@@ -115,11 +125,12 @@ pub type Forward = fn(
     usize,
     usize,
     f32,
+    Elem,
 ) -> Result<()>;
-/// A BatchNorm eval-forward launcher: `(dev, x, mean, var, w, b, y, n, c, hw, eps)`.
+/// A BatchNorm eval-forward launcher: `(dev, x, mean, var, w, b, y, n, c, hw, eps, elem)`.
 pub type Eval = Forward;
 /// A BatchNorm backward launcher: `(dev, x, w, g, mean, var, dx, dw, db, n, c, hw, eps,
-/// training)`.
+/// training, elem)`.
 pub type Backward = fn(
     &CudaDevice,
     DevPtr,
@@ -135,6 +146,7 @@ pub type Backward = fn(
     usize,
     f32,
     bool,
+    Elem,
 ) -> Result<()>;
 
 /// The launchers of one step of the BatchNorm ladder.

@@ -1,9 +1,12 @@
 //! Launchers for `kernels/pool/01_thread_per_output.cu`: 2-D max and average pooling over NCHW,
 //! forward and backward. The forwards run a thread per output element; the backwards a thread
 //! per input element that gathers from the windows covering it (no atomics, so the result is
-//! the same on every run).
+//! the same on every run). Each takes the element type of its float tensors (`elem`: f32, f16 or
+//! bf16), which the kernels widen to f32 as they read and round once as they write.
 
 use super::launch_elems;
+use super::rows::KernelName;
+use super::shape::Elem;
 use crate::{CudaDevice, DevPtr, Error, Result};
 
 const MODULE: &str = "pool/01_thread_per_output";
@@ -94,11 +97,19 @@ struct PoolArgs {
 
 /// Max pooling: `y` the maximum of each window (NaN wins), `idx` (i64) its offset `iy·w + ix`
 /// in the input plane (the first maximum in row-major window order on ties).
-pub fn max_pool2d(dev: &CudaDevice, x: DevPtr, y: DevPtr, idx: DevPtr, g: &PoolGeom) -> Result<()> {
-    let name = "max_pool2d_f32";
+pub fn max_pool2d(
+    dev: &CudaDevice,
+    x: DevPtr,
+    y: DevPtr,
+    idx: DevPtr,
+    g: &PoolGeom,
+    elem: Elem,
+) -> Result<()> {
+    let name = KernelName::new(format_args!("max_pool2d_{}", elem.suffix()));
+    let name = name.as_str();
     let a = g.args(name)?;
-    // SAFETY: matches `max_pool2d_f32(const float*, float*, long long*, PoolArgs)`; `x` holds
-    // `g.in_len()` floats, `y` and `idx` `g.out_len()` elements.
+    // SAFETY: matches `max_pool2d_{dtype}(const T*, T*, long long*, PoolArgs)`, T `elem`'s type;
+    // `x` holds `g.in_len()` elements, `y` and `idx` `g.out_len()`.
     unsafe { launch_elems(dev, MODULE, name, g.out_len(), &[&x, &y, &idx, &a]) }
 }
 
@@ -109,11 +120,13 @@ pub fn max_pool2d_bwd(
     idx: DevPtr,
     dx: DevPtr,
     g: &PoolGeom,
+    elem: Elem,
 ) -> Result<()> {
-    let name = "max_pool2d_bwd_f32";
+    let name = KernelName::new(format_args!("max_pool2d_bwd_{}", elem.suffix()));
+    let name = name.as_str();
     let a = g.args(name)?;
-    // SAFETY: matches `max_pool2d_bwd_f32(const float*, const long long*, float*, PoolArgs)`;
-    // `dy` and `idx` hold `g.out_len()` elements, `dx` `g.in_len()` floats.
+    // SAFETY: matches `max_pool2d_bwd_{dtype}(const T*, const long long*, T*, PoolArgs)`, T
+    // `elem`'s type; `dy` and `idx` hold `g.out_len()` elements, `dx` `g.in_len()`.
     unsafe { launch_elems(dev, MODULE, name, g.in_len(), &[&dy, &idx, &dx, &a]) }
 }
 
@@ -125,12 +138,14 @@ pub fn avg_pool2d(
     y: DevPtr,
     g: &PoolGeom,
     count_include_pad: bool,
+    elem: Elem,
 ) -> Result<()> {
-    let name = "avg_pool2d_f32";
+    let name = KernelName::new(format_args!("avg_pool2d_{}", elem.suffix()));
+    let name = name.as_str();
     let a = g.args(name)?;
     let cip = count_include_pad as i32;
-    // SAFETY: matches `avg_pool2d_f32(const float*, float*, PoolArgs, int)`; `x` holds
-    // `g.in_len()` floats, `y` `g.out_len()`.
+    // SAFETY: matches `avg_pool2d_{dtype}(const T*, T*, PoolArgs, int)`, T `elem`'s type; `x`
+    // holds `g.in_len()` elements, `y` `g.out_len()`.
     unsafe { launch_elems(dev, MODULE, name, g.out_len(), &[&x, &y, &a, &cip]) }
 }
 
@@ -141,11 +156,13 @@ pub fn avg_pool2d_bwd(
     dx: DevPtr,
     g: &PoolGeom,
     count_include_pad: bool,
+    elem: Elem,
 ) -> Result<()> {
-    let name = "avg_pool2d_bwd_f32";
+    let name = KernelName::new(format_args!("avg_pool2d_bwd_{}", elem.suffix()));
+    let name = name.as_str();
     let a = g.args(name)?;
     let cip = count_include_pad as i32;
-    // SAFETY: matches `avg_pool2d_bwd_f32(const float*, float*, PoolArgs, int)`; `dy` holds
-    // `g.out_len()` floats, `dx` `g.in_len()`.
+    // SAFETY: matches `avg_pool2d_bwd_{dtype}(const T*, T*, PoolArgs, int)`, T `elem`'s type;
+    // `dy` holds `g.out_len()` elements, `dx` `g.in_len()`.
     unsafe { launch_elems(dev, MODULE, name, g.in_len(), &[&dy, &dx, &a, &cip]) }
 }

@@ -1,4 +1,5 @@
-//! The CPU reference of BatchNorm (statistics and sums in f64).
+//! The CPU reference of BatchNorm (statistics and sums in f64). An f16 or bf16 input widens to
+//! f32 and each output (y, dx) rounds once to its dtype; the weight, bias and statistics are f32.
 
 use super::BatchNormKernels;
 use crate::backend::cpu::{try_filled, CpuStorage};
@@ -16,10 +17,10 @@ impl BatchNormKernels for CpuStorage {
     ) -> Result<(Self, Self, Self)> {
         let op = "batch_norm";
         let mut y = try_filled(op, n * c * hw, 0.0f32)?;
-        let (mean, var) =
-            batch_norm_fwd(self.f32(op)?, w.f32(op)?, b.f32(op)?, &mut y, n, c, hw, eps);
+        let x = self.f32_widened(op)?;
+        let (mean, var) = batch_norm_fwd(&x, w.f32(op)?, b.f32(op)?, &mut y, n, c, hw, eps);
         Ok((
-            CpuStorage::F32(y),
+            CpuStorage::from_f32_vec(y, self.dtype()),
             CpuStorage::F32(mean),
             CpuStorage::F32(var),
         ))
@@ -39,7 +40,7 @@ impl BatchNormKernels for CpuStorage {
         let op = "batch_norm_eval";
         let mut y = try_filled(op, n * c * hw, 0.0f32)?;
         batch_norm_eval(
-            self.f32(op)?,
+            &self.f32_widened(op)?,
             mean.f32(op)?,
             var.f32(op)?,
             w.f32(op)?,
@@ -50,7 +51,7 @@ impl BatchNormKernels for CpuStorage {
             hw,
             eps,
         );
-        Ok(CpuStorage::F32(y))
+        Ok(CpuStorage::from_f32_vec(y, self.dtype()))
     }
 
     fn batch_norm_bwd(
@@ -67,10 +68,17 @@ impl BatchNormKernels for CpuStorage {
     ) -> Result<(Self, Self, Self)> {
         let op = "batch_norm backward";
         let mut dx = try_filled(op, n * c * hw, 0.0f32)?;
+        if g.dtype() != self.dtype() {
+            return Err(crate::Error::DTypeMismatch {
+                op,
+                expected: self.dtype(),
+                got: g.dtype(),
+            });
+        }
         let (dw, db) = batch_norm_bwd(
-            self.f32(op)?,
+            &self.f32_widened(op)?,
             w.f32(op)?,
-            g.f32(op)?,
+            &g.f32_widened(op)?,
             mean.f32(op)?,
             var.f32(op)?,
             &mut dx,
@@ -81,7 +89,7 @@ impl BatchNormKernels for CpuStorage {
             training,
         );
         Ok((
-            CpuStorage::F32(dx),
+            CpuStorage::from_f32_vec(dx, self.dtype()),
             CpuStorage::F32(dw),
             CpuStorage::F32(db),
         ))

@@ -1,7 +1,9 @@
-//! BatchNorm on the GPU: the BatchNorm ladder (`kernels/batchnorm`).
+//! BatchNorm on the GPU: the BatchNorm ladder (`kernels/batchnorm`). Its kernels take f32, f16
+//! and bf16 inputs (widened as read, each output rounded once); the weight, bias and statistics
+//! are f32.
 
 use super::BatchNormKernels;
-use crate::backend::cuda::{expect, like, CudaStorage, Family};
+use crate::backend::cuda::{elem, expect, like, CudaStorage, Family};
 use crate::config::step;
 use crate::{DType, Result};
 use camel_cuda::kernels as k;
@@ -16,10 +18,11 @@ impl BatchNormKernels for CudaStorage {
         hw: usize,
         eps: f32,
     ) -> Result<(Self, Self, Self)> {
-        for s in [self, w, b] {
+        expect_float("batch_norm", self)?;
+        for s in [w, b] {
             expect("batch_norm", s, DType::F32)?;
         }
-        let y = like(self, n * c * hw, DType::F32)?;
+        let y = like(self, n * c * hw, self.dtype)?;
         let mean = like(self, c, DType::F32)?;
         let var = like(self, c, DType::F32)?;
         let forward = k::batchnorm::at(step(Family::BatchNorm)).forward;
@@ -35,6 +38,7 @@ impl BatchNormKernels for CudaStorage {
             c,
             hw,
             eps,
+            elem(self.dtype),
         )?;
         Ok((y, mean, var))
     }
@@ -50,10 +54,11 @@ impl BatchNormKernels for CudaStorage {
         hw: usize,
         eps: f32,
     ) -> Result<Self> {
-        for s in [self, mean, var, w, b] {
+        expect_float("batch_norm_eval", self)?;
+        for s in [mean, var, w, b] {
             expect("batch_norm_eval", s, DType::F32)?;
         }
-        let y = like(self, n * c * hw, DType::F32)?;
+        let y = like(self, n * c * hw, self.dtype)?;
         let eval = k::batchnorm::at(step(Family::BatchNorm)).eval;
         eval(
             &self.dev,
@@ -67,6 +72,7 @@ impl BatchNormKernels for CudaStorage {
             c,
             hw,
             eps,
+            elem(self.dtype),
         )?;
         Ok(y)
     }
@@ -83,8 +89,9 @@ impl BatchNormKernels for CudaStorage {
         eps: f32,
         training: bool,
     ) -> Result<(Self, Self, Self)> {
-        expect("batch_norm backward", g, DType::F32)?;
-        let dx = like(self, n * c * hw, DType::F32)?;
+        expect_float("batch_norm backward", self)?;
+        expect("batch_norm backward", g, self.dtype)?;
+        let dx = like(self, n * c * hw, self.dtype)?;
         let dw = like(self, c, DType::F32)?;
         let db = like(self, c, DType::F32)?;
         let backward = k::batchnorm::at(step(Family::BatchNorm)).backward;
@@ -103,7 +110,20 @@ impl BatchNormKernels for CudaStorage {
             hw,
             eps,
             training,
+            elem(self.dtype),
         )?;
         Ok((dx, dw, db))
     }
+}
+
+/// Error naming `op` unless `s` holds floats.
+fn expect_float(op: &'static str, s: &CudaStorage) -> Result<()> {
+    if !s.dtype.is_float() {
+        return Err(crate::Error::DTypeMismatch {
+            op,
+            expected: DType::F32,
+            got: s.dtype,
+        });
+    }
+    Ok(())
 }

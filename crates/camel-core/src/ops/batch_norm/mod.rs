@@ -5,15 +5,14 @@
 //! A channel's elements are `x[n, c, i]` for every sample `n` and position `i` of the trailing
 //! dims (`hw` of them): `m = N·hw` values, strided by `C·hw` between samples.
 //!
-//! An f16 or bf16 input normalizes through the f32 kernels (`autocast::via_f32`) with f32
-//! weight, bias and statistics (a model's parameters and buffers): the input widens, the
-//! statistics and the output are computed in f32, and the output rounds once to the input's
+//! An f16 or bf16 input normalizes in its dtype with f32 weight, bias and statistics (a
+//! model's parameters and buffers): each element widens to f32 as it is read, the statistics
+//! and the output are computed in f32, and the output (backward: dx) rounds once to the input's
 //! dtype, as PyTorch's batch norm does for a 16-bit input.
 
-use super::{expect_f32, same_device};
-use crate::autocast::via_f32;
+use super::{expect_f32, expect_float, same_device};
 use crate::storage::{dispatch, Storage};
-use crate::{DType, Error, Result, Tensor};
+use crate::{Error, Result, Tensor};
 
 mod cpu;
 #[cfg(feature = "cuda")]
@@ -115,15 +114,16 @@ impl Storage {
     }
 }
 
-/// `(n, c, hw)` of a BatchNorm input after the checks every mode shares: f32, rank ≥ 2, `eps`
-/// finite and ≥ 0, and each `[c]` operand (`what`) f32, on the input's device, of shape `[c]`.
+/// `(n, c, hw)` of a BatchNorm input after the checks every mode shares: f32, f16 or bf16, rank
+/// ≥ 2, `eps` finite and ≥ 0, and each `[c]` operand (`what`) f32, on the input's device, of
+/// shape `[c]`.
 fn check(
     op: &'static str,
     x: &Tensor,
     per_channel: &[(&str, &Tensor)],
     eps: f32,
 ) -> Result<(usize, usize, usize)> {
-    expect_f32(op, x)?;
+    expect_float(op, x)?;
     let shape = x.shape();
     if shape.len() < 2 {
         return Err(Error::BadShape {
@@ -201,10 +201,6 @@ impl Tensor {
         bias: Option<&Tensor>,
         eps: f32,
     ) -> Result<(Tensor, Tensor, Tensor)> {
-        if self.dtype().is_half() {
-            let (y, mean, var) = self.to_dtype(DType::F32)?.batch_norm(weight, bias, eps)?;
-            return Ok((y.to_dtype(self.dtype())?, mean, var));
-        }
         let op = "batch_norm";
         let params: Vec<(&str, &Tensor)> = [("weight", weight), ("bias", bias)]
             .into_iter()
@@ -266,11 +262,6 @@ impl Tensor {
         bias: Option<&Tensor>,
         eps: f32,
     ) -> Result<Tensor> {
-        if self.dtype().is_half() {
-            return via_f32(self, |x| {
-                x.batch_norm_eval(running_mean, running_var, weight, bias, eps)
-            });
-        }
         let op = "batch_norm_eval";
         let mut params = vec![("running_mean", running_mean), ("running_var", running_var)];
         params.extend(

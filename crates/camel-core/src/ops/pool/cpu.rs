@@ -12,31 +12,30 @@ use crate::Result;
 const MIN_ELEMENTS_PER_THREAD: usize = 1 << 16;
 
 impl PoolKernels for CpuStorage {
+    // f16 and bf16 widen to f32 and each output rounds once to the input's dtype
     fn max_pool2d(&self, g: &PoolGeom) -> Result<(Self, Self)> {
-        let (y, idx) = max_pool2d(self.f32("max_pool2d")?, g)?;
-        Ok((CpuStorage::F32(y), CpuStorage::I64(idx)))
+        let (y, idx) = max_pool2d(&self.f32_widened("max_pool2d")?, g)?;
+        Ok((
+            CpuStorage::from_f32_vec(y, self.dtype()),
+            CpuStorage::I64(idx),
+        ))
     }
 
     fn max_pool2d_bwd(&self, idx: &Self, g: &PoolGeom) -> Result<Self> {
         let op = "max_pool2d backward";
-        Ok(CpuStorage::F32(max_pool2d_bwd(
-            self.f32(op)?,
-            idx.i64(op)?,
-            g,
-        )?))
+        let dx = max_pool2d_bwd(&self.f32_widened(op)?, idx.i64(op)?, g)?;
+        Ok(CpuStorage::from_f32_vec(dx, self.dtype()))
     }
 
     fn avg_pool2d(&self, g: &PoolGeom, cip: bool) -> Result<Self> {
-        Ok(CpuStorage::F32(avg_pool2d(
-            self.f32("avg_pool2d")?,
-            g,
-            cip,
-        )?))
+        let y = avg_pool2d(&self.f32_widened("avg_pool2d")?, g, cip)?;
+        Ok(CpuStorage::from_f32_vec(y, self.dtype()))
     }
 
     fn avg_pool2d_bwd(&self, g: &PoolGeom, cip: bool) -> Result<Self> {
         let op = "avg_pool2d backward";
-        Ok(CpuStorage::F32(avg_pool2d_bwd(self.f32(op)?, g, cip)?))
+        let dx = avg_pool2d_bwd(&self.f32_widened(op)?, g, cip)?;
+        Ok(CpuStorage::from_f32_vec(dx, self.dtype()))
     }
 }
 

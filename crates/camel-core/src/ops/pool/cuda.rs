@@ -1,38 +1,53 @@
-//! Pooling on the GPU: `kernels/pool/01_thread_per_output.cu`.
+//! Pooling on the GPU: `kernels/pool/01_thread_per_output.cu`, whose kernels take f32, f16 and
+//! bf16 (widened as read, computed in f32, each output rounded once).
 
 use super::{PoolGeom, PoolKernels};
-use crate::backend::cuda::{expect, like, CudaStorage};
-use crate::{DType, Result};
+use crate::backend::cuda::{elem, expect, like, CudaStorage};
+use crate::{DType, Error, Result};
 use camel_cuda::kernels as k;
+
+/// Error naming `op` unless `s` holds floats.
+fn expect_float(op: &'static str, s: &CudaStorage) -> Result<()> {
+    if !s.dtype.is_float() {
+        return Err(Error::DTypeMismatch {
+            op,
+            expected: DType::F32,
+            got: s.dtype,
+        });
+    }
+    Ok(())
+}
 
 impl PoolKernels for CudaStorage {
     fn max_pool2d(&self, g: &PoolGeom) -> Result<(Self, Self)> {
-        expect("max_pool2d", self, DType::F32)?;
-        let y = like(self, g.out_len(), DType::F32)?;
+        expect_float("max_pool2d", self)?;
+        let y = like(self, g.out_len(), self.dtype)?;
         let idx = like(self, g.out_len(), DType::I64)?;
-        k::pool::max_pool2d(&self.dev, self.ptr(), y.ptr(), idx.ptr(), g)?;
+        let e = elem(self.dtype);
+        k::pool::max_pool2d(&self.dev, self.ptr(), y.ptr(), idx.ptr(), g, e)?;
         Ok((y, idx))
     }
 
     fn max_pool2d_bwd(&self, idx: &Self, g: &PoolGeom) -> Result<Self> {
-        expect("max_pool2d backward", self, DType::F32)?;
+        expect_float("max_pool2d backward", self)?;
         expect("max_pool2d backward", idx, DType::I64)?;
-        let dx = like(self, g.in_len(), DType::F32)?;
-        k::pool::max_pool2d_bwd(&self.dev, self.ptr(), idx.ptr(), dx.ptr(), g)?;
+        let dx = like(self, g.in_len(), self.dtype)?;
+        let e = elem(self.dtype);
+        k::pool::max_pool2d_bwd(&self.dev, self.ptr(), idx.ptr(), dx.ptr(), g, e)?;
         Ok(dx)
     }
 
     fn avg_pool2d(&self, g: &PoolGeom, cip: bool) -> Result<Self> {
-        expect("avg_pool2d", self, DType::F32)?;
-        let y = like(self, g.out_len(), DType::F32)?;
-        k::pool::avg_pool2d(&self.dev, self.ptr(), y.ptr(), g, cip)?;
+        expect_float("avg_pool2d", self)?;
+        let y = like(self, g.out_len(), self.dtype)?;
+        k::pool::avg_pool2d(&self.dev, self.ptr(), y.ptr(), g, cip, elem(self.dtype))?;
         Ok(y)
     }
 
     fn avg_pool2d_bwd(&self, g: &PoolGeom, cip: bool) -> Result<Self> {
-        expect("avg_pool2d backward", self, DType::F32)?;
-        let dx = like(self, g.in_len(), DType::F32)?;
-        k::pool::avg_pool2d_bwd(&self.dev, self.ptr(), dx.ptr(), g, cip)?;
+        expect_float("avg_pool2d backward", self)?;
+        let dx = like(self, g.in_len(), self.dtype)?;
+        k::pool::avg_pool2d_bwd(&self.dev, self.ptr(), dx.ptr(), g, cip, elem(self.dtype))?;
         Ok(dx)
     }
 }

@@ -12,12 +12,11 @@
 //! Windows: `OH = ⌊(H + 2·pad − k) / stride⌋ + 1`; padding may be at most half the window (as
 //! PyTorch requires), so every window holds at least one input element.
 //!
-//! f16 and bf16 inputs pool through the f32 kernels (`autocast::via_f32`): the input widens, the
-//! pooling runs in f32 and the output rounds back once to the input's dtype. A maximum rounds
-//! back to itself, so 16-bit max pooling is exact; an average sums in f32.
+//! f16 and bf16 inputs pool in their dtype: each element widens to f32 as it is read, the pooling
+//! runs in f32 and each output rounds once. A maximum rounds back to itself, so 16-bit max
+//! pooling is exact; an average, and a gradient where windows overlap, sums in f32.
 
-use super::{expect_f32, expect_float};
-use crate::autocast::via_f32;
+use super::expect_float;
 use crate::storage::{dispatch, Storage};
 use crate::{DType, Error, Result, Tensor};
 pub use camel_cuda::kernels::pool::PoolGeom;
@@ -69,7 +68,7 @@ pub fn pool_geom(
     stride: (usize, usize),
     padding: (usize, usize),
 ) -> Result<PoolGeom> {
-    expect_f32(op, x)?;
+    expect_float(op, x)?;
     let bad = |expected: String| Error::BadShape {
         op,
         shape: x.shape().to_vec(),
@@ -143,13 +142,6 @@ impl Tensor {
         stride: (usize, usize),
         padding: (usize, usize),
     ) -> Result<(Tensor, Tensor)> {
-        if self.dtype().is_half() {
-            // the maximum of the widened window rounds back to itself: exact
-            let (y, idx) = self
-                .to_dtype(DType::F32)?
-                .max_pool2d_with_indices(kernel, stride, padding)?;
-            return Ok((y.to_dtype(self.dtype())?, idx));
-        }
         let g = pool_geom("max_pool2d", self, kernel, stride, padding)?;
         let (y, idx) = self.storage()?.max_pool2d(&g)?;
         let shape = vec![g.n, g.c, g.oh, g.ow];
@@ -174,11 +166,6 @@ impl Tensor {
         padding: (usize, usize),
         count_include_pad: bool,
     ) -> Result<Tensor> {
-        if self.dtype().is_half() {
-            return via_f32(self, |x| {
-                x.avg_pool2d(kernel, stride, padding, count_include_pad)
-            });
-        }
         let g = pool_geom("avg_pool2d", self, kernel, stride, padding)?;
         let y = self.storage()?.avg_pool2d(&g, count_include_pad)?;
         let in_shape = self.shape().to_vec();
