@@ -145,6 +145,12 @@ out("cast_bf16_f32 2^28", lambda i: z.copy_(xb))
 del xb, yb, zb, xh, zh
 x2 = x.view(65536, 4096)
 out("sum_last 65536x4096", lambda i: x2.sum(-1))
+x2b = x2.bfloat16()
+out("sum_last_bf16 65536x4096", lambda i: x2b.sum(-1))
+k = sets(2 * 16384 * 1536)
+x3b = [v.bfloat16() for v in rand(k, 16384, 1536)]
+out("sum_cols_bf16 16384x1536", lambda i: x3b[i].sum(0), k)
+del x2b, x3b
 out("max_last 65536x4096", lambda i: x2.amax(-1))
 del x, y, z, x2
 torch.cuda.empty_cache()

@@ -459,6 +459,38 @@ fn run() -> Result<()> {
     }
     drop((x, y, z, out));
 
+    // ---- sums of bf16: the last dim of 65536×4096 (rows a block each) and the first of
+    // 16384×1536 (a bias gradient: the chunked middle-dim pass), reading the 16-bit input in
+    // step 3's kernels, against `_widened` (the cast to f32, then the f32 kernels); f32 sums
+    {
+        use camel_cuda::kernels::shape::{self as sh, Elem};
+        let (bf, f32_) = (Elem::BF16, Elem::F32);
+        for (name, outer, dim, inner) in [
+            ("sum_last_bf16", 65536usize, 4096usize, 1usize),
+            ("sum_cols_bf16", 1, 16384, 1536),
+        ] {
+            let n = outer * dim * inner;
+            let size = if inner == 1 {
+                format!("{outer}x{dim}")
+            } else {
+                format!("{dim}x{inner}")
+            };
+            let k = sets(2 * n);
+            let xs = bf16_bufs(d, k, n, 81)?;
+            let (xf, out) = (buf(d, n, 0.0)?, buf(d, outer * inner, 0.0)?);
+            let (pxf, po) = (xf.ptr(), out.ptr());
+            let bytes = 2.0 * n as f64;
+            b.row(name, &size, 3, bytes, k, &mut |i| {
+                reduce::loads_in_flight_typed(d, xs[i].ptr(), po, outer, dim, inner, 0, bf)
+                    .map(|_| ())
+            })?;
+            b.row(&format!("{name}_widened"), &size, 3, bytes, k, &mut |i| {
+                sh::cast(d, xs[i].ptr(), pxf, n, bf, f32_)?;
+                reduce::loads_in_flight(d, pxf, po, outer, dim, inner, 0)
+            })?;
+        }
+    }
+
     // ---- softmax, forward and backward (rotated by the forward's footprint, x and y)
     for (r, c) in [(16384usize, 1024usize), (4096, 4096), (65536, 65)] {
         let size = format!("{r}x{c}");

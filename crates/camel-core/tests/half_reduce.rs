@@ -183,6 +183,107 @@ fn reductions_softmax_norms_and_losses_round_once_from_f32() {
     }
 }
 
+/// Sums of 16-bit tensors along every path of the reduction kernels (rows a warp or a block
+/// each, vectorized or not; a long middle dim split into chunks; a middle dim the step-2 kernel
+/// takes, where the input widens first), `sum_to` and the means: the f64 sum of the 16-bit
+/// values, rounded once to the dtype (f32 inside an autocast scope).
+#[test]
+fn sums_of_16_bit_tensors_accumulate_in_f32_on_every_path() {
+    // (shape, dim): -1 the last dim
+    let cases: [(&[usize], isize); 7] = [
+        (&[600, 1100], -1),
+        (&[600, 1101], -1),
+        (&[1000, 33], -1),
+        (&[1000, 64], -1),
+        (&[300, 129], 0),
+        (&[2, 50, 7], 1),
+        (&[1, 4097], -1),
+    ];
+    for dtype in [DType::F16, DType::BF16] {
+        for (ci, &(shape, dim)) in cases.iter().enumerate() {
+            let n: usize = shape.iter().product();
+            let x = round(&rand_vec(n, -2.0, 2.0, 70 + ci as u64), dtype);
+            let d = if dim < 0 {
+                shape.len() - 1
+            } else {
+                dim as usize
+            };
+            let (outer, len, inner) = (
+                shape[..d].iter().product::<usize>(),
+                shape[d],
+                shape[d + 1..].iter().product::<usize>(),
+            );
+            let (mut want, mut abs) = (vec![0.0f64; outer * inner], vec![0.0f64; outer * inner]);
+            for o in 0..outer {
+                for k in 0..len {
+                    for i in 0..inner {
+                        let v = x[(o * len + k) * inner + i] as f64;
+                        want[o * inner + i] += v;
+                        abs[o * inner + i] += v.abs();
+                    }
+                }
+            }
+            let err = |j: usize| len as f64 * 2f64.powi(-24) * abs[j];
+            for dev in devices() {
+                let what = format!("{dev} {dtype} sum {shape:?} dim {dim}");
+                let t = on(&x, shape, dtype, dev);
+                for scope in [false, true] {
+                    let s = if scope {
+                        camel_core::autocast(dtype, || t.sum_dim(dim, false)).unwrap()
+                    } else {
+                        t.sum_dim(dim, false)
+                    }
+                    .unwrap();
+                    let out = if scope { DType::F32 } else { dtype };
+                    assert_eq!(s.dtype(), out, "{what} autocast={scope}");
+                    let got = s.to_vec().unwrap();
+                    for (j, (&g, &w)) in got.iter().zip(&want).enumerate() {
+                        let tol = if scope { 0.0 } else { ulp(w, dtype) } + err(j);
+                        assert!(
+                            (g as f64 - w).abs() <= tol,
+                            "{what} autocast={scope} [{j}]: got {g}, reference {w}, bound {tol:e}"
+                        );
+                    }
+                }
+                // the mean rounds once: the f32 sum times 1/len, then the dtype
+                let m = t.mean_dim(dim, false).unwrap().to_vec().unwrap();
+                for (j, (&g, &w)) in m.iter().zip(&want).enumerate() {
+                    let w = w / len as f64;
+                    let tol = ulp(w, dtype) + err(j) / len as f64 + 2f64.powi(-23) * w.abs();
+                    assert!((g as f64 - w).abs() <= tol, "{what} mean [{j}]: {g} vs {w}");
+                }
+                // sum_to, the backward of broadcasting, over the reduced dim
+                let mut keep = shape.to_vec();
+                keep[d] = 1;
+                let st = t.sum_to(&keep).unwrap();
+                assert_eq!(st.dtype(), dtype, "{what} sum_to");
+                let got = st.to_vec().unwrap();
+                for (j, (&g, &w)) in got.iter().zip(&want).enumerate() {
+                    let tol = ulp(w, dtype) + err(j);
+                    assert!(
+                        (g as f64 - w).abs() <= tol,
+                        "{what} sum_to [{j}]: {g} vs {w}"
+                    );
+                }
+                // the gradient of a sum: ones, in the dtype
+                let tg = on(&x, shape, dtype, dev).requires_grad_(true).unwrap();
+                tg.sum_dim(dim, false)
+                    .unwrap()
+                    .sum()
+                    .unwrap()
+                    .backward()
+                    .unwrap();
+                let gr = tg.grad().unwrap();
+                assert_eq!(gr.dtype(), dtype, "{what} grad");
+                assert!(
+                    gr.to_vec().unwrap().iter().all(|&v| v == 1.0),
+                    "{what} grad"
+                );
+            }
+        }
+    }
+}
+
 /// A 16-bit accumulator stops growing long before these sums: bf16 at 256 + 1, f16 at
 /// 2048 + 1. f32 accumulation gives them exactly.
 #[test]

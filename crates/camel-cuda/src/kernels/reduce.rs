@@ -1,6 +1,7 @@
 //! Launchers for `kernels/reduce/` (one PTX module per ladder step).
 
-use super::rows::{row_launch, variant_name};
+use super::rows::{row_launch, variant_name, KernelName};
+use super::shape::Elem;
 use super::{launch, launch_rows};
 use crate::{launch_1d, CudaDevice, DevPtr, Dim3, LaunchConfig, Result};
 
@@ -80,6 +81,51 @@ launchers! {
     }
 }
 
+/// [`loads_in_flight`] of input elements of any float dtype `elem` (the output `y` is f32 whatever
+/// `elem`): the row kernels and the chunked middle-dim pass read f16 and bf16 directly
+/// (`reduce3_rows_*_{f16,bf16}`, `reduce3_cols_partial_{f16,bf16}`), widening each element as
+/// they load it. `Ok(false)`, launching nothing, where step 3 hands the reduction to step 2's
+/// kernels (a middle dim with outputs enough to fill the GPU, a few long rows, no rows), which
+/// read f32 only.
+#[allow(clippy::too_many_arguments)]
+pub fn loads_in_flight_typed(
+    dev: &CudaDevice,
+    x: DevPtr,
+    y: DevPtr,
+    outer: usize,
+    dim: usize,
+    inner: usize,
+    op: i32,
+    elem: Elem,
+) -> Result<bool> {
+    if elem == Elem::F32 {
+        loads_in_flight(dev, x, y, outer, dim, inner, op)?;
+        return Ok(true);
+    }
+    let sms = dev.limits().sm_count.max(1) as usize;
+    if inner != 1 && outer * inner != 0 && cols_split_suits(sms, outer, dim, inner) {
+        reduce_cols_split(dev, x, y, outer, dim, inner, op, elem)?;
+        return Ok(true);
+    }
+    let long_and_few = dim > super::rows::WARP_ROW_MAX && outer < 4 * sms;
+    if inner != 1 || outer == 0 || long_and_few {
+        return Ok(false);
+    }
+    let (warp, _, cfg) = row_launch("reduce3_rows", outer, dim, &[x])?;
+    let vec = dim % 4 == 0 && super::rows::aligned(&[x], 4 * elem.bytes());
+    let name = KernelName::new(format_args!(
+        "reduce3_rows_{}{}_{}",
+        if warp { "warp" } else { "block" },
+        if vec { "_vec" } else { "" },
+        elem.suffix()
+    ));
+    let (r, c) = (outer as i64, dim as i64);
+    // SAFETY: matches `reduce3_rows_*_{dtype}(const T*, float*, long long, long long, int)`, T
+    // `elem`'s type; the callers pass `[outer, dim]` elements at `x` and `outer` floats at `y`.
+    unsafe { launch(dev, STEP3, name.as_str(), cfg, &[&x, &y, &r, &c, &op]) }?;
+    Ok(true)
+}
+
 /// Whether a middle-dim reduction of `[outer, dim, inner]` runs split into chunks: step 2's
 /// kernel gives each output one thread that walks all of `dim`, which leaves most SMs idle when
 /// the outputs number fewer than a few hundred per SM and `dim` is long.
@@ -99,6 +145,22 @@ pub fn reduce_cols_split_f32(
     dim: usize,
     inner: usize,
     op: i32,
+) -> Result<()> {
+    reduce_cols_split(dev, x, y, outer, dim, inner, op, Elem::F32)
+}
+
+/// [`reduce_cols_split_f32`] with `x` of `elem` (`reduce3_cols_partial_{dtype}`); the partials
+/// and `y` are f32.
+#[allow(clippy::too_many_arguments)]
+fn reduce_cols_split(
+    dev: &CudaDevice,
+    x: DevPtr,
+    y: DevPtr,
+    outer: usize,
+    dim: usize,
+    inner: usize,
+    op: i32,
+    elem: Elem,
 ) -> Result<()> {
     if outer * inner == 0 {
         return Ok(());
@@ -131,13 +193,15 @@ pub fn reduce_cols_split_f32(
         Dim3::xyz(32, 8, 1),
     );
     let (part, d, i, len) = (partial.ptr(), dim as i64, inner as i64, chunk_len as i64);
-    // SAFETY: matches `reduce3_cols_partial_f32(const float*, float*, long long ×3, int)`; x holds
-    // outer × dim × inner floats and `partial` outer × chunks × inner.
+    let name = KernelName::new(format_args!("reduce3_cols_partial_{}", elem.suffix()));
+    // SAFETY: matches `reduce3_cols_partial_{dtype}(const T*, float*, long long ×3, int)`, T
+    // `elem`'s type; x holds outer × dim × inner elements and `partial` outer × chunks × inner
+    // floats.
     unsafe {
         launch(
             dev,
             STEP3,
-            "reduce3_cols_partial_f32",
+            name.as_str(),
             cfg,
             &[&x, &part, &d, &i, &len, &op],
         )?

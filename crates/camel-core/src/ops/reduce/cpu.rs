@@ -5,9 +5,10 @@ use crate::backend::cpu::CpuStorage;
 use crate::Result;
 
 impl ReduceKernels for CpuStorage {
+    /// f32 whatever the float input: f16 and bf16 widen first.
     fn reduce(&self, outer: usize, dim: usize, inner: usize, op: ReduceOp) -> Result<Self> {
         Ok(CpuStorage::F32(reduce(
-            self.f32("reduce")?,
+            &self.f32_widened("reduce")?,
             outer,
             dim,
             inner,

@@ -1,10 +1,12 @@
 //! The reductions on the GPU: the reduce ladder (`kernels/reduce`).
 
 use super::{ReduceKernels, ReduceOp};
-use crate::backend::cuda::{expect, like, CudaStorage, Family};
+use crate::backend::cuda::{elem, expect, like, CudaStorage, Family};
 use crate::config::step;
+use crate::ops::shape::ShapeKernels;
 use crate::{DType, Result};
 use camel_cuda::kernels as k;
+use camel_cuda::kernels::rows::Step;
 
 impl ReduceKernels for CudaStorage {
     fn reduce(&self, outer: usize, dim: usize, inner: usize, op: ReduceOp) -> Result<Self> {
@@ -30,7 +32,9 @@ impl ReduceKernels for CudaStorage {
     }
 }
 
-/// Reduce `[outer, dim, inner]` along the middle axis.
+/// Reduce `[outer, dim, inner]` along the middle axis, to f32 whatever the float input: step 3
+/// reads f16 and bf16 in its row kernels and its chunked middle-dim pass; elsewhere the 16-bit
+/// input widens with the cast kernel first.
 fn reduce(
     x: &CudaStorage,
     outer: usize,
@@ -38,6 +42,24 @@ fn reduce(
     inner: usize,
     op: ReduceOp,
 ) -> Result<CudaStorage> {
+    if x.dtype.is_half() {
+        let out = like(x, outer * inner, DType::F32)?;
+        if step(Family::Reduce) == Step::Three
+            && k::reduce::loads_in_flight_typed(
+                &x.dev,
+                x.ptr(),
+                out.ptr(),
+                outer,
+                dim,
+                inner,
+                op.code(),
+                elem(x.dtype),
+            )?
+        {
+            return Ok(out);
+        }
+        return reduce(&x.cast(DType::F32)?, outer, dim, inner, op);
+    }
     expect("reduce", x, DType::F32)?;
     let out = like(x, outer * inner, DType::F32)?;
     let reduce = k::reduce::at(step(Family::Reduce)).reduce;

@@ -10,11 +10,11 @@
 //!   deviations from it).
 
 use crate::autocast::via_f32_autocast;
-use crate::ops::expect_f32;
+use crate::ops::{expect_f32, expect_float};
 use crate::shape::normalize_dim;
 use crate::{Error, Result, Tensor};
 
-use super::ReduceOp;
+use super::{as_dtype, finish, ReduceOp};
 
 /// The sorted, distinct dims of `dims` for a tensor of rank `rank` (all dims when `dims` is
 /// empty); an error names `op` for an out-of-range or repeated dim.
@@ -94,35 +94,42 @@ impl Tensor {
     /// out-of-range dim is an error. Adjacent dims are reduced in one pass (see the module
     /// docs).
     pub fn sum_dims(&self, dims: &[isize], keepdim: bool) -> Result<Tensor> {
+        finish(self.sum_dims_f32(dims, keepdim)?, self.dtype())
+    }
+
+    /// [`Tensor::sum_dims`] with the f32 sum of a 16-bit tensor not rounded (its backward gives
+    /// the input's dtype).
+    fn sum_dims_f32(&self, dims: &[isize], keepdim: bool) -> Result<Tensor> {
         const OP: &str = "sum_dims";
-        if self.dtype().is_half() {
-            return via_f32_autocast(self, |x| x.sum_dims(dims, keepdim));
-        }
-        expect_f32(OP, self)?;
+        expect_float(OP, self)?;
         let ds = reduced_dims(OP, dims, self.rank())?;
         let (keep, out_shape) = reduced_shapes(self.shape(), &ds, keepdim);
         let r = self.sum_dims_plain(&ds)?;
         let in_shape = self.shape().to_vec();
+        let in_dtype = self.dtype();
         let storage = r.storage_arc().clone();
         Ok(Tensor::op_output(
             storage,
             out_shape,
             OP,
             &[self],
-            Box::new(move |g| Ok(vec![Some(g.reshape(&keep)?.broadcast_to(&in_shape)?)])),
+            Box::new(move |g| {
+                let gx = g.reshape(&keep)?.broadcast_to(&in_shape)?;
+                Ok(vec![Some(as_dtype(gx, in_dtype)?)])
+            }),
         ))
     }
 
     /// Mean over the dims `dims` (`torch.mean(x, dims, keepdim)`); NaN where they hold no
     /// elements. Same dims rules as [`Tensor::sum_dims`].
     pub fn mean_dims(&self, dims: &[isize], keepdim: bool) -> Result<Tensor> {
-        if self.dtype().is_half() {
-            return via_f32_autocast(self, |x| x.mean_dims(dims, keepdim));
-        }
         let ds = reduced_dims("mean_dims", dims, self.rank())?;
         let n: usize = ds.iter().map(|&d| self.shape()[d]).product();
         // 0 · (1 / 0) = NaN for an empty reduction.
-        self.sum_dims(dims, keepdim)?.mul_scalar(1.0 / n as f32)
+        let m = self
+            .sum_dims_f32(dims, keepdim)?
+            .mul_scalar(1.0 / n as f32)?;
+        finish(m, self.dtype())
     }
 
     /// Variance over the dims `dims`: `Σ (x − mean)² / (N − correction)` with `N` the number of

@@ -2,12 +2,16 @@
 //! argmin, `sum_to` (the backward of broadcasting), and sum, mean and variance over several
 //! dimensions (`dims.rs`).
 //!
-//! The kernels read f32. A 16-bit tensor is widened on its device by the cast kernel, reduced in
-//! f32 and the result rounded once to its dtype (`crate::autocast::via_f32`): the f32
-//! accumulation PyTorch's 16-bit reductions use, at the cost of one extra pass over the input.
+//! The sums (`sum_dim`, `sum`, `mean_dim`, `mean`, `sum_dims`, `mean_dims`, `sum_to`) read f16
+//! and bf16 directly: the backends' `reduce` takes any float input and returns f32 (on the GPU
+//! the reduction ladder's step 3 widens each element as it loads it; its step-2 paths and the
+//! CPU widen the input first), and the op rounds the f32 result once to the input's dtype (it
+//! stays f32 inside an autocast scope): the f32 accumulation PyTorch's 16-bit reductions use.
+//! The maximum, minimum, argmax/argmin and variance of a 16-bit tensor widen it with the cast
+//! kernel first (`crate::autocast::via_f32`), at the cost of one extra pass over the input.
 
-use super::expect_f32;
-use crate::autocast::{via_f32, via_f32_autocast};
+use super::{expect_f32, expect_float};
+use crate::autocast::{autocast_dtype, via_f32};
 use crate::shape::{normalize_dim, split_at_dim};
 use crate::storage::{dispatch, Storage};
 use crate::{DType, Error, Result, Tensor};
@@ -99,15 +103,20 @@ impl Tensor {
         s
     }
 
-    /// Sum along `dim` (negative counts from the end); `keepdim` keeps it as size 1.
+    /// Sum along `dim` (negative counts from the end); `keepdim` keeps it as size 1. A 16-bit
+    /// tensor sums in f32 and the result rounds once (f32 inside an autocast scope).
     pub fn sum_dim(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
-        if self.dtype().is_half() {
-            return via_f32_autocast(self, |x| x.sum_dim(dim, keepdim));
-        }
-        expect_f32("sum", self)?;
+        finish(self.sum_dim_f32(dim, keepdim)?, self.dtype())
+    }
+
+    /// [`Tensor::sum_dim`] with the f32 sum of a 16-bit tensor not rounded: the op's node reads
+    /// the input in its dtype and gives f32, and its backward gives the input's dtype.
+    fn sum_dim_f32(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
+        expect_float("sum", self)?;
         let d = normalize_dim("sum", dim, self.rank())?;
         let r = self.reduce_plain(d, ReduceOp::Sum)?;
         let in_shape = self.shape().to_vec();
+        let in_dtype = self.dtype();
         let keep_shape = r.shape().to_vec();
         let out_shape = Tensor::drop_dim(self.shape(), d, keepdim);
         let storage = r.storage_arc().clone();
@@ -116,7 +125,10 @@ impl Tensor {
             out_shape,
             "sum",
             &[self],
-            Box::new(move |g| Ok(vec![Some(g.reshape(&keep_shape)?.broadcast_to(&in_shape)?)])),
+            Box::new(move |g| {
+                let gx = g.reshape(&keep_shape)?.broadcast_to(&in_shape)?;
+                Ok(vec![Some(as_dtype(gx, in_dtype)?)])
+            }),
         ))
     }
 
@@ -127,21 +139,17 @@ impl Tensor {
 
     /// Mean along `dim` (`torch.mean(x, dim)`); NaN where `dim` is empty.
     pub fn mean_dim(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
-        if self.dtype().is_half() {
-            return via_f32_autocast(self, |x| x.mean_dim(dim, keepdim));
-        }
         let n = self.dim(dim)?;
-        self.sum_dim(dim, keepdim)?.mul_scalar(1.0 / n as f32)
+        let m = self.sum_dim_f32(dim, keepdim)?.mul_scalar(1.0 / n as f32)?;
+        finish(m, self.dtype())
     }
 
     /// Mean of all elements (shape `[]`). The mean of an empty tensor is NaN, as `torch.mean`
     /// and [`Tensor::mean_dim`] over an empty dim give.
     pub fn mean(&self) -> Result<Tensor> {
-        if self.dtype().is_half() {
-            return via_f32_autocast(self, |x| x.mean());
-        }
         // 0 · (1 / 0) = NaN for an empty tensor.
-        self.sum()?.mul_scalar(1.0 / self.numel() as f32)
+        let s = self.reshape(&[self.numel()])?.sum_dim_f32(0, false)?;
+        finish(s.mul_scalar(1.0 / self.numel() as f32)?, self.dtype())
     }
 
     /// Maximum along `dim` (`torch.amax`). The gradient is shared equally among tied maxima.
@@ -257,13 +265,6 @@ impl Tensor {
         if self.shape() == shape {
             return Ok(self.clone());
         }
-        if matches!(self.dtype(), DType::F16 | DType::BF16) {
-            // 16-bit sums accumulate in f32 and round once
-            return self
-                .to_dtype(DType::F32)?
-                .sum_to(shape)?
-                .to_dtype(self.dtype());
-        }
         let extra = self
             .rank()
             .checked_sub(shape.len())
@@ -273,13 +274,14 @@ impl Tensor {
                 rhs: shape.to_vec(),
                 expected: "a target shape that broadcasts to the source".into(),
             })?;
+        // a 16-bit tensor's sums stay f32 until the end, and round once there
         let mut t = self.clone();
         for _ in 0..extra {
-            t = t.sum_dim(0, false)?;
+            t = t.sum_dim_f32(0, false)?;
         }
         for (d, &want) in shape.iter().enumerate() {
             if want == 1 && t.shape()[d] != 1 {
-                t = t.sum_dim(d as isize, true)?;
+                t = t.sum_dim_f32(d as isize, true)?;
             } else if want != t.shape()[d] {
                 return Err(Error::ShapeMismatch {
                     op: "sum_to",
@@ -289,6 +291,30 @@ impl Tensor {
                 });
             }
         }
+        if t.dtype() != self.dtype() {
+            // the f32 sums of a 16-bit tensor, rounded once (inside an autocast scope too: the
+            // backward of broadcasting keeps the dtype)
+            return t.to_dtype(self.dtype());
+        }
         Ok(t)
+    }
+}
+
+/// The f32 result of a reduction of a `dtype` tensor: rounded once to a 16-bit `dtype` outside
+/// an autocast scope, kept f32 inside one (and for f32).
+pub(super) fn finish(y: Tensor, dtype: DType) -> Result<Tensor> {
+    if dtype.is_half() && autocast_dtype().is_none() {
+        y.to_dtype(dtype)
+    } else {
+        Ok(y)
+    }
+}
+
+/// `g` in `dtype` (a backward's gradient for an input of that dtype).
+pub(super) fn as_dtype(g: Tensor, dtype: DType) -> Result<Tensor> {
+    if g.dtype() == dtype {
+        Ok(g)
+    } else {
+        g.to_dtype(dtype)
     }
 }
