@@ -210,7 +210,9 @@ x = torch.rand(n, device=dev)
 z = torch.empty(n, device=dev)
 out("uniform 2^28", lambda i: z.uniform_())
 out("dropout 2^28", lambda i: F.dropout(x, 0.2, training=True))
-del x, z
+xb = x.bfloat16()
+out("dropout_bf16 2^28", lambda i: F.dropout(xb, 0.2, training=True))
+del x, z, xb
 torch.cuda.empty_cache()
 
 r, c = 16384, 768

@@ -4,6 +4,7 @@
 // CPU reference is crates/camel-core/src/ops/random/cpu.rs; launchers are in
 // crates/camel-cuda/src/kernels/random.rs.
 
+#include "common/half.cuh"
 #include "common/index_error.cuh"
 #include "random/philox.cuh"
 
@@ -112,6 +113,46 @@ extern "C" __global__ void dropout_f32(const float* __restrict__ x, float* __res
             for (int t = 0; t < take; ++t) y[i + t] = __fmul_rn(x[i + t], keep(words[t], p, scale));
         }
     }
+}
+
+// The same dropout on f16 and bf16 (dropout_f16, dropout_bf16): each element widens to f32, the
+// product is the f32 one above, and it rounds once to T, so a 16-bit tensor gets the f32 result
+// of its widened values, rounded. A full group of four is one 8-byte load and store when both
+// pointers are 8-byte aligned.
+template <typename T>
+__device__ __forceinline__ void dropout_16(const T* __restrict__ x, T* __restrict__ y, long long n, u64 seed, u64 offset,
+                                           float p, float scale) {
+    CAMEL_PDL_WAIT();
+    const bool vec = (((u64)x | (u64)y) & 7ull) == 0;
+    GRID_STRIDE_LOOP(j, camel::ceil_div(n, 4)) {
+        const Words4 w = philox_block(seed, offset, (u64)j);
+        const unsigned words[4] = {w.x, w.y, w.z, w.w};
+        const long long i = 4 * j;
+        if (vec && i + 4 <= n) {
+            const uint2 v = *reinterpret_cast<const uint2*>(x + i);
+            const unsigned short h[4] = {(unsigned short)(v.x & 0xffff), (unsigned short)(v.x >> 16),
+                                         (unsigned short)(v.y & 0xffff), (unsigned short)(v.y >> 16)};
+            unsigned short o[4];
+#pragma unroll
+            for (int t = 0; t < 4; ++t)
+                o[t] = camel::float_to_bits<T>(__fmul_rn(camel::bits_to_float<T>(h[t]), keep(words[t], p, scale)));
+            *reinterpret_cast<uint2*>(y + i) = make_uint2(o[0] | (unsigned)o[1] << 16, o[2] | (unsigned)o[3] << 16);
+        } else {
+            const long long take = n - i < 4 ? n - i : 4;
+            for (int t = 0; t < take; ++t)
+                y[i + t] = camel::from_float<T>(__fmul_rn(camel::to_float(x[i + t]), keep(words[t], p, scale)));
+        }
+    }
+}
+
+extern "C" __global__ void dropout_f16(const __half* __restrict__ x, __half* __restrict__ y, long long n, u64 seed,
+                                       u64 offset, float p, float scale) {
+    dropout_16(x, y, n, seed, offset, p, scale);
+}
+
+extern "C" __global__ void dropout_bf16(const __nv_bfloat16* __restrict__ x, __nv_bfloat16* __restrict__ y, long long n,
+                                        u64 seed, u64 offset, float p, float scale) {
+    dropout_16(x, y, n, seed, offset, p, scale);
 }
 
 // Whether a row of k weights can be sampled: every weight finite and non-negative, their sum

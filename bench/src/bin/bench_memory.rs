@@ -613,6 +613,20 @@ fn run() -> Result<()> {
         b.row("dropout", "2^28", 1, 8.0 * nf, 1, &mut |i| {
             random::dropout_f32(d, x.ptr(), y.ptr(), n, 1, i as u64, 0.2, 1.25)
         })?;
+        // bf16: 2 bytes an element each way, against the cast to f32, the f32 dropout and the
+        // cast back (`_widened`), x and y reused as the f32 scratch
+        use camel_cuda::kernels::shape::{self as sh, Elem};
+        let (bf, f32_) = (Elem::BF16, Elem::F32);
+        let (xb, yb) = (bf16_bufs(d, 1, n, 10)?, bf16_bufs(d, 1, n, 11)?);
+        let (pxb, pyb) = (xb[0].ptr(), yb[0].ptr());
+        b.row("dropout_bf16", "2^28", 1, 4.0 * nf, 1, &mut |i| {
+            random::dropout_half(d, pxb, pyb, n, 1, i as u64, 0.2, 1.25, bf)
+        })?;
+        b.row("dropout_bf16_widened", "2^28", 1, 4.0 * nf, 1, &mut |i| {
+            sh::cast(d, pxb, x.ptr(), n, bf, f32_)?;
+            random::dropout_f32(d, x.ptr(), y.ptr(), n, 1, i as u64, 0.2, 1.25)?;
+            sh::cast(d, y.ptr(), pyb, n, f32_, bf)
+        })?;
     }
 
     // ---- LayerNorm 16384×768 (rotated by the forward's footprint, x and y)

@@ -611,21 +611,53 @@ fn gradients_come_back_in_the_input_dtype() {
 /// generator state, and scales by 1/(1−p) rounded once.
 #[test]
 fn dropout_keeps_the_f32_mask_and_the_dtype() {
-    let n = 1031;
     for dtype in [DType::F16, DType::BF16] {
-        let x = round(&rand_vec(n, -2.0, 2.0, 21), dtype);
-        for dev in devices() {
-            let xh = on(&x, &[n], dtype, dev);
-            let yh = xh.dropout_with(0.3, &mut Generator::new(9)).unwrap();
-            assert_eq!(yh.dtype(), dtype);
-            let xf = Tensor::from_vec(x.clone(), &[n], dev).unwrap();
-            let yf = xf.dropout_with(0.3, &mut Generator::new(9)).unwrap();
-            assert_eq!(
-                yh.to_vec().unwrap(),
-                round(&yf.to_vec().unwrap(), dtype),
-                "{dev} {dtype}"
-            );
-            assert_eq!(xh.dropout(0.3, false).unwrap().dtype(), dtype);
+        // lengths with and without a tail of the groups of four, and a view one element in
+        // (misaligned for the grouped loads)
+        for (n, skip) in [(1usize, 0usize), (7, 0), (1031, 0), (4096, 0), (4097, 1)] {
+            let x = round(&rand_vec(n, -2.0, 2.0, 21 + n as u64), dtype);
+            let u = round(&rand_vec(n - skip, -1.0, 1.0, 22 + n as u64), dtype);
+            for dev in devices() {
+                let what = format!("{dev} {dtype} n={n} skip={skip}");
+                let xh = on(&x, &[n], dtype, dev).requires_grad_(true).unwrap();
+                let xv = xh.narrow(0, skip, n - skip).unwrap();
+                let yh = xv.dropout_with(0.3, &mut Generator::new(9)).unwrap();
+                assert_eq!(yh.dtype(), dtype);
+                let xf = Tensor::from_vec(x[skip..].to_vec(), &[n - skip], dev).unwrap();
+                let yf = xf.dropout_with(0.3, &mut Generator::new(9)).unwrap();
+                let mask: Vec<f32> = yf
+                    .to_vec()
+                    .unwrap()
+                    .iter()
+                    .zip(&x[skip..])
+                    .map(|(&y, &x)| if y == 0.0 && x != 0.0 { 0.0 } else { 1.0 })
+                    .collect();
+                assert_eq!(
+                    yh.to_vec().unwrap(),
+                    round(&yf.to_vec().unwrap(), dtype),
+                    "{what}"
+                );
+                // backward: the upstream gradient times the same mask and scale, rounded once
+                let uh = on(&u, &[n - skip], dtype, dev);
+                yh.mul(&uh).unwrap().sum().unwrap().backward().unwrap();
+                let g = xh.grad().unwrap();
+                assert_eq!(g.dtype(), dtype, "{what}");
+                let g = g.to_vec().unwrap();
+                let want: Vec<f32> = u
+                    .iter()
+                    .zip(&mask)
+                    .map(|(&u, &m)| {
+                        if m == 0.0 {
+                            0.0
+                        } else {
+                            u * (1.0 / (1.0 - 0.3f32))
+                        }
+                    })
+                    .collect();
+                assert!(g[..skip].iter().all(|&v| v == 0.0), "{what}");
+                assert_eq!(g[skip..], round(&want, dtype)[..], "{what} backward");
+                assert_eq!(xh.dropout(0.3, false).unwrap().dtype(), dtype);
+            }
         }
     }
 }

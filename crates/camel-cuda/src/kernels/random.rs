@@ -99,6 +99,33 @@ pub fn dropout_f32(
     unsafe { launch_elems(dev, PHILOX, "dropout_f32", groups(n), &args) }
 }
 
+/// [`dropout_f32`] on 16-bit elements of `elem` (`dropout_f16`, `dropout_bf16`): each widens to
+/// f32, is multiplied by the same mask value, and rounds once.
+#[allow(clippy::too_many_arguments)]
+pub fn dropout_half(
+    dev: &CudaDevice,
+    x: DevPtr,
+    y: DevPtr,
+    n: usize,
+    seed: u64,
+    offset: u64,
+    p: f32,
+    scale: f32,
+    elem: super::shape::Elem,
+) -> Result<()> {
+    use super::shape::Elem;
+    let name = match elem {
+        Elem::F16 => "dropout_f16",
+        Elem::BF16 => "dropout_bf16",
+        _ => return dropout_f32(dev, x, y, n, seed, offset, p, scale),
+    };
+    let ni = n as i64;
+    let args: [&dyn crate::KernelArg; 7] = [&x, &y, &ni, &seed, &offset, &p, &scale];
+    // SAFETY: matches `dropout_{f16,bf16}(const T*, T*, long long, u64, u64, float, float)`, T
+    // `elem`'s type; `n` elements at `x` and `y`.
+    unsafe { launch_elems(dev, PHILOX, name, groups(n), &args) }
+}
+
 /// Multinomial sampling with replacement from `[rows, k]` weights `w`: the running sums of each
 /// row into `cdf` (`rows · k` floats of scratch), then `samples` indices a row into `out`
 /// (`rows · samples` i64). A row that cannot be sampled is recorded at `err` (the device's index

@@ -21,13 +21,14 @@ impl RandomKernels for CpuStorage {
     }
 
     fn dropout_mask(&self, at: Philox, p: f32, scale: f32) -> Result<Self> {
-        let x = self.f32("dropout")?;
+        // f16 and bf16 widen, and the f32 product rounds once
+        let x = self.f32_widened("dropout")?;
         let mut out = try_vec("dropout", x.len())?;
         for (j, chunk) in x.chunks(4).enumerate() {
             let w = at.block(j as u64);
             out.extend(chunk.iter().zip(w).map(|(&v, wi)| v * keep(wi, p, scale)));
         }
-        Ok(CpuStorage::F32(out))
+        Ok(CpuStorage::from_f32_vec(out, self.dtype()))
     }
 
     fn multinomial(

@@ -16,8 +16,7 @@
 //! `offset + i / 4`; a multinomial draw uses one uniform per sample, sample `s` of row `r` being
 //! value `r · num_samples + s`.
 
-use super::expect_f32;
-use crate::autocast::via_f32;
+use super::{expect_f32, expect_float};
 use crate::backend::cpu::CpuStorage;
 use crate::layout::checked_numel;
 use crate::rng::{with_global, Generator, Philox};
@@ -365,10 +364,7 @@ impl Tensor {
     /// ```
     pub fn dropout(&self, p: f32, training: bool) -> Result<Tensor> {
         check_probability("dropout", p)?;
-        if self.dtype().is_half() {
-            return via_f32(self, |x| x.dropout(p, training));
-        }
-        expect_f32("dropout", self)?;
+        expect_float("dropout", self)?;
         if !training || p == 0.0 {
             return Ok(self.clone());
         }
@@ -381,10 +377,7 @@ impl Tensor {
     /// and applies it to the upstream gradient.
     pub fn dropout_with(&self, p: f32, generator: &mut Generator) -> Result<Tensor> {
         check_probability("dropout", p)?;
-        if self.dtype().is_half() {
-            return via_f32(self, |x| x.dropout_with(p, generator));
-        }
-        expect_f32("dropout", self)?;
+        expect_float("dropout", self)?;
         if p == 0.0 {
             return Ok(self.clone());
         }
