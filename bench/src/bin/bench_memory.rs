@@ -620,7 +620,7 @@ fn run() -> Result<()> {
         let (xb, yb) = (bf16_bufs(d, 1, n, 10)?, bf16_bufs(d, 1, n, 11)?);
         let (pxb, pyb) = (xb[0].ptr(), yb[0].ptr());
         b.row("dropout_bf16", "2^28", 1, 4.0 * nf, 1, &mut |i| {
-            random::dropout_half(d, pxb, pyb, n, 1, i as u64, 0.2, 1.25, bf)
+            random::dropout_typed(d, pxb, pyb, n, 1, i as u64, 0.2, 1.25, bf)
         })?;
         b.row("dropout_bf16_widened", "2^28", 1, 4.0 * nf, 1, &mut |i| {
             sh::cast(d, pxb, x.ptr(), n, bf, f32_)?;

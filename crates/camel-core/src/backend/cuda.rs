@@ -120,6 +120,18 @@ pub(crate) fn expect(op: &'static str, s: &CudaStorage, dtype: DType) -> Result<
     Ok(())
 }
 
+/// Error naming `op` unless `s` holds floats (f32, f16 or bf16).
+pub(crate) fn expect_float(op: &'static str, s: &CudaStorage) -> Result<()> {
+    if !s.dtype.is_float() {
+        return Err(Error::DTypeMismatch {
+            op,
+            expected: DType::F32,
+            got: s.dtype,
+        });
+    }
+    Ok(())
+}
+
 // ------------------------------------------------------------------ deferred index errors
 
 struct ErrSlot {

@@ -130,11 +130,17 @@ pub fn fused_mean_typed(
     err: DevPtr,
     elem: Elem,
 ) -> Result<bool> {
-    if elem != Elem::F32 && cols > super::softmax::SOFTMAX3_MAX_COLS {
+    if !fits_registers(elem, cols) {
         return Ok(false);
     }
     fused_mean_launch(dev, [x, t, loss, stats], rows, cols, err, elem)?;
     Ok(true)
+}
+
+/// Whether step 4 has a kernel for rows of `cols` logits of `elem`: f32 at any length (the
+/// long-row kernels past [`super::softmax::SOFTMAX3_MAX_COLS`]), 16-bit up to that length.
+fn fits_registers(elem: Elem, cols: usize) -> bool {
+    elem == Elem::F32 || cols <= super::softmax::SOFTMAX3_MAX_COLS
 }
 
 fn fused_mean_launch(
@@ -258,7 +264,7 @@ pub fn fused_mean_bwd_typed(
     err: DevPtr,
     elem: Elem,
 ) -> Result<bool> {
-    if elem != Elem::F32 && cols > super::softmax::SOFTMAX3_MAX_COLS {
+    if !fits_registers(elem, cols) {
         return Ok(false);
     }
     if rows == 0 || cols == 0 {

@@ -92,17 +92,23 @@ pub fn dropout_f32(
     p: f32,
     scale: f32,
 ) -> Result<()> {
-    let ni = n as i64;
-    let args: [&dyn crate::KernelArg; 7] = [&x, &y, &ni, &seed, &offset, &p, &scale];
-    // SAFETY: matches `dropout_f32(const float*, float*, long long, u64, u64, float, float)`; `n`
-    // floats at `x` and `y`.
-    unsafe { launch_elems(dev, PHILOX, "dropout_f32", groups(n), &args) }
+    dropout_typed(
+        dev,
+        x,
+        y,
+        n,
+        seed,
+        offset,
+        p,
+        scale,
+        super::shape::Elem::F32,
+    )
 }
 
-/// [`dropout_f32`] on 16-bit elements of `elem` (`dropout_f16`, `dropout_bf16`): each widens to
-/// f32, is multiplied by the same mask value, and rounds once.
+/// [`dropout_f32`] on elements of `elem` (`dropout_f32`, `dropout_f16`, `dropout_bf16`): a 16-bit
+/// element widens to f32, is multiplied by the same mask value, and rounds once.
 #[allow(clippy::too_many_arguments)]
-pub fn dropout_half(
+pub fn dropout_typed(
     dev: &CudaDevice,
     x: DevPtr,
     y: DevPtr,
@@ -115,14 +121,20 @@ pub fn dropout_half(
 ) -> Result<()> {
     use super::shape::Elem;
     let name = match elem {
+        Elem::F32 => "dropout_f32",
         Elem::F16 => "dropout_f16",
         Elem::BF16 => "dropout_bf16",
-        _ => return dropout_f32(dev, x, y, n, seed, offset, p, scale),
+        Elem::I64 => {
+            return Err(crate::Error::InvalidArgument {
+                op: "dropout".into(),
+                msg: "i64 elements: dropout takes f32, f16 or bf16".into(),
+            })
+        }
     };
     let ni = n as i64;
     let args: [&dyn crate::KernelArg; 7] = [&x, &y, &ni, &seed, &offset, &p, &scale];
-    // SAFETY: matches `dropout_{f16,bf16}(const T*, T*, long long, u64, u64, float, float)`, T
-    // `elem`'s type; `n` elements at `x` and `y`.
+    // SAFETY: matches `dropout_{f32,f16,bf16}(const T*, T*, long long, u64, u64, float, float)`,
+    // T `elem`'s type; `n` elements at `x` and `y`.
     unsafe { launch_elems(dev, PHILOX, name, groups(n), &args) }
 }
 

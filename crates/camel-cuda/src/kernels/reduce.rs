@@ -69,24 +69,41 @@ launchers! {
     /// too few outputs to fill the GPU is split into chunks ([`reduce_cols_split_f32`]). Few long
     /// rows (the two-pass split) and other middle-dim reductions stay on step 2's kernels.
     pub fn loads_in_flight(..) {
-        let sms = dev.limits().sm_count.max(1) as usize;
-        if inner != 1 && outer * inner != 0 && cols_split_suits(sms, outer, dim, inner) {
-            return reduce_cols_split_f32(dev, x, y, outer, dim, inner, op);
+        if loads_in_flight_typed(dev, x, y, outer, dim, inner, op, Elem::F32)? {
+            return Ok(());
         }
-        let long_and_few = dim > super::rows::WARP_ROW_MAX && outer < 4 * sms;
-        if inner != 1 || outer == 0 || long_and_few {
-            return warp_shuffle(dev, x, y, outer, dim, inner, op);
-        }
-        row_variant(dev, STEP3, "reduce3_rows", x, y, outer, dim, op)
+        warp_shuffle(dev, x, y, outer, dim, inner, op)
     }
 }
 
+/// Where step 3 sends a reduction of `[outer, dim, inner]` on a GPU of `sms` multiprocessors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step3Path {
+    /// Many rows along the last dim: `reduce3_rows_*`.
+    Rows,
+    /// A long middle dim with few outputs: split into chunks (`reduce3_cols_partial_*`).
+    ColsSplit,
+    /// Step 2's kernels: other middle dims, a few long rows (the two-pass split), no rows.
+    Step2,
+}
+
+fn step3_path(sms: usize, outer: usize, dim: usize, inner: usize) -> Step3Path {
+    if inner != 1 && outer * inner != 0 && cols_split_suits(sms, outer, dim, inner) {
+        return Step3Path::ColsSplit;
+    }
+    let long_and_few = dim > super::rows::WARP_ROW_MAX && outer < 4 * sms;
+    if inner != 1 || outer == 0 || long_and_few {
+        return Step3Path::Step2;
+    }
+    Step3Path::Rows
+}
+
 /// [`loads_in_flight`] of input elements of any float dtype `elem` (the output `y` is f32 whatever
-/// `elem`): the row kernels and the chunked middle-dim pass read f16 and bf16 directly
-/// (`reduce3_rows_*_{f16,bf16}`, `reduce3_cols_partial_{f16,bf16}`), widening each element as
-/// they load it. `Ok(false)`, launching nothing, where step 3 hands the reduction to step 2's
-/// kernels (a middle dim with outputs enough to fill the GPU, a few long rows, no rows), which
-/// read f32 only.
+/// `elem`): the row kernels and the chunked middle-dim pass read f32, f16 and bf16
+/// (`reduce3_rows_*_{f32,f16,bf16}`, `reduce3_cols_partial_…`), widening each element as they
+/// load it. `Ok(false)`, launching nothing, where step 3 hands the reduction to step 2's kernels
+/// (a middle dim with outputs enough to fill the GPU, a few long rows, no rows), which read f32
+/// only.
 #[allow(clippy::too_many_arguments)]
 pub fn loads_in_flight_typed(
     dev: &CudaDevice,
@@ -98,18 +115,14 @@ pub fn loads_in_flight_typed(
     op: i32,
     elem: Elem,
 ) -> Result<bool> {
-    if elem == Elem::F32 {
-        loads_in_flight(dev, x, y, outer, dim, inner, op)?;
-        return Ok(true);
-    }
     let sms = dev.limits().sm_count.max(1) as usize;
-    if inner != 1 && outer * inner != 0 && cols_split_suits(sms, outer, dim, inner) {
-        reduce_cols_split(dev, x, y, outer, dim, inner, op, elem)?;
-        return Ok(true);
-    }
-    let long_and_few = dim > super::rows::WARP_ROW_MAX && outer < 4 * sms;
-    if inner != 1 || outer == 0 || long_and_few {
-        return Ok(false);
+    match step3_path(sms, outer, dim, inner) {
+        Step3Path::Step2 => return Ok(false),
+        Step3Path::ColsSplit => {
+            reduce_cols_split(dev, x, y, outer, dim, inner, op, elem)?;
+            return Ok(true);
+        }
+        Step3Path::Rows => {}
     }
     let (warp, _, cfg) = row_launch("reduce3_rows", outer, dim, &[x])?;
     let vec = dim % 4 == 0 && super::rows::aligned(&[x], 4 * elem.bytes());

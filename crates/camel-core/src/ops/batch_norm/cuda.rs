@@ -3,7 +3,7 @@
 //! are f32.
 
 use super::BatchNormKernels;
-use crate::backend::cuda::{elem, expect, like, CudaStorage, Family};
+use crate::backend::cuda::{elem, expect, expect_float, like, CudaStorage, Family};
 use crate::config::step;
 use crate::{DType, Result};
 use camel_cuda::kernels as k;
@@ -114,16 +114,4 @@ impl BatchNormKernels for CudaStorage {
         )?;
         Ok((dx, dw, db))
     }
-}
-
-/// Error naming `op` unless `s` holds floats.
-fn expect_float(op: &'static str, s: &CudaStorage) -> Result<()> {
-    if !s.dtype.is_float() {
-        return Err(crate::Error::DTypeMismatch {
-            op,
-            expected: DType::F32,
-            got: s.dtype,
-        });
-    }
-    Ok(())
 }

@@ -2,21 +2,9 @@
 //! bf16 (widened as read, computed in f32, each output rounded once).
 
 use super::{PoolGeom, PoolKernels};
-use crate::backend::cuda::{elem, expect, like, CudaStorage};
-use crate::{DType, Error, Result};
+use crate::backend::cuda::{elem, expect, expect_float, like, CudaStorage};
+use crate::{DType, Result};
 use camel_cuda::kernels as k;
-
-/// Error naming `op` unless `s` holds floats.
-fn expect_float(op: &'static str, s: &CudaStorage) -> Result<()> {
-    if !s.dtype.is_float() {
-        return Err(Error::DTypeMismatch {
-            op,
-            expected: DType::F32,
-            got: s.dtype,
-        });
-    }
-    Ok(())
-}
 
 impl PoolKernels for CudaStorage {
     fn max_pool2d(&self, g: &PoolGeom) -> Result<(Self, Self)> {

@@ -2,7 +2,9 @@
 //! from the draw's (seed, offset); nothing is drawn on the host or copied.
 
 use super::{Fill, RandomKernels};
-use crate::backend::cuda::{alloc, device, elem, err_slot, expect, like, CudaStorage};
+use crate::backend::cuda::{
+    alloc, device, elem, err_slot, expect, expect_float, like, CudaStorage,
+};
 use crate::rng::Philox;
 use crate::{DType, Result};
 use camel_cuda::kernels as k;
@@ -24,12 +26,10 @@ impl RandomKernels for CudaStorage {
 
     fn dropout_mask(&self, at: Philox, p: f32, scale: f32) -> Result<Self> {
         // f32, or f16/bf16 widened in the kernel and rounded once
-        if !self.dtype.is_float() {
-            expect("dropout", self, DType::F32)?;
-        }
+        expect_float("dropout", self)?;
         let out = like(self, self.len, self.dtype)?;
         let (x, y, n, e) = (self.ptr(), out.ptr(), self.len, elem(self.dtype));
-        k::random::dropout_half(&self.dev, x, y, n, at.seed, at.offset, p, scale, e)?;
+        k::random::dropout_typed(&self.dev, x, y, n, at.seed, at.offset, p, scale, e)?;
         Ok(out)
     }
 

@@ -4,10 +4,10 @@
 //! cast kernel, run the f32 kernel and round once.
 
 use super::SoftmaxKernels;
-use crate::backend::cuda::{elem, expect, like, CudaStorage, Family};
+use crate::backend::cuda::{elem, expect, expect_float, like, CudaStorage, Family};
 use crate::config::step;
 use crate::ops::shape::ShapeKernels;
-use crate::{DType, Error, Result};
+use crate::{DType, Result};
 use camel_cuda::kernels as k;
 use camel_cuda::kernels::rows::Step;
 
@@ -25,18 +25,6 @@ impl SoftmaxKernels for CudaStorage {
 /// backward is step 3's; its forward has f32 kernels only).
 fn typed_step() -> bool {
     matches!(step(Family::Softmax), Step::Three | Step::Four)
-}
-
-/// Error unless `s` holds f32, f16 or bf16.
-fn expect_float(op: &'static str, s: &CudaStorage) -> Result<()> {
-    if !s.dtype.is_float() {
-        return Err(Error::DTypeMismatch {
-            op,
-            expected: DType::F32,
-            got: s.dtype,
-        });
-    }
-    Ok(())
 }
 
 /// Softmax / log-softmax per row, in the input's dtype.
