@@ -77,7 +77,8 @@ template <typename T>
 __device__ __forceinline__ void l2_prefetch_rows(const T* p, long long r0, long long n, long long rows,
                                                  long long cols) {
     const long long r1 = r0 + n < rows ? r0 + n : rows;
-    if (r0 < r1) l2_prefetch(p + r0 * cols, (r1 - r0) * cols * (long long)sizeof(T));
+    // qualified: for a 16-bit T, argument-dependent lookup would also find any global l2_prefetch
+    if (r0 < r1) camel::l2_prefetch(p + r0 * cols, (r1 - r0) * cols * (long long)sizeof(T));
 }
 
 }  // namespace camel

@@ -138,8 +138,14 @@ __device__ __forceinline__ void softmax3_bwd_row(const T* __restrict__ y, const 
 // last blocks finish. The forward does it only for short rows (G ≤ 16, at most 16 rows of < 128
 // vector elements a block): for larger blocks it costs more than it gains. Step 4 keeps the
 // plain wait.
+// T is deduced from a alone (b may be nullptr).
+template <class T>
+struct softmax3_same {
+    using type = T;
+};
 template <int G, typename T>
-__device__ __forceinline__ void softmax3_prefetch(const T* a, const T* b, long long rows, long long cols) {
+__device__ __forceinline__ void softmax3_prefetch(const T* a, const typename softmax3_same<T>::type* b, long long rows,
+                                                  long long cols) {
     if (threadIdx.x != 0) return;
     constexpr long long PER_BLOCK = G <= 32 ? 256 / G : 1;
     const long long r0 = (blockIdx.x + (long long)blockIdx.y * gridDim.x) * PER_BLOCK;
