@@ -1,7 +1,7 @@
 // Elementwise step 1: one thread per element in a grid-stride loop, so any grid covers any n.
 // The plain form every later step is measured against: a warp issues one 4-byte load per lane
 // and stream. Launchers: crates/camel-cuda/src/kernels/elementwise.rs.
-// The masking kernels (`where_f32`, `triangle_f32`, `clamp_f32`, `arange_i64`) live only in this
+// The masking kernels (`where_*`, `triangle_*`, `clamp_*`, `arange_i64`) live only in this
 // step: like `binary_bcast_f32` they index through shapes (broadcast strides, row/column of a
 // matrix) or produce integers, where float4 loads of step 2 do not apply; every step's table
 // runs them from here.
@@ -66,10 +66,12 @@ struct WhereArgs {
 };
 
 // out[i] = mask[i] != 0 ? a[i] : b[i], each operand broadcast through its strides. A select, not
-// arithmetic, so an inf or NaN in the branch not taken never reaches the output.
-extern "C" __global__ void where_f32(const float* __restrict__ m, const float* __restrict__ a,
-                                     const float* __restrict__ b, float* __restrict__ out, long long n, WhereArgs p) {
-    CAMEL_PDL_WAIT();
+// arithmetic, so an inf or NaN in the branch not taken never reaches the output. M: the mask's
+// element type, T: the values' (a select copies a value, so it never rounds).
+template <typename M, typename T>
+__device__ __forceinline__ void where_elems(const M* __restrict__ m, const T* __restrict__ a,
+                                             const T* __restrict__ b, T* __restrict__ out, long long n,
+                                             const WhereArgs& p) {
     GRID_STRIDE_LOOP(i, n) {
         long long rem = i, im = 0, ia = 0, ib = 0;
         for (int d = (int)p.ndim - 1; d >= 0; --d) {
@@ -79,28 +81,55 @@ extern "C" __global__ void where_f32(const float* __restrict__ m, const float* _
             ia += q * p.sa[d];
             ib += q * p.sb[d];
         }
-        out[i] = m[im] != 0.0f ? a[ia] : b[ib];
+        out[i] = camel::to_float(m[im]) != 0.0f ? a[ia] : b[ib];
     }
 }
 
 // triu / tril over the last two dims of x viewed as [batch, rows, cols]: element (r, c) is kept
 // when c - r >= k (upper) or c - r <= k (lower), else written as 0.
-extern "C" __global__ void triangle_f32(const float* __restrict__ x, float* __restrict__ y, long long n,
-                                        long long rows, long long cols, long long k, int upper) {
-    CAMEL_PDL_WAIT();
+template <typename T>
+__device__ __forceinline__ void triangle_elems(const T* __restrict__ x, T* __restrict__ y, long long n, long long rows,
+                                         long long cols, long long k, int upper) {
     GRID_STRIDE_LOOP(i, n) {
         long long c = i % cols, r = (i / cols) % rows;
         bool keep = upper ? (c - r >= k) : (c - r <= k);
-        y[i] = keep ? x[i] : 0.0f;
+        y[i] = keep ? x[i] : camel::from_float<T>(0.0f);
     }
 }
 
-// y[i] = clamp(x[i], lo, hi) (mode 0) or its derivative mask (mode 1); see clamp_apply.
-extern "C" __global__ void clamp_f32(const float* __restrict__ x, float* __restrict__ y, long long n, float lo,
-                                     float hi, int mode) {
-    CAMEL_PDL_WAIT();
-    GRID_STRIDE_LOOP(i, n) y[i] = clamp_apply(x[i], lo, hi, mode);
+// y[i] = clamp(x[i], lo, hi) (mode 0) or its derivative mask (mode 1); see clamp_apply. In f32,
+// rounded once: a 16-bit x comes back unchanged or as the bound, rounded.
+template <typename T>
+__device__ __forceinline__ void clamp_elems(const T* __restrict__ x, T* __restrict__ y, long long n, float lo, float hi,
+                                      int mode) {
+    GRID_STRIDE_LOOP(i, n) y[i] = camel::from_float<T>(clamp_apply(camel::to_float(x[i]), lo, hi, mode));
 }
+
+// Kernel names: where_{mask}_{values} for every pair of float types; triangle_{T}, clamp_{T}.
+#define WHERE(MS, M, TS, T)                                                                                 \
+    extern "C" __global__ void where_##MS##_##TS(const M* __restrict__ m, const T* __restrict__ a,          \
+                                                 const T* __restrict__ b, T* __restrict__ out, long long n,  \
+                                                 WhereArgs p) {                                              \
+        CAMEL_PDL_WAIT();                                                                                    \
+        where_elems(m, a, b, out, n, p);                                                                    \
+    }
+#define MASKING(TS, T)                                                                                      \
+    WHERE(f32, float, TS, T)                                                                                \
+    WHERE(f16, __half, TS, T)                                                                               \
+    WHERE(bf16, __nv_bfloat16, TS, T)                                                                       \
+    extern "C" __global__ void triangle_##TS(const T* __restrict__ x, T* __restrict__ y, long long n,        \
+                                             long long rows, long long cols, long long k, int upper) {       \
+        CAMEL_PDL_WAIT();                                                                                    \
+        triangle_elems(x, y, n, rows, cols, k, upper);                                                             \
+    }                                                                                                        \
+    extern "C" __global__ void clamp_##TS(const T* __restrict__ x, T* __restrict__ y, long long n, float lo,  \
+                                          float hi, int mode) {                                              \
+        CAMEL_PDL_WAIT();                                                                                    \
+        clamp_elems(x, y, n, lo, hi, mode);                                                                        \
+    }
+MASKING(f32, float)
+MASKING(f16, __half)
+MASKING(bf16, __nv_bfloat16)
 
 // out[i] = start + i * step (the host checks that the last value fits in i64). `i * step` alone
 // may not fit when start and end have opposite signs, so the sum is taken in unsigned (wrapping)

@@ -87,9 +87,10 @@ struct PadArgs {
     long long before[MAX_DIMS];
 };
 
-extern "C" __global__ void pad_f32(const float* __restrict__ src, float* __restrict__ dst, long long n, PadArgs a,
-                                   float value) {
-    CAMEL_PDL_WAIT();
+// dst = src padded with `value` (rounded once to T where T is 16-bit), one thread per output.
+template <typename T>
+__device__ __forceinline__ void pad(const T* __restrict__ src, T* __restrict__ dst, long long n, const PadArgs& a,
+                                    T value) {
     GRID_STRIDE_LOOP(i, n) {
         long long rem = i, off = 0, stride = 1;
         bool inside = true;
@@ -103,6 +104,16 @@ extern "C" __global__ void pad_f32(const float* __restrict__ src, float* __restr
         dst[i] = inside ? src[off] : value;
     }
 }
+
+#define PAD(SUF, T)                                                                                      \
+    extern "C" __global__ void pad_##SUF(const T* __restrict__ src, T* __restrict__ dst, long long n,     \
+                                         PadArgs a, float value) {                                        \
+        CAMEL_PDL_WAIT();                                                                                 \
+        pad(src, dst, n, a, camel::from_float<T>(value));                                                 \
+    }
+PAD(f32, float)
+PAD(f16, __half)
+PAD(bf16, __nv_bfloat16)
 
 // dtype casts: every value goes through f32 (common/half.cuh). Widening to f32 is exact (f16,
 // bf16); narrowing rounds to nearest, ties to even, as the `half` crate does on the CPU; to i64

@@ -1,5 +1,7 @@
 //! Launchers for `kernels/elementwise/` (one PTX module per ladder step).
 
+use super::rows::KernelName;
+use super::shape::Elem;
 use super::{dims_array, launch, launch_elems, MAX_DIMS};
 use crate::{launch_1d, CudaDevice, DevPtr, Result};
 
@@ -140,10 +142,10 @@ pub fn binary_bcast_f32(
 }
 
 /// The kernel-name suffix of a 16-bit element type, or an error naming `op`.
-fn half_suffix(op: &str, elem: super::shape::Elem) -> Result<&'static str> {
+fn half_suffix(op: &str, elem: Elem) -> Result<&'static str> {
     match elem {
-        super::shape::Elem::F16 => Ok("f16"),
-        super::shape::Elem::BF16 => Ok("bf16"),
+        Elem::F16 => Ok("f16"),
+        Elem::BF16 => Ok("bf16"),
         other => Err(crate::Error::InvalidArgument {
             op: op.into(),
             msg: format!("{other:?} is not a 16-bit float"),
@@ -157,7 +159,7 @@ fn half_suffix(op: &str, elem: super::shape::Elem) -> Result<&'static str> {
 #[allow(clippy::too_many_arguments)]
 pub fn unary_half(
     dev: &CudaDevice,
-    elem: super::shape::Elem,
+    elem: Elem,
     x: DevPtr,
     y: DevPtr,
     n: usize,
@@ -187,7 +189,7 @@ pub fn unary_half(
 #[allow(clippy::too_many_arguments)]
 pub fn binary_half(
     dev: &CudaDevice,
-    elem: super::shape::Elem,
+    elem: Elem,
     a: DevPtr,
     b: DevPtr,
     out: DevPtr,
@@ -214,7 +216,7 @@ pub fn binary_half(
 #[allow(clippy::too_many_arguments)]
 pub fn binary_bcast_half(
     dev: &CudaDevice,
-    elem: super::shape::Elem,
+    elem: Elem,
     a: DevPtr,
     b: DevPtr,
     out: DevPtr,
@@ -240,7 +242,7 @@ pub fn binary_bcast_half(
     unsafe { launch_elems(dev, STEP1, &name, n, &[&a, &b, &out, &ni, &code, &p]) }
 }
 
-/// Kernel argument of `where_f32` (layout of `WhereArgs` in kernels/elementwise/01_thread_per_element.cu).
+/// Kernel argument of `where_*` (layout of `WhereArgs` in kernels/elementwise/01_thread_per_element.cu).
 #[repr(C)]
 #[derive(Clone, Copy, cust_core::DeviceCopy)]
 struct WhereArgs {
@@ -251,12 +253,24 @@ struct WhereArgs {
     sb: [i64; MAX_DIMS],
 }
 
+/// The float suffix of `elem` for the masking kernels, or a launch error naming `kernel`.
+fn float_suffix(kernel: &str, elem: Elem) -> Result<&'static str> {
+    match elem {
+        Elem::I64 => Err(crate::Error::LaunchConfig {
+            kernel: kernel.to_string(),
+            msg: "i64 elements: the masking kernels take f32, f16 or bf16".into(),
+        }),
+        e => Ok(e.suffix()),
+    }
+}
+
 /// `out = mask != 0 ? a : b` elementwise, each operand read through its strides against
-/// `out_shape` (0 along broadcast dims). One thread per output element (step 1's form in every
-/// step).
+/// `out_shape` (0 along broadcast dims); the mask's elements are `[mask_elem]`, the values' (a, b
+/// and out) `elem`. One thread per output element (step 1's form in every step).
 #[allow(clippy::too_many_arguments)]
-pub fn where_f32(
+pub fn where_select(
     dev: &CudaDevice,
+    [mask_elem, elem]: [Elem; 2],
     mask: DevPtr,
     a: DevPtr,
     b: DevPtr,
@@ -270,7 +284,12 @@ pub fn where_f32(
     if n == 0 {
         return Ok(());
     }
-    let name = "where_f32";
+    let name = KernelName::new(format_args!(
+        "where_{}_{}",
+        float_suffix("where", mask_elem)?,
+        float_suffix("where", elem)?
+    ));
+    let name = name.as_str();
     let p = WhereArgs {
         ndim: out_shape.len() as i64,
         shape: dims_array(name, out_shape)?,
@@ -279,16 +298,18 @@ pub fn where_f32(
         sb: dims_array(name, sb)?,
     };
     let ni = n as i64;
-    // SAFETY: matches `where_f32(const float*, const float*, const float*, float*, long long,
-    // WhereArgs)`; the strides keep every read inside mask, a and b.
+    // SAFETY: matches `where_{M}_{T}(const M*, const T*, const T*, T*, long long, WhereArgs)`;
+    // the strides keep every read inside mask, a and b.
     unsafe { launch_elems(dev, STEP1, name, n, &[&mask, &a, &b, &out, &ni, &p]) }
 }
 
 /// `y = triu(x, k)` (`upper`) or `tril(x, k)` over the last two dims of `x` viewed as
-/// `[n / (rows·cols), rows, cols]`: elements outside the triangle are written as 0.
+/// `[n / (rows·cols), rows, cols]`, `n` elements of `elem`: elements outside the triangle are
+/// written as 0.
 #[allow(clippy::too_many_arguments)]
-pub fn triangle_f32(
+pub fn triangle(
     dev: &CudaDevice,
+    elem: Elem,
     x: DevPtr,
     y: DevPtr,
     n: usize,
@@ -297,23 +318,26 @@ pub fn triangle_f32(
     k: i64,
     upper: bool,
 ) -> Result<()> {
+    let name = KernelName::new(format_args!("triangle_{}", float_suffix("triangle", elem)?));
     let (ni, r, c, up) = (n as i64, rows as i64, cols as i64, upper as i32);
-    // SAFETY: matches `triangle_f32(const float*, float*, long long ×4, int)`; n floats each.
+    // SAFETY: matches `triangle_{T}(const T*, T*, long long ×4, int)`; n elements of `elem` each.
     unsafe {
         launch_elems(
             dev,
             STEP1,
-            "triangle_f32",
+            name.as_str(),
             n,
             &[&x, &y, &ni, &r, &c, &k, &up],
         )
     }
 }
 
-/// `y = clamp(x, lo, hi)` (`grad == false`) or its derivative mask, 1.0 where `lo ≤ x ≤ hi`
-/// (`grad == true`), for `n` floats.
-pub fn clamp_f32(
+/// `y = clamp(x, lo, hi)` (`grad == false`) or its derivative mask, 1 where `lo ≤ x ≤ hi`
+/// (`grad == true`), for `n` elements of `elem`, computed in f32 and rounded once.
+#[allow(clippy::too_many_arguments)]
+pub fn clamp(
     dev: &CudaDevice,
+    elem: Elem,
     x: DevPtr,
     y: DevPtr,
     n: usize,
@@ -321,9 +345,18 @@ pub fn clamp_f32(
     hi: f32,
     grad: bool,
 ) -> Result<()> {
+    let name = KernelName::new(format_args!("clamp_{}", float_suffix("clamp", elem)?));
     let (ni, mode) = (n as i64, grad as i32);
-    // SAFETY: matches `clamp_f32(const float*, float*, long long, float, float, int)`.
-    unsafe { launch_elems(dev, STEP1, "clamp_f32", n, &[&x, &y, &ni, &lo, &hi, &mode]) }
+    // SAFETY: matches `clamp_{T}(const T*, T*, long long, float, float, int)`; n elements each.
+    unsafe {
+        launch_elems(
+            dev,
+            STEP1,
+            name.as_str(),
+            n,
+            &[&x, &y, &ni, &lo, &hi, &mode],
+        )
+    }
 }
 
 /// `out[i] = start + i·step` for `n` i64 values at `out`; the caller checks that the last value

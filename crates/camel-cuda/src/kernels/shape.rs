@@ -125,9 +125,12 @@ struct PadArgs {
     before: [i64; MAX_DIMS],
 }
 
-/// Constant padding of a `src_shape` tensor by `before`/`after` per dim.
-pub fn pad_f32(
+/// Constant padding of a `src_shape` tensor of `elem` by `before`/`after` per dim; `value`
+/// rounds once to a 16-bit `elem` (`pad_{f32,f16,bf16}`).
+#[allow(clippy::too_many_arguments)]
+pub fn pad(
     dev: &CudaDevice,
+    elem: Elem,
     src: DevPtr,
     dst: DevPtr,
     src_shape: &[usize],
@@ -142,7 +145,17 @@ pub fn pad_f32(
     if n == 0 {
         return Ok(());
     }
-    let name = "pad_f32";
+    let name = match elem {
+        Elem::F32 => "pad_f32",
+        Elem::F16 => "pad_f16",
+        Elem::BF16 => "pad_bf16",
+        Elem::I64 => {
+            return Err(crate::Error::LaunchConfig {
+                kernel: "pad".into(),
+                msg: "i64 elements: pad takes f32, f16 or bf16".into(),
+            })
+        }
+    };
     let a = PadArgs {
         ndim: out.len() as i64,
         out_shape: dims_array(name, &out)?,
@@ -150,7 +163,8 @@ pub fn pad_f32(
         before: dims_array(name, before)?,
     };
     let ni = n as i64;
-    // SAFETY: matches `pad_f32(const float*, float*, long long, PadArgs, float)`.
+    // SAFETY: matches `pad_{T}(const T*, T*, long long, PadArgs, float)`; the shapes give the
+    // element counts at src and dst.
     unsafe { launch_elems(dev, MODULE, name, n, &[&src, &dst, &ni, &a, &value]) }
 }
 

@@ -53,7 +53,20 @@ impl ElementwiseKernels for CpuStorage {
         b_shape: &[usize],
         out_shape: &[usize],
     ) -> Result<Self> {
-        let (m, a, b) = (self.f32("where")?, a.f32("where")?, b.f32("where")?);
+        // a select copies values, so widening the 16-bit ones and rounding back is exact
+        let dtype = a.dtype();
+        if b.dtype() != dtype {
+            return Err(crate::Error::DTypeMismatch {
+                op: "where",
+                expected: dtype,
+                got: b.dtype(),
+            });
+        }
+        let (m, a, b) = (
+            self.f32_widened("where")?,
+            a.f32_widened("where")?,
+            b.f32_widened("where")?,
+        );
         let n = numel(out_shape);
         let strides = [
             broadcast_strides(m_shape, out_shape),
@@ -76,11 +89,11 @@ impl ElementwiseKernels for CpuStorage {
                 b[off[2]]
             });
         }
-        Ok(CpuStorage::F32(out))
+        Ok(CpuStorage::from_f32_vec(out, dtype))
     }
 
     fn triangle(&self, rows: usize, cols: usize, k: i64, upper: bool) -> Result<Self> {
-        let x = self.f32("triangle")?;
+        let x = self.f32_widened("triangle")?;
         let mut out = crate::backend::cpu::try_vec("triangle", x.len())?;
         out.extend(x.iter().enumerate().map(|(i, &v)| {
             let (c, r) = ((i % cols) as i64, ((i / cols) % rows) as i64);
@@ -91,14 +104,15 @@ impl ElementwiseKernels for CpuStorage {
                 0.0
             }
         }));
-        Ok(CpuStorage::F32(out))
+        Ok(CpuStorage::from_f32_vec(out, self.dtype()))
     }
 
     fn clamp(&self, lo: f32, hi: f32, grad: bool) -> Result<Self> {
-        let x = self.f32("clamp")?;
+        // in f32, rounded once to a 16-bit dtype, as the CUDA kernel
+        let x = self.f32_widened("clamp")?;
         let mut out = crate::backend::cpu::try_vec("clamp", x.len())?;
         out.extend(x.iter().map(|&v| clamp_apply(v, lo, hi, grad)));
-        Ok(CpuStorage::F32(out))
+        Ok(CpuStorage::from_f32_vec(out, self.dtype()))
     }
 }
 

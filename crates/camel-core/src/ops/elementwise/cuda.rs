@@ -1,7 +1,7 @@
 //! The elementwise ops on the GPU: the elementwise ladder (`kernels/elementwise`).
 
 use super::{BinaryOp, ElementwiseKernels, UnaryOp};
-use crate::backend::cuda::{elem, expect, like, CudaStorage, Family};
+use crate::backend::cuda::{elem, expect, expect_float, like, CudaStorage, Family};
 use crate::config::step;
 use crate::{DType, Error, Result};
 use camel_cuda::kernels as k;
@@ -32,13 +32,15 @@ impl ElementwiseKernels for CudaStorage {
         out_shape: &[usize],
     ) -> Result<Self> {
         for s in [self, a, b] {
-            expect("where", s, DType::F32)?;
+            expect_float("where", s)?;
         }
+        expect("where", b, a.dtype)?;
         let n: usize = out_shape.iter().product();
-        let out = like(self, n, DType::F32)?;
+        let out = like(self, n, a.dtype)?;
         let strides = |s: &[usize]| crate::shape::broadcast_strides(s, out_shape);
-        k::elementwise::where_f32(
+        k::elementwise::where_select(
             &self.dev,
+            [elem(self.dtype), elem(a.dtype)],
             self.ptr(),
             a.ptr(),
             b.ptr(),
@@ -52,10 +54,11 @@ impl ElementwiseKernels for CudaStorage {
     }
 
     fn triangle(&self, rows: usize, cols: usize, k: i64, upper: bool) -> Result<Self> {
-        expect("triangle", self, DType::F32)?;
-        let out = like(self, self.len, DType::F32)?;
-        k::elementwise::triangle_f32(
+        expect_float("triangle", self)?;
+        let out = like(self, self.len, self.dtype)?;
+        k::elementwise::triangle(
             &self.dev,
+            elem(self.dtype),
             self.ptr(),
             out.ptr(),
             self.len,
@@ -68,9 +71,10 @@ impl ElementwiseKernels for CudaStorage {
     }
 
     fn clamp(&self, lo: f32, hi: f32, grad: bool) -> Result<Self> {
-        expect("clamp", self, DType::F32)?;
-        let out = like(self, self.len, DType::F32)?;
-        k::elementwise::clamp_f32(&self.dev, self.ptr(), out.ptr(), self.len, lo, hi, grad)?;
+        expect_float("clamp", self)?;
+        let out = like(self, self.len, self.dtype)?;
+        let e = elem(self.dtype);
+        k::elementwise::clamp(&self.dev, e, self.ptr(), out.ptr(), self.len, lo, hi, grad)?;
         Ok(out)
     }
 }

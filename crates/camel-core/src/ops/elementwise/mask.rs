@@ -7,14 +7,13 @@
 //! grad). Comparisons and scalar comparisons are codes of the elementwise unary/binary kernels,
 //! so they run on every step of the elementwise ladder; `where_cond`/`masked_fill`,
 //! `triu`/`tril`, `clamp` and `arange` have their own kernels in the ladder's first step
-//! (`kernels/elementwise/01_thread_per_element.cu`). On f16 and bf16 tensors, `where_cond`,
-//! `masked_fill`, `triu`/`tril` and `clamp` widen their inputs on the device, run those f32
-//! kernels and round the result back (exact for all but a fill value or a bound that the dtype
-//! cannot hold, which rounds once).
+//! (`kernels/elementwise/01_thread_per_element.cu`), in f32, f16 and bf16. They read and write
+//! the tensor's own dtype: a select or a triangle copies values, and `clamp` computes in f32 and
+//! rounds once, so only a fill value or a bound that the dtype cannot hold rounds. A mask may be
+//! of any float dtype, whatever the values' dtype.
 
 use super::{BinaryOp, UnaryOp};
-use crate::autocast::{autocast_dtype, via_f32};
-use crate::ops::{expect_f32, same_device, same_dtype};
+use crate::ops::{expect_float, same_device, same_dtype};
 use crate::shape::broadcast_shape;
 use crate::storage::Storage;
 use crate::{Device, Error, Result, Tensor};
@@ -123,24 +122,14 @@ impl Tensor {
     /// ```
     pub fn where_cond(&self, on_true: &Tensor, on_false: &Tensor) -> Result<Tensor> {
         const OP: &str = "where_cond";
-        if [self, on_true, on_false]
-            .iter()
-            .any(|t| t.dtype().is_half())
-        {
-            // the values share one dtype outside an autocast scope; the mask may be any float
-            if autocast_dtype().is_none() {
-                same_dtype(OP, on_true, on_false)?;
-            }
-            let (m, a, b) = (widen(self)?, widen(on_true)?, widen(on_false)?);
-            let y = m.where_cond(&a, &b)?;
-            return match on_true.dtype() {
-                d if d.is_half() && d == on_false.dtype() => y.to_dtype(d),
-                _ => Ok(y),
-            };
+        // inside an autocast scope, an f32 branch and a 16-bit one select in f32
+        if let Some((a, b)) = crate::autocast::promote(on_true, on_false)? {
+            return self.where_cond(&a, &b);
         }
         for t in [self, on_true, on_false] {
-            expect_f32(OP, t)?;
+            expect_float(OP, t)?;
         }
+        same_dtype(OP, on_true, on_false)?;
         same_device(OP, self, on_true)?;
         same_device(OP, self, on_false)?;
         let ab = broadcast_shape(OP, on_true.shape(), on_false.shape())?;
@@ -159,7 +148,7 @@ impl Tensor {
             OP,
             &[self, on_true, on_false],
             Box::new(move |g| {
-                let zero = Tensor::zeros(&[], g.device())?;
+                let zero = scalar(0.0, g)?;
                 let ga = if ra {
                     Some(Tensor::where_plain(&mask, g, &zero, g.shape())?.sum_to(&sa)?)
                 } else {
@@ -192,12 +181,8 @@ impl Tensor {
     /// ```
     pub fn masked_fill(&self, mask: &Tensor, value: f32) -> Result<Tensor> {
         const OP: &str = "masked_fill";
-        if self.dtype().is_half() || mask.dtype().is_half() {
-            let m = widen(mask)?;
-            return via_f32(self, |x| x.masked_fill(&m, value));
-        }
-        expect_f32(OP, self)?;
-        expect_f32(OP, mask)?;
+        expect_float(OP, self)?;
+        expect_float(OP, mask)?;
         same_device(OP, self, mask)?;
         if broadcast_shape(OP, self.shape(), mask.shape())? != self.shape() {
             return Err(Error::ShapeMismatch {
@@ -207,7 +192,7 @@ impl Tensor {
                 expected: "a mask that broadcasts to the input's shape".into(),
             });
         }
-        let fill = Tensor::full(&[], value, self.device())?;
+        let fill = scalar(value, self)?;
         let out = Tensor::where_plain(mask, &fill, self, self.shape())?;
         let m = mask.detach();
         let storage = out.storage_arc().clone();
@@ -217,7 +202,7 @@ impl Tensor {
             OP,
             &[self],
             Box::new(move |g| {
-                let zero = Tensor::zeros(&[], g.device())?;
+                let zero = scalar(0.0, g)?;
                 Ok(vec![Some(Tensor::where_plain(&m, &zero, g, g.shape())?)])
             }),
         ))
@@ -232,10 +217,7 @@ impl Tensor {
     }
 
     fn triangle(&self, k: i64, upper: bool, op: &'static str) -> Result<Tensor> {
-        if self.dtype().is_half() {
-            return via_f32(self, |x| x.triangle(k, upper, op));
-        }
-        expect_f32(op, self)?;
+        expect_float(op, self)?;
         if self.rank() < 2 {
             return Err(Error::BadShape {
                 op,
@@ -315,10 +297,7 @@ impl Tensor {
     /// is the upstream gradient where `min ≤ x ≤ max` and 0 outside. A NaN bound is an error.
     pub fn clamp(&self, min: f32, max: f32) -> Result<Tensor> {
         const OP: &str = "clamp";
-        if self.dtype().is_half() {
-            return via_f32(self, |x| x.clamp(min, max));
-        }
-        expect_f32(OP, self)?;
+        expect_float(OP, self)?;
         if min.is_nan() || max.is_nan() {
             return Err(Error::InvalidArgument {
                 op: OP,
@@ -393,11 +372,12 @@ impl Tensor {
     }
 }
 
-/// `t` as f32: a 16-bit tensor widened on its device (exact), any other as it is.
-fn widen(t: &Tensor) -> Result<Tensor> {
-    if t.dtype().is_half() {
-        t.to_dtype(crate::DType::F32)
+/// A `[]` tensor holding `value` in `like`'s dtype (rounded once to a 16-bit one), on its device.
+fn scalar(value: f32, like: &Tensor) -> Result<Tensor> {
+    let t = Tensor::full(&[], value, like.device())?;
+    if like.dtype() == crate::DType::F32 {
+        Ok(t)
     } else {
-        Ok(t.clone())
+        t.to_dtype(like.dtype())
     }
 }

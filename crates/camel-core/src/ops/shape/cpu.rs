@@ -48,13 +48,9 @@ impl ShapeKernels for CpuStorage {
     }
 
     fn pad(&self, shape: &[usize], before: &[usize], after: &[usize], value: f32) -> Result<Self> {
-        Ok(CpuStorage::F32(pad(
-            self.f32("pad")?,
-            shape,
-            before,
-            after,
-            value,
-        )?))
+        // padding copies values, so widening 16-bit ones and rounding back changes only `value`
+        let v = pad(&self.f32_widened("pad")?, shape, before, after, value)?;
+        Ok(CpuStorage::from_f32_vec(v, self.dtype()))
     }
 
     fn cast(&self, dtype: DType) -> Result<Self> {

@@ -1,7 +1,7 @@
 //! The data-movement primitives on the GPU (`kernels/shape/copy.cu`).
 
 use super::ShapeKernels;
-use crate::backend::cuda::{elem, expect, like, CudaStorage};
+use crate::backend::cuda::{elem, expect_float, like, CudaStorage};
 use crate::{DType, Result};
 use camel_cuda::kernels as k;
 
@@ -71,7 +71,7 @@ fn cat(parts: &[&CudaStorage], outer: usize, widths: &[usize]) -> Result<CudaSto
     Ok(out)
 }
 
-/// Constant padding.
+/// Constant padding, in the input's float dtype (`value` rounds once to a 16-bit one).
 fn pad(
     x: &CudaStorage,
     shape: &[usize],
@@ -79,12 +79,13 @@ fn pad(
     after: &[usize],
     value: f32,
 ) -> Result<CudaStorage> {
-    expect("pad", x, DType::F32)?;
+    expect_float("pad", x)?;
     let n: usize = (0..shape.len())
         .map(|d| shape[d] + before[d] + after[d])
         .product();
-    let out = like(x, n, DType::F32)?;
-    k::shape::pad_f32(&x.dev, x.ptr(), out.ptr(), shape, before, after, value)?;
+    let out = like(x, n, x.dtype)?;
+    let (e, p) = (elem(x.dtype), x.ptr());
+    k::shape::pad(&x.dev, e, p, out.ptr(), shape, before, after, value)?;
     Ok(out)
 }
 

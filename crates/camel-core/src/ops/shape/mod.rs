@@ -4,7 +4,7 @@
 //! a view into a dense tensor (only when it is not one already); `cat`, `stack` and `pad` write
 //! new tensors. Every copy here is one primitive of `ShapeKernels` (`cpu.rs`, `cuda.rs`).
 
-use super::{expect_f32, same_device};
+use super::same_device;
 use crate::layout::checked_numel;
 use crate::shape::{normalize_dim, numel};
 use crate::storage::{dispatch, Storage};
@@ -432,13 +432,10 @@ impl Tensor {
         Tensor::cat(&refs, d)
     }
 
-    /// Pad with a constant: `pads[d] = (before, after)` for every dim.
+    /// Pad with a constant: `pads[d] = (before, after)` for every dim. Any float dtype; `value`
+    /// rounds once to a 16-bit one.
     pub fn pad(&self, pads: &[(usize, usize)], value: f32) -> Result<Tensor> {
-        if self.dtype().is_half() {
-            // through the f32 kernel: exact but for `value`, which rounds once
-            return crate::autocast::via_f32(self, |x| x.pad(pads, value));
-        }
-        expect_f32("pad", self)?;
+        crate::ops::expect_float("pad", self)?;
         if pads.len() != self.rank() {
             return Err(Error::InvalidArgument {
                 op: "pad",
