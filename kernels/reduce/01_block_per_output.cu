@@ -5,6 +5,7 @@
 // they are not on a training step's hot path.
 
 #include "common/common.cuh"
+#include "common/half.cuh"
 
 #define RED_THREADS 256
 
@@ -49,20 +50,21 @@ __device__ __forceinline__ float block_sum(float* buf, float v) {
 
 // Variance of each row of [rows, cols], two passes over the row in f32: the mean, then the sum of
 // squared deviations from it (no cancellation of E[x²] − E[x]²), divided by cols − correction
-// (0/0 = NaN where cols <= correction, as torch.var). One block per row.
-extern "C" __global__ void var_rows_f32(const float* __restrict__ x, float* __restrict__ y, long long rows,
-                                        long long cols, long long correction) {
-    CAMEL_PDL_WAIT();
+// (0/0 = NaN where cols <= correction, as torch.var). One block per row. T: the input's element
+// type, widened as it loads; the variance is f32.
+template <typename T>
+__device__ __forceinline__ void var_rows(const T* __restrict__ x, float* __restrict__ y, long long rows,
+                                         long long cols, long long correction) {
     __shared__ float buf[RED_THREADS];
     long long r = blockIdx.x + (long long)blockIdx.y * gridDim.x;
     if (r >= rows) return;
-    const float* row = x + r * cols;
+    const T* row = x + r * cols;
     float s = 0.0f;
-    for (long long c = threadIdx.x; c < cols; c += blockDim.x) s += row[c];
+    for (long long c = threadIdx.x; c < cols; c += blockDim.x) s += camel::to_float(row[c]);
     float mean = block_sum(buf, s) / (float)cols;
     float q = 0.0f;
     for (long long c = threadIdx.x; c < cols; c += blockDim.x) {
-        float d = row[c] - mean;
+        float d = camel::to_float(row[c]) - mean;
         q += d * d;
     }
     q = block_sum(buf, q);
@@ -71,19 +73,19 @@ extern "C" __global__ void var_rows_f32(const float* __restrict__ x, float* __re
 }
 
 // Index of the largest (MIN: smallest) element of each row (first on ties, the first NaN where
-// the row has one), one block per row.
-template <bool MIN>
-__device__ __forceinline__ void arg_extreme_last(const float* __restrict__ x, long long* __restrict__ out,
+// the row has one), one block per row. T: the input's element type (compared widened: exact).
+template <bool MIN, typename T>
+__device__ __forceinline__ void arg_extreme_last(const T* __restrict__ x, long long* __restrict__ out,
                                                  long long rows, long long cols) {
     __shared__ float bv[RED_THREADS];
     __shared__ long long bi[RED_THREADS];
     long long r = blockIdx.x + (long long)blockIdx.y * gridDim.x;
     if (r >= rows) return;
-    const float* row = x + r * cols;
+    const T* row = x + r * cols;
     float best = -INFINITY;
     long long idx = cols;  // "none yet"
     for (long long c = threadIdx.x; c < cols; c += blockDim.x) {
-        float v = row[c];
+        float v = camel::to_float(row[c]);
         if (idx == cols || (best == best && ((MIN ? v < best : v > best) || v != v))) { best = v; idx = c; }
     }
     bv[threadIdx.x] = best;
@@ -106,14 +108,23 @@ __device__ __forceinline__ void arg_extreme_last(const float* __restrict__ x, lo
     if (threadIdx.x == 0) out[r] = bi[0] == cols ? 0 : bi[0];
 }
 
-extern "C" __global__ void argmax_last_f32(const float* __restrict__ x, long long* __restrict__ out, long long rows,
-                                           long long cols) {
-    CAMEL_PDL_WAIT();
-    arg_extreme_last<false>(x, out, rows, cols);
-}
-
-extern "C" __global__ void argmin_last_f32(const float* __restrict__ x, long long* __restrict__ out, long long rows,
-                                           long long cols) {
-    CAMEL_PDL_WAIT();
-    arg_extreme_last<true>(x, out, rows, cols);
-}
+// Kernel names: var_rows_{T}, argmax_last_{T}, argmin_last_{T}.
+#define ROW_STATS(SUF, T)                                                                                \
+    extern "C" __global__ void var_rows_##SUF(const T* __restrict__ x, float* __restrict__ y, long long rows, \
+                                              long long cols, long long correction) {                     \
+        CAMEL_PDL_WAIT();                                                                                 \
+        var_rows(x, y, rows, cols, correction);                                                           \
+    }                                                                                                     \
+    extern "C" __global__ void argmax_last_##SUF(const T* __restrict__ x, long long* __restrict__ out,     \
+                                                 long long rows, long long cols) {                        \
+        CAMEL_PDL_WAIT();                                                                                 \
+        arg_extreme_last<false>(x, out, rows, cols);                                                      \
+    }                                                                                                     \
+    extern "C" __global__ void argmin_last_##SUF(const T* __restrict__ x, long long* __restrict__ out,     \
+                                                 long long rows, long long cols) {                        \
+        CAMEL_PDL_WAIT();                                                                                 \
+        arg_extreme_last<true>(x, out, rows, cols);                                                       \
+    }
+ROW_STATS(f32, float)
+ROW_STATS(f16, __half)
+ROW_STATS(bf16, __nv_bfloat16)

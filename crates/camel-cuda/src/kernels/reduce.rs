@@ -224,71 +224,56 @@ fn reduce_cols_split(
     warp_shuffle(dev, partial.ptr(), y, outer, chunks, inner, op)
 }
 
-/// `out[r] = argmax_c x[r, c]` (i64 output), one block per row.
-pub fn argmax_last_f32(
+/// `out[r] = argmax_c x[r, c]` (`min`: argmin) of `[rows, cols]` elements of `elem`, as i64,
+/// one block per row (`arg{max,min}_last_{elem}`).
+pub fn arg_extreme_last(
     dev: &CudaDevice,
     x: DevPtr,
     out: DevPtr,
     rows: usize,
     cols: usize,
-) -> Result<()> {
-    arg_extreme(dev, "argmax_last_f32", x, out, rows, cols)
-}
-
-/// `out[r] = argmin_c x[r, c]` (i64 output), one block per row.
-pub fn argmin_last_f32(
-    dev: &CudaDevice,
-    x: DevPtr,
-    out: DevPtr,
-    rows: usize,
-    cols: usize,
-) -> Result<()> {
-    arg_extreme(dev, "argmin_last_f32", x, out, rows, cols)
-}
-
-/// Launches `argmax_last_f32` or `argmin_last_f32` (same parameters), one block per row.
-fn arg_extreme(
-    dev: &CudaDevice,
-    name: &str,
-    x: DevPtr,
-    out: DevPtr,
-    rows: usize,
-    cols: usize,
+    min: bool,
+    elem: Elem,
 ) -> Result<()> {
     if rows == 0 {
         return Ok(());
     }
+    let which = if min { "argmin" } else { "argmax" };
+    let name = KernelName::new(format_args!("{which}_last_{}", elem.suffix()));
     let (r, c) = (rows as i64, cols as i64);
-    // SAFETY: matches `arg{max,min}_last_f32(const float*, long long*, long long, long long)`.
+    // SAFETY: matches `arg{max,min}_last_{T}(const T*, long long*, long long, long long)`; the
+    // caller passes `[rows, cols]` elements of `elem` at x and rows i64 at out.
     unsafe {
         let args: [&dyn crate::KernelArg; 4] = [&x, &out, &r, &c];
-        launch_rows(dev, STEP1, name, rows, THREADS, &args)
+        launch_rows(dev, STEP1, name.as_str(), rows, THREADS, &args)
     }
 }
 
-/// `y[r] = Σ_c (x[r, c] − mean_r)² / (cols − correction)` over `[rows, cols]`, one block per
-/// row, two passes over the row in f32.
-pub fn var_rows_f32(
+/// `y[r] = Σ_c (x[r, c] − mean_r)² / (cols − correction)` over `[rows, cols]` elements of
+/// `elem`, f32 output, one block per row, two passes over the row in f32 (`var_rows_{elem}`).
+pub fn var_rows(
     dev: &CudaDevice,
     x: DevPtr,
     y: DevPtr,
     rows: usize,
     cols: usize,
     correction: usize,
+    elem: Elem,
 ) -> Result<()> {
     if rows == 0 {
         return Ok(());
     }
+    let name = KernelName::new(format_args!("var_rows_{}", elem.suffix()));
     let (r, c, k) = (
         rows as i64,
         cols as i64,
         correction.min(i64::MAX as usize) as i64,
     );
-    // SAFETY: matches `var_rows_f32(const float*, float*, long long, long long, long long)`;
-    // rows × cols floats at x, rows at y.
+    // SAFETY: matches `var_rows_{T}(const T*, float*, long long, long long, long long)`;
+    // rows × cols elements of `elem` at x, rows floats at y.
     unsafe {
         let args: [&dyn crate::KernelArg; 5] = [&x, &y, &r, &c, &k];
-        launch_rows(dev, STEP1, "var_rows_f32", rows, THREADS, &args)
+        launch_rows(dev, STEP1, name.as_str(), rows, THREADS, &args)
     }
 }
 

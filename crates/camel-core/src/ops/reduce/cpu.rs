@@ -18,7 +18,7 @@ impl ReduceKernels for CpuStorage {
 
     fn argmax_last(&self, rows: usize, cols: usize) -> Result<Self> {
         Ok(CpuStorage::I64(arg_extreme_last(
-            self.f32("argmax")?,
+            &self.f32_widened("argmax")?,
             rows,
             cols,
             false,
@@ -27,16 +27,17 @@ impl ReduceKernels for CpuStorage {
 
     fn argmin_last(&self, rows: usize, cols: usize) -> Result<Self> {
         Ok(CpuStorage::I64(arg_extreme_last(
-            self.f32("argmin")?,
+            &self.f32_widened("argmin")?,
             rows,
             cols,
             true,
         )))
     }
 
+    /// f32 whatever the float input: f16 and bf16 widen first.
     fn var_rows(&self, rows: usize, cols: usize, correction: usize) -> Result<Self> {
         Ok(CpuStorage::F32(var_rows(
-            self.f32("var")?,
+            &self.f32_widened("var")?,
             rows,
             cols,
             correction,

@@ -1,7 +1,7 @@
 //! The reductions on the GPU: the reduce ladder (`kernels/reduce`).
 
 use super::{ReduceKernels, ReduceOp};
-use crate::backend::cuda::{elem, expect, like, CudaStorage, Family};
+use crate::backend::cuda::{elem, expect, expect_float, like, CudaStorage, Family};
 use crate::config::step;
 use crate::ops::shape::ShapeKernels;
 use crate::{DType, Result};
@@ -14,20 +14,19 @@ impl ReduceKernels for CudaStorage {
     }
 
     fn argmax_last(&self, rows: usize, cols: usize) -> Result<Self> {
-        argmax_last(self, rows, cols)
+        arg_extreme_last(self, rows, cols, false)
     }
 
     fn argmin_last(&self, rows: usize, cols: usize) -> Result<Self> {
-        expect("argmin", self, DType::F32)?;
-        let out = like(self, rows, DType::I64)?;
-        k::reduce::argmin_last_f32(&self.dev, self.ptr(), out.ptr(), rows, cols)?;
-        Ok(out)
+        arg_extreme_last(self, rows, cols, true)
     }
 
+    /// f32 whatever the float input: a 16-bit row widens as it loads.
     fn var_rows(&self, rows: usize, cols: usize, correction: usize) -> Result<Self> {
-        expect("var", self, DType::F32)?;
+        expect_float("var", self)?;
         let out = like(self, rows, DType::F32)?;
-        k::reduce::var_rows_f32(&self.dev, self.ptr(), out.ptr(), rows, cols, correction)?;
+        let (x, e) = (self.ptr(), elem(self.dtype));
+        k::reduce::var_rows(&self.dev, x, out.ptr(), rows, cols, correction, e)?;
         Ok(out)
     }
 }
@@ -67,10 +66,11 @@ fn reduce(
     Ok(out)
 }
 
-/// Row-wise argmax → i64.
-fn argmax_last(x: &CudaStorage, rows: usize, cols: usize) -> Result<CudaStorage> {
-    expect("argmax", x, DType::F32)?;
+/// Row-wise argmax (`min`: argmin) of any float dtype → i64.
+fn arg_extreme_last(x: &CudaStorage, rows: usize, cols: usize, min: bool) -> Result<CudaStorage> {
+    expect_float(if min { "argmin" } else { "argmax" }, x)?;
     let out = like(x, rows, DType::I64)?;
-    k::reduce::argmax_last_f32(&x.dev, x.ptr(), out.ptr(), rows, cols)?;
+    let (p, e) = (x.ptr(), elem(x.dtype));
+    k::reduce::arg_extreme_last(&x.dev, p, out.ptr(), rows, cols, min, e)?;
     Ok(out)
 }

@@ -7,12 +7,12 @@
 //! - `var_dims` permutes the reduced dims to the end and makes the result dense on the device
 //!   (one strided copy, none when they are already the trailing dims), then computes each row's
 //!   variance in two passes: f64 on the CPU, f32 on the GPU (the mean, then the squared
-//!   deviations from it).
+//!   deviations from it). A 16-bit input widens as it loads; the f32 variance rounds once, as
+//!   the sums do.
 
-use crate::autocast::via_f32_autocast;
-use crate::ops::{expect_f32, expect_float};
+use crate::ops::expect_float;
 use crate::shape::normalize_dim;
-use crate::{Error, Result, Tensor};
+use crate::{DType, Error, Result, Tensor};
 
 use super::{as_dtype, finish, ReduceOp};
 
@@ -150,10 +150,7 @@ impl Tensor {
     /// ```
     pub fn var_dims(&self, dims: &[isize], correction: usize, keepdim: bool) -> Result<Tensor> {
         const OP: &str = "var_dims";
-        if self.dtype().is_half() {
-            return via_f32_autocast(self, |x| x.var_dims(dims, correction, keepdim));
-        }
-        expect_f32(OP, self)?;
+        expect_float(OP, self)?;
         let ds = reduced_dims(OP, dims, self.rank())?;
         let (keep, out_shape) = reduced_shapes(self.shape(), &ds, keepdim);
         let kept: Vec<usize> = (0..self.rank()).filter(|d| !ds.contains(d)).collect();
@@ -164,11 +161,17 @@ impl Tensor {
         let s = x.storage()?.var_rows(rows, cols, correction)?;
         let x = self.detach();
         let dims = dims.to_vec();
-        Ok(Tensor::from_op(s, out_shape, OP, &[self], move |g| {
+        let dtype = self.dtype();
+        // the variance is f32 (the kernel widens a 16-bit input as it loads); `finish` rounds it
+        // once to the input's dtype outside an autocast scope
+        let y = Tensor::from_op(s, out_shape, OP, &[self], move |g| {
+            // in f32 (a 16-bit x widened), the gradient rounded once to x's dtype
+            let x = as_dtype(x.clone(), DType::F32)?;
             let den = cols.saturating_sub(correction) as f32;
             let dev = x.sub(&x.mean_dims(&dims, true)?)?;
-            let gk = g.reshape(&keep)?;
-            Ok(vec![Some(dev.mul(&gk)?.mul_scalar(2.0 / den)?)])
-        }))
+            let gk = as_dtype(g.reshape(&keep)?, DType::F32)?;
+            as_dtype(dev.mul(&gk)?.mul_scalar(2.0 / den)?, dtype).map(|gx| vec![Some(gx)])
+        });
+        finish(y, dtype)
     }
 }

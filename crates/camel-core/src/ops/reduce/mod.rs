@@ -7,11 +7,11 @@
 //! the reduction ladder's step 3 widens each element as it loads it; its step-2 paths and the
 //! CPU widen the input first), and the op rounds the f32 result once to the input's dtype (it
 //! stays f32 inside an autocast scope): the f32 accumulation PyTorch's 16-bit reductions use.
-//! The maximum, minimum, argmax/argmin and variance of a 16-bit tensor widen it with the cast
-//! kernel first (`crate::autocast::via_f32`), at the cost of one extra pass over the input.
+//! The maximum and minimum (the same `reduce`, rounded back exactly), argmax/argmin and the
+//! variance (f32, rounded once as the sums) read f16 and bf16 in their kernels too.
 
-use super::{expect_f32, expect_float};
-use crate::autocast::{autocast_dtype, via_f32};
+use super::expect_float;
+use crate::autocast::autocast_dtype;
 use crate::shape::{normalize_dim, split_at_dim};
 use crate::storage::{dispatch, Storage};
 use crate::{DType, Error, Result, Tensor};
@@ -172,11 +172,7 @@ impl Tensor {
         op: ReduceOp,
         name: &'static str,
     ) -> Result<Tensor> {
-        if self.dtype().is_half() {
-            // exact: the extreme of 16-bit values is one of them
-            return via_f32(self, |x| x.extreme_dim(dim, keepdim, op, name));
-        }
-        expect_f32(name, self)?;
+        expect_float(name, self)?;
         let d = normalize_dim(name, dim, self.rank())?;
         if self.shape().get(d) == Some(&0) {
             return Err(Error::BadShape {
@@ -185,7 +181,10 @@ impl Tensor {
                 expected: format!("a non-empty dim {d}"),
             });
         }
-        let r = self.reduce_plain(d, op)?;
+        // the reduction gives f32; the extreme of 16-bit values is one of them, so the rounding
+        // back to the input's dtype is exact
+        let dtype = self.dtype();
+        let r = as_dtype(self.reduce_plain(d, op)?, dtype)?;
         let x = self.detach();
         let keep = r.detach();
         let out_shape = Tensor::drop_dim(self.shape(), d, keepdim);
@@ -196,10 +195,12 @@ impl Tensor {
             name,
             &[self],
             Box::new(move |g| {
-                let mask = x.eq(&keep)?;
+                // the tie count and the share in f32, the gradient rounded once to the dtype
+                let f32 = |t: Tensor| as_dtype(t, DType::F32);
+                let mask = f32(x.eq(&keep)?)?;
                 let count = mask.reduce_plain(d, ReduceOp::Sum)?;
-                let gk = g.reshape(keep.shape())?.div(&count)?;
-                Ok(vec![Some(mask.mul(&gk)?)])
+                let gk = f32(g.reshape(keep.shape())?)?.div(&count)?;
+                Ok(vec![Some(as_dtype(mask.mul(&gk)?, dtype)?)])
             }),
         ))
     }
@@ -230,10 +231,7 @@ impl Tensor {
 
     /// [`Tensor::argmax_last`] (`name` "argmax") or [`Tensor::argmin_last`] ("argmin").
     fn arg_extreme_last(&self, name: &'static str) -> Result<Tensor> {
-        if self.dtype().is_half() {
-            return via_f32(self, |x| x.arg_extreme_last(name));
-        }
-        expect_f32(name, self)?;
+        expect_float(name, self)?;
         let cols = *self.shape().last().ok_or_else(|| Error::BadShape {
             op: name,
             shape: vec![],
