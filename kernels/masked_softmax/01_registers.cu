@@ -19,8 +19,10 @@ __device__ __forceinline__ long long masked_visible(long long r, long long cols,
     return causal ? (r % tq) + 1 + (cols - tq) : cols;
 }
 
-template <int G, int VEC, int NV>
-__device__ __forceinline__ void masked3_row(const float* __restrict__ x, float* __restrict__ y, long long rows,
+// T: the element type of x and y (float, __half, __nv_bfloat16): the row widens to f32 registers
+// as it loads and each output rounds once as it is stored (rows.cuh's ldv and stv).
+template <int G, int VEC, int NV, typename T>
+__device__ __forceinline__ void masked3_row(const T* __restrict__ x, T* __restrict__ y, long long rows,
                                             long long cols, long long tq, float scale, int causal) {
     __shared__ float scratch[32];
     constexpr int PER_BLOCK = G <= 32 ? 256 / G : 1;  // rows per block (blocks of 256 for G ≤ 32)
@@ -30,8 +32,8 @@ __device__ __forceinline__ void masked3_row(const float* __restrict__ x, float* 
     // A group past the last row still takes part in its warp's shuffles (full mask), with no loads.
     const bool live = r < rows;
     if (G > 32 && !live) return;  // the whole block: uniform
-    const float* xr = x + (live ? r : 0) * cols;
-    float* yr = y + (live ? r : 0) * cols;
+    const T* xr = x + (live ? r : 0) * cols;
+    T* yr = y + (live ? r : 0) * cols;
     const long long n = live ? masked_visible(r, cols, tq, causal) : 0;
     float v[NV * VEC];
     float mx = -INFINITY;
@@ -39,15 +41,9 @@ __device__ __forceinline__ void masked3_row(const float* __restrict__ x, float* 
     for (int i = 0; i < NV; ++i) {
         const long long c = (long long)(i * G + lane) * VEC;
         if (c < n) {
-            if (VEC == 4) {
-                float4 q = *reinterpret_cast<const float4*>(xr + c);
-                v[4 * i] = q.x * scale;
-                v[4 * i + 1] = c + 1 < n ? q.y * scale : -INFINITY;
-                v[4 * i + 2] = c + 2 < n ? q.z * scale : -INFINITY;
-                v[4 * i + 3] = c + 3 < n ? q.w * scale : -INFINITY;
-            } else {
-                v[i] = xr[c] * scale;
-            }
+            camel::ldv<false, VEC>(xr + c, v + VEC * i);
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) v[VEC * i + k] = c + k < n ? v[VEC * i + k] * scale : -INFINITY;
         } else {
 #pragma unroll
             for (int k = 0; k < VEC; ++k) v[VEC * i + k] = -INFINITY;
@@ -70,20 +66,18 @@ __device__ __forceinline__ void masked3_row(const float* __restrict__ x, float* 
     for (int i = 0; i < NV; ++i) {
         const long long c = (long long)(i * G + lane) * VEC;
         if (c < cols) {
-            if (VEC == 4) {
-                *reinterpret_cast<float4*>(yr + c) =
-                    make_float4(v[VEC * i] * inv, v[VEC * i + 1 % VEC] * inv, v[VEC * i + 2 % VEC] * inv,
-                                v[VEC * i + 3 % VEC] * inv);
-            } else {
-                yr[c] = v[i] * inv;
-            }
+            float o[VEC];
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) o[k] = v[VEC * i + k] * inv;
+            camel::stv<false, VEC>(yr + c, o);
         }
     }
 }
 
-template <int G, int VEC, int NV>
-__device__ __forceinline__ void masked3_bwd_row(const float* __restrict__ y, const float* __restrict__ g,
-                                                float* __restrict__ dx, long long rows, long long cols, long long tq,
+// T as in masked3_row: y, g and dx of T, dx computed in f32 and rounded once.
+template <int G, int VEC, int NV, typename T>
+__device__ __forceinline__ void masked3_bwd_row(const T* __restrict__ y, const T* __restrict__ g,
+                                                T* __restrict__ dx, long long rows, long long cols, long long tq,
                                                 float scale, int causal) {
     __shared__ float scratch[32];
     constexpr int PER_BLOCK = G <= 32 ? 256 / G : 1;
@@ -100,15 +94,8 @@ __device__ __forceinline__ void masked3_bwd_row(const float* __restrict__ y, con
     for (int i = 0; i < NV; ++i) {
         const long long c = (long long)(i * G + lane) * VEC;
         if (c < n) {
-            if (VEC == 4) {
-                float4 p = *reinterpret_cast<const float4*>(y + base + c);
-                float4 q = *reinterpret_cast<const float4*>(g + base + c);
-                yv[4 * i] = p.x, yv[4 * i + 1] = p.y, yv[4 * i + 2] = p.z, yv[4 * i + 3] = p.w;
-                gv[4 * i] = q.x, gv[4 * i + 1] = q.y, gv[4 * i + 2] = q.z, gv[4 * i + 3] = q.w;
-            } else {
-                yv[i] = y[base + c];
-                gv[i] = g[base + c];
-            }
+            camel::ldv<false, VEC>(y + base + c, yv + VEC * i);
+            camel::ldv<false, VEC>(g + base + c, gv + VEC * i);
         }
 #pragma unroll
         for (int k = 0; k < VEC; ++k) {
@@ -128,35 +115,33 @@ __device__ __forceinline__ void masked3_bwd_row(const float* __restrict__ y, con
 #pragma unroll
     for (int i = 0; i < NV; ++i) {
         const long long c = (long long)(i * G + lane) * VEC;
-        if (c < cols) {
-            if (VEC == 4) {
-                *reinterpret_cast<float4*>(dx + base + c) =
-                    make_float4(gv[VEC * i], gv[VEC * i + 1 % VEC], gv[VEC * i + 2 % VEC], gv[VEC * i + 3 % VEC]);
-            } else {
-                dx[base + c] = gv[i];
-            }
-        }
+        if (c < cols) camel::stv<false, VEC>(dx + base + c, gv + VEC * i);
     }
 }
 
-// Kernel names: masked_softmax3_g{G}_v{VEC}_n{NV}_f32 and masked_softmax3_bwd_g{G}_v{VEC}_n{NV}_f32,
-// one pair per shape of CAMEL_ROW3_SHAPES; the launcher builds the same names.
-#define MASKED3(G, VEC, NV)                                                                               \
+// Kernel names: masked_softmax3_g{G}_v{VEC}_n{NV}_{T} and masked_softmax3_bwd_g{G}_v{VEC}_n{NV}_{T}
+// for T in f32, f16, bf16, one pair per shape of CAMEL_ROW3_SHAPES; the launcher builds the same
+// names.
+#define MASKED3_T(G, VEC, NV, T, SUF)                                                                     \
     extern "C" __global__ void __launch_bounds__(G <= 32 ? 256 : G)                                       \
-        masked_softmax3_g##G##_v##VEC##_n##NV##_f32(const float* __restrict__ x, float* __restrict__ y,    \
-                                                     long long rows, long long cols, long long tq,        \
-                                                     float scale, int causal) {                           \
+        masked_softmax3_g##G##_v##VEC##_n##NV##_##SUF(const T* __restrict__ x, T* __restrict__ y,          \
+                                                      long long rows, long long cols, long long tq,       \
+                                                      float scale, int causal) {                          \
         CAMEL_PDL_WAIT();                                                                                 \
         masked3_row<G, VEC, NV>(x, y, rows, cols, tq, scale, causal);                                     \
     }                                                                                                     \
     extern "C" __global__ void __launch_bounds__(G <= 32 ? 256 : G)                                       \
-        masked_softmax3_bwd_g##G##_v##VEC##_n##NV##_f32(const float* __restrict__ y,                       \
-                                                         const float* __restrict__ g, float* __restrict__ dx, \
-                                                         long long rows, long long cols, long long tq,    \
-                                                         float scale, int causal) {                       \
+        masked_softmax3_bwd_g##G##_v##VEC##_n##NV##_##SUF(const T* __restrict__ y, const T* __restrict__ g, \
+                                                          T* __restrict__ dx, long long rows, long long cols, \
+                                                          long long tq, float scale, int causal) {        \
         CAMEL_PDL_WAIT();                                                                                 \
         masked3_bwd_row<G, VEC, NV>(y, g, dx, rows, cols, tq, scale, causal);                             \
     }
+
+#define MASKED3(G, VEC, NV)                                                                               \
+    MASKED3_T(G, VEC, NV, float, f32)                                                                     \
+    MASKED3_T(G, VEC, NV, __half, f16)                                                                    \
+    MASKED3_T(G, VEC, NV, __nv_bfloat16, bf16)
 
 CAMEL_ROW3_SHAPES(MASKED3)
 

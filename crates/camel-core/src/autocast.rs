@@ -76,32 +76,20 @@ pub(crate) fn lower(t: &Tensor) -> Result<Tensor> {
     }
 }
 
-/// Run an op that has f32 kernels only on a possibly 16-bit `x`: a 16-bit `x` is widened on its
-/// own device (exact), `f` runs in f32, and a floating result is rounded once back to `x`'s
-/// dtype, so a reduction accumulates in f32 as PyTorch's do. Gradients flow through both casts.
-/// Other dtypes go to `f` as they are (and `f`'s own check refuses what it cannot take).
-pub(crate) fn via_f32(x: &Tensor, f: impl FnOnce(&Tensor) -> Result<Tensor>) -> Result<Tensor> {
-    widened(x, false, f)
-}
-
-/// [`via_f32`] for the ops autocast keeps in f32: inside an autocast scope the result stays f32.
+/// Run an op in f32 on a possibly 16-bit `x`, for the ops autocast keeps in f32: a 16-bit `x`
+/// is widened on its own device (exact) and `f` runs in f32; inside an autocast scope the
+/// result stays f32, outside one a floating result is rounded once back to `x`'s dtype.
+/// Gradients flow through both casts. Other dtypes go to `f` as they are (and `f`'s own check
+/// refuses what it cannot take).
 pub(crate) fn via_f32_autocast(
     x: &Tensor,
-    f: impl FnOnce(&Tensor) -> Result<Tensor>,
-) -> Result<Tensor> {
-    widened(x, autocast_dtype().is_some(), f)
-}
-
-fn widened(
-    x: &Tensor,
-    keep_f32: bool,
     f: impl FnOnce(&Tensor) -> Result<Tensor>,
 ) -> Result<Tensor> {
     if !x.dtype().is_half() {
         return f(x);
     }
     let y = f(&x.to_dtype(DType::F32)?)?;
-    if keep_f32 || !y.dtype().is_float() {
+    if autocast_dtype().is_some() || !y.dtype().is_float() {
         Ok(y)
     } else {
         y.to_dtype(x.dtype())

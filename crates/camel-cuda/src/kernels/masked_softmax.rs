@@ -2,6 +2,7 @@
 //! scores and its backward, a single-step family.
 
 use super::rows::KernelName;
+use super::shape::Elem;
 use super::softmax::{softmax3_config, softmax3_shape};
 use super::{launch, rows_grid};
 use crate::{CudaDevice, DevPtr, Dim3, LaunchConfig, Result};
@@ -25,9 +26,9 @@ fn go(
 ) -> Result<()> {
     let (rows, cols, tq, causal) = (rows as i64, cols as i64, tq as i64, causal as i32);
     match *ptrs {
-        // SAFETY: matches `masked_softmax3_*` / `masked_softmax_block_f32(const float* x,
-        // float* y, long long, long long, long long, float, int)`; the callers pass `[rows,
-        // cols]` floats at `x` and `y`, and `tq` divides `rows`.
+        // SAFETY: matches `masked_softmax3_*_{T}` / `masked_softmax_block_f32(const T* x, T* y,
+        // long long, long long, long long, float, int)`; the callers pass `[rows, cols]`
+        // elements of the kernel's T at `x` and `y`, and `tq` divides `rows`.
         [x, y] => unsafe {
             launch(
                 dev,
@@ -37,9 +38,9 @@ fn go(
                 &[&x, &y, &rows, &cols, &tq, &scale, &causal],
             )
         },
-        // SAFETY: matches `masked_softmax3_bwd_*` / `masked_softmax_bwd_block_f32(const float* y,
-        // const float* g, float* dx, long long, long long, long long, float, int)`, each pointer
-        // `[rows, cols]` floats.
+        // SAFETY: matches `masked_softmax3_bwd_*_{T}` / `masked_softmax_bwd_block_f32(const T*
+        // y, const T* g, T* dx, long long, long long, long long, float, int)`, each pointer
+        // `[rows, cols]` elements of the kernel's T.
         [y, g, dx] => unsafe {
             launch(
                 dev,
@@ -112,6 +113,46 @@ launchers! {
     }
 }
 
+/// The register-row forward or backward (`ptrs` = `[x, y]` or `[y, g, dx]`) in any float dtype
+/// `elem` (`masked_softmax3[_bwd]_*_{f32,f16,bf16}`): each element widens to f32 as it loads
+/// and each output rounds once as it is stored. `Ok(false)`, launching nothing, where the row
+/// is longer than [`super::softmax::SOFTMAX3_MAX_COLS`]: only f32 has kernels for such rows.
+#[allow(clippy::too_many_arguments)]
+pub fn registers_typed(
+    dev: &CudaDevice,
+    ptrs: &[DevPtr],
+    rows: usize,
+    cols: usize,
+    tq: usize,
+    scale: f32,
+    causal: bool,
+    elem: Elem,
+) -> Result<bool> {
+    if rows == 0 || cols == 0 {
+        return Ok(true);
+    }
+    let vec = cols % 4 == 0 && super::rows::aligned(ptrs, 4 * elem.bytes());
+    let Some((g, vw, nv)) = softmax3_shape(cols, vec) else {
+        return Ok(false);
+    };
+    let bwd = if ptrs.len() == 3 { "_bwd" } else { "" };
+    let sfx = elem.suffix();
+    let name = KernelName::new(format_args!("masked_softmax3{bwd}_g{g}_v{vw}_n{nv}_{sfx}"));
+    let cfg = softmax3_config(name.as_str(), rows, g)?;
+    go(
+        dev,
+        name.as_str(),
+        cfg,
+        ptrs,
+        rows,
+        cols,
+        tq.max(1),
+        scale,
+        causal,
+    )?;
+    Ok(true)
+}
+
 // ------------------------------------------------------------------ the family's table
 
 /// A masked-softmax forward launcher: `(dev, x, y, rows, cols, tq, scale, causal)`.
@@ -150,8 +191,11 @@ mod tests {
     #[test]
     fn every_shape_is_instantiated() {
         let src = include_str!("../../../../kernels/masked_softmax/01_registers.cu");
-        assert!(src.contains("masked_softmax3_g##G##_v##VEC##_n##NV##_f32("));
-        assert!(src.contains("masked_softmax3_bwd_g##G##_v##VEC##_n##NV##_f32("));
+        assert!(src.contains("masked_softmax3_g##G##_v##VEC##_n##NV##_##SUF("));
+        assert!(src.contains("masked_softmax3_bwd_g##G##_v##VEC##_n##NV##_##SUF("));
+        for t in ["float, f32", "__half, f16", "__nv_bfloat16, bf16"] {
+            assert!(src.contains(&format!("MASKED3_T(G, VEC, NV, {t})")), "{t}");
+        }
         assert!(src.contains("\nCAMEL_ROW3_SHAPES(MASKED3)"));
         assert!(src.contains("masked_softmax_block_f32("));
         assert!(src.contains("masked_softmax_bwd_block_f32("));

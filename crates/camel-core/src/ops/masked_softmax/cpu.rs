@@ -24,19 +24,27 @@ impl Loop for (Pass<'_>, &mut [f32], MaskedRows) {
 }
 
 impl MaskedSoftmaxKernels for CpuStorage {
+    /// In the input's dtype: a 16-bit row widens, computes in f32 and rounds once, as on the GPU.
     fn masked_softmax(&self, m: MaskedRows) -> Result<Self> {
-        let x = self.f32("scaled_masked_softmax")?;
+        let x = self.f32_widened("scaled_masked_softmax")?;
         let mut out = try_filled("scaled_masked_softmax", m.rows * m.tk, 0.0f32)?;
-        widest((Pass::Forward(x), &mut out[..], m));
-        Ok(CpuStorage::F32(out))
+        widest((Pass::Forward(&x), &mut out[..], m));
+        Ok(CpuStorage::from_f32_vec(out, self.dtype()))
     }
 
     fn masked_softmax_bwd(&self, g: &Self, m: MaskedRows) -> Result<Self> {
         let op = "scaled_masked_softmax backward";
-        let (y, g) = (self.f32(op)?, g.f32(op)?);
+        if g.dtype() != self.dtype() {
+            return Err(crate::Error::DTypeMismatch {
+                op,
+                expected: self.dtype(),
+                got: g.dtype(),
+            });
+        }
+        let (y, g) = (self.f32_widened(op)?, g.f32_widened(op)?);
         let mut out = try_filled(op, m.rows * m.tk, 0.0f32)?;
-        widest((Pass::Backward(y, g), &mut out[..], m));
-        Ok(CpuStorage::F32(out))
+        widest((Pass::Backward(&y, &g), &mut out[..], m));
+        Ok(CpuStorage::from_f32_vec(out, self.dtype()))
     }
 }
 

@@ -1,14 +1,26 @@
 //! The scaled, masked softmax on the GPU (`kernels/masked_softmax`).
 
 use super::{MaskedRows, MaskedSoftmaxKernels};
-use crate::backend::cuda::{expect, like, CudaStorage, Family};
+use crate::backend::cuda::{elem, expect, expect_float, like, CudaStorage, Family};
 use crate::config::step;
+use crate::ops::shape::ShapeKernels;
 use crate::{DType, Result};
 use camel_cuda::kernels as k;
 
 impl MaskedSoftmaxKernels for CudaStorage {
+    /// In the input's dtype: the register kernels read and write f16 and bf16; rows longer than
+    /// they hold widen a 16-bit input with the cast kernel and round the output once.
     fn masked_softmax(&self, m: MaskedRows) -> Result<Self> {
-        expect("scaled_masked_softmax", self, DType::F32)?;
+        expect_float("scaled_masked_softmax", self)?;
+        if self.dtype.is_half() {
+            if m.tk > k::softmax::SOFTMAX3_MAX_COLS {
+                return self.cast(DType::F32)?.masked_softmax(m)?.cast(self.dtype);
+            }
+            let out = like(self, m.rows * m.tk, self.dtype)?;
+            let ptrs = [self.ptr(), out.ptr()];
+            typed(self, &ptrs, m)?;
+            return Ok(out);
+        }
         let out = like(self, m.rows * m.tk, DType::F32)?;
         let forward = k::masked_softmax::at(step(Family::MaskedSoftmax)).forward;
         forward(
@@ -24,10 +36,21 @@ impl MaskedSoftmaxKernels for CudaStorage {
         Ok(out)
     }
 
+    /// In `y`'s dtype, as the forward.
     fn masked_softmax_bwd(&self, g: &Self, m: MaskedRows) -> Result<Self> {
         let op = "scaled_masked_softmax backward";
-        expect(op, self, DType::F32)?;
-        expect(op, g, DType::F32)?;
+        expect_float(op, self)?;
+        expect(op, g, self.dtype)?;
+        if self.dtype.is_half() {
+            if m.tk > k::softmax::SOFTMAX3_MAX_COLS {
+                let (yf, gf) = (self.cast(DType::F32)?, g.cast(DType::F32)?);
+                return yf.masked_softmax_bwd(&gf, m)?.cast(self.dtype);
+            }
+            let out = like(self, m.rows * m.tk, self.dtype)?;
+            let ptrs = [self.ptr(), g.ptr(), out.ptr()];
+            typed(self, &ptrs, m)?;
+            return Ok(out);
+        }
         let out = like(self, m.rows * m.tk, DType::F32)?;
         let backward = k::masked_softmax::at(step(Family::MaskedSoftmax)).backward;
         backward(
@@ -43,4 +66,15 @@ impl MaskedSoftmaxKernels for CudaStorage {
         )?;
         Ok(out)
     }
+}
+
+/// The 16-bit register kernel, forward (`ptrs` = `[x, y]`) or backward (`[y, g, dx]`), for rows
+/// of at most `SOFTMAX3_MAX_COLS` keys.
+fn typed(x: &CudaStorage, ptrs: &[camel_cuda::DevPtr], m: MaskedRows) -> Result<()> {
+    let e = elem(x.dtype);
+    let (rows, tk, tq) = (m.rows, m.tk, m.tq);
+    let done =
+        k::masked_softmax::registers_typed(&x.dev, ptrs, rows, tk, tq, m.scale, m.causal, e)?;
+    debug_assert!(done, "rows of {tk} keys fit the register kernels");
+    Ok(())
 }

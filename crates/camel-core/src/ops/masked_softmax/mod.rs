@@ -6,9 +6,13 @@
 //! last `Tq` positions of a sequence of `Tk` keys, so with a key/value cache a single new query
 //! (`Tq = 1`) sees every key. A masked entry's output is exactly 0 and its gradient is 0. Rows
 //! are never fully masked (`Tk ≥ Tq` is required when causal).
+//!
+//! f16 and bf16 scores are read and written in their dtype: each element widens as it loads,
+//! the row computes in f32 and each output rounds once (inside an autocast scope the result
+//! stays f32). The backward reads the rounded 16-bit output, as the softmax's does.
 
-use super::expect_f32;
-use crate::autocast::via_f32_autocast;
+use super::expect_float;
+use crate::autocast::{autocast_dtype, via_f32_autocast};
 use crate::storage::{dispatch, Storage};
 use crate::{Error, Result, Tensor};
 
@@ -70,7 +74,7 @@ impl Tensor {
     /// pass over each row. Masked entries are 0. PyTorch: `torch.softmax((scale * x)
     /// .masked_fill(mask, -inf), -1)`.
     ///
-    /// Errors: a tensor of rank < 2, a non-f32 tensor, a non-finite `scale`, or `causal` with
+    /// Errors: a tensor of rank < 2, a non-float tensor, a non-finite `scale`, or `causal` with
     /// `Tk < Tq` (a query would see no key).
     ///
     /// ```
@@ -82,10 +86,11 @@ impl Tensor {
     /// ```
     pub fn scaled_masked_softmax(&self, scale: f32, causal: bool) -> Result<Tensor> {
         const OP: &str = "scaled_masked_softmax";
-        if self.dtype().is_half() {
+        if self.dtype().is_half() && autocast_dtype().is_some() {
+            // autocast keeps the attention softmax in f32
             return via_f32_autocast(self, |x| x.scaled_masked_softmax(scale, causal));
         }
-        expect_f32(OP, self)?;
+        expect_float(OP, self)?;
         let shape = self.shape().to_vec();
         if shape.len() < 2 {
             return Err(Error::BadShape {
