@@ -6,13 +6,13 @@
 //! and the f32 path runs, its gradient rounded once.
 
 use super::LossKernels;
-use crate::backend::cuda::{elem, err_slot, expect, like, CudaStorage, Family};
+use crate::backend::cuda::{elem, err_slot, expect, expect_float, like, CudaStorage, Family};
 use crate::config::step;
 use crate::ops::elementwise::{BinaryOp, ElementwiseKernels, UnaryOp};
 use crate::ops::reduce::{ReduceKernels, ReduceOp};
 use crate::ops::shape::ShapeKernels;
 use crate::{DType, Result};
-use camel_cuda::kernels::{self as k, ladder::Step};
+use camel_cuda::kernels as k;
 
 impl LossKernels for CudaStorage {
     fn cross_entropy_mean(
@@ -21,14 +21,11 @@ impl LossKernels for CudaStorage {
         rows: usize,
         cols: usize,
     ) -> Result<(Self, Option<Self>)> {
-        if self.dtype.is_half() {
-            if let Some(r) = cross_entropy_mean_fwd_half(self, t, rows, cols)? {
-                return Ok(r);
-            }
-            return self.cast(DType::F32)?.cross_entropy_mean(t, rows, cols);
-        }
         if let Some((mean, stats)) = cross_entropy_mean_fwd(self, t, rows, cols)? {
             return Ok((mean, Some(stats)));
+        }
+        if self.dtype.is_half() {
+            return self.cast(DType::F32)?.cross_entropy_mean(t, rows, cols);
         }
         let (loss, stats) = cross_entropy_fwd_stats(self, t, rows, cols)?;
         let sum = ReduceKernels::reduce(&loss, 1, rows, 1, ReduceOp::Sum)?;
@@ -44,19 +41,16 @@ impl LossKernels for CudaStorage {
         rows: usize,
         cols: usize,
     ) -> Result<Self> {
-        if self.dtype.is_half() {
-            if let (Step::Four, Some(s)) = (step(Family::CrossEntropy), stats) {
-                if let Some(dx) = cross_entropy_mean_bwd_half(self, t, s, g, rows, cols)? {
-                    return Ok(dx);
-                }
+        if let (true, Some(s)) = (fused_mean_step(), stats) {
+            if let Some(dx) = cross_entropy_mean_bwd(self, t, s, g, rows, cols)? {
+                return Ok(dx);
             }
+        }
+        if self.dtype.is_half() {
             let dx = self
                 .cast(DType::F32)?
                 .cross_entropy_mean_bwd(t, stats, g, rows, cols)?;
             return dx.cast(self.dtype);
-        }
-        if let (Step::Four, Some(s)) = (step(Family::CrossEntropy), stats) {
-            return cross_entropy_mean_bwd(self, t, s, g, rows, cols);
         }
         // every row's upstream gradient is g / rows
         let scale = crate::backend::cuda::full(self.ordinal(), rows, 1.0 / rows as f32)?;
@@ -167,99 +161,46 @@ fn cross_entropy_bwd_stats(
     Ok(out)
 }
 
-/// The mean cross-entropy over the rows in one kernel (step 4 of the family): `Some((mean,
-/// stats))`, the mean a one-element buffer; `None` at steps 1–3, whose per-row kernels the op
-/// follows with a mean, and when there are no classes (every target is then out of range, which
-/// the per-row path reports).
+/// Whether the configured step fuses the mean into its kernels (step 4).
+fn fused_mean_step() -> bool {
+    k::loss::at(step(Family::CrossEntropy)).mean.is_some()
+}
+
+/// Whether the fused kernels take rows of `cols` logits of `x`'s dtype: f32 at any length,
+/// 16-bit up to the register kernels' length.
+fn fits_fused(x: &CudaStorage, cols: usize) -> bool {
+    !x.dtype.is_half() || cols <= k::softmax::SOFTMAX3_MAX_COLS
+}
+
+/// The mean cross-entropy over the rows in one kernel (step 4 of the family), reading the
+/// logits in their dtype (f16 and bf16 widen as they load): `Some((mean, stats))`, both f32, the
+/// mean a one-element buffer. `None` at steps 1–3, whose per-row kernels the op follows with a
+/// mean; when there are no classes (every target is then out of range, which the per-row path
+/// reports); and for 16-bit rows longer than the register kernels hold.
 fn cross_entropy_mean_fwd(
     x: &CudaStorage,
     t: &CudaStorage,
     rows: usize,
     cols: usize,
 ) -> Result<Option<(CudaStorage, CudaStorage)>> {
-    let Some((forward, _)) = k::loss::at(step(Family::CrossEntropy)).mean else {
-        return Ok(None);
-    };
-    if rows == 0 || cols == 0 {
+    if !fused_mean_step() || rows == 0 || cols == 0 || !fits_fused(x, cols) {
         return Ok(None);
     }
-    expect("cross_entropy", x, DType::F32)?;
-    expect("cross_entropy", t, DType::I64)?;
-    let mean = like(x, 1, DType::F32)?;
-    let stats = like(x, 2 * rows, DType::F32)?;
-    let err = err_slot(&x.dev)?;
-    forward(
-        &x.dev,
-        x.ptr(),
-        t.ptr(),
-        mean.ptr(),
-        stats.ptr(),
-        rows,
-        cols,
-        err,
-    )?;
-    Ok(Some((mean, stats)))
-}
-
-/// Gradient of [`cross_entropy_mean_fwd`]'s mean with respect to the logits, from its `stats`
-/// and the one upstream gradient `g`; one kernel.
-fn cross_entropy_mean_bwd(
-    x: &CudaStorage,
-    t: &CudaStorage,
-    stats: &CudaStorage,
-    g: &CudaStorage,
-    rows: usize,
-    cols: usize,
-) -> Result<CudaStorage> {
-    expect("cross_entropy backward", t, DType::I64)?;
-    expect("cross_entropy backward", g, DType::F32)?;
-    let out = like(x, rows * cols, DType::F32)?;
-    let err = err_slot(&x.dev)?;
-    k::loss::fused_mean_bwd(
-        &x.dev,
-        x.ptr(),
-        t.ptr(),
-        stats.ptr(),
-        g.ptr(),
-        out.ptr(),
-        rows,
-        cols,
-        err,
-    )?;
-    Ok(out)
-}
-
-/// The mean cross-entropy of 16-bit logits in one kernel (step 4's, reading the logits in their
-/// dtype): `Some((mean, Some(stats)))`, both f32; `None` where it does not apply (another step,
-/// no classes, rows longer than the 16-bit kernels hold).
-#[allow(clippy::type_complexity)]
-fn cross_entropy_mean_fwd_half(
-    x: &CudaStorage,
-    t: &CudaStorage,
-    rows: usize,
-    cols: usize,
-) -> Result<Option<(CudaStorage, Option<CudaStorage>)>> {
-    if step(Family::CrossEntropy) != Step::Four
-        || rows == 0
-        || cols == 0
-        || cols > k::softmax::SOFTMAX3_MAX_COLS
-    {
-        return Ok(None);
-    }
+    expect_float("cross_entropy", x)?;
     expect("cross_entropy", t, DType::I64)?;
     let mean = like(x, 1, DType::F32)?;
     let stats = like(x, 2 * rows, DType::F32)?;
     let err = err_slot(&x.dev)?;
     let ptrs = [x.ptr(), t.ptr(), mean.ptr(), stats.ptr()];
-    if !k::loss::fused_mean_typed(&x.dev, ptrs, rows, cols, err, elem(x.dtype))? {
-        return Ok(None);
-    }
-    Ok(Some((mean, Some(stats))))
+    let launched = k::loss::fused_mean_typed(&x.dev, ptrs, rows, cols, err, elem(x.dtype))?;
+    debug_assert!(launched, "fits_fused checked the row length");
+    Ok(Some((mean, stats)))
 }
 
-/// Gradient of [`cross_entropy_mean_fwd_half`]'s mean, in the logits' dtype: `None` for rows
-/// longer than the 16-bit kernels hold.
-fn cross_entropy_mean_bwd_half(
+/// Gradient of [`cross_entropy_mean_fwd`]'s mean with respect to the logits, in their dtype
+/// (computed in f32, rounded once), from its `stats` and the one f32 upstream gradient `g`; one
+/// kernel. `None` for 16-bit rows longer than the register kernels hold.
+fn cross_entropy_mean_bwd(
     x: &CudaStorage,
     t: &CudaStorage,
     stats: &CudaStorage,
@@ -269,14 +210,13 @@ fn cross_entropy_mean_bwd_half(
 ) -> Result<Option<CudaStorage>> {
     expect("cross_entropy backward", t, DType::I64)?;
     expect("cross_entropy backward", g, DType::F32)?;
-    if cols > k::softmax::SOFTMAX3_MAX_COLS {
+    if !fits_fused(x, cols) {
         return Ok(None);
     }
     let out = like(x, rows * cols, x.dtype)?;
     let err = err_slot(&x.dev)?;
     let ptrs = [x.ptr(), t.ptr(), stats.ptr(), g.ptr(), out.ptr()];
-    if !k::loss::fused_mean_bwd_typed(&x.dev, ptrs, rows, cols, err, elem(x.dtype))? {
-        return Ok(None);
-    }
+    let launched = k::loss::fused_mean_bwd_typed(&x.dev, ptrs, rows, cols, err, elem(x.dtype))?;
+    debug_assert!(launched, "fits_fused checked the row length");
     Ok(Some(out))
 }
