@@ -4,7 +4,7 @@
 //! dtype (half an ulp, taken as a whole ulp) plus the op's f32 error.
 
 mod common;
-use camel_core::{DType, Device, Generator, Tensor};
+use camel_core::{autocast, DType, Device, Generator, Tensor};
 use common::{devices, rand_idx, rand_vec, round_to_half as round};
 
 /// One unit in the last place of `dtype` at `x` (f16's subnormals are 2⁻²⁴ apart).
@@ -681,59 +681,379 @@ fn mixed_dtypes_are_refused_outside_autocast() {
     }
 }
 
-/// `where_cond`, `masked_fill`, `triu`/`tril`, `clamp` and `pad` on 16-bit tensors give the f32
-/// op's result on the widened values, rounded once (so exactly, but for a fill value or bound
-/// the dtype cannot hold), in the input's dtype, with gradients in that dtype.
+/// `where_cond`, `masked_fill`, `triu`/`tril`, `clamp` and `pad` on 16-bit tensors read and write
+/// the input's dtype and give the f32 op's result on the widened values, rounded once (so
+/// exactly, but for a fill value or bound the dtype cannot hold), with gradients in that dtype
+/// equal to the f32 op's gradient rounded. A select takes a mask of any float dtype, and an inf
+/// or NaN in the branch not taken never reaches the output.
 #[test]
 fn masking_ops_round_the_f32_result_once() {
-    let (r, c) = (7, 33);
-    for dtype in [DType::F16, DType::BF16] {
-        let x = round(&rand_vec(r * c, -3.0, 3.0, 31), dtype);
-        let y = round(&rand_vec(r * c, -3.0, 3.0, 32), dtype);
-        for dev in devices() {
-            type Op = fn(&Tensor, &Tensor) -> camel_core::Result<Tensor>;
-            let ops: [(&str, Op); 7] = [
-                ("where_cond", |x, y| x.gt_scalar(0.0)?.where_cond(x, y)),
-                ("masked_fill", |x, _| {
-                    x.masked_fill(&x.lt_scalar(0.5)?, -0.1)
-                }),
-                ("triu", |x, _| x.triu(1)),
-                ("tril", |x, _| x.tril(-2)),
-                ("clamp", |x, _| x.clamp(-0.3, 1.7)),
-                ("pad", |x, _| x.pad(&[(1, 2), (0, 3)], 0.1)),
-                ("where_cond scalar", |x, y| {
-                    let z = Tensor::zeros(&[], x.device())?.to_dtype(x.dtype())?;
-                    y.lt(x)?.where_cond(&z, y)
-                }),
-            ];
-            for (name, f) in ops {
-                let xh = on(&x, &[r, c], dtype, dev).requires_grad_(true).unwrap();
-                let yh = on(&y, &[r, c], dtype, dev);
-                let got = f(&xh, &yh).unwrap();
-                assert_eq!(got.dtype(), dtype, "{dev} {dtype} {name}");
-                let xf = Tensor::from_vec(x.clone(), &[r, c], dev).unwrap();
-                let yf = Tensor::from_vec(y.clone(), &[r, c], dev).unwrap();
-                let want = round(&f(&xf, &yf).unwrap().to_vec().unwrap(), dtype);
-                assert_eq!(got.to_vec().unwrap(), want, "{dev} {dtype} {name}");
-                if name != "where_cond scalar" {
-                    got.to_dtype(DType::F32)
+    for (r, c) in [(1usize, 1usize), (7, 33), (2, 1031)] {
+        for dtype in [DType::F16, DType::BF16] {
+            let other = if dtype == DType::F16 {
+                DType::BF16
+            } else {
+                DType::F16
+            };
+            let mut x = round(&rand_vec(r * c, -3.0, 3.0, 31 + c as u64), dtype);
+            let mut y = round(&rand_vec(r * c, -3.0, 3.0, 32 + c as u64), dtype);
+            // the select's untaken branch holds a NaN and an inf
+            x[0] = 1.0;
+            y[0] = f32::NAN;
+            if r * c > 1 {
+                x[1] = -1.0;
+                y[1] = f32::INFINITY;
+            }
+            let w = round(&rand_vec((r + 3) * (c + 3), -1.0, 1.0, 33), dtype);
+            for dev in devices() {
+                type Op = fn(&Tensor, &Tensor, DType) -> camel_core::Result<Tensor>;
+                let ops: [(&str, Op); 9] = [
+                    ("where_cond", |x, y, _| x.gt_scalar(0.0)?.where_cond(x, y)),
+                    ("where_cond, an f32 mask", |x, y, _| {
+                        let m = x.to_dtype(DType::F32)?.gt_scalar(0.0)?;
+                        m.where_cond(x, y)
+                    }),
+                    ("where_cond, a mask of the other 16-bit dtype", |x, y, o| {
+                        let m = x.gt_scalar(0.0)?.to_dtype(o)?;
+                        m.where_cond(x, y)
+                    }),
+                    ("masked_fill", |x, _, _| {
+                        x.masked_fill(&x.lt_scalar(0.5)?, -0.1)
+                    }),
+                    ("triu", |x, _, _| x.triu(1)),
+                    ("tril", |x, _, _| x.tril(-2)),
+                    ("clamp", |x, _, _| x.clamp(-0.3, 1.7)),
+                    ("pad", |x, _, _| x.pad(&[(1, 2), (0, 3)], 0.1)),
+                    ("where_cond scalar", |x, y, _| {
+                        let z = Tensor::zeros(&[], x.device())?.to_dtype(x.dtype())?;
+                        y.lt(x)?.where_cond(&z, y)
+                    }),
+                ];
+                for (name, f) in ops {
+                    let what = format!("{dev} {dtype} {name} [{r}, {c}]");
+                    let xh = on(&x, &[r, c], dtype, dev).requires_grad_(true).unwrap();
+                    let yh = on(&y, &[r, c], dtype, dev);
+                    let got = f(&xh, &yh, other).unwrap();
+                    assert_eq!(got.dtype(), dtype, "{what}");
+                    let xf = Tensor::from_vec(x.clone(), &[r, c], dev)
+                        .unwrap()
+                        .requires_grad_(true)
+                        .unwrap();
+                    let yf = Tensor::from_vec(y.clone(), &[r, c], dev).unwrap();
+                    let want = f(&xf, &yf, other).unwrap();
+                    let (g, wv) = (got.to_vec().unwrap(), want.to_vec().unwrap());
+                    let wr = round(&wv, dtype);
+                    assert_eq!(g.len(), wr.len(), "{what}");
+                    for (i, (a, b)) in g.iter().zip(&wr).enumerate() {
+                        assert!(
+                            a == b || (a.is_nan() && b.is_nan()),
+                            "{what} [{i}]: {a} vs {b}"
+                        );
+                    }
+                    if name == "where_cond scalar" {
+                        continue;
+                    }
+                    // the gradient of Σ w·op(x): w (of the dtype, so exact) where x reaches the
+                    // output, 0 elsewhere
+                    let n = got.numel();
+                    let wt = |d: DType| on(&w[..n], got.shape(), d, dev);
+                    got.mul(&wt(dtype))
                         .unwrap()
                         .sum()
                         .unwrap()
                         .backward()
                         .unwrap();
+                    want.mul(&wt(DType::F32))
+                        .unwrap()
+                        .sum()
+                        .unwrap()
+                        .backward()
+                        .unwrap();
+                    let gh = xh.grad().unwrap();
+                    assert_eq!(gh.dtype(), dtype, "{what} grad");
                     assert_eq!(
-                        xh.grad().unwrap().dtype(),
-                        dtype,
-                        "{dev} {dtype} {name} grad"
+                        gh.to_vec().unwrap(),
+                        round(&xf.grad().unwrap().to_vec().unwrap(), dtype),
+                        "{what} grad"
                     );
                 }
+                // the values of a select share one dtype
+                let xh = on(&x, &[r, c], dtype, dev);
+                let xf = Tensor::from_vec(x.clone(), &[r, c], dev).unwrap();
+                let err = xh.gt_scalar(0.0).unwrap().where_cond(&xh, &xf).unwrap_err();
+                assert!(err.to_string().contains("where_cond"), "{err}");
             }
-            // the values of a select share one dtype
-            let xh = on(&x, &[r, c], dtype, dev);
-            let xf = Tensor::from_vec(x.clone(), &[r, c], dev).unwrap();
-            let err = xh.gt_scalar(0.0).unwrap().where_cond(&xh, &xf).unwrap_err();
-            assert!(err.to_string().contains("where_cond"), "{err}");
+        }
+    }
+}
+
+/// The maximum and minimum of 16-bit tensors along the last dim and a middle dim (the
+/// reduction kernels' row and column paths) are elements of the input, in its dtype; a NaN
+/// wins; tied extremes share the gradient equally; argmax and argmin give the first extreme or
+/// the first NaN.
+#[test]
+fn extremes_of_16_bit_tensors_are_elements_of_the_input() {
+    for (rows, cols) in [
+        (1usize, 1usize),
+        (7, 7),
+        (127, 3),
+        (3, 1031),
+        (2, 4097),
+        (1000, 5),
+    ] {
+        for dtype in [DType::F16, DType::BF16] {
+            // few distinct values, so ties are common
+            let mut x: Vec<f32> = round(&rand_vec(rows * cols, -8.0, 8.0, cols as u64), dtype)
+                .iter()
+                .map(|v| v.round())
+                .collect();
+            let nan_row = rows / 2;
+            if cols > 2 {
+                x[nan_row * cols + cols / 2] = f32::NAN;
+            }
+            let row = |r: usize| &x[r * cols..(r + 1) * cols];
+            for dev in devices() {
+                let what = format!("{dev} {dtype} [{rows}, {cols}]");
+                let t = on(&x, &[rows, cols], dtype, dev);
+                for min in [false, true] {
+                    let pick = |a: f32, b: f32| if min { a.min(b) } else { a.max(b) };
+                    let better = |v: f32, best: f32| if min { v < best } else { v > best };
+                    // along the last dim
+                    let want: Vec<f32> = (0..rows)
+                        .map(|r| {
+                            let rv = row(r);
+                            if rv.iter().any(|v| v.is_nan()) {
+                                f32::NAN
+                            } else {
+                                rv.iter().cloned().fold(rv[0], pick)
+                            }
+                        })
+                        .collect();
+                    let arg: Vec<i64> = (0..rows)
+                        .map(|r| {
+                            let rv = row(r);
+                            if let Some(i) = rv.iter().position(|v| v.is_nan()) {
+                                return i as i64;
+                            }
+                            let mut b = 0;
+                            for (i, &v) in rv.iter().enumerate() {
+                                if better(v, rv[b]) {
+                                    b = i;
+                                }
+                            }
+                            b as i64
+                        })
+                        .collect();
+                    let got = if min {
+                        t.min_dim(-1, false)
+                    } else {
+                        t.max_dim(-1, false)
+                    }
+                    .unwrap();
+                    assert_eq!(got.dtype(), dtype, "{what}");
+                    let g = got.to_vec().unwrap();
+                    for r in 0..rows {
+                        assert!(
+                            g[r] == want[r] || (g[r].is_nan() && want[r].is_nan()),
+                            "{what} min={min} row {r}: {} vs {}",
+                            g[r],
+                            want[r]
+                        );
+                    }
+                    let a = if min {
+                        t.argmin_last()
+                    } else {
+                        t.argmax_last()
+                    }
+                    .unwrap();
+                    assert_eq!(a.to_vec_i64().unwrap(), arg, "{what} arg, min={min}");
+                    // along dim 0 (a middle dim of [1, rows, cols])
+                    let got = if min {
+                        t.min_dim(0, true)
+                    } else {
+                        t.max_dim(0, true)
+                    }
+                    .unwrap();
+                    assert_eq!(got.shape(), [1, cols], "{what}");
+                    let g = got.to_vec().unwrap();
+                    for c in 0..cols {
+                        let col: Vec<f32> = (0..rows).map(|r| x[r * cols + c]).collect();
+                        let w = if col.iter().any(|v| v.is_nan()) {
+                            f32::NAN
+                        } else {
+                            col.iter().cloned().fold(col[0], pick)
+                        };
+                        assert!(
+                            g[c] == w || (g[c].is_nan() && w.is_nan()),
+                            "{what} min={min} col {c}: {} vs {w}",
+                            g[c]
+                        );
+                    }
+                }
+            }
+        }
+    }
+    // ties share the gradient: [1, 3, 3, 2] → [0, ½, ½, 0] times the upstream gradient
+    for dtype in [DType::F16, DType::BF16] {
+        for dev in devices() {
+            let x = on(&[1.0, 3.0, 3.0, 2.0], &[1, 4], dtype, dev)
+                .requires_grad_(true)
+                .unwrap();
+            let u = on(&[0.75], &[1], dtype, dev);
+            x.max_dim(1, false)
+                .unwrap()
+                .mul(&u)
+                .unwrap()
+                .sum()
+                .unwrap()
+                .backward()
+                .unwrap();
+            let g = x.grad().unwrap();
+            assert_eq!(g.dtype(), dtype);
+            assert_eq!(
+                g.to_vec().unwrap(),
+                [0.0, 0.375, 0.375, 0.0],
+                "{dev} {dtype}"
+            );
+        }
+    }
+}
+
+/// The variance of 16-bit tensors over one and several dims: the f64 variance of the 16-bit
+/// values rounded once (f32 inside an autocast scope), and its gradient `2(x − mean)/(n − k)`
+/// times the upstream gradient, rounded once to the dtype.
+#[test]
+fn variance_of_16_bit_tensors_accumulates_in_f32() {
+    for (a, b, c) in [
+        (1usize, 2usize, 1usize),
+        (3, 7, 5),
+        (2, 127, 3),
+        (1, 1031, 4),
+    ] {
+        for dtype in [DType::F16, DType::BF16] {
+            let x = round(&rand_vec(a * b * c, -3.0, 3.0, b as u64), dtype);
+            for dev in devices() {
+                for (dims, corr) in [(vec![-1isize], 1usize), (vec![0, 1], 0)] {
+                    let what = format!("{dev} {dtype} [{a}, {b}, {c}] dims {dims:?}");
+                    // the reduced groups of the f64 reference
+                    let groups: Vec<Vec<usize>> = if dims == [-1] {
+                        (0..a * b).map(|o| (o * c..(o + 1) * c).collect()).collect()
+                    } else {
+                        (0..c)
+                            .map(|k| (0..a * b).map(|o| o * c + k).collect())
+                            .collect()
+                    };
+                    let n = groups[0].len();
+                    if n <= corr {
+                        continue;
+                    }
+                    let stats: Vec<(f64, f64)> = groups
+                        .iter()
+                        .map(|g| {
+                            let m = g.iter().map(|&i| x[i] as f64).sum::<f64>() / n as f64;
+                            let ss: f64 = g.iter().map(|&i| (x[i] as f64 - m).powi(2)).sum();
+                            (m, ss / (n - corr) as f64)
+                        })
+                        .collect();
+                    let want: Vec<f64> = stats.iter().map(|s| s.1).collect();
+                    let t = on(&x, &[a, b, c], dtype, dev).requires_grad_(true).unwrap();
+                    let v = t.var_dims(&dims, corr, false).unwrap();
+                    assert_rounded(&what, &v, &want, dtype, |w| 1e-5 * (1.0 + w.abs()));
+                    let inside = autocast(dtype, || t.var_dims(&dims, corr, false)).unwrap();
+                    assert_eq!(inside.unwrap().dtype(), DType::F32, "{what} autocast");
+                    // backward with an upstream gradient of 1 per output
+                    v.sum().unwrap().backward().unwrap();
+                    let g = t.grad().unwrap();
+                    assert_eq!(g.dtype(), dtype, "{what} grad");
+                    let mut gw = vec![0.0f64; x.len()];
+                    for (grp, (m, _)) in groups.iter().zip(&stats) {
+                        for &i in grp {
+                            gw[i] = 2.0 * (x[i] as f64 - m) / (n - corr) as f64;
+                        }
+                    }
+                    assert_rounded(&format!("{what} grad"), &g, &gw, dtype, |_| 1e-5);
+                }
+            }
+        }
+    }
+}
+
+/// The scaled, masked softmax of 16-bit scores at awkward lengths (past the rows its 16-bit
+/// kernels hold too), causal or not: the f64 softmax of the visible keys rounded once, 0 on the
+/// masked keys, and the backward computed from the rounded output, rounded once.
+#[test]
+fn masked_softmax_in_16_bits_rounds_each_output_once() {
+    let scale = 0.37f32;
+    for (b, tq, tk) in [
+        (1usize, 1usize, 1usize),
+        (2, 7, 7),
+        (1, 5, 127),
+        (1, 3, 1000),
+        (1, 2, 4097),
+        (1, 1, 16385),
+    ] {
+        for dtype in [DType::F16, DType::BF16] {
+            let n = b * tq * tk;
+            let x = round(&rand_vec(n, -8.0, 8.0, tk as u64), dtype);
+            let w = round(&rand_vec(n, -1.0, 1.0, 5 + tk as u64), dtype);
+            for dev in devices() {
+                for causal in [false, true] {
+                    let what = format!("{dev} {dtype} [{b}, {tq}, {tk}] causal={causal}");
+                    let xt = on(&x, &[b, tq, tk], dtype, dev)
+                        .requires_grad_(true)
+                        .unwrap();
+                    let y = xt.scaled_masked_softmax(scale, causal).unwrap();
+                    let visible = |r: usize| if causal { r % tq + 1 + tk - tq } else { tk };
+                    let want: Vec<f64> = x
+                        .chunks(tk)
+                        .enumerate()
+                        .flat_map(|(r, row)| {
+                            let v = visible(r);
+                            let s: Vec<f64> =
+                                row[..v].iter().map(|&e| (scale * e) as f64).collect();
+                            let mut o = row_softmax(&s, false);
+                            o.resize(tk, 0.0);
+                            o
+                        })
+                        .collect();
+                    assert_rounded(&what, &y, &want, dtype, |v| 1e-6 * (1.0 + v.abs()));
+                    let inside = autocast(dtype, || xt.scaled_masked_softmax(scale, causal));
+                    assert_eq!(inside.unwrap().unwrap().dtype(), DType::F32, "{what}");
+                    // backward from the rounded output y, upstream gradient w (exact)
+                    let wt = on(&w, &[b, tq, tk], dtype, dev);
+                    y.mul(&wt).unwrap().sum().unwrap().backward().unwrap();
+                    let got = xt.grad().unwrap();
+                    assert_eq!(got.dtype(), dtype, "{what}");
+                    let (got, yv) = (got.to_vec().unwrap(), y.to_vec().unwrap());
+                    for r in 0..b * tq {
+                        let v = visible(r);
+                        let (yr, gr) = (&yv[r * tk..r * tk + v], &w[r * tk..r * tk + v]);
+                        let dot: f64 = yr.iter().zip(gr).map(|(&y, &g)| y as f64 * g as f64).sum();
+                        let dot_err = v as f64
+                            * 2f64.powi(-24)
+                            * yr.iter()
+                                .zip(gr)
+                                .map(|(&y, &g)| (y * g).abs() as f64)
+                                .sum::<f64>();
+                        for c in 0..tk {
+                            let g = got[r * tk + c] as f64;
+                            if c >= v {
+                                assert_eq!(g, 0.0, "{what} masked grad [{r}, {c}]");
+                                continue;
+                            }
+                            let (yi, gi) = (yr[c] as f64, gr[c] as f64);
+                            let want = scale as f64 * yi * (gi - dot);
+                            let tol = ulp(want, dtype)
+                                + scale as f64 * yi.abs() * dot_err
+                                + 2f64.powi(-22) * (gi.abs() + want.abs());
+                            assert!(
+                                (g - want).abs() <= tol,
+                                "{what} grad [{r}, {c}]: got {g}, reference {want}, bound {tol:e}"
+                            );
+                        }
+                    }
+                }
+            }
         }
     }
 }
