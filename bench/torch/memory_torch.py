@@ -205,6 +205,18 @@ out(f"masked_softmax_bwd {r}x{c}",
 del xs, gs, ys
 torch.cuda.empty_cache()
 
+# the same in bf16 (PyTorch's softmax of bf16 computes in f32 and rounds; its backward reads the
+# bf16 output)
+k = sets(4 * r * c)
+xs, gs = [v.bfloat16() for v in rand(k, r, c)], [v.bfloat16() for v in rand(k, r, c)]
+ys = [masked_softmax(v) for v in xs]
+out(f"masked_softmax_bf16 {r}x{c}", lambda i: masked_softmax(xs[i]), k)
+out(f"masked_softmax_bwd_bf16 {r}x{c}",
+    lambda i: torch.ops.aten._softmax_backward_data(gs[i].view(-1, c, c), ys[i], -1, torch.bfloat16)
+    .masked_fill(causal, 0.0) * 0.125, k)
+del xs, gs, ys
+torch.cuda.empty_cache()
+
 n = 1 << 28
 x = torch.rand(n, device=dev)
 z = torch.empty(n, device=dev)

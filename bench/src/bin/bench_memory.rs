@@ -602,6 +602,56 @@ fn run() -> Result<()> {
         }
     }
 
+    // ---- the same masked softmax of bf16 scores: the 16-bit register kernels, and `_widened`
+    // (the casts to f32 around the f32 kernel, what the op ran without them), the same op's
+    // bytes counted for both
+    {
+        use camel_cuda::kernels::shape::{self as sh, Elem};
+        let (r, c, tq) = (64 * 6 * 256usize, 256usize, 256usize);
+        let (size, n) = (format!("{r}x{c}"), r * c);
+        let e = n as f64;
+        let k = sets(4 * n);
+        let (xs, gs) = (bf16_bufs(d, k, n, 71)?, bf16_bufs(d, k, n, 72)?);
+        let (ys, dxs) = (bf16_bufs(d, k, n, 73)?, bf16_bufs(d, k, n, 74)?);
+        let (xf, yf, gf) = (buf(d, n, 0.0)?, buf(d, n, 0.0)?, buf(d, n, 0.0)?);
+        let (pxf, pyf, pgf) = (xf.ptr(), yf.ptr(), gf.ptr());
+        let p = |v: &[Buffer], i: usize| -> DevPtr { v[i].ptr() };
+        let (bf, f32_, scale) = (Elem::BF16, Elem::F32, 0.125f32);
+        b.row("masked_softmax_bf16", &size, 1, 4.0 * e, k, &mut |i| {
+            let ptrs = [p(&xs, i), p(&ys, i)];
+            masked_softmax::registers_typed(d, &ptrs, r, c, tq, scale, true, bf).map(|_| ())
+        })?;
+        b.row(
+            "masked_softmax_bf16_widened",
+            &size,
+            1,
+            4.0 * e,
+            k,
+            &mut |i| {
+                sh::cast(d, p(&xs, i), pxf, n, bf, f32_)?;
+                masked_softmax::registers(d, pxf, pyf, r, c, tq, scale, true)?;
+                sh::cast(d, pyf, p(&ys, i), n, f32_, bf)
+            },
+        )?;
+        b.row("masked_softmax_bwd_bf16", &size, 1, 6.0 * e, k, &mut |i| {
+            let ptrs = [p(&ys, i), p(&gs, i), p(&dxs, i)];
+            masked_softmax::registers_typed(d, &ptrs, r, c, tq, scale, true, bf).map(|_| ())
+        })?;
+        b.row(
+            "masked_softmax_bwd_bf16_widened",
+            &size,
+            1,
+            6.0 * e,
+            k,
+            &mut |i| {
+                sh::cast(d, p(&ys, i), pyf, n, bf, f32_)?;
+                sh::cast(d, p(&gs, i), pgf, n, bf, f32_)?;
+                masked_softmax::registers_bwd(d, pyf, pgf, pxf, r, c, tq, scale, true)?;
+                sh::cast(d, pxf, p(&dxs, i), n, f32_, bf)
+            },
+        )?;
+    }
+
     // ---- Philox: uniform numbers (written only) and dropout (read and written), 2^28 floats
     {
         let n = 1usize << 28;
