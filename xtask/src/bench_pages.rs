@@ -10,7 +10,8 @@
 //! ```
 //!
 //! so the figures on a page are always the ones a benchmark printed, and a new run is one
-//! command away from the page. [`PLOTS`] names the figures: a horizontal bar per table row.
+//! command away from the page. `<!-- table: FILE rows: a,b -->` quotes only the rows whose first
+//! cell starts with one of the words (the header kept), for a page about some of a run's ops. [`PLOTS`] names the figures: a horizontal bar per table row.
 //! With `--check` nothing is written: the command fails if a block is not what its file gives
 //! (CI runs it; the PNGs need a font and are not checked).
 
@@ -170,13 +171,24 @@ fn fill(text: &str, root: &Path) -> Result<String, String> {
         let end_marker = after
             .find("-->")
             .ok_or("a `<!-- table:` marker is not closed by `-->`")?;
-        let data = after[..end_marker].trim();
+        let spec = after[..end_marker].trim();
+        let (data, rows) = match spec.split_once(" rows: ") {
+            Some((d, r)) => (
+                d.trim(),
+                Some(r.split(',').map(str::trim).collect::<Vec<_>>()),
+            ),
+            None => (spec, None),
+        };
         let body = &after[end_marker + 3..];
         let close = body
             .find(CLOSE)
             .ok_or_else(|| format!("the block of {data} has no `{CLOSE}`"))?;
-        let table = last_table(&read(&root.join(data))?)
+        let mut table = last_table(&read(&root.join(data))?)
             .ok_or_else(|| format!("{data} holds no Markdown table"))?;
+        if let Some(words) = rows {
+            table = keep_rows(&table, &words)
+                .ok_or_else(|| format!("{data}: no row starts with one of {words:?}"))?;
+        }
         out.push_str(&rest[..i + OPEN.len()]);
         out.push_str(&after[..end_marker + 3]);
         out.push('\n');
@@ -219,6 +231,27 @@ fn last_table(text: &str) -> Option<String> {
         }
     }
     last
+}
+
+/// `table`'s header, its separator and the rows whose first cell starts with one of `words`;
+/// `None` when no row does.
+fn keep_rows(table: &str, words: &[&str]) -> Option<String> {
+    let mut lines = table.lines();
+    let mut out = String::new();
+    for line in lines.by_ref().take(2) {
+        out.push_str(line);
+        out.push('\n');
+    }
+    let mut kept = 0;
+    for line in lines {
+        let first = cells(line).into_iter().next().unwrap_or_default();
+        if words.iter().any(|w| first.starts_with(w)) {
+            out.push_str(line);
+            out.push('\n');
+            kept += 1;
+        }
+    }
+    (kept > 0).then_some(out)
 }
 
 fn cells(line: &str) -> Vec<String> {
@@ -501,6 +534,19 @@ mod tests {
         assert_eq!(fill(&got, &dir).unwrap(), got);
         assert!(fill("<!-- table: d.md -->\nno end", &dir).is_err());
         assert!(fill("<!-- table: missing.md -->\n<!-- /table -->", &dir).is_err());
+        // a row filter keeps the header and the rows whose first cell starts with a word
+        fs::write(
+            dir.join("r.md"),
+            "| op | µs |\n|---|---:|\n| softmax_bf16 | 1 |\n| log_softmax_bf16 | 2 |\n| sum | 3 |\n",
+        )
+        .unwrap();
+        let page = "<!-- table: r.md rows: softmax,sum -->\n<!-- /table -->\n";
+        assert_eq!(
+            fill(page, &dir).unwrap(),
+            "<!-- table: r.md rows: softmax,sum -->\n| op | µs |\n|---|---:|\n\
+             | softmax_bf16 | 1 |\n| sum | 3 |\n<!-- /table -->\n"
+        );
+        assert!(fill("<!-- table: r.md rows: none -->\n<!-- /table -->", &dir).is_err());
         let quoted = "a `<!-- table: FILE -->` in a sentence\n";
         assert_eq!(fill(quoted, &dir).unwrap(), quoted);
         assert_eq!(number("1.31×"), Some(1.31));

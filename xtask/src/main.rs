@@ -126,7 +126,8 @@ commands:
       With --check, write nothing and fail if docs/memory-results.md differs.
   bench-pages [--check] [--no-plots]
       Replace every `<!-- table: FILE -->` … `<!-- /table -->` block of docs/**/*.md with the
-      last Markdown table of FILE (a benchmark's raw output in docs/data/) and draw the
+      last Markdown table of FILE (a benchmark's raw output in docs/data/; `FILE rows: a,b`
+      keeps the rows whose first cell starts with a or b) and draw the
       figures drawn from them (docs/kernels/filter.png, docs/kernels/conv2d.png). With
       --check, write nothing and fail if a block differs from its file."
     );
