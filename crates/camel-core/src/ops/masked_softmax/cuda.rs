@@ -13,13 +13,13 @@ impl MaskedSoftmaxKernels for CudaStorage {
     fn masked_softmax(&self, m: MaskedRows) -> Result<Self> {
         expect_float("scaled_masked_softmax", self)?;
         if self.dtype.is_half() {
-            if m.tk > k::softmax::SOFTMAX3_MAX_COLS {
-                return self.cast(DType::F32)?.masked_softmax(m)?.cast(self.dtype);
+            if m.tk <= k::softmax::SOFTMAX3_MAX_COLS {
+                let out = like(self, m.rows * m.tk, self.dtype)?;
+                if typed(self, &[self.ptr(), out.ptr()], m)? {
+                    return Ok(out);
+                }
             }
-            let out = like(self, m.rows * m.tk, self.dtype)?;
-            let ptrs = [self.ptr(), out.ptr()];
-            typed(self, &ptrs, m)?;
-            return Ok(out);
+            return self.cast(DType::F32)?.masked_softmax(m)?.cast(self.dtype);
         }
         let out = like(self, m.rows * m.tk, DType::F32)?;
         let forward = k::masked_softmax::at(step(Family::MaskedSoftmax)).forward;
@@ -42,14 +42,14 @@ impl MaskedSoftmaxKernels for CudaStorage {
         expect_float(op, self)?;
         expect(op, g, self.dtype)?;
         if self.dtype.is_half() {
-            if m.tk > k::softmax::SOFTMAX3_MAX_COLS {
-                let (yf, gf) = (self.cast(DType::F32)?, g.cast(DType::F32)?);
-                return yf.masked_softmax_bwd(&gf, m)?.cast(self.dtype);
+            if m.tk <= k::softmax::SOFTMAX3_MAX_COLS {
+                let out = like(self, m.rows * m.tk, self.dtype)?;
+                if typed(self, &[self.ptr(), g.ptr(), out.ptr()], m)? {
+                    return Ok(out);
+                }
             }
-            let out = like(self, m.rows * m.tk, self.dtype)?;
-            let ptrs = [self.ptr(), g.ptr(), out.ptr()];
-            typed(self, &ptrs, m)?;
-            return Ok(out);
+            let (yf, gf) = (self.cast(DType::F32)?, g.cast(DType::F32)?);
+            return yf.masked_softmax_bwd(&gf, m)?.cast(self.dtype);
         }
         let out = like(self, m.rows * m.tk, DType::F32)?;
         let backward = k::masked_softmax::at(step(Family::MaskedSoftmax)).backward;
@@ -68,13 +68,13 @@ impl MaskedSoftmaxKernels for CudaStorage {
     }
 }
 
-/// The 16-bit register kernel, forward (`ptrs` = `[x, y]`) or backward (`[y, g, dx]`), for rows
-/// of at most `SOFTMAX3_MAX_COLS` keys.
-fn typed(x: &CudaStorage, ptrs: &[camel_cuda::DevPtr], m: MaskedRows) -> Result<()> {
+/// The 16-bit register kernel, forward (`ptrs` = `[x, y]`) or backward (`[y, g, dx]`):
+/// `Ok(false)`, launching nothing, for rows longer than it holds (the callers check the length
+/// first, so as not to allocate for nothing).
+fn typed(x: &CudaStorage, ptrs: &[camel_cuda::DevPtr], m: MaskedRows) -> Result<bool> {
     let e = elem(x.dtype);
     let (rows, tk, tq) = (m.rows, m.tk, m.tq);
-    let done =
-        k::masked_softmax::registers_typed(&x.dev, ptrs, rows, tk, tq, m.scale, m.causal, e)?;
-    debug_assert!(done, "rows of {tk} keys fit the register kernels");
-    Ok(())
+    Ok(k::masked_softmax::registers_typed(
+        &x.dev, ptrs, rows, tk, tq, m.scale, m.causal, e,
+    )?)
 }
