@@ -1057,3 +1057,50 @@ fn masked_softmax_in_16_bits_rounds_each_output_once() {
         }
     }
 }
+
+/// The MSE of two 16-bit tensors: the f64 mean of the squared differences of their values,
+/// rounded once (f32 inside an autocast scope), and the gradients `±2(a − b)/n` times the
+/// upstream gradient, rounded once, at lengths that take one block, several, and more elements
+/// than the grid's threads.
+#[test]
+fn mse_of_16_bit_tensors_sums_in_f32() {
+    for n in [1usize, 7, 127, 1031, 200_003] {
+        for dtype in [DType::F16, DType::BF16] {
+            let x = round(&rand_vec(n, -3.0, 3.0, n as u64), dtype);
+            let y = round(&rand_vec(n, -3.0, 3.0, 1 + n as u64), dtype);
+            let sq: Vec<f64> = x
+                .iter()
+                .zip(&y)
+                .map(|(&a, &b)| (a as f64 - b as f64).powi(2))
+                .collect();
+            let want = sq.iter().sum::<f64>() / n as f64;
+            for dev in devices() {
+                let what = format!("{dev} {dtype} n={n}");
+                let a = on(&x, &[n], dtype, dev).requires_grad_(true).unwrap();
+                let b = on(&y, &[n], dtype, dev).requires_grad_(true).unwrap();
+                let l = a.mse(&b).unwrap();
+                // an f32 sum errs by at most n·2⁻²⁴·Σ term
+                assert_rounded(&what, &l, &[want], dtype, |w| n as f64 * 2f64.powi(-24) * w);
+                let inside = autocast(dtype, || a.mse(&b)).unwrap().unwrap();
+                assert_eq!(inside.dtype(), DType::F32, "{what} autocast");
+                let got = inside.item().unwrap() as f64;
+                let tol = (n as f64 * 2f64.powi(-24) + 2f64.powi(-23)) * want;
+                assert!(
+                    (got - want).abs() <= tol,
+                    "{what} autocast: {got} vs {want}"
+                );
+                // upstream gradient 3 (exact in every dtype)
+                l.mul_scalar(3.0).unwrap().backward().unwrap();
+                let ga: Vec<f64> = x
+                    .iter()
+                    .zip(&y)
+                    .map(|(&p, &q)| 3.0 * 2.0 * (p as f64 - q as f64) / n as f64)
+                    .collect();
+                let gb: Vec<f64> = ga.iter().map(|v| -v).collect();
+                let tol = |w: f64| 2f64.powi(-21) * w.abs();
+                assert_rounded(&format!("{what} da"), &a.grad().unwrap(), &ga, dtype, tol);
+                assert_rounded(&format!("{what} db"), &b.grad().unwrap(), &gb, dtype, tol);
+            }
+        }
+    }
+}

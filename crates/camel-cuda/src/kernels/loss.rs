@@ -2,7 +2,7 @@
 
 use super::rows::{row_launch, variant_name, KernelName};
 use super::shape::Elem;
-use super::{launch, launch_rows, rows_grid};
+use super::{launch, launch_elems, launch_rows, rows_grid};
 use crate::{CudaDevice, DevPtr, Dim3, Error, LaunchConfig, Result};
 
 /// PTX module of step 1: `kernels/loss/01_block_per_row.cu`.
@@ -350,6 +350,76 @@ fn ce_bwd_launch(
     // float*, long long, long long, long long*)`, and `cross_entropy{3,4}_bwd_long_f32` with the
     // trailing `int`.
     unsafe { launch(dev, module, name.as_str(), cfg, args) }
+}
+
+// ------------------------------------------------------------------ mean squared error
+
+/// PTX module of the mean squared error: `kernels/loss/mse.cu`.
+const MSE: &str = "loss/mse";
+
+/// Threads of a block of the MSE kernels.
+const MSE_THREADS: u32 = 256;
+
+/// The number of partial sums [`mse_partial`] writes for `n` elements: a block per 256
+/// elements up to four blocks a multiprocessor (at least one block). Fixed for a given `n` and
+/// GPU, so the sum's order repeats.
+pub fn mse_blocks(dev: &CudaDevice, n: usize) -> usize {
+    let sms = dev.limits().sm_count.max(1) as usize;
+    n.div_ceil(MSE_THREADS as usize).clamp(1, 4 * sms)
+}
+
+/// `partial[b] = Σ (a − b)²` in f32 over the elements block `b` visits, for [`mse_blocks`]
+/// blocks and `n` elements of `elem` at `a` and `b` (`mse_partial_{f32,f16,bf16}`: each element
+/// widens as it loads). The caller sums the partials.
+pub fn mse_partial(
+    dev: &CudaDevice,
+    [a, b, partial]: [DevPtr; 3],
+    n: usize,
+    elem: Elem,
+) -> Result<()> {
+    let blocks = mse_blocks(dev, n) as u32;
+    let name = KernelName::new(format_args!("mse_partial_{}", float_suffix(elem)?));
+    let cfg = LaunchConfig::new(Dim3::x(blocks), Dim3::x(MSE_THREADS));
+    let ni = n as i64;
+    // SAFETY: matches `mse_partial_{T}(const T*, const T*, float*, long long)`; the caller passes
+    // n elements of `elem` at a and b and `mse_blocks(n)` floats at partial.
+    unsafe { launch(dev, MSE, name.as_str(), cfg, &[&a, &b, &partial, &ni]) }
+}
+
+/// The MSE's gradients `da = scale · g · (a − b)` and `db = −da`, rounded once to `elem`, from
+/// the one f32 upstream gradient at `g` (`mse_bwd_{f32,f16,bf16}`). `da` or `db` may be
+/// [`DevPtr::NULL`] to skip it.
+pub fn mse_bwd(
+    dev: &CudaDevice,
+    [a, b, g, da, db]: [DevPtr; 5],
+    n: usize,
+    scale: f32,
+    elem: Elem,
+) -> Result<()> {
+    let name = KernelName::new(format_args!("mse_bwd_{}", float_suffix(elem)?));
+    let ni = n as i64;
+    // SAFETY: matches `mse_bwd_{T}(const T*, const T*, const float*, T*, T*, long long, float)`;
+    // n elements of `elem` at a, b and each non-null gradient, one float at g.
+    unsafe {
+        launch_elems(
+            dev,
+            MSE,
+            name.as_str(),
+            n,
+            &[&a, &b, &g, &da, &db, &ni, &scale],
+        )
+    }
+}
+
+/// The kernel-name suffix of a float `elem`, or a launch error for i64.
+fn float_suffix(elem: Elem) -> Result<&'static str> {
+    match elem {
+        Elem::I64 => Err(Error::LaunchConfig {
+            kernel: "mse".into(),
+            msg: "i64 elements: the MSE takes f32, f16 or bf16".into(),
+        }),
+        e => Ok(e.suffix()),
+    }
 }
 
 // ------------------------------------------------------------------ the ladder's table

@@ -37,6 +37,57 @@ impl LossKernels for CpuStorage {
         // the logits' dtype, rounded once
         Ok(CpuStorage::from_f32_vec(dx, self.dtype()))
     }
+
+    /// Summed in f64 over the widened elements, then scaled and rounded to f32.
+    fn mse_mean(&self, b: &Self, n: usize) -> Result<Self> {
+        let (x, y) = (self.f32_widened("mse")?, same_dtype(self, b, "mse")?);
+        let sum: f64 = x
+            .iter()
+            .zip(y.iter())
+            .map(|(&p, &q)| {
+                let d = (p - q) as f64;
+                d * d
+            })
+            .sum();
+        Ok(CpuStorage::F32(vec![(sum / n as f64) as f32]))
+    }
+
+    fn mse_bwd(
+        &self,
+        b: &Self,
+        g: &Self,
+        n: usize,
+        scale: f32,
+        want: [bool; 2],
+    ) -> Result<(Option<Self>, Option<Self>)> {
+        let op = "mse backward";
+        let (x, y) = (self.f32_widened(op)?, same_dtype(self, b, op)?);
+        let k = scale * g.f32(op)?[0];
+        let grad = |sign: f32| -> Result<Self> {
+            let mut d = crate::backend::cpu::try_vec(op, n)?;
+            d.extend(x.iter().zip(y.iter()).map(|(&p, &q)| sign * (k * (p - q))));
+            Ok(CpuStorage::from_f32_vec(d, self.dtype()))
+        };
+        let da = if want[0] { Some(grad(1.0)?) } else { None };
+        let db = if want[1] { Some(grad(-1.0)?) } else { None };
+        Ok((da, db))
+    }
+}
+
+/// `b`'s data widened to f32, or a dtype error naming `op` unless it has `a`'s dtype.
+fn same_dtype<'a>(
+    a: &CpuStorage,
+    b: &'a CpuStorage,
+    op: &'static str,
+) -> Result<std::borrow::Cow<'a, [f32]>> {
+    if b.dtype() != a.dtype() {
+        return Err(Error::DTypeMismatch {
+            op,
+            expected: a.dtype(),
+            got: b.dtype(),
+        });
+    }
+    b.f32_widened(op)
 }
 
 fn check_target(t: i64, cols: usize) -> Result<usize> {

@@ -57,6 +57,48 @@ impl LossKernels for CudaStorage {
         let g_row = scale.binary(g, &[rows], &[1], &[rows], BinaryOp::Mul)?;
         cross_entropy_bwd_stats(self, t, stats, &g_row, rows, cols)
     }
+
+    /// One partial sum a block (`kernels/loss/mse.cu`), the partials summed by the reduction
+    /// ladder, then scaled by 1/n: three launches, the input read once.
+    fn mse_mean(&self, b: &Self, n: usize) -> Result<Self> {
+        expect_float("mse", self)?;
+        expect("mse", b, self.dtype)?;
+        let blocks = k::loss::mse_blocks(&self.dev, n);
+        let partial = like(self, blocks, DType::F32)?;
+        let ptrs = [self.ptr(), b.ptr(), partial.ptr()];
+        k::loss::mse_partial(&self.dev, ptrs, n, elem(self.dtype))?;
+        let sum = ReduceKernels::reduce(&partial, 1, blocks, 1, ReduceOp::Sum)?;
+        ElementwiseKernels::unary(&sum, UnaryOp::MulScalar(1.0 / n as f32))
+    }
+
+    fn mse_bwd(
+        &self,
+        b: &Self,
+        g: &Self,
+        n: usize,
+        scale: f32,
+        want: [bool; 2],
+    ) -> Result<(Option<Self>, Option<Self>)> {
+        let op = "mse backward";
+        expect_float(op, self)?;
+        expect(op, b, self.dtype)?;
+        expect(op, g, DType::F32)?;
+        let grad = |w: bool| {
+            if w {
+                like(self, n, self.dtype).map(Some)
+            } else {
+                Ok(None)
+            }
+        };
+        let (da, db) = (grad(want[0])?, grad(want[1])?);
+        let ptr =
+            |s: &Option<CudaStorage>| s.as_ref().map_or(camel_cuda::DevPtr::NULL, |s| s.ptr());
+        if da.is_some() || db.is_some() {
+            let ptrs = [self.ptr(), b.ptr(), g.ptr(), ptr(&da), ptr(&db)];
+            k::loss::mse_bwd(&self.dev, ptrs, n, scale, elem(self.dtype))?;
+        }
+        Ok((da, db))
+    }
 }
 
 /// Per-row cross-entropy.

@@ -1,11 +1,11 @@
 //! Losses: cross-entropy (fused with log-softmax, integer targets, mean over the rows) and mean
-//! squared error (composed of other ops). Each backend computes the cross-entropy's mean its own
-//! way (`cpu.rs`; `cuda.rs` runs the loss ladder's step, which may fuse the mean into the
-//! kernel); the op has one path on every device. The cross-entropy takes f32, f16 and bf16
-//! logits and computes in f32 whatever their dtype.
+//! squared error. Each backend computes the cross-entropy's mean its own way (`cpu.rs`; `cuda.rs`
+//! runs the loss ladder's step, which may fuse the mean into the kernel); the op has one path on
+//! every device. Both losses take f32, f16 and bf16 and compute in f32 whatever the dtype (the
+//! MSE: `kernels/loss/mse.cu` sums the squared differences of the widened elements in f32).
 
 use super::{expect_float, same_device, same_dtype};
-use crate::autocast::{autocast_dtype, via_f32_autocast};
+use crate::autocast::autocast_dtype;
 use crate::storage::{dispatch, Storage};
 use crate::{DType, Error, Result, Tensor};
 
@@ -34,6 +34,20 @@ pub(crate) trait LossKernels: Sized {
         rows: usize,
         cols: usize,
     ) -> Result<Self>;
+    /// `Σ (self − b)² / n` over `n` elements of one float dtype, in f32, as a one-element f32
+    /// storage.
+    fn mse_mean(&self, b: &Self, n: usize) -> Result<Self>;
+    /// The MSE's gradients `scale · g · (self − b)` and its negation, in the operands' dtype
+    /// (computed in f32, rounded once), `g` the one-element f32 upstream gradient; each only
+    /// where `want` asks for it.
+    fn mse_bwd(
+        &self,
+        b: &Self,
+        g: &Self,
+        n: usize,
+        scale: f32,
+        want: [bool; 2],
+    ) -> Result<(Option<Self>, Option<Self>)>;
 }
 
 impl Storage {
@@ -62,6 +76,25 @@ impl Storage {
             None => dispatch!("cross_entropy backward"; x = self, t = t, g = g
                 => x.cross_entropy_mean_bwd(t, None, g, rows, cols)),
         }
+    }
+}
+
+impl Storage {
+    /// [`LossKernels::mse_mean`] on the operands' device.
+    pub(crate) fn mse_mean(&self, b: &Storage, n: usize) -> Result<Storage> {
+        dispatch!("mse"; a = self, b = b => a.mse_mean(b, n))
+    }
+
+    /// [`LossKernels::mse_bwd`] on the operands' device.
+    pub(crate) fn mse_bwd(
+        &self,
+        b: &Storage,
+        g: &Storage,
+        n: usize,
+        scale: f32,
+        want: [bool; 2],
+    ) -> Result<(Option<Storage>, Option<Storage>)> {
+        dispatch!("mse backward"; a = self, b = b, g = g => a.mse_bwd(b, g, n, scale, want))
     }
 }
 
@@ -115,28 +148,46 @@ impl Tensor {
         Ok(loss)
     }
 
-    /// Mean squared error `mean((self − target)²)`; shapes must be equal.
+    /// Mean squared error `mean((self − target)²)`; shapes and dtypes must be equal. f16 and
+    /// bf16 operands compute in f32 (each difference squared and summed in f32, the loss rounded
+    /// once to their dtype; inside an autocast scope it stays f32, and a 16-bit operand paired
+    /// with an f32 one widens). The gradient goes to both operands, computed in f32 and rounded
+    /// once to their dtype.
     pub fn mse(&self, target: &Tensor) -> Result<Tensor> {
-        if autocast_dtype().is_none() {
-            same_dtype("mse", self, target)?;
-        }
-        if self.dtype().is_half() && (target.dtype() == self.dtype() || autocast_dtype().is_some())
-        {
-            let t = if target.dtype().is_half() {
-                target.to_dtype(DType::F32)?
-            } else {
-                target.clone()
+        const OP: &str = "mse";
+        if autocast_dtype().is_some() && (self.dtype().is_half() || target.dtype().is_half()) {
+            let f32 = |t: &Tensor| match t.dtype() {
+                d if d.is_half() => t.to_dtype(DType::F32),
+                _ => Ok(t.clone()),
             };
-            return via_f32_autocast(self, |x| x.mse(&t));
+            return f32(self)?.mse(&f32(target)?);
         }
+        expect_float(OP, self)?;
+        same_dtype(OP, self, target)?;
+        same_device(OP, self, target)?;
         if self.shape() != target.shape() {
             return Err(Error::ShapeMismatch {
-                op: "mse",
+                op: OP,
                 lhs: self.shape().to_vec(),
                 rhs: target.shape().to_vec(),
                 expected: "equal shapes".into(),
             });
         }
-        self.sub(target)?.square()?.mean()
+        let n = self.numel();
+        let mean = self.storage()?.mse_mean(&*target.storage()?, n)?;
+        let (a, b, shape) = (self.detach(), target.detach(), self.shape().to_vec());
+        let want = [self.requires_grad(), target.requires_grad()];
+        let loss = Tensor::from_op(mean, vec![], OP, &[self, target], move |g| {
+            let scale = 2.0 / n as f32;
+            let (da, db) = a
+                .storage()?
+                .mse_bwd(&*b.storage()?, &*g.storage()?, n, scale, want)?;
+            let t = |s: Option<Storage>| s.map(|s| Tensor::from_storage(s, shape.clone()));
+            Ok(vec![t(da), t(db)])
+        });
+        if self.dtype().is_half() && autocast_dtype().is_none() {
+            return loss.to_dtype(self.dtype());
+        }
+        Ok(loss)
     }
 }
