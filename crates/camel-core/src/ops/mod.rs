@@ -36,13 +36,12 @@
 //!   shape ops and `to_dtype`, the embedding's gather, `matmul` and `linear` (products summed in
 //!   f32, on the tensor cores on the GPU, rounded once), `attention` (the tensor-core steps on the
 //!   GPU) and `conv2d` (rows of patches times the weight on the 16-bit GEMM); the reductions,
-//!   the softmaxes, the norms, the cross-entropy, dropout, the masking ops and pooling (kernels
+//!   the softmaxes, the norms, the losses, dropout, the masking ops and pooling (kernels
 //!   templated over the element type: each element widens as it loads, the op computes in f32,
 //!   each output rounds once);
-//! - through their f32 kernels (`autocast::via_f32_autocast`: the input widens, the op runs in
-//!   f32, the result rounds once): MSE; and, where a 16-bit kernel does not reach (rows longer
-//!   than its registers hold, a lower ladder step), the op's storage-level code widens the input
-//!   and rounds the output once in the same way.
+//! - where a 16-bit kernel does not reach (rows longer than its registers hold, a lower ladder
+//!   step), the op's storage-level code widens the input, runs the f32 kernel and rounds the
+//!   output once, so the op computes the same function.
 //!
 //! `filter2d` and `bernoulli` given a 16-bit tensor return [`crate::Error::DTypeMismatch`] naming
 //! themselves, and a binary op refuses operands of two dtypes outside an autocast scope.
