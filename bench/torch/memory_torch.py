@@ -135,6 +135,18 @@ out("mul 2^28", lambda i: torch.mul(x, y, out=z))
 out("gelu_bwd 2^28", lambda i: torch.ops.aten.gelu_backward(y, x, approximate="tanh"))
 out("sum 2^28", lambda i: x.sum())
 out("max 2^28", lambda i: x.max())
+# the mean squared error of 2^24 elements, f32 and bf16 (PyTorch squares each difference in
+# f32, rounds it to the dtype and sums in f32), and the gradient of its first operand
+nm = 1 << 24
+for dt, sfx in [(torch.float32, ""), (torch.bfloat16, "_bf16")]:
+    k = sets(3 * nm * (4 if dt == torch.float32 else 2))
+    ma, mb = [v.to(dt) for v in rand(k, nm)], [v.to(dt) for v in rand(k, nm)]
+    g1 = torch.ones((), device=dev, dtype=dt)
+    out(f"mse{sfx} 2^24", lambda i: F.mse_loss(ma[i], mb[i]), k)
+    out(f"mse_bwd{sfx} 2^24", lambda i: torch.ops.aten.mse_loss_backward(g1, ma[i], mb[i], 1), k)
+    del ma, mb
+torch.cuda.empty_cache()
+
 # 16-bit elementwise and the casts that mixed precision runs (f32 -> bf16 and back)
 xb, yb, zb = x.to(torch.bfloat16), y.to(torch.bfloat16), torch.empty(n, device=dev, dtype=torch.bfloat16)
 xh, zh = x.to(torch.float16), torch.empty(n, device=dev, dtype=torch.float16)

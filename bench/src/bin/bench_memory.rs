@@ -882,6 +882,45 @@ fn run() -> Result<()> {
         })?;
     }
 
+    // ---- the mean squared error of 2^24 elements, f32 and bf16: the forward as the op runs it
+    // (a partial sum a block, the sum of the partials, the scale by 1/n), and the backward's
+    // gradient of the first operand (read both, write one)
+    {
+        use camel_cuda::kernels::shape::Elem;
+        let n = 1usize << 24;
+        let e = n as f64;
+        let parts = loss::mse_blocks(d, n);
+        let (part, sum, mean) = (buf(d, parts, 0.0)?, buf(d, 1, 0.0)?, buf(d, 1, 0.0)?);
+        let g1 = buf(d, 1, 1.0)?;
+        let p = |v: &[Buffer], i: usize| -> DevPtr { v[i].ptr() };
+        for (elem, name, bytes) in [(Elem::F32, "mse", 4.0), (Elem::BF16, "mse_bf16", 2.0)] {
+            let k = sets(3 * n * bytes as usize);
+            let (xs, ys, da) = if elem == Elem::F32 {
+                (
+                    rand_bufs(d, k, n, 91)?,
+                    rand_bufs(d, k, n, 92)?,
+                    bufs(d, k, n, 0.0)?,
+                )
+            } else {
+                (
+                    bf16_bufs(d, k, n, 91)?,
+                    bf16_bufs(d, k, n, 92)?,
+                    bf16_bufs(d, k, n, 93)?,
+                )
+            };
+            b.row(name, "2^24", 1, 2.0 * bytes * e, k, &mut |i| {
+                loss::mse_partial(d, [p(&xs, i), p(&ys, i), part.ptr()], n, elem)?;
+                reduce::loads_in_flight(d, part.ptr(), sum.ptr(), 1, parts, 1, 0)?;
+                ew::unary_vec4_f32(d, sum.ptr(), mean.ptr(), 1, 12, 1.0 / n as f32)
+            })?;
+            let bwd = format!("mse_bwd{}", if elem == Elem::F32 { "" } else { "_bf16" });
+            b.row(&bwd, "2^24", 1, 3.0 * bytes * e, k, &mut |i| {
+                let ptrs = [p(&xs, i), p(&ys, i), g1.ptr(), p(&da, i), DevPtr::NULL];
+                loss::mse_bwd(d, ptrs, n, 2.0 / n as f32, elem)
+            })?;
+        }
+    }
+
     // ---- the cross-entropy of bf16 logits with its mean: step 4's 16-bit kernels (2 bytes a
     // logit read, and written backward) and `_widened` (the cast to f32 first, and backward the
     // f32 gradient cast back), the same op's bytes counted for both
