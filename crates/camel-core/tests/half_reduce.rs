@@ -1061,23 +1061,41 @@ fn masked_softmax_in_16_bits_rounds_each_output_once() {
 /// The MSE of two 16-bit tensors: the f64 mean of the squared differences of their values,
 /// rounded once (f32 inside an autocast scope), and the gradients `±2(a − b)/n` times the
 /// upstream gradient, rounded once, at lengths that take one block, several, and more elements
-/// than the grid's threads.
+/// than the grid's threads, on aligned tensors (four elements a load) and on views one element
+/// in (one a load).
 #[test]
 fn mse_of_16_bit_tensors_sums_in_f32() {
-    for n in [1usize, 7, 127, 1031, 200_003] {
+    for (n, skip) in [
+        (1usize, 0usize),
+        (7, 0),
+        (127, 1),
+        (1031, 0),
+        (1031, 1),
+        (200_003, 0),
+        (200_003, 1),
+    ] {
         for dtype in [DType::F16, DType::BF16] {
-            let x = round(&rand_vec(n, -3.0, 3.0, n as u64), dtype);
-            let y = round(&rand_vec(n, -3.0, 3.0, 1 + n as u64), dtype);
-            let sq: Vec<f64> = x
+            let x = round(&rand_vec(n + skip, -3.0, 3.0, n as u64), dtype);
+            let y = round(&rand_vec(n + skip, -3.0, 3.0, 1 + n as u64), dtype);
+            let (xs, ys) = (&x[skip..], &y[skip..]);
+            let sq: Vec<f64> = xs
                 .iter()
-                .zip(&y)
+                .zip(ys)
                 .map(|(&a, &b)| (a as f64 - b as f64).powi(2))
                 .collect();
             let want = sq.iter().sum::<f64>() / n as f64;
             for dev in devices() {
-                let what = format!("{dev} {dtype} n={n}");
-                let a = on(&x, &[n], dtype, dev).requires_grad_(true).unwrap();
-                let b = on(&y, &[n], dtype, dev).requires_grad_(true).unwrap();
+                let what = format!("{dev} {dtype} n={n} skip={skip}");
+                let af = on(&x, &[n + skip], dtype, dev)
+                    .requires_grad_(true)
+                    .unwrap();
+                let bf = on(&y, &[n + skip], dtype, dev)
+                    .requires_grad_(true)
+                    .unwrap();
+                let (a, b) = (
+                    af.narrow(0, skip, n).unwrap(),
+                    bf.narrow(0, skip, n).unwrap(),
+                );
                 let l = a.mse(&b).unwrap();
                 // an f32 sum errs by at most n·2⁻²⁴·Σ term
                 assert_rounded(&what, &l, &[want], dtype, |w| n as f64 * 2f64.powi(-24) * w);
@@ -1091,15 +1109,16 @@ fn mse_of_16_bit_tensors_sums_in_f32() {
                 );
                 // upstream gradient 3 (exact in every dtype)
                 l.mul_scalar(3.0).unwrap().backward().unwrap();
-                let ga: Vec<f64> = x
-                    .iter()
-                    .zip(&y)
-                    .map(|(&p, &q)| 3.0 * 2.0 * (p as f64 - q as f64) / n as f64)
-                    .collect();
+                let mut ga = vec![0.0f64; skip];
+                ga.extend(
+                    xs.iter()
+                        .zip(ys)
+                        .map(|(&p, &q)| 3.0 * 2.0 * (p as f64 - q as f64) / n as f64),
+                );
                 let gb: Vec<f64> = ga.iter().map(|v| -v).collect();
                 let tol = |w: f64| 2f64.powi(-21) * w.abs();
-                assert_rounded(&format!("{what} da"), &a.grad().unwrap(), &ga, dtype, tol);
-                assert_rounded(&format!("{what} db"), &b.grad().unwrap(), &gb, dtype, tol);
+                assert_rounded(&format!("{what} da"), &af.grad().unwrap(), &ga, dtype, tol);
+                assert_rounded(&format!("{what} db"), &bf.grad().unwrap(), &gb, dtype, tol);
             }
         }
     }

@@ -700,3 +700,82 @@ fn half_vec8_and_scalar_paths_agree_bit_for_bit() {
         }
     }
 }
+
+/// The MSE's kernels read four elements a load where every pointer is aligned to four elements
+/// and one otherwise (buffers that start one element in). Both forwards' partial sums add up to
+/// the f64 sum of the squared differences within the f32 sums' rounding, and the two backwards,
+/// the same arithmetic element by element, agree bit for bit.
+#[test]
+fn mse_vec_and_scalar_paths() {
+    use camel_cuda::kernels::loss;
+    use camel_cuda::kernels::shape::Elem;
+    let Some(dev) = test_device() else { return };
+    for elem in [Elem::F32, Elem::F16, Elem::BF16] {
+        let esz = elem.bytes();
+        // a value's bits in `elem` (little-endian bytes) and the value those bits hold
+        let enc = |v: &[f32]| -> (Vec<u8>, Vec<f64>) {
+            let mut bytes = Vec::with_capacity(v.len() * esz);
+            let mut vals = Vec::with_capacity(v.len());
+            for &x in v {
+                match elem {
+                    Elem::F16 => {
+                        let h = half::f16::from_f32(x);
+                        bytes.extend(h.to_bits().to_le_bytes());
+                        vals.push(h.to_f64());
+                    }
+                    Elem::BF16 => {
+                        let h = half::bf16::from_f32(x);
+                        bytes.extend(h.to_bits().to_le_bytes());
+                        vals.push(h.to_f64());
+                    }
+                    _ => {
+                        bytes.extend(x.to_le_bytes());
+                        vals.push(x as f64);
+                    }
+                }
+            }
+            (bytes, vals)
+        };
+        for n in [1usize, 7, 1031, 200_003] {
+            let (ab, av) = enc(&rand_vec(n, -3.0, 3.0, n as u64));
+            let (bb, bv) = enc(&rand_vec(n, -3.0, 3.0, 7 + n as u64));
+            let want: f64 = av.iter().zip(&bv).map(|(x, y)| (x - y) * (x - y)).sum();
+            let run = |off: usize| -> (f64, Vec<u8>) {
+                let pad = |v: &[u8]| -> Vec<u8> {
+                    let mut p = vec![0u8; off * esz];
+                    p.extend_from_slice(v);
+                    p
+                };
+                let (da, db) = (dev.htod(&pad(&ab)).unwrap(), dev.htod(&pad(&bb)).unwrap());
+                let parts = loss::mse_blocks(&dev, n);
+                let part = dev.alloc(4 * parts).unwrap();
+                let g = dev.htod(&[1.5f32]).unwrap();
+                let ga = dev.htod(&vec![0xffu8; esz * (n + off)]).unwrap(); // poisoned: NaN
+                let at = |b: &camel_cuda::Buffer| b.ptr().byte_add(off * esz);
+                loss::mse_partial(&dev, [at(&da), at(&db), part.ptr()], n, elem).unwrap();
+                let ptrs = [at(&da), at(&db), g.ptr(), at(&ga), DevPtr::NULL];
+                loss::mse_bwd(&dev, ptrs, n, 0.25, elem).unwrap();
+                let p: Vec<f32> = dev.dtoh_vec(&part, parts).unwrap();
+                let gv: Vec<u8> = dev.dtoh_vec(&ga, esz * (n + off)).unwrap();
+                (p.iter().map(|&x| x as f64).sum(), gv[off * esz..].to_vec())
+            };
+            let ((s0, g0), (s1, g1)) = (run(0), run(1));
+            let tol = n as f64 * 2f64.powi(-23) * want + 1e-30;
+            for (what, s) in [("aligned", s0), ("one element in", s1)] {
+                assert!(
+                    (s - want).abs() <= tol,
+                    "{elem:?} n={n} {what}: Σ partials {s} vs {want}"
+                );
+            }
+            assert_eq!(g0, g1, "{elem:?} n={n}: the gradients of the two paths");
+            // and the gradient is (0.25 · 1.5) · (a − b) in f32, rounded once to the dtype
+            let d: Vec<f32> = av
+                .iter()
+                .zip(&bv)
+                .map(|(&x, &y)| 0.375f32 * (x as f32 - y as f32))
+                .collect();
+            let (gw, _) = enc(&d);
+            assert_eq!(g0, gw, "{elem:?} n={n}: the gradient");
+        }
+    }
+}

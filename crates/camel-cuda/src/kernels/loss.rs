@@ -2,7 +2,7 @@
 
 use super::rows::{row_launch, variant_name, KernelName};
 use super::shape::Elem;
-use super::{launch, launch_elems, launch_rows, rows_grid};
+use super::{launch, launch_rows, rows_grid};
 use crate::{CudaDevice, DevPtr, Dim3, Error, LaunchConfig, Result};
 
 /// PTX module of step 1: `kernels/loss/01_block_per_row.cu`.
@@ -360,17 +360,26 @@ const MSE: &str = "loss/mse";
 /// Threads of a block of the MSE kernels.
 const MSE_THREADS: u32 = 256;
 
-/// The number of partial sums [`mse_partial`] writes for `n` elements: a block per 256
-/// elements up to four blocks a multiprocessor (at least one block). Fixed for a given `n` and
-/// GPU, so the sum's order repeats.
+/// The number of partial sums [`mse_partial`] writes for `n` elements: a block per 2048
+/// elements (eight a thread) up to eight blocks a multiprocessor, at least one. Fixed for a
+/// given `n` and GPU, so the sum's order repeats.
 pub fn mse_blocks(dev: &CudaDevice, n: usize) -> usize {
     let sms = dev.limits().sm_count.max(1) as usize;
-    n.div_ceil(MSE_THREADS as usize).clamp(1, 4 * sms)
+    n.div_ceil(8 * MSE_THREADS as usize).clamp(1, 8 * sms)
+}
+
+/// The kernel of `base` (`mse_partial`, `mse_bwd`) for `elem`: the `_vec` one (four elements a
+/// load) where every pointer of `ptrs` is aligned to four elements.
+fn mse_kernel(base: &str, ptrs: &[DevPtr], elem: Elem) -> Result<(KernelName, bool)> {
+    let vec = super::rows::aligned(ptrs, 4 * elem.bytes());
+    let v = if vec { "_vec" } else { "" };
+    let name = KernelName::new(format_args!("{base}{v}_{}", float_suffix(elem)?));
+    Ok((name, vec))
 }
 
 /// `partial[b] = Σ (a − b)²` in f32 over the elements block `b` visits, for [`mse_blocks`]
-/// blocks and `n` elements of `elem` at `a` and `b` (`mse_partial_{f32,f16,bf16}`: each element
-/// widens as it loads). The caller sums the partials.
+/// blocks and `n` elements of `elem` at `a` and `b` (`mse_partial[_vec]_{f32,f16,bf16}`: each
+/// element widens as it loads). The caller sums the partials.
 pub fn mse_partial(
     dev: &CudaDevice,
     [a, b, partial]: [DevPtr; 3],
@@ -378,16 +387,17 @@ pub fn mse_partial(
     elem: Elem,
 ) -> Result<()> {
     let blocks = mse_blocks(dev, n) as u32;
-    let name = KernelName::new(format_args!("mse_partial_{}", float_suffix(elem)?));
+    let (name, _) = mse_kernel("mse_partial", &[a, b], elem)?;
     let cfg = LaunchConfig::new(Dim3::x(blocks), Dim3::x(MSE_THREADS));
     let ni = n as i64;
-    // SAFETY: matches `mse_partial_{T}(const T*, const T*, float*, long long)`; the caller passes
-    // n elements of `elem` at a and b and `mse_blocks(n)` floats at partial.
+    // SAFETY: matches `mse_partial[_vec]_{T}(const T*, const T*, float*, long long)`; the caller
+    // passes n elements of `elem` at a and b and `mse_blocks(n)` floats at partial, and the
+    // `_vec` kernel runs only on pointers aligned to four elements.
     unsafe { launch(dev, MSE, name.as_str(), cfg, &[&a, &b, &partial, &ni]) }
 }
 
 /// The MSE's gradients `da = scale · g · (a − b)` and `db = −da`, rounded once to `elem`, from
-/// the one f32 upstream gradient at `g` (`mse_bwd_{f32,f16,bf16}`). `da` or `db` may be
+/// the one f32 upstream gradient at `g` (`mse_bwd[_vec]_{f32,f16,bf16}`). `da` or `db` may be
 /// [`DevPtr::NULL`] to skip it.
 pub fn mse_bwd(
     dev: &CudaDevice,
@@ -396,16 +406,21 @@ pub fn mse_bwd(
     scale: f32,
     elem: Elem,
 ) -> Result<()> {
-    let name = KernelName::new(format_args!("mse_bwd_{}", float_suffix(elem)?));
+    if n == 0 {
+        return Ok(());
+    }
+    let (name, vec) = mse_kernel("mse_bwd", &[a, b, da, db], elem)?;
+    let threads = if vec { n.div_ceil(4) } else { n };
     let ni = n as i64;
-    // SAFETY: matches `mse_bwd_{T}(const T*, const T*, const float*, T*, T*, long long, float)`;
-    // n elements of `elem` at a, b and each non-null gradient, one float at g.
+    // SAFETY: matches `mse_bwd[_vec]_{T}(const T*, const T*, const float*, T*, T*, long long,
+    // float)`; n elements of `elem` at a, b and each non-null gradient, one float at g, and the
+    // `_vec` kernel runs only on pointers aligned to four elements (null is aligned).
     unsafe {
-        launch_elems(
+        launch(
             dev,
             MSE,
             name.as_str(),
-            n,
+            crate::launch_1d(threads),
             &[&a, &b, &g, &da, &db, &ni, &scale],
         )
     }
