@@ -40,7 +40,7 @@ impl LossKernels for CpuStorage {
 
     /// Summed in f64 over the widened elements, then scaled and rounded to f32.
     fn mse_mean(&self, b: &Self, n: usize) -> Result<Self> {
-        let (x, y) = (self.f32_widened("mse")?, same_dtype(self, b, "mse")?);
+        let (x, y) = (self.f32_widened("mse")?, widened_like(self, b, "mse")?);
         let sum: f64 = x
             .iter()
             .zip(y.iter())
@@ -61,7 +61,7 @@ impl LossKernels for CpuStorage {
         want: [bool; 2],
     ) -> Result<(Option<Self>, Option<Self>)> {
         let op = "mse backward";
-        let (x, y) = (self.f32_widened(op)?, same_dtype(self, b, op)?);
+        let (x, y) = (self.f32_widened(op)?, widened_like(self, b, op)?);
         let k = scale * g.f32(op)?[0];
         let grad = |sign: f32| -> Result<Self> {
             let mut d = crate::backend::cpu::try_vec(op, n)?;
@@ -75,7 +75,7 @@ impl LossKernels for CpuStorage {
 }
 
 /// `b`'s data widened to f32, or a dtype error naming `op` unless it has `a`'s dtype.
-fn same_dtype<'a>(
+fn widened_like<'a>(
     a: &CpuStorage,
     b: &'a CpuStorage,
     op: &'static str,
