@@ -661,7 +661,7 @@ fn run() -> Result<()> {
             random::uniform_f32(d, y.ptr(), n, 1, i as u64, 0.0, 1.0)
         })?;
         b.row("dropout", "2^28", 1, 8.0 * nf, 1, &mut |i| {
-            random::dropout_f32(d, x.ptr(), y.ptr(), n, 1, i as u64, 0.2, 1.25)
+            random::dropout(d, x.ptr(), y.ptr(), n, 1, i as u64, 0.2, 1.25, Elem::F32)
         })?;
         // bf16: 2 bytes an element each way, against the cast to f32, the f32 dropout and the
         // cast back (`_widened`), x and y reused as the f32 scratch
@@ -670,11 +670,11 @@ fn run() -> Result<()> {
         let (xb, yb) = (bf16_bufs(d, 1, n, 10)?, bf16_bufs(d, 1, n, 11)?);
         let (pxb, pyb) = (xb[0].ptr(), yb[0].ptr());
         b.row("dropout_bf16", "2^28", 1, 4.0 * nf, 1, &mut |i| {
-            random::dropout_typed(d, pxb, pyb, n, 1, i as u64, 0.2, 1.25, bf)
+            random::dropout(d, pxb, pyb, n, 1, i as u64, 0.2, 1.25, bf)
         })?;
         b.row("dropout_bf16_widened", "2^28", 1, 4.0 * nf, 1, &mut |i| {
             sh::cast(d, pxb, x.ptr(), n, bf, f32_)?;
-            random::dropout_f32(d, x.ptr(), y.ptr(), n, 1, i as u64, 0.2, 1.25)?;
+            random::dropout(d, x.ptr(), y.ptr(), n, 1, i as u64, 0.2, 1.25, Elem::F32)?;
             sh::cast(d, y.ptr(), pyb, n, f32_, bf)
         })?;
     }

@@ -253,17 +253,6 @@ struct WhereArgs {
     sb: [i64; MAX_DIMS],
 }
 
-/// The float suffix of `elem` for the masking kernels, or a launch error naming `kernel`.
-fn float_suffix(kernel: &str, elem: Elem) -> Result<&'static str> {
-    match elem {
-        Elem::I64 => Err(crate::Error::LaunchConfig {
-            kernel: kernel.to_string(),
-            msg: "i64 elements: the masking kernels take f32, f16 or bf16".into(),
-        }),
-        e => Ok(e.suffix()),
-    }
-}
-
 /// `out = mask != 0 ? a : b` elementwise, each operand read through its strides against
 /// `out_shape` (0 along broadcast dims); the mask's elements are `[mask_elem]`, the values' (a, b
 /// and out) `elem`. One thread per output element (step 1's form in every step).
@@ -286,8 +275,8 @@ pub fn where_select(
     }
     let name = KernelName::new(format_args!(
         "where_{}_{}",
-        float_suffix("where", mask_elem)?,
-        float_suffix("where", elem)?
+        mask_elem.float_suffix("where")?,
+        elem.float_suffix("where")?
     ));
     let name = name.as_str();
     let p = WhereArgs {
@@ -318,7 +307,7 @@ pub fn triangle(
     k: i64,
     upper: bool,
 ) -> Result<()> {
-    let name = KernelName::new(format_args!("triangle_{}", float_suffix("triangle", elem)?));
+    let name = KernelName::new(format_args!("triangle_{}", elem.float_suffix("triangle")?));
     let (ni, r, c, up) = (n as i64, rows as i64, cols as i64, upper as i32);
     // SAFETY: matches `triangle_{T}(const T*, T*, long long ×4, int)`; n elements of `elem` each.
     unsafe {
@@ -345,7 +334,7 @@ pub fn clamp(
     hi: f32,
     grad: bool,
 ) -> Result<()> {
-    let name = KernelName::new(format_args!("clamp_{}", float_suffix("clamp", elem)?));
+    let name = KernelName::new(format_args!("clamp_{}", elem.float_suffix("clamp")?));
     let (ni, mode) = (n as i64, grad as i32);
     // SAFETY: matches `clamp_{T}(const T*, T*, long long, float, float, int)`; n elements each.
     unsafe {

@@ -373,7 +373,7 @@ pub fn mse_blocks(dev: &CudaDevice, n: usize) -> usize {
 fn mse_kernel(base: &str, ptrs: &[DevPtr], elem: Elem) -> Result<(KernelName, bool)> {
     let vec = super::rows::aligned(ptrs, 4 * elem.bytes());
     let v = if vec { "_vec" } else { "" };
-    let name = KernelName::new(format_args!("{base}{v}_{}", float_suffix(elem)?));
+    let name = KernelName::new(format_args!("{base}{v}_{}", elem.float_suffix("mse")?));
     Ok((name, vec))
 }
 
@@ -423,17 +423,6 @@ pub fn mse_bwd(
             crate::launch_1d(threads),
             &[&a, &b, &g, &da, &db, &ni, &scale],
         )
-    }
-}
-
-/// The kernel-name suffix of a float `elem`, or a launch error for i64.
-fn float_suffix(elem: Elem) -> Result<&'static str> {
-    match elem {
-        Elem::I64 => Err(Error::LaunchConfig {
-            kernel: "mse".into(),
-            msg: "i64 elements: the MSE takes f32, f16 or bf16".into(),
-        }),
-        e => Ok(e.suffix()),
     }
 }
 

@@ -79,36 +79,11 @@ pub fn bernoulli_f32(
     unsafe { launch_elems(dev, PHILOX, "bernoulli_f32", groups(n), &args) }
 }
 
-/// `y[i] = x[i] · (u_i ≥ p ? scale : 0)`: dropout, forward and backward (`n` floats at `x` and
-/// `y`).
+/// `y[i] = x[i] · (u_i ≥ p ? scale : 0)`: dropout, forward and backward, on `n` elements of
+/// `elem` at `x` and `y` (`dropout_{f32,f16,bf16}`): a 16-bit element widens to f32, is
+/// multiplied by the same mask value as an f32 one, and rounds once.
 #[allow(clippy::too_many_arguments)]
-pub fn dropout_f32(
-    dev: &CudaDevice,
-    x: DevPtr,
-    y: DevPtr,
-    n: usize,
-    seed: u64,
-    offset: u64,
-    p: f32,
-    scale: f32,
-) -> Result<()> {
-    dropout_typed(
-        dev,
-        x,
-        y,
-        n,
-        seed,
-        offset,
-        p,
-        scale,
-        super::shape::Elem::F32,
-    )
-}
-
-/// [`dropout_f32`] on elements of `elem` (`dropout_f32`, `dropout_f16`, `dropout_bf16`): a 16-bit
-/// element widens to f32, is multiplied by the same mask value, and rounds once.
-#[allow(clippy::too_many_arguments)]
-pub fn dropout_typed(
+pub fn dropout(
     dev: &CudaDevice,
     x: DevPtr,
     y: DevPtr,
@@ -119,23 +94,13 @@ pub fn dropout_typed(
     scale: f32,
     elem: super::shape::Elem,
 ) -> Result<()> {
-    use super::shape::Elem;
-    let name = match elem {
-        Elem::F32 => "dropout_f32",
-        Elem::F16 => "dropout_f16",
-        Elem::BF16 => "dropout_bf16",
-        Elem::I64 => {
-            return Err(crate::Error::InvalidArgument {
-                op: "dropout".into(),
-                msg: "i64 elements: dropout takes f32, f16 or bf16".into(),
-            })
-        }
-    };
+    let name =
+        super::rows::KernelName::new(format_args!("dropout_{}", elem.float_suffix("dropout")?));
     let ni = n as i64;
     let args: [&dyn crate::KernelArg; 7] = [&x, &y, &ni, &seed, &offset, &p, &scale];
     // SAFETY: matches `dropout_{f32,f16,bf16}(const T*, T*, long long, u64, u64, float, float)`,
     // T `elem`'s type; `n` elements at `x` and `y`.
-    unsafe { launch_elems(dev, PHILOX, name, groups(n), &args) }
+    unsafe { launch_elems(dev, PHILOX, name.as_str(), groups(n), &args) }
 }
 
 /// Multinomial sampling with replacement from `[rows, k]` weights `w`: the running sums of each

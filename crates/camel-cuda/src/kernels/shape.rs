@@ -145,17 +145,8 @@ pub fn pad(
     if n == 0 {
         return Ok(());
     }
-    let name = match elem {
-        Elem::F32 => "pad_f32",
-        Elem::F16 => "pad_f16",
-        Elem::BF16 => "pad_bf16",
-        Elem::I64 => {
-            return Err(crate::Error::LaunchConfig {
-                kernel: "pad".into(),
-                msg: "i64 elements: pad takes f32, f16 or bf16".into(),
-            })
-        }
-    };
+    let name = super::rows::KernelName::new(format_args!("pad_{}", elem.float_suffix("pad")?));
+    let name = name.as_str();
     let a = PadArgs {
         ndim: out.len() as i64,
         out_shape: dims_array(name, &out)?,
@@ -188,6 +179,18 @@ impl Elem {
             Elem::F32 => 4,
             Elem::I64 => 8,
             Elem::F16 | Elem::BF16 => 2,
+        }
+    }
+
+    /// The suffix of a kernel templated over the float types (`f32`, `f16`, `bf16`), or an
+    /// error naming `op` for i64.
+    pub fn float_suffix(self, op: &str) -> Result<&'static str> {
+        match self {
+            Elem::I64 => Err(Error::InvalidArgument {
+                op: op.into(),
+                msg: "i64 elements: the kernel takes f32, f16 or bf16".into(),
+            }),
+            e => Ok(e.suffix()),
         }
     }
 

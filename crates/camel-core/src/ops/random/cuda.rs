@@ -29,7 +29,7 @@ impl RandomKernels for CudaStorage {
         expect_float("dropout", self)?;
         let out = like(self, self.len, self.dtype)?;
         let (x, y, n, e) = (self.ptr(), out.ptr(), self.len, elem(self.dtype));
-        k::random::dropout_typed(&self.dev, x, y, n, at.seed, at.offset, p, scale, e)?;
+        k::random::dropout(&self.dev, x, y, n, at.seed, at.offset, p, scale, e)?;
         Ok(out)
     }
 
