@@ -18,15 +18,12 @@
 // A block of two warpgroups takes 128 queries of one (batch, head); the launcher gives other head
 // dims, dropout, other GPUs and operands TMA cannot address to step 6. The backward is step 6's.
 // Measurements: docs/kernels/attention.md.
-#include "attention.cuh"
-#include "matmul/wgmma.cuh"  // TMA, mbarriers, wgmma descriptors and the S = Q·Kᵀ MMA
+#include "hopper.cuh"  // TMA boxes, the P·V MMA, the tile's softmax, the epilogue
 
 namespace attn7 {
-using namespace wg;
+using namespace attn_hopper;
 
 constexpr int BQ = 128, BKV = 128, THREADS = 256;
-// one box row: 64 elements, 128 bytes; a box of 128 rows is 16 KiB, of 64 rows 8 KiB
-constexpr unsigned ROW = 128, BOX128 = 128 * ROW, BOX64 = 64 * ROW;
 
 template <int D>
 struct Layout {
@@ -37,47 +34,6 @@ struct Layout {
     static constexpr unsigned STAGE = K + V;
     static constexpr unsigned SMEM = Q + 2 * STAGE + 1024;        // + alignment to 1024 bytes
 };
-
-// One 4-D box (d c0, token c1, head c2, batch c3) of `map` into shared `dst`, completing on `bar`.
-__device__ __forceinline__ void tma_load4(void* dst, const TmaMap& map, int c0, int c1, int c2, int c3,
-                                          unsigned long long* bar) {
-    asm volatile(
-        "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-        " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(smem_u32(dst)),
-        "l"(reinterpret_cast<unsigned long long>(&map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3),
-        "r"(smem_u32(bar))
-        : "memory");
-}
-
-// O += P·V for one 16-key step: A (P, 64×16) from registers, B (V) from shared memory, N-major
-// (imm-trans-b = 1), N = D.
-template <typename T, int D>
-struct PvMma;
-#define ATTN7_PV(T, TY, N, NREG, REGS, OPS, XA, XB, XONE)                                     \
-    template <>                                                                               \
-    struct PvMma<T, N> {                                                                      \
-        static __device__ __forceinline__ void run(float (&d)[NREG], const unsigned (&a)[4],  \
-                                                   unsigned long long db) {                   \
-            asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " XONE ", 0;\n"                     \
-                         "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY "." TY " {" REGS \
-                         "}, {" XA "}, " XB ", p, 1, 1, 1;\n}\n"                               \
-                         : OPS                                                                \
-                         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));      \
-        }                                                                                     \
-    };
-#define ATTN7_R32 "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
-#define ATTN7_D32 WG_D8(0), WG_D8(8), WG_D8(16), WG_D8(24)
-ATTN7_PV(__half, "f16", 64, 32, ATTN7_R32, ATTN7_D32, "%32, %33, %34, %35", "%36", "%37")
-ATTN7_PV(__nv_bfloat16, "bf16", 64, 32, ATTN7_R32, ATTN7_D32, "%32, %33, %34, %35", "%36", "%37")
-ATTN7_PV(__half, "f16", 128, 64, WG_R64, WG_D64, "%64, %65, %66, %67", "%68", "%69")
-ATTN7_PV(__nv_bfloat16, "bf16", 128, 64, WG_R64, WG_D64, "%64, %65, %66, %67", "%68", "%69")
-#undef ATTN7_PV
-
-// Two values rounded to T, packed as one 32-bit register (the first in the low half).
-template <typename T>
-__device__ __forceinline__ unsigned pack2(float lo, float hi) {
-    return (unsigned)camel::float_to_bits<T>(lo) | ((unsigned)camel::float_to_bits<T>(hi) << 16);
-}
 
 template <typename T, int D>
 __device__ __forceinline__ void forward(const TmaMap& mq, const TmaMap& mk, const TmaMap& mv, T* __restrict__ o,
@@ -128,7 +84,8 @@ __device__ __forceinline__ void forward(const TmaMap& mq, const TmaMap& mk, cons
 
     const float ss = a.scale * camel::LOG2E;  // scores in log2 units
     // this thread's rows within the block: r_h = c·64 + warp·16 + lane/4 + 8h
-    const int rbase = q0 + c * 64 + warp * 16 + lane / 4;
+    const long long rbase = q0 + c * 64 + warp * 16 + lane / 4;
+    const int visible[2] = {visible_keys(a, rbase), visible_keys(a, rbase + 8)};
     float acc[D / 2], s[64];
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) acc[i] = 0.0f;
@@ -151,52 +108,13 @@ __device__ __forceinline__ void forward(const TmaMap& mq, const TmaMap& mk, cons
         wgmma_commit();
         wgmma_wait<0>();
 
-        // s[4n + 2h + e]: row rbase + 8h, key k0 + 8n + 2(lane % 4) + e; in log2 units
-#pragma unroll
-        for (int i = 0; i < 64; ++i) s[i] *= ss;
         const int k0 = j * BKV;
         const bool tail = k0 + BKV > a.tk;
         const bool diag = a.causal && k0 + BKV - 1 > q0 + (a.tk - a.tq);
-        if (tail || diag) {
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const long long visible = camel::attn_visible(a, rbase + 8 * h);
-#pragma unroll
-                for (int n = 0; n < 16; ++n)
-#pragma unroll
-                    for (int e = 0; e < 2; ++e)
-                        if (k0 + 8 * n + 2 * (lane % 4) + e >= visible) s[4 * n + 2 * h + e] = -INFINITY;
-            }
-        }
         unsigned pa[8][4];
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            float mx = -INFINITY;
-#pragma unroll
-            for (int n = 0; n < 16; ++n) mx = fmaxf(mx, fmaxf(s[4 * n + 2 * h], s[4 * n + 2 * h + 1]));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            const float mnew = fmaxf(m[h], mx);
-            // a row with no visible key yet keeps −∞, and exp2 of −∞ − 0 is 0, not NaN
-            const float base = mnew == -INFINITY ? 0.0f : mnew;
-            const float alpha = exp2f(m[h] - base);
-            m[h] = mnew;
-            l[h] *= alpha;
-#pragma unroll
-            for (int n = 0; n < D / 8; ++n) {
-                acc[4 * n + 2 * h] *= alpha;
-                acc[4 * n + 2 * h + 1] *= alpha;
-            }
-#pragma unroll
-            for (int n = 0; n < 16; ++n) {
-                const float p0 = exp2f(s[4 * n + 2 * h] - base);
-                const float p1 = exp2f(s[4 * n + 2 * h + 1] - base);
-                l[h] += p0 + p1;
-                // the A fragment of key step n / 2: registers 0 and 1 hold rows g and g + 8 of
-                // its keys 0–7, registers 2 and 3 of its keys 8–15
-                pa[n / 2][(n % 2) * 2 + h] = pack2<T>(p0, p1);
-            }
-        }
+        float alpha[2];
+        softmax_tile<T>(s, m, l, alpha, pa, ss, k0, visible, lane, tail || diag);
+        rescale<D>(acc, alpha);
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < BKV / 16; ++kk) {
@@ -208,36 +126,11 @@ __device__ __forceinline__ void forward(const TmaMap& mq, const TmaMap& mk, cons
         __syncthreads();  // both warpgroups are done with this stage
         if (tid == 0 && j + 2 < tiles) load_kv(j + 2);
     }
-
-    const long long tq = a.tq;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
-        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
-        const int row = rbase + 8 * h;
-        if (row >= tq) continue;
-        const float inv = 1.0f / l[h];
-        T* out = o + camel::bthd(a, bb, hh, row, tq, D);
-#pragma unroll
-        for (int n = 0; n < D / 8; ++n) {
-            const int col = 8 * n + 2 * (lane % 4);
-            *reinterpret_cast<unsigned*>(out + col) = pack2<T>(acc[4 * n + 2 * h] * inv, acc[4 * n + 2 * h + 1] * inv);
-        }
-        if (lane % 4 == 0) lse[bh * tq + row] = (m[h] + log2f(l[h])) * camel::LN2;
-    }
+    store_rows<T, D>(acc, m, l, o, lse, a, bh, bb, hh, rbase, lane);
 }
 
 }  // namespace attn7
 
-// attn07_fwd_d{D}_{f16,bf16}(q map, k map, v map, T* o, float* lse, AttnArgs): one block of 256
-// threads a (batch · head, 128-query tile), dynamic shared memory attn7::Layout<D>::SMEM.
-#define ATTN07(D, T, SFX)                                                                                  \
-    extern "C" __global__ void __launch_bounds__(attn7::THREADS, 1) attn07_fwd_d##D##_##SFX(            \
-        const __grid_constant__ wg::TmaMap mq, const __grid_constant__ wg::TmaMap mk,                       \
-        const __grid_constant__ wg::TmaMap mv, T* __restrict__ o, float* __restrict__ lse, AttnArgs a) { \
-        attn7::forward<T, D>(mq, mk, mv, o, lse, a);                                                      \
-    }
-ATTN07(64, __half, f16)
-ATTN07(64, __nv_bfloat16, bf16)
-ATTN07(128, __half, f16)
-ATTN07(128, __nv_bfloat16, bf16)
+// attn07_fwd_d{64,128}_{f16,bf16}(q map, k map, v map, T* o, float* lse, AttnArgs): one block of
+// 256 threads a (batch · head, 128-query tile).
+ATTN_HOPPER_STEP(attn07, attn7)
