@@ -364,21 +364,25 @@ fn half_precision_forward_and_backward_at_awkward_sizes() {
 #[test]
 fn half_precision_long_sequences_on_the_gpu() {
     let Some(dev) = gpu() else { return };
-    for (dt, t, d, causal, b, h) in [
-        (DType::BF16, 1000, 64, false, 2, 2),
-        (DType::F16, 1031, 128, true, 1, 3),
-        (DType::BF16, 4097, 128, true, 1, 1),
-        (DType::F16, 4097, 64, false, 1, 1),
+    // (dtype, tq, tk, d, causal, b, h): several key tiles a query tile, odd and even counts of
+    // them, and queries that are the last of a longer sequence of keys
+    for (dt, tq, tk, d, causal, b, h) in [
+        (DType::BF16, 1000, 1000, 64, false, 2, 2),
+        (DType::F16, 1031, 1031, 128, true, 1, 3),
+        (DType::BF16, 4097, 4097, 128, true, 1, 1),
+        (DType::F16, 4097, 4097, 64, false, 1, 1),
+        (DType::BF16, 300, 1000, 128, true, 2, 1),
+        (DType::F16, 129, 1100, 64, true, 1, 2),
     ] {
         let c = Case {
             b,
             h,
-            tq: t,
-            tk: t,
+            tq,
+            tk,
             d,
             causal,
         };
-        check_half(c, dt, t as u64 + d as u64, &[dev]);
+        check_half(c, dt, tk as u64 + d as u64, &[dev]);
     }
 }
 
@@ -732,7 +736,7 @@ fn bad_input_is_a_clear_error() {
         .expect_err("step 2 has no f16 kernels")
         .to_string();
         assert!(
-            e.contains("step 2") && e.contains("F16") && e.contains("[3, 4, 5, 6, 7]"),
+            e.contains("step 2") && e.contains("F16") && e.contains("[3, 4, 5, 6, 7, 8]"),
             "{e}"
         );
     }

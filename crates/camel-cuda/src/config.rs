@@ -21,7 +21,7 @@
 //! | `CAMEL_FILTER` | step number or name | `fused` | The image-filter ladder step (`filter2d`). |
 //! | `CAMEL_CONV2D` | step number or name | `pipelined` | The conv2d ladder step. |
 //! | `CAMEL_BATCHNORM` | step number or name | `block_per_channel` | The BatchNorm step (a single-step family). |
-//! | `CAMEL_ATTENTION` | step number or name | `wgmma` | The fused-attention ladder step (`Tensor::attention`): f32 runs the highest f32 step at or below it (2), f16/bf16 the highest 16-bit one (3 to 7). |
+//! | `CAMEL_ATTENTION` | step number or name | `ws` | The fused-attention ladder step (`Tensor::attention`): f32 runs the highest f32 step at or below it (2), f16/bf16 the highest 16-bit one (3 to 8). |
 //! | `CAMEL_NO_STUB_RPATH` | `1/0/on/off/true/false` (build time) | `0` | Never put camel's no-driver stub `libcuda` on the run-time library path (read by camel-cuda's build.rs). |
 //! | `CAMEL_PLOT_FONT` | a font file (tool) | DejaVu Sans or Liberation Sans | The font of the plots `cargo xtask gemm-report` draws (read by xtask). |
 //!
@@ -184,9 +184,9 @@ pub const VARS: &[Var] = &[
     Var {
         name: "CAMEL_ATTENTION",
         values: STEP,
-        default: "wgmma",
+        default: "ws",
         purpose: "The fused-attention ladder step (`Tensor::attention`): f32 runs the highest f32 \
-                  step at or below it (2), f16/bf16 the highest 16-bit one (3 to 7).",
+                  step at or below it (2), f16/bf16 the highest 16-bit one (3 to 8).",
     },
     Var {
         name: "CAMEL_NO_STUB_RPATH",

@@ -1,5 +1,5 @@
-//! Where attention step 7 runs its Hopper kernel and where it hands the forward to step 6
-//! (`attention::wgmma_fits`); the results themselves are tested against f64 by camel-core's
+//! Where attention steps 7 and 8 run their Hopper kernels and where they give the forward to
+//! step 6 (`attention::wgmma_fits`); the results themselves are tested against f64 by camel-core's
 //! attention tests, at every step.
 
 use camel_cuda::kernels::attention::{wgmma_fits, AttnGeom};
@@ -27,7 +27,7 @@ fn geom(d: usize, dropout: f32) -> AttnGeom {
 }
 
 #[test]
-fn step_7_runs_on_hopper_for_16_bit_heads_of_64_and_128_without_dropout() {
+fn steps_7_and_8_run_on_hopper_for_16_bit_heads_of_64_and_128_without_dropout() {
     let Some(dev) = test_device() else { return };
     let hopper = dev.compute_capability() == (9, 0);
     let p = [DevPtr(0x1000); 4];

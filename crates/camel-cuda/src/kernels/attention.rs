@@ -6,7 +6,8 @@
 //! bf16, forward and backward. Step 4 (`swizzle`): step 3 with `ldmatrix` and swizzled shared
 //! tiles. Step 5 (`async`): step 4's forward with K/V tiles double-buffered by cp.async, step
 //! 4's backward. Step 6 (`fa2`): the FlashAttention-2 work split, forward and backward. Step 7
-//! (`wgmma`): the forward on Hopper's TMA and warpgroup MMAs, step 6's backward. The layouts are
+//! (`wgmma`): the forward on Hopper's TMA and warpgroup MMAs, step 6's backward. Step 8 (`ws`):
+//! step 7 warp-specialized, the softmax overlapping the MMAs, step 6's backward. The layouts are
 //! `kernels/attention/attention.cuh`'s: q, k, v strided `[B, H, T, D]` with contiguous
 //! features, the output and the gradients dense `[B, T, H, D]`, the log-sum-exp `[B, H, Tq]`.
 
@@ -29,6 +30,8 @@ const STEP5: &str = "attention/05_async";
 const STEP6: &str = "attention/06_fa2";
 /// PTX module of step 7: `kernels/attention/07_wgmma_sm90a.cu` (sm_90a).
 const STEP7: &str = "attention/07_wgmma_sm90a";
+/// PTX module of step 8: `kernels/attention/08_ws_sm90a.cu` (sm_90a).
+const STEP8: &str = "attention/08_ws_sm90a";
 
 /// Query (or key) rows of a step-2 block: `BR` / `BC` of `02_tiled.cu`.
 const TILE: usize = 32;
@@ -364,15 +367,27 @@ launchers! {
         if !wgmma_fits(dev, g, elem, [q, k, v, o]) {
             return fa2(dev, g, elem, q, k, v, o, lse);
         }
-        wgmma_forward(dev, g, elem, [q, k, v, o, lse])
+        hopper_forward(dev, g, elem, (STEP7, "07", 256), [q, k, v, o, lse])
+    }
+
+    /// Step 8: step 7 warp-specialized (`attn08_fwd_d{D}_{f16,bf16}`, sm_90a): a producer
+    /// warpgroup issues the TMA copies into K and V stages that mbarriers hand back and forth,
+    /// and each of two consumer warpgroups overlaps the softmax of a tile with the `P·V` MMA of
+    /// the tile before. Where [`wgmma_fits`] says no, step 6's forward runs.
+    pub fn ws(..) {
+        if !wgmma_fits(dev, g, elem, [q, k, v, o]) {
+            return fa2(dev, g, elem, q, k, v, o, lse);
+        }
+        hopper_forward(dev, g, elem, (STEP8, "08", 384), [q, k, v, o, lse])
     }
 }
 
-/// Query rows of a step-7 block and keys of its K/V tiles (`attn7::BQ`, `attn7::BKV`).
+/// Query rows of a step-7 or step-8 block and keys of its K/V tiles (`attn7::BQ`, `attn7::BKV`,
+/// the same in `attn8`).
 const BQ7: usize = 128;
 const BKV7: usize = 128;
 
-/// Whether step 7's Hopper kernel runs `g` on `elem` operands at q, k, v and o (else step 6's
+/// Whether the Hopper kernels (steps 7 and 8) run `g` on `elem` operands at q, k, v and o (else step 6's
 /// forward does): compute capability 9.0, f16 or bf16, a head dim of 64 or 128, no dropout, and
 /// operands TMA can address (16-byte aligned pointers, and token, head and batch strides of
 /// 16-byte multiples, none 0).
@@ -390,12 +405,18 @@ pub fn wgmma_fits(dev: &CudaDevice, g: &AttnGeom, elem: Elem, ptrs: [DevPtr; 4])
         && super::rows::aligned16(&ptrs)
 }
 
-/// The forward of step 7 (the caller has checked [`wgmma_fits`]): tensor maps of q, k and v
-/// (feature, token, head, batch), then `attn07_fwd_d{D}_{sfx}`, one block of 256 threads a
-/// (batch · head, 128-query tile).
-fn wgmma_forward(dev: &CudaDevice, g: &AttnGeom, elem: Elem, ptrs: [DevPtr; 5]) -> Result<()> {
+/// The forward of a Hopper step (the caller has checked [`wgmma_fits`]): tensor maps of q, k and
+/// v (feature, token, head, batch), then `attn{step}_fwd_d{D}_{sfx}` in `module`, one block of
+/// `threads` a (batch · head, 128-query tile).
+fn hopper_forward(
+    dev: &CudaDevice,
+    g: &AttnGeom,
+    elem: Elem,
+    (module, step, threads): (&str, &str, u32),
+    ptrs: [DevPtr; 5],
+) -> Result<()> {
     let [q, k, v, o, lse] = ptrs;
-    let name = KernelName::new(format_args!("attn07_fwd_d{}_{}", g.d, elem.suffix()));
+    let name = KernelName::new(format_args!("attn{step}_fwd_d{}_{}", g.d, elem.suffix()));
     let name = name.as_str();
     let a = g.args(name, elem)?;
     if g.rows() == 0 {
@@ -410,15 +431,16 @@ fn wgmma_forward(dev: &CudaDevice, g: &AttnGeom, elem: Elem, ptrs: [DevPtr; 5]) 
         map(k, g.tk, g.k, BKV7 as u32)?,
     );
     let mv = map(v, g.tk, g.v, 64)?;
-    // Q, and two stages of K and V (attn7::Layout), and 1 KiB to align them to 1024 bytes
+    // Q, and two stages of K and V (attn7::Layout, attn8::Layout), and 1 KiB to align them to
+    // 1024 bytes
     let smem = (BQ7 + 4 * BKV7) * g.d * 2 + 1024;
-    let cfg = grid(name, g.b * g.h * g.tq.div_ceil(BQ7), 256)?.with_shared_mem(smem as u32);
-    // SAFETY: matches `attn07_fwd_d{D}_{sfx}(TmaMap q, k, v, T* o, float* lse, AttnArgs)`: the
-    // maps describe `g`'s q, k and v views (checked by wgmma_fits and encode_heads), o is dense
-    // `[b, tq, h, d]` of `elem`, lse `[b, h, tq]`; the shared memory holds attn7::Layout.
+    let cfg = grid(name, g.b * g.h * g.tq.div_ceil(BQ7), threads)?.with_shared_mem(smem as u32);
+    // SAFETY: matches `attn{07,08}_fwd_d{D}_{sfx}(TmaMap q, k, v, T* o, float* lse, AttnArgs)`:
+    // the maps describe `g`'s q, k and v views (checked by wgmma_fits and encode_heads), o is
+    // dense `[b, tq, h, d]` of `elem`, lse `[b, h, tq]`; the shared memory holds the Layout.
     unsafe {
         let args: [&dyn KernelArg; 6] = [&mq, &mk, &mv, &o, &lse, &a];
-        launch(dev, STEP7, name, cfg, &args)
+        launch(dev, module, name, cfg, &args)
     }
 }
 
@@ -741,7 +763,7 @@ pub struct Kernels {
 }
 
 /// The attention ladder.
-pub const STEPS: [Kernels; 7] = [
+pub const STEPS: [Kernels; 8] = [
     Kernels {
         step: super::rows::Step::One,
         dtypes: &[Elem::F32],
@@ -782,6 +804,12 @@ pub const STEPS: [Kernels; 7] = [
         step: super::rows::Step::Seven,
         dtypes: HALF,
         forward: wgmma,
+        backward: fa2_bwd,
+    },
+    Kernels {
+        step: super::rows::Step::Eight,
+        dtypes: HALF,
+        forward: ws,
         backward: fa2_bwd,
     },
 ];
@@ -997,8 +1025,13 @@ mod tests {
         assert_eq!(step(Step::Four, Elem::F16).unwrap(), Step::Four);
         assert_eq!(step(Step::Five, Elem::BF16).unwrap(), Step::Five);
         assert_eq!(step(Step::Four, Elem::F32).unwrap(), Step::Two);
+        assert_eq!(step(Step::Eight, Elem::F16).unwrap(), Step::Eight);
+        assert_eq!(step(Step::Eight, Elem::F32).unwrap(), Step::Two);
         let e = at(Step::Two, Elem::BF16).unwrap_err().to_string();
-        assert!(e.contains("BF16") && e.contains("[3, 4, 5, 6, 7]"), "{e}");
+        assert!(
+            e.contains("BF16") && e.contains("[3, 4, 5, 6, 7, 8]"),
+            "{e}"
+        );
         assert!(at(Step::Three, Elem::I64).is_err());
     }
 }

@@ -439,6 +439,13 @@ const ATTENTION: &[StepInfo] = &[
         &["attention::wgmma", "attention::fa2_bwd"],
         "as step 3; compute capability 9.0, a head dim of 64 or 128 and no dropout (else step 6's forward)",
     ),
+    s(
+        Step::Eight,
+        "ws",
+        "step 7 warp-specialized: a producer warpgroup for the TMA copies, K and V stages freed by mbarriers, the softmax of one tile overlapping the P·V MMA of the one before; step 6's backward",
+        &["attention::ws", "attention::fa2_bwd"],
+        "as step 7",
+    ),
 ];
 
 impl Family {
@@ -513,12 +520,12 @@ impl Family {
     }
 
     /// The step the library runs by default: the family's fastest measured step
-    /// (docs/kernels/), step 7 for attention (step 6's forward where step 7 cannot run), step 6
+    /// (docs/kernels/), step 8 for attention (step 6's forward where step 8 cannot run), step 6
     /// for the image filter, step 4 for LayerNorm, the embedding, cross-entropy and conv2d, step
     /// 3 for the rest, and the highest step a family has when it has no step 3.
     pub fn default_step(&self) -> Step {
         let want = match self {
-            Family::Attention => Step::Seven,
+            Family::Attention => Step::Eight,
             Family::Filter => Step::Six,
             Family::LayerNorm | Family::Embedding | Family::CrossEntropy | Family::Conv2d => {
                 Step::Four

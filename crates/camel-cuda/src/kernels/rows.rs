@@ -61,11 +61,13 @@ pub enum Step {
     Six,
     /// Step 7 (the attention ladder).
     Seven,
+    /// Step 8 (the attention ladder).
+    Eight,
 }
 
 impl Step {
     /// Every step, in ladder order.
-    pub const ALL: [Step; 7] = [
+    pub const ALL: [Step; 8] = [
         Step::One,
         Step::Two,
         Step::Three,
@@ -73,8 +75,9 @@ impl Step {
         Step::Five,
         Step::Six,
         Step::Seven,
+        Step::Eight,
     ];
-    /// The step's number (1 … 7).
+    /// The step's number (1 … 8).
     pub fn number(&self) -> u32 {
         match self {
             Step::One => 1,
@@ -84,6 +87,7 @@ impl Step {
             Step::Five => 5,
             Step::Six => 6,
             Step::Seven => 7,
+            Step::Eight => 8,
         }
     }
 }

@@ -1,0 +1,217 @@
+// Step 8: step 7's forward with its waits taken out of the critical path, as FlashAttention-3
+// does (f16 and bf16, head dims 64 and 128; sm_90a). In step 7 every thread waits for each MMA
+// before the softmax and for the softmax before the next MMA, and the block waits at a barrier
+// before a stage is refilled. Here:
+//   - Warp specialization. A block has three warpgroups. The producer (warpgroup 0; one thread
+//     issues every TMA copy) gives up registers (`setmaxnreg.dec` to 24) and the two consumers,
+//     64 query rows each, take them (`setmaxnreg.inc` to 240). K and V tiles have stages of their
+//     own: a `full` mbarrier a stage says the bytes have landed, an `empty` one that the eight
+//     consumer warps are done reading it, so the producer refills a stage as soon as both
+//     consumers have moved past it and no consumer waits for the other.
+//   - The softmax overlaps the MMAs. A consumer issues S_j = Q·K_jᵀ, then O += P_{j−1}·V_{j−1}
+//     with the previous tile's probabilities, and waits only for S_j: the softmax of tile j runs
+//     on the CUDA cores while the tensor cores add P_{j−1}·V_{j−1}. O is rescaled to tile j's
+//     maxima once that MMA is done. This needs two sets of probabilities in registers (P_{j−1}
+//     being read, P_j being written), hence the registers taken from the producer.
+//   - The two consumers take turns issuing their MMAs (two named barriers), so that the tensor
+//     cores run one consumer's MMAs while the other computes its softmax.
+//   - Causal grids launch each head's longest query tiles first.
+// The tile geometry, the register layouts and the softmax are step 7's (hopper.cuh). The launcher
+// gives other head dims, dropout, other GPUs and operands TMA cannot address to step 6; the
+// backward is step 6's. Measurements: docs/kernels/attention.md.
+#include "hopper.cuh"  // TMA boxes, the P·V MMA, the tile's softmax, the epilogue
+
+namespace attn8 {
+using namespace attn_hopper;
+
+constexpr int BQ = 128, BKV = 128, THREADS = 384, STAGES = 2;
+// a K or V stage is free once each of the 8 consumer warps has read it
+constexpr unsigned RELEASES = 8;
+
+template <int D>
+struct Layout {
+    static constexpr int CHUNKS = D / 64;                    // 64-wide d chunks
+    static constexpr unsigned Q = CHUNKS * BOX128;           // Q: [chunk] 128 rows
+    static constexpr unsigned K = CHUNKS * BOX128;           // a K stage: [chunk] 128 keys
+    static constexpr unsigned V = 2 * CHUNKS * BOX64;        // a V stage: [key half][chunk] 64 keys
+    static constexpr unsigned SMEM = Q + STAGES * (K + V) + 1024;  // + alignment to 1024 bytes
+};
+
+__device__ __forceinline__ void release(unsigned long long* bar, int lane) {
+    __syncwarp();
+    if (lane == 0) mbar_arrive(bar);
+}
+
+template <typename T, int D>
+__device__ __forceinline__ void forward(const TmaMap& mq, const TmaMap& mk, const TmaMap& mv, T* __restrict__ o,
+                                        float* __restrict__ lse, const AttnArgs& a) {
+    using L = Layout<D>;
+    CAMEL_PDL_WAIT();
+    extern __shared__ unsigned char attn8_raw[];
+    __shared__ __align__(8) unsigned long long qbar, full_k[STAGES], full_v[STAGES], empty_k[STAGES],
+        empty_v[STAGES];
+    // the swizzle pattern repeats every 1024 bytes: tiles start on such a boundary
+    unsigned char* smem = attn8_raw + ((1024u - (smem_u32(attn8_raw) & 1023u)) & 1023u);
+    unsigned char* sq = smem;
+    unsigned char* sk = sq + L::Q;                // STAGES K tiles
+    unsigned char* sv = sk + STAGES * L::K;       // STAGES V tiles
+
+    // the (batch · head, query tile) of this block: a head's tiles together (its K and V stay in
+    // L2), with the causal mask its longest tiles first
+    const long long qtiles = (a.tq + BQ - 1) / BQ;
+    const long long bh = blockIdx.x / qtiles;
+    const long long qt = a.causal ? qtiles - 1 - blockIdx.x % qtiles : blockIdx.x % qtiles;
+    const int q0 = (int)qt * BQ;
+    const int bb = (int)(bh / a.h), hh = (int)(bh % a.h);
+    const int tid = threadIdx.x, warp = (tid % 128) / 32, lane = tid % 32;
+    // key tiles this block reads: all of them, or up to the last key its last row sees
+    const long long last_key = a.causal ? min(a.tk, q0 + BQ + (a.tk - a.tq)) : a.tk;
+    const int tiles = (int)((last_key + BKV - 1) / BKV);
+
+    if (tid == 0) {
+        mbar_init(&qbar, 1);
+#pragma unroll
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(&full_k[s], 1);
+            mbar_init(&full_v[s], 1);
+            mbar_init(&empty_k[s], RELEASES);
+            mbar_init(&empty_v[s], RELEASES);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    if (tid < 128) {  // the producer
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
+        if (tid == 0) {
+            mbar_expect_tx(&qbar, L::Q);
+#pragma unroll
+            for (int ch = 0; ch < L::CHUNKS; ++ch) tma_load4(sq + ch * BOX128, mq, 64 * ch, q0, hh, bb, &qbar);
+            for (int j = 0; j < tiles; ++j) {
+                const int s = j % STAGES, k0 = j * BKV;
+                // round j / STAGES of stage s waits for round j / STAGES − 1 to be read
+                const unsigned parity = ((j / STAGES) - 1) & 1;
+                if (j >= STAGES) mbar_wait(&empty_k[s], parity);
+                mbar_expect_tx(&full_k[s], L::K);
+#pragma unroll
+                for (int ch = 0; ch < L::CHUNKS; ++ch)
+                    tma_load4(sk + s * L::K + ch * BOX128, mk, 64 * ch, k0, hh, bb, &full_k[s]);
+                if (j >= STAGES) mbar_wait(&empty_v[s], parity);
+                mbar_expect_tx(&full_v[s], L::V);
+#pragma unroll
+                for (int half = 0; half < 2; ++half)
+#pragma unroll
+                    for (int ch = 0; ch < L::CHUNKS; ++ch)
+                        tma_load4(sv + s * L::V + (half * L::CHUNKS + ch) * BOX64, mv, 64 * ch, k0 + 64 * half,
+                                  hh, bb, &full_v[s]);
+            }
+        }
+        return;
+    }
+
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
+    const int c = tid / 128 - 1;  // consumer warpgroup: rows 64·c … 64·c + 63 of the tile
+    const float ss = a.scale * camel::LOG2E;  // scores in log2 units
+    const long long rbase = q0 + c * 64 + warp * 16 + lane / 4;
+    const int visible[2] = {visible_keys(a, rbase), visible_keys(a, rbase + 8)};
+    // a tile needs the mask when it reaches past Tk or, causal, past the first row's last key
+    const int tk = (int)a.tk, diag = a.causal ? q0 + (int)(a.tk - a.tq) : tk;
+    float acc[D / 2], s[64], alpha[2];
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    unsigned pa[8][4], pn[8][4];  // P of the tile being multiplied, P of the tile being computed
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) acc[i] = 0.0f;
+    mbar_wait(&qbar, 0);
+    // this warpgroup's 64 query rows start 8 KiB into each Q chunk
+    const unsigned qa = smem_u32(sq) + c * BOX64;
+
+    // S = Q·K_jᵀ into s, issued and committed (not waited for)
+    auto issue_s = [&](int j) {
+        const int st = j % STAGES;
+        mbar_wait(&full_k[st], (j / STAGES) & 1);
+        const unsigned kb = smem_u32(sk + st * L::K);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+            const unsigned off = (kk / 4) * BOX128 + (kk % 4) * 32;
+            if (kk == 0)
+                QkMma<T>::first(s, desc(qa + off, 16, 1024), desc(kb + off, 16, 1024));
+            else
+                QkMma<T>::run(s, desc(qa + off, 16, 1024), desc(kb + off, 16, 1024));
+        }
+        wgmma_commit();
+    };
+    // O += P·V_j with P in p, issued and committed
+    auto issue_pv = [&](int j, const unsigned (&p)[8][4]) {
+        const int st = j % STAGES;
+        mbar_wait(&full_v[st], (j / STAGES) & 1);
+        const unsigned vb = smem_u32(sv + st * L::V);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BKV / 16; ++kk) {
+            const unsigned b = vb + (kk / 4) * L::CHUNKS * BOX64 + (kk % 4) * 16 * ROW;
+            PvMma<T, D>::run(acc, p[kk], desc(b, BOX64, 1024));
+        }
+        wgmma_commit();
+    };
+    auto softmax = [&](int j, unsigned (&p)[8][4]) {
+        const int k0 = j * BKV;
+        softmax_tile<T>(s, m, l, alpha, p, ss, k0, visible, lane, k0 + BKV > tk || k0 + BKV - 1 > diag);
+    };
+    // tile j: S_j, and P_{j−1}·V_{j−1} from `prev` while the softmax of S_j writes `next`
+    // The consumers take turns issuing their MMAs (named barriers 1 and 2), so that one's
+    // softmax runs while the other's MMAs do: consumer c waits for its turn on barrier 1 + c and
+    // hands the turn over on the other's. Consumer 1 gives consumer 0 the first turn and does
+    // not hand over after its last, so each barrier sees as many arrivals as waits.
+    const int rounds = tiles + 1;  // S_0; S_j with P_{j−1}·V_{j−1}; the last P·V
+    int round = 0;
+    auto my_turn = [&] { asm volatile("bar.sync %0, 256;\n" ::"r"(1 + c) : "memory"); };
+    auto your_turn = [&] {
+        if (c == 0 || ++round < rounds) asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - c) : "memory");
+    };
+    auto step = [&](int j, const unsigned (&prev)[8][4], unsigned (&next)[8][4]) {
+        my_turn();
+        issue_s(j);
+        issue_pv(j - 1, prev);
+        your_turn();
+        wgmma_wait<1>();  // S_j is ready; P_{j−1}·V_{j−1} may still run
+        release(&empty_k[j % STAGES], lane);
+        softmax(j, next);
+        wgmma_wait<0>();
+        release(&empty_v[(j - 1) % STAGES], lane);
+        rescale<D>(acc, alpha);
+    };
+
+    if (tiles > 0) {
+        if (c == 1) asm volatile("bar.arrive 1, 256;\n" ::: "memory");
+        my_turn();
+        issue_s(0);
+        your_turn();
+        wgmma_wait<0>();
+        release(&empty_k[0], lane);
+        softmax(0, pa);  // O is 0: nothing to rescale
+        // two tiles an iteration, so that the two sets of P trade roles without a copy
+        int j = 1;
+        for (; j + 1 < tiles; j += 2) {
+            step(j, pa, pn);
+            step(j + 1, pn, pa);
+        }
+        if (j < tiles) {
+            step(j, pa, pn);
+            my_turn();
+            issue_pv(tiles - 1, pn);
+        } else {
+            my_turn();
+            issue_pv(tiles - 1, pa);
+        }
+        your_turn();
+        wgmma_wait<0>();
+    }
+    store_rows<T, D>(acc, m, l, o, lse, a, bh, bb, hh, rbase, lane);
+}
+
+}  // namespace attn8
+
+// attn08_fwd_d{64,128}_{f16,bf16}(q map, k map, v map, T* o, float* lse, AttnArgs): one block of
+// 384 threads a (batch · head, 128-query tile).
+ATTN_HOPPER_STEP(attn08, attn8)
