@@ -37,6 +37,7 @@ struct Layout {
     static constexpr unsigned SMEM = Q + STAGES * (K + V) + 1024;  // + alignment to 1024 bytes
 };
 
+// This warp is done reading a stage: one arrival on its `empty` mbarrier, after the whole warp.
 __device__ __forceinline__ void release(unsigned long long* bar, int lane) {
     __syncwarp();
     if (lane == 0) mbar_arrive(bar);
