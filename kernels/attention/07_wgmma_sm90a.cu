@@ -116,11 +116,7 @@ __device__ __forceinline__ void forward(const TmaMap& mq, const TmaMap& mk, cons
         softmax_tile<T>(s, m, l, alpha, pa, ss, k0, visible, lane, tail || diag);
         rescale<D>(acc, alpha);
         wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < BKV / 16; ++kk) {
-            const unsigned b = sv + (kk / 4) * L::CHUNKS * BOX64 + (kk % 4) * 16 * ROW;
-            PvMma<T, D>::run(acc, pa[kk], desc(b, BOX64, 1024));
-        }
+        pv_tile<T, D>(acc, pa, sv);
         wgmma_commit();
         wgmma_wait<0>();
         __syncthreads();  // both warpgroups are done with this stage

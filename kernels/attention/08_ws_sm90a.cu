@@ -148,11 +148,7 @@ __device__ __forceinline__ void forward(const TmaMap& mq, const TmaMap& mk, cons
         mbar_wait(&full_v[st], (j / STAGES) & 1);
         const unsigned vb = smem_u32(sv + st * L::V);
         wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < BKV / 16; ++kk) {
-            const unsigned b = vb + (kk / 4) * L::CHUNKS * BOX64 + (kk % 4) * 16 * ROW;
-            PvMma<T, D>::run(acc, p[kk], desc(b, BOX64, 1024));
-        }
+        pv_tile<T, D>(acc, p, vb);
         wgmma_commit();
     };
     auto softmax = [&](int j, unsigned (&p)[8][4]) {

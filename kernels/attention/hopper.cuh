@@ -83,6 +83,18 @@ ATTN_QK(__nv_bfloat16, "bf16")
 #undef ATTN_QK_OUT
 #undef ATTN_QK_O8
 
+// O += P·V over one 128-key tile, issued (not committed): eight 16-key MMAs, P from registers as
+// softmax_tile leaves it, V at shared address `vb` as [key half][d chunk] boxes of 64 keys × 64 d
+// (N-major: the distance between d chunks is the leading-byte offset).
+template <typename T, int D>
+__device__ __forceinline__ void pv_tile(float (&acc)[D / 2], const unsigned (&p)[8][4], unsigned vb) {
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk) {
+        const unsigned b = vb + (kk / 4) * (D / 64) * BOX64 + (kk % 4) * 16 * ROW;
+        PvMma<T, D>::run(acc, p[kk], desc(b, BOX64, 1024));
+    }
+}
+
 // Two values rounded to T, packed as one 32-bit register (the first in the low half).
 template <typename T>
 __device__ __forceinline__ unsigned pack2(float lo, float hi) {
