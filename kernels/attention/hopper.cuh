@@ -83,6 +83,32 @@ ATTN_QK(__nv_bfloat16, "bf16")
 #undef ATTN_QK_OUT
 #undef ATTN_QK_O8
 
+// The first 16-deep k step of a 64×64 product with both operands in shared memory (TA, TB: the
+// transpose flags, as Mma's): wgmma's scale-d 0 writes the accumulators, which are outputs only,
+// so no zeroing of them can be scheduled after the fence into the MMA's window.
+template <typename T, int TA, int TB>
+struct Mma64First;
+#define ATTN_MMA64_FIRST(T, TY)                                                                        \
+    template <int TA, int TB>                                                                          \
+    struct Mma64First<T, TA, TB> {                                                                     \
+        static __device__ __forceinline__ void run(float (&d)[32], unsigned long long da,              \
+                                                   unsigned long long db) {                            \
+            asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " {" WG_R32            \
+                         "}, %32, %33, 0, 1, 1, %34, %35;\n"                                           \
+                         : ATTN_MMA64_OUT                                                              \
+                         : "l"(da), "l"(db), "n"(TA), "n"(TB));                                        \
+        }                                                                                              \
+    };
+#define ATTN_MMA64_O8(i)                                                                        \
+    "=f"(d[i]), "=f"(d[i + 1]), "=f"(d[i + 2]), "=f"(d[i + 3]), "=f"(d[i + 4]), "=f"(d[i + 5]), \
+        "=f"(d[i + 6]), "=f"(d[i + 7])
+#define ATTN_MMA64_OUT ATTN_MMA64_O8(0), ATTN_MMA64_O8(8), ATTN_MMA64_O8(16), ATTN_MMA64_O8(24)
+ATTN_MMA64_FIRST(__half, "f16")
+ATTN_MMA64_FIRST(__nv_bfloat16, "bf16")
+#undef ATTN_MMA64_FIRST
+#undef ATTN_MMA64_OUT
+#undef ATTN_MMA64_O8
+
 // O += P·V over one 128-key tile, issued (not committed): eight 16-key MMAs, P from registers as
 // softmax_tile leaves it, V at shared address `vb` as [key half][d chunk] boxes of 64 keys × 64 d
 // (N-major: the distance between d chunks is the leading-byte offset).

@@ -386,10 +386,11 @@ fn half_precision_long_sequences_on_the_gpu() {
     }
 }
 
-/// The fused backward of steps 6 and 7 (head dims up to 64) sums dq over the key blocks with
-/// atomics; with `config::with_deterministic` the fixed-order kernels run instead. Both match the f64
-/// reference (through `check_half`, every step), the fixed order gives the same bits twice, and
-/// the two paths' dq differ by no more than the rounding of their sums.
+/// Step 6's fused backward (head dims up to 64) and step 7's Hopper backward (head dim 128) sum
+/// dq over the key blocks with atomics; with `config::with_deterministic` step 6's
+/// fixed-order kernels run instead. Both match the f64 reference (through `check_half`, every
+/// step), the fixed order gives the same bits twice, and each atomic path's dq differs from it by
+/// no more than the rounding of their sums.
 #[test]
 fn the_fixed_order_backward_matches_and_repeats() {
     let Some(dev) = gpu() else { return };
@@ -397,6 +398,8 @@ fn the_fixed_order_backward_matches_and_repeats() {
         (DType::BF16, 300, 64, true),
         (DType::F16, 131, 64, false),
         (DType::BF16, 97, 32, true),
+        (DType::F16, 200, 128, true),
+        (DType::BF16, 131, 128, false),
     ];
     for (i, &(dt, t, d, causal)) in cases.iter().enumerate() {
         let c = Case {
@@ -408,9 +411,9 @@ fn the_fixed_order_backward_matches_and_repeats() {
             causal,
         };
         camel_core::config::with_deterministic(true, || check_half(c, dt, 900 + i as u64, &[dev]));
-        let dq = |fixed: bool| {
+        let dq = |fixed: bool, step: Step| {
             camel_core::config::with_deterministic(fixed, || {
-                with_step(Family::Attention, Step::Six, || {
+                with_step(Family::Attention, step, || {
                     let x = |seed: u64| {
                         Tensor::randn_seeded(&c.q_shape(), seed, dev)
                             .unwrap()
@@ -425,12 +428,11 @@ fn the_fixed_order_backward_matches_and_repeats() {
                 })
             })
         };
-        let (a, b) = (dq(true), dq(true));
+        let (a, b) = (dq(true, Step::Six), dq(true, Step::Six));
         assert!(
             a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()),
             "{c:?} {dt:?}: the fixed-order dq differs between runs"
         );
-        let fused = dq(false);
         let max = a.iter().fold(1e-3f32, |m, x| m.max(x.abs())) as f64;
         let u = unit(dt);
         let want: Vec<f64> = a.iter().map(|&x| x as f64).collect();
@@ -438,7 +440,15 @@ fn the_fixed_order_backward_matches_and_repeats() {
             atol: 4.0 * u * max,
             rtol: 2.0 * u,
         };
-        assert_close(&format!("{c:?} {dt:?}: fused dq"), &fused, &want, tol);
+        for step in [Step::Six, Step::Seven] {
+            let atomic = dq(false, step);
+            assert_close(
+                &format!("{c:?} {dt:?}: step {step:?}'s dq"),
+                &atomic,
+                &want,
+                tol,
+            );
+        }
     }
 }
 

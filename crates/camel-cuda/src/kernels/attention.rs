@@ -6,8 +6,9 @@
 //! bf16, forward and backward. Step 4 (`swizzle`): step 3 with `ldmatrix` and swizzled shared
 //! tiles. Step 5 (`async`): step 4's forward with K/V tiles double-buffered by cp.async, step
 //! 4's backward. Step 6 (`fa2`): the FlashAttention-2 work split, forward and backward. Step 7
-//! (`wgmma`): the forward on Hopper's TMA and warpgroup MMAs, step 6's backward. Step 8 (`ws`):
-//! step 7 warp-specialized, the softmax overlapping the MMAs, step 6's backward. The layouts are
+//! (`wgmma`): the forward and, at head dim 128, the backward on Hopper's TMA and warpgroup MMAs
+//! (step 6's backward elsewhere). Step 8 (`ws`): step 7's forward warp-specialized, the softmax
+//! overlapping the MMAs, step 7's backward. The layouts are
 //! `kernels/attention/attention.cuh`'s: q, k, v strided `[B, H, T, D]` with contiguous
 //! features, the output and the gradients dense `[B, T, H, D]`, the log-sum-exp `[B, H, Tq]`.
 
@@ -30,6 +31,8 @@ const STEP5: &str = "attention/05_async";
 const STEP6: &str = "attention/06_fa2";
 /// PTX module of step 7: `kernels/attention/07_wgmma_sm90a.cu` (sm_90a).
 const STEP7: &str = "attention/07_wgmma_sm90a";
+/// PTX module of step 7's backward: `kernels/attention/07_bwd_sm90a.cu` (sm_90a).
+const STEP7_BWD: &str = "attention/07_bwd_sm90a";
 /// PTX module of step 8: `kernels/attention/08_ws_sm90a.cu` (sm_90a).
 const STEP8: &str = "attention/08_ws_sm90a";
 
@@ -543,10 +546,67 @@ launchers! {
         let smem = (2 * FUSED_KEYS + 4 * bq) * g.d * 2 + 6 * bq * 4 + FUSED_KEYS * (bq + 8) * 2;
         fused_backward(dev, g, elem, step, smem as u32, ptrs)
     }
+
+    /// The backward of steps 7 and 8 on Hopper at head dim 128 (`attn07_bwd_d128_{f16,bf16}`,
+    /// sm_90a): a block of two warpgroups owns 128 keys and walks the query tiles (64 queries)
+    /// that see them, TMA copying Q and dO into three stages; `wgmma` computes `Sᵀ = K·Qᵀ` and
+    /// `dPᵀ = V·dOᵀ`, then `dV += Pᵀ·dO` and `dK += dSᵀ·Q` with Pᵀ and dSᵀ from registers, and
+    /// `dS·K`, added into an f32 copy of dq by atomics and rounded after
+    /// (`attn06_bwd_dq_store_*`). Where [`wgmma_fits`] says no, at head dim 64 (where step 6's
+    /// fused backward measures faster: docs/kernels/attention.md), without queries, or under
+    /// [`crate::config::deterministic`] (the atomics' order varies), step 6's backward runs.
+    pub fn wgmma_bwd(..) {
+        let fits = wgmma_fits(dev, g, elem, [q, k, v, o])
+            && g.d == 128
+            && super::rows::aligned16(&[dout, dq, dk, dv])
+            && g.tq > 0
+            && !crate::config::deterministic();
+        if !fits {
+            return fa2_bwd(dev, g, elem, q, k, v, o, dout, lse, dq, dk, dv);
+        }
+        hopper_backward(dev, g, elem, [q, k, v, o, dout, lse, dq, dk, dv])
+    }
 }
 
-/// Step 6's backward with dq summed by atomics: Δ, a zeroed f32 copy of dq, the dk/dv kernel
-/// that also adds into that copy, and dq rounded from it.
+/// Step 7's backward (the caller has checked that it fits): tensor maps of q, k, v and dout,
+/// then [`atomic_dq`] around `attn07_bwd_d128_{sfx}`, one block of 256 threads a (batch · head,
+/// 128-key tile).
+fn hopper_backward(dev: &CudaDevice, g: &AttnGeom, elem: Elem, ptrs: [DevPtr; 9]) -> Result<()> {
+    let [q, k, v, _, dout, lse, _, dk, dv] = ptrs;
+    let name = KernelName::new(format_args!("attn07_bwd_d{}_{}", g.d, elem.suffix()));
+    let name = name.as_str();
+    let a = g.args(name, elem)?;
+    if g.b * g.h == 0 {
+        return Ok(());
+    }
+    let flip = |s: [usize; 3]| [s[2], s[1], s[0]]; // token, head, batch
+    let map = |p: DevPtr, t: usize, s: [usize; 3], rows: u32| {
+        crate::tma::encode_heads(elem, p, [g.d, t, g.h, g.b], flip(s), 64, rows)
+    };
+    // dout is dense [b, tq, h, d]: batch, head and token strides
+    let dense = [g.tq * g.h * g.d, g.d, g.h * g.d];
+    let (mq, mdo) = (map(q, g.tq, g.q, 64)?, map(dout, g.tq, dense, 64)?);
+    let (mk, mv) = (map(k, g.tk, g.k, 128)?, map(v, g.tk, g.v, 128)?);
+    // K and V of 128 keys, three stages of Q and dO tiles of 64 queries, two dSᵀ tiles
+    // (attn7b::SMEM), and 1 KiB to align them to 1024 bytes
+    let smem = (2 * 128 + 3 * 2 * 64) * g.d * 2 + 2 * 128 * 64 * 2 + 1024;
+    let cfg = grid(name, g.b * g.h * g.tk.div_ceil(128), 256)?.with_shared_mem(smem as u32);
+    atomic_dq(dev, g, elem, ptrs, |delta, acc| {
+        // SAFETY: matches `attn07_bwd_d{D}_{sfx}(TmaMap q, k, v, dout, const float* lse,
+        // delta, T* dk, T* dv, float* dq_acc, AttnArgs)`: the maps describe `g`'s q, k, v and
+        // the dense dout (checked by wgmma_fits and encode_heads), lse and delta `[b, h, tq]`,
+        // dk and dv dense `[b, tk, h, d]` of `elem`, dq_acc `rows · d` floats; the shared
+        // memory holds the Layout.
+        unsafe {
+            let args: [&dyn KernelArg; 10] =
+                [&mq, &mk, &mv, &mdo, &lse, &delta, &dk, &dv, &acc, &a];
+            launch(dev, STEP7_BWD, name, cfg, &args)
+        }
+    })
+}
+
+/// Step 6's backward with dq summed by atomics: [`atomic_dq`] around the dk/dv kernel that also
+/// adds into dq's f32 copy.
 fn fused_backward(
     dev: &CudaDevice,
     g: &AttnGeom,
@@ -555,16 +615,44 @@ fn fused_backward(
     smem: u32,
     ptrs: [DevPtr; 9],
 ) -> Result<()> {
-    let sfx = elem.suffix();
-    let fused = KernelName::new(format_args!("attn{step}_bwd_fused_d{}_{sfx}", g.d));
-    let store = KernelName::new(format_args!("attn06_bwd_dq_store_{sfx}"));
-    check_elem(fused.as_str(), elem, HALF)?;
+    let fused = KernelName::new(format_args!(
+        "attn{step}_bwd_fused_d{}_{}",
+        g.d,
+        elem.suffix()
+    ));
+    let fused = fused.as_str();
+    check_elem(fused, elem, HALF)?;
     let [q, k, v, o, dout, lse, dq, dk, dv] = ptrs;
-    let a = g.args(fused.as_str(), elem)?;
-    check_aligned(fused.as_str(), &[q, k, v, o, dout, dq, dk, dv])?;
+    let a = g.args(fused, elem)?;
+    check_aligned(fused, &[q, k, v, o, dout, dq, dk, dv])?;
     if g.b * g.h == 0 {
         return Ok(());
     }
+    let cfg = grid(fused, g.b * g.h * g.tk.div_ceil(FUSED_KEYS), 128)?.with_shared_mem(smem);
+    atomic_dq(dev, g, elem, ptrs, |delta, acc| {
+        // SAFETY: matches `attn{step}_bwd_fused_d{D}_{sfx}(const T* q, k, v, dout, const float*
+        // lse, delta, T* dk, T* dv, float* dq_acc, AttnArgs)`: q, k, v `g`'s views, dout dense
+        // `[b, tq, h, d]`, lse and delta `[b, h, tq]`, dk and dv dense `[b, tk, h, d]` of
+        // `elem`, dq_acc `rows · d` floats (dense `[b, tq, h, d]`).
+        unsafe {
+            let args: [&dyn KernelArg; 10] = [&q, &k, &v, &dout, &lse, &delta, &dk, &dv, &acc, &a];
+            launch(dev, STEP6, fused, cfg, &args)
+        }
+    })
+}
+
+/// A backward that sums dq by atomics: Δ into a workspace, a zeroed f32 copy of dq, then
+/// `kernel(delta, dq_acc)` (dk, dv and the adds into the copy), then dq rounded from the copy
+/// (`attn06_bwd_dq_store_{sfx}`). `ptrs` are the backward's nine operands.
+fn atomic_dq(
+    dev: &CudaDevice,
+    g: &AttnGeom,
+    elem: Elem,
+    ptrs: [DevPtr; 9],
+    kernel: impl FnOnce(DevPtr, DevPtr) -> Result<()>,
+) -> Result<()> {
+    let sfx = elem.suffix();
+    let [_, _, _, o, dout, _, dq, _, _] = ptrs;
     let rows = g.rows();
     let delta = dev.alloc(rows.max(1) * 4)?;
     let dp = delta.ptr();
@@ -581,19 +669,11 @@ fn fused_backward(
             [o, dout, dp],
         )?;
     }
-    let cfg =
-        grid(fused.as_str(), g.b * g.h * g.tk.div_ceil(FUSED_KEYS), 128)?.with_shared_mem(smem);
-    // SAFETY: matches `attn{step}_bwd_fused_d{D}_{sfx}(const T* q, k, v, dout, const float*
-    // lse, delta, T* dk, T* dv, float* dq_acc, AttnArgs)`: q, k, v `g`'s views, dout dense
-    // `[b, tq, h, d]`, lse and delta `[b, h, tq]`, dk and dv dense `[b, tk, h, d]` of `elem`,
-    // dq_acc `rows · d` floats (dense `[b, tq, h, d]`).
-    unsafe {
-        let args: [&dyn KernelArg; 10] = [&q, &k, &v, &dout, &lse, &dp, &dk, &dv, &ap, &a];
-        launch(dev, STEP6, fused.as_str(), cfg, &args)?;
-    }
+    kernel(dp, ap)?;
     if rows == 0 {
         return Ok(());
     }
+    let store = KernelName::new(format_args!("attn06_bwd_dq_store_{sfx}"));
     // d is a multiple of 4 (HEAD_DIMS): groups of four elements
     let n4 = (n / 4) as i64;
     let blocks = (n / 4)
@@ -804,13 +884,13 @@ pub const STEPS: [Kernels; 8] = [
         step: super::rows::Step::Seven,
         dtypes: HALF,
         forward: wgmma,
-        backward: fa2_bwd,
+        backward: wgmma_bwd,
     },
     Kernels {
         step: super::rows::Step::Eight,
         dtypes: HALF,
         forward: ws,
-        backward: fa2_bwd,
+        backward: wgmma_bwd,
     },
 ];
 

@@ -435,15 +435,15 @@ const ATTENTION: &[StepInfo] = &[
     s(
         Step::Seven,
         "wgmma",
-        "the forward on Hopper: TMA copies of Q and of K/V tiles, S = Q·Kᵀ and O += P·V as warpgroup MMAs (wgmma), P from registers; step 6's backward",
-        &["attention::wgmma", "attention::fa2_bwd"],
-        "as step 3; compute capability 9.0, a head dim of 64 or 128 and no dropout (else step 6's forward)",
+        "Hopper: TMA copies of Q and of K/V tiles, S = Q·Kᵀ and O += P·V as warpgroup MMAs (wgmma), P from registers; at head dim 128 the backward on wgmma too, keys as rows so that Pᵀ and dSᵀ feed dV and dK from registers, dQ by atomic adds",
+        &["attention::wgmma", "attention::wgmma_bwd"],
+        "as step 3; compute capability 9.0, a head dim of 64 or 128 and no dropout (else step 6's forward and backward; step 6's backward also at head dim 64 and under CAMEL_DETERMINISTIC)",
     ),
     s(
         Step::Eight,
         "ws",
-        "step 7 warp-specialized: a producer warpgroup for the TMA copies, K and V stages freed by mbarriers, the softmax of one tile overlapping the P·V MMA of the one before; step 6's backward",
-        &["attention::ws", "attention::fa2_bwd"],
+        "step 7 warp-specialized: a producer warpgroup for the TMA copies, K and V stages freed by mbarriers, the softmax of one tile overlapping the P·V MMA of the one before; step 7's backward",
+        &["attention::ws", "attention::wgmma_bwd"],
         "as step 7",
     ),
 ];
