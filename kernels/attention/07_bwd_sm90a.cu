@@ -1,6 +1,7 @@
 // Step 7's backward: the FlashAttention-2 backward on Hopper's TMA and `wgmma` (f16 and bf16,
-// head dim 128; sm_90a; at 64 step 6's fused backward measures faster and runs instead). Step 6's backward multiplies with `mma.sync`; here each of two
-// warpgroups multiplies whole 64-row tiles with operands the tensor cores read themselves.
+// head dim 128; sm_90a; at 64 step 6's fused backward measures faster and runs instead). Step
+// 6's backward multiplies with `mma.sync`; here each of two warpgroups multiplies whole 64-row
+// tiles with operands the tensor cores read themselves.
 //
 // A block owns 128 keys of one (batch, head) and walks the query tiles (64 queries) that see
 // them. Warpgroup c owns keys c·64 … c·64 + 63 and works transposed, keys as rows, so that the
@@ -18,9 +19,10 @@
 // TMA copies K and V once and the Q and dO tiles into three stages (thread 0 issues the copies;
 // an mbarrier a stage counts the bytes); each query's lse and Δ go through registers into shared
 // memory a tile ahead. One block barrier a tile (both halves of dSᵀ written); dSᵀ has two
-// buffers, so a warpgroup may start the next tile while the other still multiplies this one's. Causal blocks start at the first query tile that sees their keys, and only
-// tiles that cross the diagonal or the end of the keys apply the mask; queries past Tq read zero
-// Q and dO and an lse of +∞, so their P and dS are 0.
+// buffers, so a warpgroup may start the next tile while the other still multiplies this one's.
+// Causal blocks start at the first query tile that sees their keys, and only tiles that cross
+// the diagonal or the end of the keys apply the mask; queries past Tq read zero Q and dO and an
+// lse of +∞, so their P and dS are 0.
 // Measurements: docs/kernels/attention.md.
 #include "hopper.cuh"  // TMA boxes, the P·V-shaped MMA with A from registers
 
