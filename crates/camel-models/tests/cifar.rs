@@ -11,39 +11,16 @@ use camel_models::train::{
 use camel_models::Mlp;
 use camel_nn::{Device, Module};
 use camel_optim::Adam;
-use common::camel_exe;
+use common::{camel_cmd, text, TempDir};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
+/// The `camel` program with `args`, without `CAMEL_DATA_DIR`: the tests name their data.
 fn camel(args: &[&str]) -> Output {
-    Command::new(camel_exe())
-        .args(args)
+    camel_cmd(args)
         .env_remove("CAMEL_DATA_DIR")
-        .stdin(Stdio::null())
         .output()
         .expect("run camel")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-/// A fresh temporary folder, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("camel-cifar-{}-{tag}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// Classes of the generated set: the label is the image's bright colour channel.

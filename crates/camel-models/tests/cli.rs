@@ -2,39 +2,9 @@
 //! folders that reload, `--json` output, and a closed pipe that ends quietly.
 
 mod common;
-use common::camel_exe;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-
-fn camel(args: &[&str]) -> Output {
-    Command::new(camel_exe())
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run camel")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-/// A fresh temporary folder, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("camel-cli-{}-{tag}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use common::{camel, camel_exe, text, TempDir};
+use std::path::Path;
+use std::process::{Command, Stdio};
 
 #[test]
 fn bad_arguments_are_rejected_before_any_work() {

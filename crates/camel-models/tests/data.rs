@@ -1,9 +1,11 @@
 //! Tests for `camel_models::data`: IDX error handling, DataLoader semantics and
 //! (when present) the real MNIST / Fashion-MNIST files.
 
+mod common;
+use common::TempDir;
 use std::collections::HashSet;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use camel_models::data::{
     data_dir, find_datasets_upwards, read_idx_images, read_idx_labels, DataError, DataLoader,
@@ -13,30 +15,6 @@ use flate2::write::GzEncoder;
 use flate2::Compression;
 
 // ---------------------------------------------------------------- helpers
-
-/// A fresh temporary folder, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("camel-data-{}-{tag}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-
-    fn write(&self, name: &str, bytes: &[u8]) -> PathBuf {
-        let path = self.0.join(name);
-        std::fs::write(&path, bytes).unwrap();
-        path
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn gzip(bytes: &[u8]) -> Vec<u8> {
     let mut enc = GzEncoder::new(Vec::new(), Compression::default());

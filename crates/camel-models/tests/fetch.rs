@@ -6,12 +6,11 @@ mod common;
 use camel_models::data::fetch::{
     fetch_file, known_set, verify_file, FetchError, Fetched, FileStatus, KnownFile, KNOWN_SETS,
 };
-use common::camel_exe;
+use common::{camel, TempDir};
 use sha2::{Digest, Sha256};
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 /// Serves, forever on a background thread, `/good/<name>` (the body), `/bad/<name>` (same size,
 /// one byte changed), `/short/<name>` (the full Content-Length, half the body, then close)
@@ -59,33 +58,6 @@ fn serve(body: Vec<u8>) -> String {
         }
     });
     format!("http://{addr}")
-}
-
-/// A fresh temporary folder, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("camel-fetch-{}-{tag}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-
-    fn entries(&self) -> Vec<String> {
-        let mut v: Vec<String> = std::fs::read_dir(&self.0)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        v.sort();
-        v
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 fn body() -> Vec<u8> {
@@ -201,10 +173,6 @@ fn known_sets_are_listed_and_match_the_committed_checksums() {
             assert!(sums.lines().any(|l| l == line), "{line} not in SHA256SUMS");
         }
     }
-}
-
-fn camel(args: &[&str]) -> std::process::Output {
-    Command::new(camel_exe()).args(args).output().unwrap()
 }
 
 #[test]

@@ -8,9 +8,7 @@ use camel_models::gpt::{GptCache, GptConfig, GptMini};
 use camel_models::train::{train_gpt, GptTrainConfig};
 use camel_nn::testing::devices;
 use camel_nn::{no_grad, Device, Generator, Module, Tensor};
-use common::camel_exe;
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use common::{camel, text, TempDir};
 
 // ---------------------------------------------------------------- tokenizer
 
@@ -623,35 +621,6 @@ fn training_runs_alike_on_every_device() {
 }
 
 // ---------------------------------------------------------------- the camel program
-
-fn camel(args: &[&str]) -> Output {
-    Command::new(camel_exe())
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run camel")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("camel-gpt-{}-{tag}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 #[test]
 fn train_gpt_rejects_bad_arguments_before_reading_data() {
