@@ -51,6 +51,14 @@ ATTN_PV(__nv_bfloat16, "bf16", 128, 64, WG_R64, WG_D64, "%64, %65, %66, %67", "%
 
 // S = Q·Kᵀ for one 16-feature step, N = 128 keys, both operands K-major in shared memory:
 // `first` writes S (wgmma's scale-d 0, the registers are outputs only), `run` adds to it.
+// The accumulators as write-only asm operands ("=f"), 32 or 64 of them: for an MMA with
+// scale-d 0, whose accumulators are outputs only.
+#define ATTN_W8(i)                                                                              \
+    "=f"(d[i]), "=f"(d[i + 1]), "=f"(d[i + 2]), "=f"(d[i + 3]), "=f"(d[i + 4]), "=f"(d[i + 5]), \
+        "=f"(d[i + 6]), "=f"(d[i + 7])
+#define ATTN_W32 ATTN_W8(0), ATTN_W8(8), ATTN_W8(16), ATTN_W8(24)
+#define ATTN_W64 ATTN_W32, ATTN_W8(32), ATTN_W8(40), ATTN_W8(48), ATTN_W8(56)
+
 template <typename T>
 struct QkMma;
 #define ATTN_QK(T, TY)                                                                                \
@@ -60,7 +68,7 @@ struct QkMma;
                                                      unsigned long long db) {                         \
             asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " {" WG_R64          \
                          "}, %64, %65, 0, 1, 1, 0, 0;\n"                                              \
-                         : ATTN_QK_OUT                                                                \
+                         : ATTN_W64                                                                   \
                          : "l"(da), "l"(db));                                                         \
         }                                                                                             \
         static __device__ __forceinline__ void run(float (&d)[64], unsigned long long da,             \
@@ -71,17 +79,9 @@ struct QkMma;
                          : "l"(da), "l"(db));                                                         \
         }                                                                                             \
     };
-#define ATTN_QK_O8(i)                                                                           \
-    "=f"(d[i]), "=f"(d[i + 1]), "=f"(d[i + 2]), "=f"(d[i + 3]), "=f"(d[i + 4]), "=f"(d[i + 5]), \
-        "=f"(d[i + 6]), "=f"(d[i + 7])
-#define ATTN_QK_OUT                                                                                  \
-    ATTN_QK_O8(0), ATTN_QK_O8(8), ATTN_QK_O8(16), ATTN_QK_O8(24), ATTN_QK_O8(32), ATTN_QK_O8(40), \
-        ATTN_QK_O8(48), ATTN_QK_O8(56)
 ATTN_QK(__half, "f16")
 ATTN_QK(__nv_bfloat16, "bf16")
 #undef ATTN_QK
-#undef ATTN_QK_OUT
-#undef ATTN_QK_O8
 
 // The first 16-deep k step of a 64×64 product with both operands in shared memory (TA, TB: the
 // transpose flags, as Mma's): wgmma's scale-d 0 writes the accumulators, which are outputs only,
@@ -95,19 +95,16 @@ struct Mma64First;
                                                    unsigned long long db) {                            \
             asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " {" WG_R32            \
                          "}, %32, %33, 0, 1, 1, %34, %35;\n"                                           \
-                         : ATTN_MMA64_OUT                                                              \
+                         : ATTN_W32                                                                    \
                          : "l"(da), "l"(db), "n"(TA), "n"(TB));                                        \
         }                                                                                              \
     };
-#define ATTN_MMA64_O8(i)                                                                        \
-    "=f"(d[i]), "=f"(d[i + 1]), "=f"(d[i + 2]), "=f"(d[i + 3]), "=f"(d[i + 4]), "=f"(d[i + 5]), \
-        "=f"(d[i + 6]), "=f"(d[i + 7])
-#define ATTN_MMA64_OUT ATTN_MMA64_O8(0), ATTN_MMA64_O8(8), ATTN_MMA64_O8(16), ATTN_MMA64_O8(24)
 ATTN_MMA64_FIRST(__half, "f16")
 ATTN_MMA64_FIRST(__nv_bfloat16, "bf16")
 #undef ATTN_MMA64_FIRST
-#undef ATTN_MMA64_OUT
-#undef ATTN_MMA64_O8
+#undef ATTN_W64
+#undef ATTN_W32
+#undef ATTN_W8
 
 // O += P·V over one 128-key tile, issued (not committed): eight 16-key MMAs, P from registers as
 // softmax_tile leaves it, V at shared address `vb` as [key half][d chunk] boxes of 64 keys × 64 d
