@@ -49,12 +49,6 @@ struct TileCopy {
     }
 };
 
-__device__ __forceinline__ float exp2_ftz(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
-
 // The softmax update of one 16-row tile against a score tile s (scaled to log2 units in place),
 // leaving P (after dropout) in s for O += P·V. The thread's rows are `row` and `row` + 8 of head
 // `bh`; `mask`: some key of the tile is hidden from some row of the warp (the limits and the
@@ -115,14 +109,13 @@ __device__ __forceinline__ void fa2_rows(float (&s)[BC / 8][4], float (&acc)[D /
     }
     m[0] = mt[0];
     m[1] = mt[1];
-    // P = 2^(x − m): ex2.approx.ftz, one instruction; a weight below 2^−126 of the row's largest
-    // is flushed to 0 (the non-flushing exp2f spends three more instructions a weight on it)
+    // P = 2^(x − m), one ex2.approx.ftz instruction a weight (camel::exp2_ftz)
     const float sm = mask ? 1.0f : ss, nmu[2] = {-mu[0], -mu[1]};
 #pragma unroll
     for (int nt = 0; nt < BC / 8; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-            const float p = exp2_ftz(fmaf(s[nt][e], sm, nmu[e >> 1]));
+            const float p = camel::exp2_ftz(fmaf(s[nt][e], sm, nmu[e >> 1]));
             l[e >> 1] += p;  // the weights before dropout
             s[nt][e] = p;
         }
@@ -461,7 +454,7 @@ __device__ __forceinline__ void attn_fa2_dkdv(const u16* __restrict__ q, const u
 #pragma unroll
                     for (int e = 0; e < 4; ++e) {
                         const long long i = i0 + i2 + (e & 1), j = jw + 16 * m + g + 8 * (e >> 1);
-                        const float p = exp2_ftz(fmaf(st[m][nt][e], ss, nl[e & 1]));
+                        const float p = camel::exp2_ftz(fmaf(st[m][nt][e], ss, nl[e & 1]));
                         const float z = DROP ? camel::attn_dropout(a, dr[i2 + (e & 1)], j) : 1.0f;
                         const bool seen = full || (i < a.tq && j < a.tk && (!a.causal || j <= i + off));
                         dpt[m][nt][e] = seen ? p * (z * dpt[m][nt][e] - ((e & 1) ? d2.y : d2.x)) : 0.0f;
@@ -604,7 +597,7 @@ __device__ __forceinline__ void attn_fa2_dq(const u16* __restrict__ q, const u16
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 const int jj = 8 * nt + 2 * t + (e & 1), r = e >> 1;
-                const float p = exp2_ftz(fmaf(s[nt][e], ss, -lse2[r]));
+                const float p = camel::exp2_ftz(fmaf(s[nt][e], ss, -lse2[r]));
                 const float z = DROP ? camel::attn_dropout(a, drow[r], j0 + jj) : 1.0f;
                 s[nt][e] = jj < lim[r] ? p * (z * dp[nt][e] - del[r]) : 0.0f;
             }

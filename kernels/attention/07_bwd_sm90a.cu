@@ -160,7 +160,7 @@ __device__ __forceinline__ void backward(const TmaMap& mq, const TmaMap& mk, con
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
                     float& x = s[4 * n8 + 2 * h + e];
-                    x = exp2f(fmaf(x, ss, -l2[e]));
+                    x = camel::exp2_ftz(fmaf(x, ss, -l2[e]));
                     if (masked && kbase + 8 * h >= visible_keys(a, q0 + col + e)) x = 0.0f;
                 }
                 pa[n8 / 2][(n8 % 2) * 2 + h] = pack2<T>(s[4 * n8 + 2 * h], s[4 * n8 + 2 * h + 1]);

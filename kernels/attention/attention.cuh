@@ -90,6 +90,15 @@ __device__ __forceinline__ float4 axpy4(float p, float4 x, float4 acc) {
 
 __device__ __forceinline__ float4 scale4(float4 x, float s) { return make_float4(x.x * s, x.y * s, x.z * s, x.w * s); }
 
+// 2^x as one ex2.approx.ftz instruction: a result below 2^−126 is flushed to 0. The attention
+// weights are 2^(score − the row's max), so a flushed weight is below 2^−126 of the row's largest,
+// which an f32 sum cannot see; the non-flushing exp2f spends three more instructions a weight on it.
+__device__ __forceinline__ float exp2_ftz(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
 // Sum over the four threads of a quad (lanes 4k … 4k + 3); each gets the result.
 __device__ __forceinline__ float quad_sum(float v) {
     v += __shfl_xor_sync(FULL_MASK, v, 1);

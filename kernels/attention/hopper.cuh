@@ -145,11 +145,32 @@ __device__ __forceinline__ void softmax_tile(const float (&s)[64], float (&m)[2]
     auto hidden = [&](int h, int n, int e) { return MASKED && k0 + 8 * n + 2 * (lane % 4) + e >= visible[h]; };
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
+        // the row's max over the tile in log2 units (a NaN score is skipped here and reaches l
+        // through its exp). Unmasked, the raw scores keep their units and their max is scaled
+        // once (the min for a negative scale), so each weight below costs one multiply-add and
+        // one exp.
         float mx = -INFINITY;
+        if (MASKED) {
 #pragma unroll
-        for (int n = 0; n < 16; ++n)
+            for (int n = 0; n < 16; ++n)
 #pragma unroll
-            for (int e = 0; e < 2; ++e) mx = fmaxf(mx, hidden(h, n, e) ? -INFINITY : s[4 * n + 2 * h + e] * ss);
+                for (int e = 0; e < 2; ++e)
+                    mx = fmaxf(mx, hidden(h, n, e) ? -INFINITY : s[4 * n + 2 * h + e] * ss);
+        } else {
+            float ext = s[2 * h];
+            if (ss >= 0.0f) {
+#pragma unroll
+                for (int n = 0; n < 16; ++n)
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) ext = fmaxf(ext, s[4 * n + 2 * h + e]);
+            } else {
+#pragma unroll
+                for (int n = 0; n < 16; ++n)
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) ext = fminf(ext, s[4 * n + 2 * h + e]);
+            }
+            mx = ext * ss;
+        }
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         const float mnew = fmaxf(m[h], mx);
@@ -163,7 +184,7 @@ __device__ __forceinline__ void softmax_tile(const float (&s)[64], float (&m)[2]
             float p[2];
 #pragma unroll
             for (int e = 0; e < 2; ++e)
-                p[e] = hidden(h, n, e) ? 0.0f : exp2f(fmaf(s[4 * n + 2 * h + e], ss, -base));
+                p[e] = hidden(h, n, e) ? 0.0f : camel::exp2_ftz(fmaf(s[4 * n + 2 * h + e], ss, -base));
             l[h] += p[0] + p[1];
             // the A fragment of key step n / 2: registers 0 and 1 hold rows g and g + 8 of
             // its keys 0–7, registers 2 and 3 of its keys 8–15

@@ -22,6 +22,8 @@ struct Case {
     tk: usize,
     d: usize,
     causal: bool,
+    /// The scale is `scale_mul / √d`.
+    scale_mul: f32,
 }
 
 impl Case {
@@ -39,7 +41,7 @@ impl Case {
         vec![self.b, self.h, self.tk, self.d]
     }
     fn scale(&self) -> f32 {
-        1.0 / (self.d as f32).sqrt()
+        self.scale_mul / (self.d as f32).sqrt()
     }
 }
 
@@ -220,6 +222,7 @@ fn awkward_cases(sizes: &[(usize, usize)]) -> Vec<Case> {
                     tk,
                     d,
                     causal,
+                    scale_mul: 1.0,
                 });
             }
         }
@@ -261,6 +264,7 @@ fn long_sequences_on_the_gpu() {
             tk: t,
             d,
             causal,
+            scale_mul: 1.0,
         };
         check_case(c, t as u64 + d as u64, &[dev]);
     }
@@ -361,6 +365,39 @@ fn half_precision_forward_and_backward_at_awkward_sizes() {
     }
 }
 
+/// A negative scale makes a row's smallest raw score its largest scaled one: the kernels that take
+/// the max of the raw scores and scale it once take the min instead. The scale is large, so that
+/// the scaled scores of a row spread over more than 2^7 (log2 units) and shifting by any score
+/// but the largest overflows a weight. The sizes give key tiles with and without the mask (one
+/// of 128 keys, then a partial one), causal and not.
+#[test]
+fn a_negative_scale_matches_f64() {
+    let sizes = [
+        (7, 7, false),
+        (200, 200, false),
+        (129, 200, true),
+        (300, 300, true),
+    ];
+    for (i, &(tq, tk, causal)) in sizes.iter().enumerate() {
+        for d in [64, 128] {
+            let c = Case {
+                b: 1,
+                h: 2,
+                tq,
+                tk,
+                d,
+                causal,
+                scale_mul: -60.0,
+            };
+            let seed = 900 + 8 * i as u64 + d as u64;
+            check_case(c, seed, &devices());
+            for dt in [DType::F16, DType::BF16] {
+                check_half(c, dt, seed, &devices());
+            }
+        }
+    }
+}
+
 #[test]
 fn half_precision_long_sequences_on_the_gpu() {
     let Some(dev) = gpu() else { return };
@@ -381,6 +418,7 @@ fn half_precision_long_sequences_on_the_gpu() {
             tk,
             d,
             causal,
+            scale_mul: 1.0,
         };
         check_half(c, dt, tk as u64 + d as u64, &[dev]);
     }
@@ -409,6 +447,7 @@ fn the_fixed_order_backward_matches_and_repeats() {
             tk: t,
             d,
             causal,
+            scale_mul: 1.0,
         };
         camel_core::config::with_deterministic(true, || check_half(c, dt, 900 + i as u64, &[dev]));
         let dq = |fixed: bool, step: Step| {
@@ -488,6 +527,7 @@ fn strided_and_unaligned_views() {
         tk: n,
         d,
         causal: true,
+        scale_mul: 1.0,
     };
     for pad in [0usize, 1] {
         let width = 3 * h * d + pad;
@@ -594,6 +634,7 @@ fn dropout_matches_f64_with_the_kernels_mask() {
             tk: 1031,
             d: 64,
             causal: true,
+            scale_mul: 1.0,
         };
         check_case_dropout(c, 0.5, 77, &[dev]);
         check_half_dropout(c, DType::BF16, 0.2, 78, &[dev]);
