@@ -366,10 +366,11 @@ fn half_precision_forward_and_backward_at_awkward_sizes() {
 }
 
 /// A negative scale makes a row's smallest raw score its largest scaled one: the kernels that take
-/// the max of the raw scores and scale it once take the min instead. The scale is large, so that
-/// the scaled scores of a row spread over more than 2^7 (log2 units) and shifting by any score
-/// but the largest overflows a weight. The sizes give key tiles with and without the mask (one
-/// of 128 keys, then a partial one), causal and not.
+/// the max of the raw scores and scale it once take the min instead. Forward and gradients at
+/// the scale `−1/√d`; then the forward at `−60/√d`, where the scaled scores of a row spread over
+/// more than 2^7 (log2 units), so that shifting by any score but the largest overflows a weight
+/// (the backward takes no max, and its rounding errors grow with the scale). The sizes give key
+/// tiles with and without the mask (one of 128 keys, then a partial one), causal and not.
 #[test]
 fn a_negative_scale_matches_f64() {
     let sizes = [
@@ -387,15 +388,63 @@ fn a_negative_scale_matches_f64() {
                 tk,
                 d,
                 causal,
-                scale_mul: -60.0,
+                scale_mul: -1.0,
             };
             let seed = 900 + 8 * i as u64 + d as u64;
             check_case(c, seed, &devices());
             for dt in [DType::F16, DType::BF16] {
                 check_half(c, dt, seed, &devices());
             }
+            let steep = Case {
+                scale_mul: -60.0,
+                ..c
+            };
+            for dt in [DType::F32, DType::F16, DType::BF16] {
+                check_forward(steep, dt, seed, &devices());
+            }
         }
     }
+}
+
+/// The forward of `c` in `dt` on `devs`, every step that takes `dt`, against the f64 attention
+/// of the inputs as rounded to `dt` (the tolerances of [`check_case`] and [`check_half`]).
+fn check_forward(c: Case, dt: DType, seed: u64, devs: &[Device]) {
+    let round = |n: usize, seed: u64| {
+        let x = rand_vec(n, -1.0, 1.0, seed);
+        t(&x, &[n], Device::Cpu)
+            .to_dtype(dt)
+            .unwrap()
+            .to_vec()
+            .unwrap()
+    };
+    let (nq, nk) = (numel(&c.q_shape()), numel(&c.k_shape()));
+    let (q, k, v) = (round(nq, seed), round(nk, seed + 1), round(nk, seed + 2));
+    let want = reference(&c, &q, &k, &v, &vec![0.0; nq]).out;
+    let tol = match dt {
+        DType::F32 => FWD,
+        _ => Tol {
+            atol: 3.0 * unit(dt),
+            rtol: 2.0 * unit(dt),
+        },
+    };
+    for_each_step(Family::Attention, |step| {
+        if dt != DType::F32 && step.step.number() < 3 {
+            return;
+        }
+        for &dev in devs {
+            let what = format!("forward {c:?} {dt:?} step {} on {dev}", step.name);
+            let x = |x: &[f32], s: &[usize]| t(x, s, dev).to_dtype(dt).unwrap();
+            let out = x(&q, &c.q_shape())
+                .attention(
+                    &x(&k, &c.k_shape()),
+                    &x(&v, &c.k_shape()),
+                    c.scale(),
+                    c.causal,
+                )
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_close(&what, &out.to_vec().unwrap(), &want, tol);
+        }
+    });
 }
 
 #[test]
