@@ -88,9 +88,9 @@ struct LineSpec {
 }
 
 const LINES: &[LineSpec] = &[LineSpec {
-    data: "docs/data/attention_h100.md",
+    data: "docs/data/attention_h200.md",
     png: "docs/kernels/attention.png",
-    title: "Causal attention, d = 128, 16384 tokens a batch (H100)",
+    title: "Causal attention, d = 128, 16384 tokens a batch (H200)",
     filter: &[("d", "128"), ("mask", "causal")],
     skip: &[("dtype", "f16")],
     series: &["pass", "impl", "dtype"],
