@@ -278,6 +278,16 @@ fn unit(dt: DType) -> f64 {
     }
 }
 
+/// `n` values uniform in [−1, 1] from `seed`, rounded to `dt` (and back to f32).
+fn rounded(n: usize, seed: u64, dt: DType) -> Vec<f32> {
+    let x = rand_vec(n, -1.0, 1.0, seed);
+    t(&x, &[n], Device::Cpu)
+        .to_dtype(dt)
+        .unwrap()
+        .to_vec()
+        .unwrap()
+}
+
 /// Forward and gradients of `c` in `dt` (steps 3 and 4 on the GPU, the f32 reference on the CPU)
 /// against the f64 attention of the inputs as rounded to `dt`. Tolerances, with u the rounding
 /// unit: the output rounds P (relative u) before P·V and is stored in `dt`, so with |v| ≤ 1 it
@@ -292,14 +302,7 @@ fn check_half(c: Case, dt: DType, seed: u64, devs: &[Device]) {
 /// [`check_half`] with dropout `p` on the attention weights.
 fn check_half_dropout(c: Case, dt: DType, p: f32, seed: u64, devs: &[Device]) {
     let u = unit(dt);
-    let round = |n: usize, seed: u64| {
-        let x = rand_vec(n, -1.0, 1.0, seed);
-        t(&x, &[n], Device::Cpu)
-            .to_dtype(dt)
-            .unwrap()
-            .to_vec()
-            .unwrap()
-    };
+    let round = |n: usize, seed: u64| rounded(n, seed, dt);
     let (nq, nk) = (numel(&c.q_shape()), numel(&c.k_shape()));
     let (q, k, v, g) = (
         round(nq, seed),
@@ -409,14 +412,7 @@ fn a_negative_scale_matches_f64() {
 /// The forward of `c` in `dt` on `devs`, every step that takes `dt`, against the f64 attention
 /// of the inputs as rounded to `dt` (the tolerances of [`check_case`] and [`check_half`]).
 fn check_forward(c: Case, dt: DType, seed: u64, devs: &[Device]) {
-    let round = |n: usize, seed: u64| {
-        let x = rand_vec(n, -1.0, 1.0, seed);
-        t(&x, &[n], Device::Cpu)
-            .to_dtype(dt)
-            .unwrap()
-            .to_vec()
-            .unwrap()
-    };
+    let round = |n: usize, seed: u64| rounded(n, seed, dt);
     let (nq, nk) = (numel(&c.q_shape()), numel(&c.k_shape()));
     let (q, k, v) = (round(nq, seed), round(nk, seed + 1), round(nk, seed + 2));
     let want = reference(&c, &q, &k, &v, &vec![0.0; nq]).out;
