@@ -153,7 +153,7 @@ __device__ __forceinline__ void forward(const TmaMap& mq, const TmaMap& mk, cons
     };
     auto softmax = [&](int j, unsigned (&p)[8][4]) {
         const int k0 = j * BKV;
-        softmax_tile<T, D == 64>(s, m, l, alpha, p, ss, k0, visible, lane, k0 + BKV > tk || k0 + BKV - 1 > diag);
+        softmax_tile<T>(s, m, l, alpha, p, ss, k0, visible, lane, k0 + BKV > tk || k0 + BKV - 1 > diag);
     };
     // tile j: S_j, and P_{j−1}·V_{j−1} from `prev` while the softmax of S_j writes `next`
     // The consumers take turns issuing their MMAs (named barriers 1 and 2), so that one's

@@ -130,31 +130,14 @@ __device__ __forceinline__ int visible_keys(const AttnArgs& a, long long row) {
     return (int)camel::attn_visible(a, row);
 }
 
-// 2^x on the FMA pipes, for x ≤ 0 (a weight's exponent): 2^round(x) into a scale's exponent bits
-// and 2^f, f = x − round(x) in [−0.5, 0.5], from a degree-4 polynomial (relative error below
-// 3e-6, under f16's and bf16's rounding). Arguments below −125 give 2^−125, which no f32 sum
-// holding 1 can see; the clamp keeps a NaN, and the scale's multiply passes it on. The SM's
-// special-function units compute 16 ex2.approx a cycle; this takes ten FMA-pipe instructions,
-// so a softmax that computes a few weights a row this way shares the exponentials between the
-// two units.
-__device__ __forceinline__ float exp2_fma(float x) {
-    asm("max.NaN.f32 %0, %0, 0fC2FA0000;" : "+f"(x));  // max(x, −125)
-    const float t = x + 12582912.0f;                     // 1.5·2^23: t's low bits hold round(x)
-    const float f = x - (t - 12582912.0f);
-    const float p = fmaf(fmaf(fmaf(fmaf(0.009582853f, f, 0.05590642f), f, 0.24024099f), f, 0.69312419f), f, 1.0f);
-    // round(x) · 2^23 + the bits of 1.0f: the scale 2^round(x)
-    return p * __int_as_float((__float_as_int(t) << 23) + 0x3f800000);
-}
-
 // The online softmax of one tile of S (raw scores, keys k0 … k0 + 127) for this thread's rows,
 // which see `visible[0]` and `visible[1]` keys: scales the scores to log2 units by `ss`, masks
 // the keys a row does not see (with MASKED, the tiles that reach past a row's visible keys),
 // updates the running maxima `m` and sums `l`, and returns in `alpha` the factor by which the
 // output accumulated so far must be rescaled, and in `pa` the probabilities rounded to T, already
 // in the register layout of `wgmma`'s A operand for P·V. S is only read: its registers may still
-// be the target of an MMA in flight, so writing them would make the compiler copy all 64. With
-// FMA_EXP, three of every sixteen weights of an unmasked tile come from exp2_fma.
-template <typename T, bool MASKED, bool FMA_EXP = false>
+// be the target of an MMA in flight, so writing them would make the compiler copy all 64.
+template <typename T, bool MASKED>
 __device__ __forceinline__ void softmax_tile(const float (&s)[64], float (&m)[2], float (&l)[2], float (&alpha)[2],
                                              unsigned (&pa)[8][4], float ss, int k0, const int (&visible)[2],
                                              int lane) {
@@ -200,12 +183,8 @@ __device__ __forceinline__ void softmax_tile(const float (&s)[64], float (&m)[2]
         for (int n = 0; n < 16; ++n) {
             float p[2];
 #pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                if (FMA_EXP && !MASKED && n % 5 == 2)
-                    p[e] = exp2_fma(fmaf(s[4 * n + 2 * h + e], ss, -base));
-                else
-                    p[e] = hidden(h, n, e) ? 0.0f : camel::exp2_ftz(fmaf(s[4 * n + 2 * h + e], ss, -base));
-            }
+            for (int e = 0; e < 2; ++e)
+                p[e] = hidden(h, n, e) ? 0.0f : camel::exp2_ftz(fmaf(s[4 * n + 2 * h + e], ss, -base));
             l[h] += p[0] + p[1];
             // the A fragment of key step n / 2: registers 0 and 1 hold rows g and g + 8 of
             // its keys 0–7, registers 2 and 3 of its keys 8–15
@@ -215,14 +194,14 @@ __device__ __forceinline__ void softmax_tile(const float (&s)[64], float (&m)[2]
 }
 
 // softmax_tile with the mask where `masked` says a tile needs it.
-template <typename T, bool FMA_EXP = false>
+template <typename T>
 __device__ __forceinline__ void softmax_tile(const float (&s)[64], float (&m)[2], float (&l)[2], float (&alpha)[2],
                                              unsigned (&pa)[8][4], float ss, int k0, const int (&visible)[2],
                                              int lane, bool masked) {
     if (masked)
         softmax_tile<T, true>(s, m, l, alpha, pa, ss, k0, visible, lane);
     else
-        softmax_tile<T, false, FMA_EXP>(s, m, l, alpha, pa, ss, k0, visible, lane);
+        softmax_tile<T, false>(s, m, l, alpha, pa, ss, k0, visible, lane);
 }
 
 // O scaled by `alpha`: accumulator 4n + 2h + e is row h's (as S's layout, D/8 column groups).
