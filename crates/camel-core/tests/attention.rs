@@ -773,6 +773,46 @@ fn a_nan_reaches_only_its_row() {
     });
 }
 
+/// A NaN in one key reaches every row of its head and no other head. With 300 keys the key (17)
+/// lies in a full key tile of every tiled step, where the softmax runs without the mask.
+#[test]
+fn a_nan_key_reaches_every_row_of_its_head() {
+    let n = 300;
+    for_each_step(Family::Attention, |step| {
+        for dev in devices() {
+            let dt = if step.step.number() < 3 {
+                DType::F32
+            } else {
+                DType::BF16
+            };
+            for d in [64, 128] {
+                let mut kv = rand_vec(2 * n * d, -1.0, 1.0, 6);
+                kv[17 * d + 3] = f32::NAN; // key 17 of head 0
+                let k = t(&kv, &[1, 2, n, d], dev).to_dtype(dt).unwrap();
+                let qv = |seed| {
+                    Tensor::randn_seeded(&[1, 2, n, d], seed, dev)
+                        .unwrap()
+                        .to_dtype(dt)
+                        .unwrap()
+                };
+                let y = qv(7)
+                    .attention(&k, &qv(8), 1.0 / (d as f32).sqrt(), false)
+                    .unwrap()
+                    .to_vec()
+                    .unwrap();
+                for (r, row) in y.chunks(d).enumerate() {
+                    let ok = if r < n {
+                        row.iter().all(|v| v.is_nan())
+                    } else {
+                        row.iter().all(|v| v.is_finite())
+                    };
+                    assert!(ok, "{dev} {} d {d} row {r}", step.name);
+                }
+            }
+        }
+    });
+}
+
 #[test]
 fn bad_input_is_a_clear_error() {
     for dev in devices() {
