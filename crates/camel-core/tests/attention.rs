@@ -738,16 +738,20 @@ fn dropout_gradcheck_and_generator_use() {
     }
 }
 
+/// The dtype the NaN tests run step `number` in: f32 at steps 1–2, bf16 at the tensor-core steps.
+fn nan_dtype(number: u32) -> DType {
+    if number < 3 {
+        DType::F32
+    } else {
+        DType::BF16
+    }
+}
+
 #[test]
 fn a_nan_reaches_only_its_row() {
     for_each_step(Family::Attention, |step| {
         for dev in devices() {
-            // f32 at steps 1–2, bf16 at the tensor-core steps
-            let dt = if step.step.number() < 3 {
-                DType::F32
-            } else {
-                DType::BF16
-            };
+            let dt = nan_dtype(step.step.number());
             let mut qv = rand_vec(2 * 5 * 64, -1.0, 1.0, 4);
             qv[3 * 64 + 7] = f32::NAN; // query 3 of head 0
             let q = t(&qv, &[1, 2, 5, 64], dev).to_dtype(dt).unwrap();
@@ -780,11 +784,7 @@ fn a_nan_key_reaches_every_row_of_its_head() {
     let n = 300;
     for_each_step(Family::Attention, |step| {
         for dev in devices() {
-            let dt = if step.step.number() < 3 {
-                DType::F32
-            } else {
-                DType::BF16
-            };
+            let dt = nan_dtype(step.step.number());
             for d in [64, 128] {
                 let mut kv = rand_vec(2 * n * d, -1.0, 1.0, 6);
                 kv[17 * d + 3] = f32::NAN; // key 17 of head 0
