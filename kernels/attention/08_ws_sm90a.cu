@@ -16,9 +16,14 @@
 //   - The two consumers take turns issuing their MMAs (two named barriers), so that the tensor
 //     cores run one consumer's MMAs while the other computes its softmax.
 //   - Causal grids launch each head's longest query tiles first.
+//   - Persistent blocks: one block a multiprocessor runs query tiles in turn, taking the next
+//     from a count in global memory, so that blocks that drew short causal tiles take more of
+//     them. Its producer loads the next tile's Q and keys while the consumers finish this one's,
+//     so that a short row of key tiles does not pay for filling the pipeline and for a block's
+//     launch each time.
 // The tile geometry, the register layouts and the softmax are step 7's (hopper.cuh). The launcher
 // gives other head dims, dropout, other GPUs and operands TMA cannot address to step 6; the
-// backward is step 6's. Measurements: docs/kernels/attention.md.
+// backward is step 7's. Measurements: docs/kernels/attention.md.
 #include "hopper.cuh"  // TMA boxes, the P·V MMA, the tile's softmax, the epilogue
 
 namespace attn8 {
@@ -34,8 +39,18 @@ struct Layout {
     static constexpr unsigned Q = CHUNKS * BOX128;           // Q: [chunk] 128 rows
     static constexpr unsigned K = CHUNKS * BOX128;           // a K stage: [chunk] 128 keys
     static constexpr unsigned V = 2 * CHUNKS * BOX64;        // a V stage: [key half][chunk] 64 keys
-    static constexpr unsigned SMEM = Q + STAGES * (K + V) + 1024;  // + alignment to 1024 bytes
+    static constexpr unsigned SMEM = 2 * Q + STAGES * (K + V) + 1024;  // + alignment to 1024 bytes
 };
+
+// The named barriers that hand an item number from the producer's first warp to the two
+// consumer warpgroups (1 and 2 are the consumers' turns): the number is written, and it is read.
+constexpr int ITEM_FULL = 3, ITEM_READ = 4, ITEM_THREADS = 32 + 256;
+__device__ __forceinline__ void named_sync(int id) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(ITEM_THREADS) : "memory");
+}
+__device__ __forceinline__ void named_arrive(int id) {
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(ITEM_THREADS) : "memory");
+}
 
 // This warp is done reading a stage: one arrival on its `empty` mbarrier, after the whole warp.
 __device__ __forceinline__ void release(unsigned long long* bar, int lane) {
@@ -43,34 +58,58 @@ __device__ __forceinline__ void release(unsigned long long* bar, int lane) {
     if (lane == 0) mbar_arrive(bar);
 }
 
+// One block's work item: 128 query rows of one (batch · head). Items are numbered a head's
+// tiles together (its K and V stay in L2), with the causal mask its longest tiles first.
+struct Item {
+    long long bh;
+    int q0, bb, hh;
+    int tiles;  // key tiles it reads: all of them, or up to the last key its last row sees
+};
+__device__ __forceinline__ Item item(const AttnArgs& a, int it) {
+    const long long qtiles = (a.tq + BQ - 1) / BQ;
+    Item w;
+    w.bh = it / qtiles;
+    const long long qt = a.causal ? qtiles - 1 - it % qtiles : it % qtiles;
+    w.q0 = (int)qt * BQ;
+    w.bb = (int)(w.bh / a.h);
+    w.hh = (int)(w.bh % a.h);
+    const long long last_key = a.causal ? min(a.tk, w.q0 + BQ + (a.tk - a.tq)) : a.tk;
+    w.tiles = last_key > 0 ? (int)((last_key + BKV - 1) / BKV) : 0;
+    return w;
+}
+
 template <typename T, int D>
 __device__ __forceinline__ void forward(const TmaMap& mq, const TmaMap& mk, const TmaMap& mv, T* __restrict__ o,
-                                        float* __restrict__ lse, const AttnArgs& a) {
+                                        float* __restrict__ lse, const AttnArgs& a, int* __restrict__ next) {
     using L = Layout<D>;
     CAMEL_PDL_WAIT();
     extern __shared__ unsigned char attn8_raw[];
-    __shared__ __align__(8) unsigned long long qbar, full_k[STAGES], full_v[STAGES], empty_k[STAGES],
-        empty_v[STAGES];
+    __shared__ __align__(8) unsigned long long full_q[2], empty_q[2], full_k[STAGES], full_v[STAGES],
+        empty_k[STAGES], empty_v[STAGES];
     // the swizzle pattern repeats every 1024 bytes: tiles start on such a boundary
     unsigned char* smem = attn8_raw + ((1024u - (smem_u32(attn8_raw) & 1023u)) & 1023u);
-    unsigned char* sq = smem;
-    unsigned char* sk = sq + L::Q;                // STAGES K tiles
-    unsigned char* sv = sk + STAGES * L::K;       // STAGES V tiles
+    unsigned char* sq = smem;                 // two Q tiles
+    unsigned char* sk = sq + 2 * L::Q;        // STAGES K tiles
+    unsigned char* sv = sk + STAGES * L::K;   // STAGES V tiles
 
-    // the (batch · head, query tile) of this block: a head's tiles together (its K and V stay in
-    // L2), with the causal mask its longest tiles first
-    const long long qtiles = (a.tq + BQ - 1) / BQ;
-    const long long bh = blockIdx.x / qtiles;
-    const long long qt = a.causal ? qtiles - 1 - blockIdx.x % qtiles : blockIdx.x % qtiles;
-    const int q0 = (int)qt * BQ;
-    const int bb = (int)(bh / a.h), hh = (int)(bh % a.h);
+    // A block runs item blockIdx.x, then takes the next one not yet taken (gridDim.x + a count
+    // the launcher zeroes) until none is left: one item each in a grid of a block an item,
+    // several in turn in a grid of a block a multiprocessor, as fast as each block runs them.
+    // The K and V stages run on from one item to the next, and Q has two buffers, so the
+    // producer loads the next item's Q and first key tiles while the consumers finish this
+    // one's. The producer's first warp hands each item number (-1: none is left) to the
+    // consumers in `item_of`, guarded by two named barriers (`ITEM_FULL`, `ITEM_READ`).
+    // (the launcher checks that the items' count fits an int)
+    const int items = (int)(a.b * a.h * ((a.tq + BQ - 1) / BQ));
+    __shared__ int item_of;
     const int tid = threadIdx.x, warp = (tid % 128) / 32, lane = tid % 32;
-    // key tiles this block reads: all of them, or up to the last key its last row sees
-    const long long last_key = a.causal ? min(a.tk, q0 + BQ + (a.tk - a.tq)) : a.tk;
-    const int tiles = (int)((last_key + BKV - 1) / BKV);
 
     if (tid == 0) {
-        mbar_init(&qbar, 1);
+#pragma unroll
+        for (int s = 0; s < 2; ++s) {
+            mbar_init(&full_q[s], 1);
+            mbar_init(&empty_q[s], RELEASES);
+        }
 #pragma unroll
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(&full_k[s], 1);
@@ -84,27 +123,50 @@ __device__ __forceinline__ void forward(const TmaMap& mq, const TmaMap& mk, cons
 
     if (tid < 128) {  // the producer
         asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
-        if (tid == 0) {
-            mbar_expect_tx(&qbar, L::Q);
-#pragma unroll
-            for (int ch = 0; ch < L::CHUNKS; ++ch) tma_load4(sq + ch * BOX128, mq, 64 * ch, q0, hh, bb, &qbar);
-            for (int j = 0; j < tiles; ++j) {
-                const int s = j % STAGES, k0 = j * BKV;
-                // round j / STAGES of stage s waits for round j / STAGES − 1 to be read
-                const unsigned parity = ((j / STAGES) - 1) & 1;
-                if (j >= STAGES) mbar_wait(&empty_k[s], parity);
-                mbar_expect_tx(&full_k[s], L::K);
-#pragma unroll
-                for (int ch = 0; ch < L::CHUNKS; ++ch)
-                    tma_load4(sk + s * L::K + ch * BOX128, mk, 64 * ch, k0, hh, bb, &full_k[s]);
-                if (j >= STAGES) mbar_wait(&empty_v[s], parity);
-                mbar_expect_tx(&full_v[s], L::V);
-#pragma unroll
-                for (int half = 0; half < 2; ++half)
+        if (tid < 32) {  // warp 0: lane 0 issues every copy, the warp hands the items over
+            int g = 0;  // key tiles loaded before this item: tile j of the item is g + j of the ring
+            // n: items before this one, whose Q goes into buffer n % 2
+            for (int n = 0, it = blockIdx.x;; ++n) {
+                if (n > 0) named_sync(ITEM_READ);  // the consumers have read the last number
+                if (tid == 0) item_of = it < items ? it : -1;
+                named_arrive(ITEM_FULL);
+                if (it >= items) break;
+                int after = 0;
+                if (tid == 0) {
+                    const Item w = item(a, it);
+                    // round n / 2 of a Q buffer waits for round n / 2 − 1 to be read
+                    if (n >= 2) mbar_wait(&empty_q[n % 2], ((n / 2) - 1) & 1);
+                    unsigned char* q = sq + (n % 2) * L::Q;
+                    mbar_expect_tx(&full_q[n % 2], L::Q);
 #pragma unroll
                     for (int ch = 0; ch < L::CHUNKS; ++ch)
-                        tma_load4(sv + s * L::V + (half * L::CHUNKS + ch) * BOX64, mv, 64 * ch, k0 + 64 * half,
-                                  hh, bb, &full_v[s]);
+                        tma_load4(q + ch * BOX128, mq, 64 * ch, w.q0, w.hh, w.bb, &full_q[n % 2]);
+                    // The next item is taken before the wait for the last key tile's stage, so
+                    // that the answer is back by the time it is needed and a block does not hold
+                    // an item while others run out of work.
+                    if (w.tiles == 0) after = gridDim.x + atomicAdd(next, 1);
+                    for (int j = 0; j < w.tiles; ++j) {
+                        const int r = g + j, s = r % STAGES, k0 = j * BKV;
+                        // round r / STAGES of stage s waits for round r / STAGES − 1 to be read
+                        const unsigned parity = ((r / STAGES) - 1) & 1;
+                        if (j == w.tiles - 1) after = gridDim.x + atomicAdd(next, 1);
+                        if (r >= STAGES) mbar_wait(&empty_k[s], parity);
+                        mbar_expect_tx(&full_k[s], L::K);
+#pragma unroll
+                        for (int ch = 0; ch < L::CHUNKS; ++ch)
+                            tma_load4(sk + s * L::K + ch * BOX128, mk, 64 * ch, k0, w.hh, w.bb, &full_k[s]);
+                        if (r >= STAGES) mbar_wait(&empty_v[s], parity);
+                        mbar_expect_tx(&full_v[s], L::V);
+#pragma unroll
+                        for (int half = 0; half < 2; ++half)
+#pragma unroll
+                            for (int ch = 0; ch < L::CHUNKS; ++ch)
+                                tma_load4(sv + s * L::V + (half * L::CHUNKS + ch) * BOX64, mv, 64 * ch,
+                                          k0 + 64 * half, w.hh, w.bb, &full_v[s]);
+                    }
+                    g += w.tiles;
+                }
+                it = __shfl_sync(0xffffffffu, after, 0);
             }
         }
         return;
@@ -113,102 +175,126 @@ __device__ __forceinline__ void forward(const TmaMap& mq, const TmaMap& mk, cons
     asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
     const int c = tid / 128 - 1;  // consumer warpgroup: rows 64·c … 64·c + 63 of the tile
     const float ss = a.scale * camel::LOG2E;  // scores in log2 units
-    const long long rbase = q0 + c * 64 + warp * 16 + lane / 4;
-    const int visible[2] = {visible_keys(a, rbase), visible_keys(a, rbase + 8)};
-    // a tile needs the mask when it reaches past Tk or, causal, past the first row's last key
-    const int tk = (int)a.tk, diag = a.causal ? q0 + (int)(a.tk - a.tq) : tk;
-    float acc[D / 2], s[64], alpha[2];
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-    unsigned pa[8][4], pn[8][4];  // P of the tile being multiplied, P of the tile being computed
+    int g = 0;  // as the producer's
+    for (int n = 0;; ++n) {
+        named_sync(ITEM_FULL);
+        const int it = item_of;
+        if (it < 0) break;
+        named_arrive(ITEM_READ);
+        mbar_wait(&full_q[n % 2], (n / 2) & 1);
+        const Item w = item(a, it);
+        const long long rbase = w.q0 + c * 64 + warp * 16 + lane / 4;
+        const int visible[2] = {visible_keys(a, rbase), visible_keys(a, rbase + 8)};
+        // a tile needs the mask when it reaches past Tk or, causal, past the first row's last key
+        const int tk = (int)a.tk, diag = a.causal ? w.q0 + (int)(a.tk - a.tq) : tk;
+        const int tiles = w.tiles;
+        float acc[D / 2], s[64], alpha[2];
+        float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+        unsigned pa[8][4], pn[8][4];  // P of the tile being multiplied, P of the tile being computed
 #pragma unroll
-    for (int i = 0; i < D / 2; ++i) acc[i] = 0.0f;
-    mbar_wait(&qbar, 0);
-    // this warpgroup's 64 query rows start 8 KiB into each Q chunk
-    const unsigned qa = smem_u32(sq) + c * BOX64;
+        for (int i = 0; i < D / 2; ++i) acc[i] = 0.0f;
+        // this warpgroup's 64 query rows start 8 KiB into each Q chunk
+        const unsigned qa = smem_u32(sq + (n % 2) * L::Q) + c * BOX64;
 
-    // S = Q·K_jᵀ into s, issued and committed (not waited for)
-    auto issue_s = [&](int j) {
-        const int st = j % STAGES;
-        mbar_wait(&full_k[st], (j / STAGES) & 1);
-        const unsigned kb = smem_u32(sk + st * L::K);
-        wgmma_fence();
+        // S = Q·K_jᵀ into s, issued and committed (not waited for)
+        auto issue_s = [&](int j) {
+            const int st = (g + j) % STAGES;
+            mbar_wait(&full_k[st], ((g + j) / STAGES) & 1);
+            const unsigned kb = smem_u32(sk + st * L::K);
+            wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
-            const unsigned off = (kk / 4) * BOX128 + (kk % 4) * 32;
-            if (kk == 0)
-                QkMma<T>::first(s, desc(qa + off, 16, 1024), desc(kb + off, 16, 1024));
-            else
-                QkMma<T>::run(s, desc(qa + off, 16, 1024), desc(kb + off, 16, 1024));
-        }
-        wgmma_commit();
-    };
-    // O += P·V_j with P in p, issued and committed
-    auto issue_pv = [&](int j, const unsigned (&p)[8][4]) {
-        const int st = j % STAGES;
-        mbar_wait(&full_v[st], (j / STAGES) & 1);
-        const unsigned vb = smem_u32(sv + st * L::V);
-        wgmma_fence();
-        pv_tile<T, D>(acc, p, vb);
-        wgmma_commit();
-    };
-    auto softmax = [&](int j, unsigned (&p)[8][4]) {
-        const int k0 = j * BKV;
-        softmax_tile<T>(s, m, l, alpha, p, ss, k0, visible, lane, k0 + BKV > tk || k0 + BKV - 1 > diag);
-    };
-    // tile j: S_j, and P_{j−1}·V_{j−1} from `prev` while the softmax of S_j writes `next`
-    // The consumers take turns issuing their MMAs (named barriers 1 and 2), so that one's
-    // softmax runs while the other's MMAs do: consumer c waits for its turn on barrier 1 + c and
-    // hands the turn over on the other's. Consumer 1 gives consumer 0 the first turn and does
-    // not hand over after its last, so each barrier sees as many arrivals as waits.
-    const int rounds = tiles + 1;  // S_0; S_j with P_{j−1}·V_{j−1}; the last P·V
-    int round = 0;
-    auto my_turn = [&] { asm volatile("bar.sync %0, 256;\n" ::"r"(1 + c) : "memory"); };
-    auto your_turn = [&] {
-        if (c == 0 || ++round < rounds) asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - c) : "memory");
-    };
-    auto step = [&](int j, const unsigned (&prev)[8][4], unsigned (&next)[8][4]) {
-        my_turn();
-        issue_s(j);
-        issue_pv(j - 1, prev);
-        your_turn();
-        wgmma_wait<1>();  // S_j is ready; P_{j−1}·V_{j−1} may still run
-        release(&empty_k[j % STAGES], lane);
-        softmax(j, next);
-        wgmma_wait<0>();
-        release(&empty_v[(j - 1) % STAGES], lane);
-        rescale<D>(acc, alpha);
-    };
+            for (int kk = 0; kk < D / 16; ++kk) {
+                const unsigned off = (kk / 4) * BOX128 + (kk % 4) * 32;
+                if (kk == 0)
+                    QkMma<T>::first(s, desc(qa + off, 16, 1024), desc(kb + off, 16, 1024));
+                else
+                    QkMma<T>::run(s, desc(qa + off, 16, 1024), desc(kb + off, 16, 1024));
+            }
+            wgmma_commit();
+        };
+        // O += P·V_j with P in p, issued and committed
+        auto issue_pv = [&](int j, const unsigned (&p)[8][4]) {
+            const int st = (g + j) % STAGES;
+            mbar_wait(&full_v[st], ((g + j) / STAGES) & 1);
+            const unsigned vb = smem_u32(sv + st * L::V);
+            wgmma_fence();
+            pv_tile<T, D>(acc, p, vb);
+            wgmma_commit();
+        };
+        auto softmax = [&](int j, unsigned (&p)[8][4]) {
+            const int k0 = j * BKV;
+            softmax_tile<T>(s, m, l, alpha, p, ss, k0, visible, lane, k0 + BKV > tk || k0 + BKV - 1 > diag);
+        };
+        // tile j: S_j, and P_{j−1}·V_{j−1} from `prev` while the softmax of S_j writes `next`
+        // The consumers take turns issuing their MMAs (named barriers 1 and 2), so that one's
+        // softmax runs while the other's MMAs do: consumer c waits for its turn on barrier 1 + c
+        // and hands the turn over on the other's. In each item consumer 1 gives consumer 0 the
+        // first turn and does not hand over after its last, so each barrier sees as many
+        // arrivals as waits.
+        auto my_turn = [&] { asm volatile("bar.sync %0, 256;\n" ::"r"(1 + c) : "memory"); };
+        auto your_turn = [&](bool last) {
+            if (c == 0 || !last) asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - c) : "memory");
+        };
+        auto step = [&](int j, const unsigned (&prev)[8][4], unsigned (&next)[8][4]) {
+            my_turn();
+            issue_s(j);
+            issue_pv(j - 1, prev);
+            your_turn(false);
+            wgmma_wait<1>();  // S_j is ready; P_{j−1}·V_{j−1} may still run
+            release(&empty_k[(g + j) % STAGES], lane);
+            softmax(j, next);
+            wgmma_wait<0>();
+            release(&empty_v[(g + j - 1) % STAGES], lane);
+            rescale<D>(acc, alpha);
+        };
 
-    if (tiles > 0) {
-        if (c == 1) asm volatile("bar.arrive 1, 256;\n" ::: "memory");
-        my_turn();
-        issue_s(0);
-        your_turn();
-        wgmma_wait<0>();
-        release(&empty_k[0], lane);
-        softmax(0, pa);  // O is 0: nothing to rescale
-        // two tiles an iteration, so that the two sets of P trade roles without a copy
-        int j = 1;
-        for (; j + 1 < tiles; j += 2) {
-            step(j, pa, pn);
-            step(j + 1, pn, pa);
-        }
-        if (j < tiles) {
-            step(j, pa, pn);
+        if (tiles > 0) {
+            if (c == 1) asm volatile("bar.arrive 1, 256;\n" ::: "memory");
             my_turn();
-            issue_pv(tiles - 1, pn);
-        } else {
-            my_turn();
-            issue_pv(tiles - 1, pa);
+            issue_s(0);
+            your_turn(false);
+            wgmma_wait<0>();
+            release(&empty_k[g % STAGES], lane);
+            softmax(0, pa);  // O is 0: nothing to rescale
+            // two tiles an iteration, so that the two sets of P trade roles without a copy
+            int j = 1;
+            for (; j + 1 < tiles; j += 2) {
+                step(j, pa, pn);
+                step(j + 1, pn, pa);
+            }
+            if (j < tiles) {
+                step(j, pa, pn);
+                my_turn();
+                issue_pv(tiles - 1, pn);
+                your_turn(true);
+                wgmma_wait<0>();
+            } else {
+                my_turn();
+                issue_pv(tiles - 1, pa);
+                your_turn(true);
+                wgmma_wait<0>();
+            }
+            release(&empty_v[(g + tiles - 1) % STAGES], lane);
         }
-        your_turn();
-        wgmma_wait<0>();
+        release(&empty_q[n % 2], lane);  // every MMA that reads this Q is done
+        g += tiles;
+        store_rows<T, D>(acc, m, l, o, lse, a, w.bh, w.bb, w.hh, rbase, lane);
     }
-    store_rows<T, D>(acc, m, l, o, lse, a, bh, bb, hh, rbase, lane);
 }
 
 }  // namespace attn8
 
-// attn08_fwd_d{64,128}_{f16,bf16}(q map, k map, v map, T* o, float* lse, AttnArgs): one block of
-// 384 threads a (batch · head, 128-query tile).
-ATTN_HOPPER_STEP(attn08, attn8)
+// attn08_fwd_d{64,128}_{f16,bf16}(q map, k map, v map, T* o, float* lse, AttnArgs, int* next):
+// blocks of 384 threads, each running (batch · head, 128-query tile) items in turn; `next` is 0
+// at the launch.
+#define ATTN08_FWD(D, T, SFX)                                                                            \
+    extern "C" __global__ void __launch_bounds__(attn8::THREADS, 1) attn08_fwd_d##D##_##SFX(             \
+        const __grid_constant__ wg::TmaMap mq, const __grid_constant__ wg::TmaMap mk,                     \
+        const __grid_constant__ wg::TmaMap mv, T* __restrict__ o, float* __restrict__ lse, AttnArgs a, \
+        int* __restrict__ next) {                                                                        \
+        attn8::forward<T, D>(mq, mk, mv, o, lse, a, next);                                              \
+    }
+ATTN08_FWD(64, __half, f16)
+ATTN08_FWD(64, __nv_bfloat16, bf16)
+ATTN08_FWD(128, __half, f16)
+ATTN08_FWD(128, __nv_bfloat16, bf16)

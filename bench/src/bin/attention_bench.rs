@@ -22,7 +22,8 @@
 //! backward is timed twice: as the library runs it, and with dq summed in a fixed order
 //! (`CAMEL_DETERMINISTIC`). `--dropout p` times every step with dropout `p`
 //! inside its kernels (the mask drawn from a fixed seed), against FA2 with SDPA's `dropout_p`
-//! (`attention_torch.py REPS MAX_T p`).
+//! (`attention_torch.py REPS MAX_T p`). `--persistent off` launches step 8's forward a block a
+//! query tile instead of one block a multiprocessor (`Experiments::attention_blocks`).
 
 use camel_cuda::kernels::attention::{self as attn, AttnGeom};
 use camel_cuda::kernels::ladder::Family;
@@ -107,6 +108,15 @@ fn main() -> Result<()> {
             .map(|x| x.trim().parse().expect("--steps N,M,…"))
             .collect()
     });
+    if let Some(p) = arg("--persistent") {
+        let mut x = camel_cuda::config::experiments();
+        x.attention_blocks = match p.as_str() {
+            "on" => None,
+            "off" => Some(usize::MAX),
+            _ => panic!("--persistent on|off"),
+        };
+        camel_cuda::config::set_experiments(x);
+    }
     let torch = camel_bench::torch_timings(&args).expect("reading the PyTorch timings");
     let dev = camel_cuda::device(0)?;
     let d = &*dev;

@@ -8,6 +8,7 @@
 
 mod common;
 use camel_core::backend::ladder::{with_step, Family, Step};
+use camel_core::config::{self, Experiments};
 use camel_core::testing::{for_each_step, gpu};
 use camel_core::{DType, Device, Error, Generator, Result, Tensor};
 use camel_cuda::kernels::attention::AttnGeom;
@@ -466,6 +467,41 @@ fn half_precision_long_sequences_on_the_gpu() {
             scale_mul: 1.0,
         };
         check_half(c, dt, tk as u64 + d as u64, &[dev]);
+    }
+}
+
+/// Step 8's forward runs query tiles in turn in each block: its K and V stages and its two Q
+/// buffers carry on from one tile to the next. With one block and with three, each block runs
+/// many tiles, causal ones of differing key counts, at both head dims.
+#[test]
+fn step_8_blocks_run_query_tiles_in_turn() {
+    let Some(dev) = gpu() else { return };
+    for blocks in [1, 3] {
+        let few = Experiments {
+            attention_blocks: Some(blocks),
+            ..Experiments::default()
+        };
+        config::with_scoped_experiments(few, || {
+            // (dtype, tq, tk, d, causal, b, h)
+            for (dt, tq, tk, d, causal, b, h) in [
+                (DType::BF16, 1000, 1000, 64, true, 2, 2),
+                (DType::F16, 700, 700, 128, false, 1, 3),
+                (DType::BF16, 300, 1000, 128, true, 2, 1),
+                (DType::F16, 1, 129, 64, false, 3, 5),
+            ] {
+                let c = Case {
+                    b,
+                    h,
+                    tq,
+                    tk,
+                    d,
+                    causal,
+                    scale_mul: 1.0,
+                };
+                // every step runs; the others ignore the switch
+                check_forward(c, dt, 40 * blocks as u64 + tq as u64 + d as u64, &[dev]);
+            }
+        });
     }
 }
 

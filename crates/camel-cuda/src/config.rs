@@ -569,6 +569,10 @@ pub struct Experiments {
     /// (`x · wᵀ`) copied once so that an NN interior kernel runs, and a weight gradient
     /// (`gᵀ · x`, long K) on the TN interior kernel with split-K.
     pub async_thin: bool,
+    /// The blocks of attention step 8's forward, each running query tiles in turn: `None`, one a
+    /// multiprocessor (persistent blocks); `Some(n)`, `n` of them, at most one a tile (tests
+    /// take a few, so that each block runs many tiles; `usize::MAX` launches a block a tile).
+    pub attention_blocks: Option<usize>,
 }
 
 impl Default for Experiments {
@@ -586,6 +590,7 @@ impl Default for Experiments {
             async_whole_k: true,
             async_relayout: true,
             async_thin: true,
+            attention_blocks: None,
         }
     }
 }

@@ -370,18 +370,19 @@ launchers! {
         if !wgmma_fits(dev, g, elem, [q, k, v, o]) {
             return fa2(dev, g, elem, q, k, v, o, lse);
         }
-        hopper_forward(dev, g, elem, (STEP7, "07", 256), [q, k, v, o, lse])
+        hopper_forward(dev, g, elem, (STEP7, "07", 256), false, [q, k, v, o, lse])
     }
 
     /// Step 8: step 7 warp-specialized (`attn08_fwd_d{D}_{f16,bf16}`, sm_90a): a producer
     /// warpgroup issues the TMA copies into K and V stages that mbarriers hand back and forth,
     /// and each of two consumer warpgroups overlaps the softmax of a tile with the `P·V` MMA of
-    /// the tile before. Where [`wgmma_fits`] says no, step 6's forward runs.
+    /// the tile before; one block a multiprocessor takes query tiles from a count until none is
+    /// left. Where [`wgmma_fits`] says no, step 6's forward runs.
     pub fn ws(..) {
         if !wgmma_fits(dev, g, elem, [q, k, v, o]) {
             return fa2(dev, g, elem, q, k, v, o, lse);
         }
-        hopper_forward(dev, g, elem, (STEP8, "08", 384), [q, k, v, o, lse])
+        hopper_forward(dev, g, elem, (STEP8, "08", 384), true, [q, k, v, o, lse])
     }
 }
 
@@ -409,13 +410,17 @@ pub fn wgmma_fits(dev: &CudaDevice, g: &AttnGeom, elem: Elem, ptrs: [DevPtr; 4])
 }
 
 /// The forward of a Hopper step (the caller has checked [`wgmma_fits`]): tensor maps of q, k and
-/// v (feature, token, head, batch), then `attn{step}_fwd_d{D}_{sfx}` in `module`, one block of
-/// `threads` a (batch · head, 128-query tile).
+/// v (feature, token, head, batch), then `attn{step}_fwd_d{D}_{sfx}` in `module`, blocks of
+/// `threads` over the (batch · head, 128-query tile) items, one an item. A `looping` kernel
+/// (step 8) has two Q buffers and takes one more argument, a zeroed count from which each block
+/// takes items until none is left: it gets one block a multiprocessor, or as many as
+/// [`Experiments::attention_blocks`](crate::config::Experiments::attention_blocks) says.
 fn hopper_forward(
     dev: &CudaDevice,
     g: &AttnGeom,
     elem: Elem,
     (module, step, threads): (&str, &str, u32),
+    looping: bool,
     ptrs: [DevPtr; 5],
 ) -> Result<()> {
     let [q, k, v, o, lse] = ptrs;
@@ -434,15 +439,37 @@ fn hopper_forward(
         map(k, g.tk, g.k, BKV7 as u32)?,
     );
     let mv = map(v, g.tk, g.v, 64)?;
-    // Q, and two stages of K and V (attn7::Layout, attn8::Layout), and 1 KiB to align them to
-    // 1024 bytes
-    let smem = (BQ7 + 4 * BKV7) * g.d * 2 + 1024;
-    let cfg = grid(name, g.b * g.h * g.tq.div_ceil(BQ7), threads)?.with_shared_mem(smem as u32);
-    // SAFETY: matches `attn{07,08}_fwd_d{D}_{sfx}(TmaMap q, k, v, T* o, float* lse, AttnArgs)`:
-    // the maps describe `g`'s q, k and v views (checked by wgmma_fits and encode_heads), o is
-    // dense `[b, tq, h, d]` of `elem`, lse `[b, h, tq]`; the shared memory holds the Layout.
+    // Q (two buffers when looping), and two stages of K and V (attn7::Layout, attn8::Layout), and
+    // 1 KiB to align them to 1024 bytes
+    let q_bufs = if looping { 2 } else { 1 };
+    let smem = (q_bufs * BQ7 + 4 * BKV7) * g.d * 2 + 1024;
+    let items = g.b * g.h * g.tq.div_ceil(BQ7);
+    // the looping kernel counts items in an int, so more than i32::MAX fails as a grid would
+    let blocks = if looping && items <= i32::MAX as usize {
+        let sms = dev.limits().sm_count as usize;
+        let n = crate::config::with_experiments(|e| e.attention_blocks).unwrap_or(sms);
+        items.min(n.max(1))
+    } else {
+        items
+    };
+    let cfg = grid(name, blocks, threads)?.with_shared_mem(smem as u32);
+    if !looping {
+        // SAFETY: matches `attn07_fwd_d{D}_{sfx}(TmaMap q, k, v, T* o, float* lse, AttnArgs)`:
+        // the maps describe `g`'s q, k and v views (checked by wgmma_fits and encode_heads), o
+        // is dense `[b, tq, h, d]` of `elem`, lse `[b, h, tq]`; the shared memory holds the
+        // Layout.
+        return unsafe {
+            let args: [&dyn KernelArg; 6] = [&mq, &mk, &mv, &o, &lse, &a];
+            launch(dev, module, name, cfg, &args)
+        };
+    }
+    let count = dev.alloc(4)?;
+    dev.memset_zero(&count)?;
+    let next = count.ptr();
+    // SAFETY: matches `attn08_fwd_d{D}_{sfx}(TmaMap q, k, v, T* o, float* lse, AttnArgs,
+    // int* next)`: as above, and `next` one zeroed int.
     unsafe {
-        let args: [&dyn KernelArg; 6] = [&mq, &mk, &mv, &o, &lse, &a];
+        let args: [&dyn KernelArg; 7] = [&mq, &mk, &mv, &o, &lse, &a, &next];
         launch(dev, module, name, cfg, &args)
     }
 }

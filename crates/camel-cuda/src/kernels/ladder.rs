@@ -442,7 +442,7 @@ const ATTENTION: &[StepInfo] = &[
     s(
         Step::Eight,
         "ws",
-        "step 7 warp-specialized: a producer warpgroup for the TMA copies, K and V stages freed by mbarriers, the softmax of one tile overlapping the P·V MMA of the one before; step 7's backward",
+        "step 7 warp-specialized: a producer warpgroup for the TMA copies, K and V stages freed by mbarriers, the softmax of one tile overlapping the P·V MMA of the one before, persistent blocks taking query tiles from a count; step 7's backward",
         &["attention::ws", "attention::wgmma_bwd"],
         "as step 7",
     ),
