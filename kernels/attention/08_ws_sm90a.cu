@@ -93,7 +93,7 @@ __device__ __forceinline__ void forward(const TmaMap& mq, const TmaMap& mk, cons
     unsigned char* sv = sk + STAGES * L::K;   // STAGES V tiles
 
     // A block runs item blockIdx.x, then takes the next one not yet taken (gridDim.x + a count
-    // the launcher zeroes) until none is left: one item each in a grid of a block an item,
+    // that is zero at launch) until none is left: one item each in a grid of a block an item,
     // several in turn in a grid of a block a multiprocessor, as fast as each block runs them.
     // The K and V stages run on from one item to the next, and Q has two buffers, so the
     // producer loads the next item's Q and first key tiles while the consumers finish this
@@ -102,6 +102,13 @@ __device__ __forceinline__ void forward(const TmaMap& mq, const TmaMap& mk, cons
     // (the launcher checks that the items' count fits an int)
     const int items = (int)(a.b * a.h * ((a.tq + BQ - 1) / BQ));
     __shared__ int item_of;
+    // Every item a block runs ends in one take, so a launch makes exactly `items` takes and the
+    // one that reads items − 1 is the last: it sets the count back to zero for the next launch.
+    auto take = [&]() {
+        const int r = atomicAdd(next, 1);
+        if (r == items - 1) atomicExch(next, 0);
+        return (int)gridDim.x + r;
+    };
     const int tid = threadIdx.x, warp = (tid % 128) / 32, lane = tid % 32;
 
     if (tid == 0) {
@@ -144,12 +151,12 @@ __device__ __forceinline__ void forward(const TmaMap& mq, const TmaMap& mk, cons
                     // The next item is taken before the wait for the last key tile's stage, so
                     // that the answer is back by the time it is needed and a block does not hold
                     // an item while others run out of work.
-                    if (w.tiles == 0) after = gridDim.x + atomicAdd(next, 1);
+                    if (w.tiles == 0) after = take();
                     for (int j = 0; j < w.tiles; ++j) {
                         const int r = g + j, s = r % STAGES, k0 = j * BKV;
                         // round r / STAGES of stage s waits for round r / STAGES − 1 to be read
                         const unsigned parity = ((r / STAGES) - 1) & 1;
-                        if (j == w.tiles - 1) after = gridDim.x + atomicAdd(next, 1);
+                        if (j == w.tiles - 1) after = take();
                         if (r >= STAGES) mbar_wait(&empty_k[s], parity);
                         mbar_expect_tx(&full_k[s], L::K);
 #pragma unroll
@@ -286,7 +293,7 @@ __device__ __forceinline__ void forward(const TmaMap& mq, const TmaMap& mk, cons
 
 // attn08_fwd_d{64,128}_{f16,bf16}(q map, k map, v map, T* o, float* lse, AttnArgs, int* next):
 // blocks of 384 threads, each running (batch · head, 128-query tile) items in turn; `next` is 0
-// at the launch.
+// at the launch and again when the kernel ends.
 #define ATTN08_FWD(D, T, SFX)                                                                            \
     extern "C" __global__ void __launch_bounds__(attn8::THREADS, 1) attn08_fwd_d##D##_##SFX(             \
         const __grid_constant__ wg::TmaMap mq, const __grid_constant__ wg::TmaMap mk,                     \

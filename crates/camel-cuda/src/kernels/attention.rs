@@ -412,8 +412,9 @@ pub fn wgmma_fits(dev: &CudaDevice, g: &AttnGeom, elem: Elem, ptrs: [DevPtr; 4])
 /// The forward of a Hopper step (the caller has checked [`wgmma_fits`]): tensor maps of q, k and
 /// v (feature, token, head, batch), then `attn{step}_fwd_d{D}_{sfx}` in `module`, blocks of
 /// `threads` over the (batch · head, 128-query tile) items, one an item. A `looping` kernel
-/// (step 8) has two Q buffers and takes one more argument, a zeroed count from which each block
-/// takes items until none is left: it gets one block a multiprocessor, or as many as
+/// (step 8) has two Q buffers and takes one more argument, a count (one of the device's
+/// [`counters`](CudaDevice::counters), which the kernel leaves zero) from which each block takes
+/// items until none is left: it gets one block a multiprocessor, or as many as
 /// [`Experiments::attention_blocks`](crate::config::Experiments::attention_blocks) says.
 fn hopper_forward(
     dev: &CudaDevice,
@@ -463,11 +464,9 @@ fn hopper_forward(
             launch(dev, module, name, cfg, &args)
         };
     }
-    let count = dev.alloc(4)?;
-    dev.memset_zero(&count)?;
-    let next = count.ptr();
+    let next = dev.counters(1)?;
     // SAFETY: matches `attn08_fwd_d{D}_{sfx}(TmaMap q, k, v, T* o, float* lse, AttnArgs,
-    // int* next)`: as above, and `next` one zeroed int.
+    // int* next)`: as above, and `next` one zeroed int, which the kernel leaves zero.
     unsafe {
         let args: [&dyn KernelArg; 7] = [&mq, &mk, &mv, &o, &lse, &a, &next];
         launch(dev, module, name, cfg, &args)
