@@ -14,8 +14,12 @@
 //     flag), so neither P nor dS goes through shared memory for these.
 //   - dQ += dS·K needs dS with queries as rows and all 128 keys: both warpgroups write their
 //     halves of dSᵀ into a 128-byte swizzled tile, read M-major (the transpose flag of A), and
-//     warpgroup c computes dQ's features c·64 … c·64 + 63. It adds them into an f32 copy of dQ
-//     (`red.global.add.v2.f32`), which the launcher rounds afterwards.
+//     warpgroup c computes dQ's features c·64 … c·64 + 63. It writes that 64 × 64 f32 tile into
+//     shared memory, and one of its threads adds the tile into an f32 copy of dQ with one bulk
+//     copy (`cp.reduce.async.bulk … .add.f32`). Adding from registers instead (a
+//     `red.global.add` a pair) holds every source register until the memory system takes it,
+//     and the next instructions that write those registers wait. The copy of dQ is laid out in
+//     the order the tiles leave shared memory (see `dq_tile`); the launcher rounds it afterwards.
 // TMA copies K and V once and the Q and dO tiles into three stages (thread 0 issues the copies;
 // an mbarrier a stage counts the bytes); each query's lse and Δ go through registers into shared
 // memory a tile ahead. One block barrier a tile (both halves of dSᵀ written); dSᵀ has two
@@ -38,10 +42,21 @@ struct Layout {
     static constexpr unsigned Q = CHUNKS * BOX64;   // a Q (or dO) tile: [chunk] 64 queries
     static constexpr unsigned STAGE = 2 * Q;        // Q, then dO
     static constexpr unsigned DS = BOX128;          // dSᵀ: 128 keys × 64 queries
-    // K, V, the stages, two dSᵀ buffers, and alignment to 1024 bytes
-    static constexpr unsigned SMEM = K + V + STAGES * STAGE + 2 * DS + 1024;
+    static constexpr unsigned DQ = BQ * 64 * 4;     // a warpgroup's dQ tile: 64 queries × 64 f32
+    // K, V, the stages, two dSᵀ buffers, a dQ tile a warpgroup, and alignment to 1024 bytes
+    static constexpr unsigned SMEM = K + V + STAGES * STAGE + 2 * DS + 2 * DQ + 1024;
 };
-static_assert(Layout::SMEM <= 227 * 1024, "the block's shared memory exceeds the SM's");
+// with the 1 KiB of `stats` and the barriers, the most a block may have
+static_assert(Layout::SMEM + 1024 + 64 <= 227 * 1024, "the block's shared memory exceeds the SM's");
+
+// dQ's f32 copy holds, for each (batch · head, 64-query tile, warpgroup c), the 4096 floats of
+// that warpgroup's tile in the order its threads hold them: float4 j (of 8) of thread i (of
+// 128) at [j][i], which is dq_acc[4j … 4j + 3], so that each st.shared.v4 of a warp is 512
+// contiguous bytes. Thread i = 32·w + l holds queries 16w + l/4 (+ 8 for the second pair of a
+// float4) and features c·64 + 8j + 2(l % 4) (+ 1). Rows past Tq are padding, never read back.
+__device__ __forceinline__ long long dq_tile(long long bh, int qt, int qtiles, int c) {
+    return ((bh * qtiles + qt) * 2 + c) * (long long)(BQ * 64);
+}
 
 // One committed group: x = A·Bᵀ for a 64-row tile of A (keys, at shared address `a`: [chunk] of
 // 128-row boxes) and the 64-row tile of B (queries, at `b`: [chunk] of 64-row boxes), both
@@ -72,6 +87,7 @@ __device__ __forceinline__ void backward(const TmaMap& mq, const TmaMap& mk, con
     unsigned char* sv = sk + L::K;
     unsigned char* sqo = sv + L::V;  // the stages: Q then dO
     unsigned char* sds = sqo + STAGES * L::STAGE;  // two dSᵀ buffers
+    unsigned char* sdq = sds + 2 * L::DS;          // the warpgroups' dQ tiles
 
     const long long ktiles = (a.tk + BK - 1) / BK;
     const long long bh = blockIdx.x / ktiles;
@@ -127,6 +143,9 @@ __device__ __forceinline__ void backward(const TmaMap& mq, const TmaMap& mk, con
     const unsigned ka = smem_u32(sk) + c * BOX64, va = smem_u32(sv) + c * BOX64;
     // dQ's operands: dSᵀ of all 128 keys, and K's feature chunk c
     const unsigned kb = smem_u32(sk) + c * BOX128;
+    // this warpgroup's dQ tile; its thread 0 issues the bulk adds
+    const unsigned dqs = smem_u32(sdq) + c * L::DQ;
+    const bool adder = tid % 128 == 0;
 
     float dk_acc[D / 2], dv_acc[D / 2];
 #pragma unroll
@@ -204,6 +223,9 @@ __device__ __forceinline__ void backward(const TmaMap& mq, const TmaMap& mk, con
         // the async proxy (wgmma) must see these generic-proxy writes
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         if (tid < BQ && t + 1 < n) stats[(t + 1) % 2][tid] = next;
+        // the last tile's bulk add has read this warpgroup's dQ tile (the barrier below tells the
+        // warpgroup it may write it again)
+        if (adder) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
         // dSᵀ of both warpgroups is in shared memory, and both are done with the MMAs of tile
         // t − 1 (each waits for all of a tile's before the next), so its stage takes tile t + 2
         __syncthreads();
@@ -220,19 +242,24 @@ __device__ __forceinline__ void backward(const TmaMap& mq, const TmaMap& mk, con
         wgmma_commit();
         wgmma_wait<0>();
 
-        // dq_acc[4n + 2h + e]: query q0 + warp·16 + lane/4 + 8h, feature c·64 + 8n + 2(lane % 4) + e
+        // dQ's tile into shared memory in the order of `dq_tile`, then one bulk add of it
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const long long row = q0 + warp * 16 + lane / 4 + 8 * h;
-            if (row >= a.tq) continue;
-            float* p = dq + camel::bthd(a, bb, hh, row, a.tq, D) + c * 64 + 2 * (lane % 4);
-#pragma unroll
-            for (int n8 = 0; n8 < 8; ++n8)
-                asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" ::"l"(p + 8 * n8), "f"(dq_acc[4 * n8 + 2 * h]),
-                             "f"(dq_acc[4 * n8 + 2 * h + 1])
-                             : "memory");
+        for (int j = 0; j < 8; ++j)
+            asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(dqs + (j * 128 + tid % 128) * 16),
+                         "f"(dq_acc[4 * j]), "f"(dq_acc[4 * j + 1]), "f"(dq_acc[4 * j + 2]), "f"(dq_acc[4 * j + 3])
+                         : "memory");
+        // the bulk copy (async proxy) must see the generic-proxy writes of the whole warpgroup
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory");
+        if (adder) {
+            float* dst = dq + dq_tile(bh, qtile(t), qtiles, c);
+            asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n"
+                         "cp.async.bulk.commit_group;\n" ::"l"(dst), "r"(dqs), "n"(L::DQ)
+                         : "memory");
         }
     }
+    // the adds are done before the block exits
+    if (adder) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
 
     // dK = scale · Σ dSᵀ·Q and dV = Σ Pᵀ·dO, rows kbase and kbase + 8, into dense [B, Tk, H, D]
 #pragma unroll
@@ -254,7 +281,8 @@ __device__ __forceinline__ void backward(const TmaMap& mq, const TmaMap& mk, con
 
 // attn07_bwd_d128_{f16,bf16}(q map, k map, v map, dO map, const float* lse, const float* delta,
 // T* dk, T* dv, float* dq_acc, AttnArgs): one block of 256 threads a (batch · head, 128-key
-// tile); dq_acc (dense [B, Tq, H, D] f32) is zeroed before and rounded after.
+// tile); dq_acc (B · H · ⌈Tq / 64⌉ · 64 · 128 floats, laid out as `dq_tile` says) is zeroed
+// before and rounded after by attn07_bwd_dq_store_{f16,bf16}.
 #define ATTN07_BWD(T, SFX)                                                                               \
     extern "C" __global__ void __launch_bounds__(attn7b::THREADS, 1) attn07_bwd_d128_##SFX(              \
         const __grid_constant__ wg::TmaMap mq, const __grid_constant__ wg::TmaMap mk,                      \
@@ -265,3 +293,31 @@ __device__ __forceinline__ void backward(const TmaMap& mq, const TmaMap& mk, con
     }
 ATTN07_BWD(__half, f16)
 ATTN07_BWD(__nv_bfloat16, bf16)
+
+// attn07_bwd_dq_store_{f16,bf16}(const float* dq_acc, T* dq, AttnArgs a, long long n4): dq
+// (dense [B, Tq, H, 128]) = scale · dq_acc, rounded once, from the layout of `dq_tile`; n4 is
+// dq_acc's count of float4s (B · H · ⌈Tq / 64⌉ · 2048). A thread reads one float4 (two
+// features of two queries) and writes two pairs; blocks of 256 threads stride the float4s.
+#define ATTN07_DQ_STORE(T, SFX)                                                                          \
+    extern "C" __global__ void __launch_bounds__(256)                                                    \
+        attn07_bwd_dq_store_##SFX(const float* __restrict__ dq_acc, T* __restrict__ dq, AttnArgs a,      \
+                                  long long n4) {                                                        \
+        CAMEL_PDL_WAIT();                                                                                \
+        const int qtiles = (int)((a.tq + attn7b::BQ - 1) / attn7b::BQ);                                  \
+        for (long long i = blockIdx.x * 256LL + threadIdx.x; i < n4; i += 256LL * gridDim.x) {           \
+            const float4 x = reinterpret_cast<const float4*>(dq_acc)[i];                                 \
+            const int th = (int)(i % 128), j = (int)(i / 128 % 8), c = (int)(i / 1024 % 2);              \
+            const long long tile = i / 2048, bh = tile / qtiles;                                         \
+            const int bb = (int)(bh / a.h), hh = (int)(bh % a.h);                                        \
+            const long long q = (tile % qtiles) * attn7b::BQ + (th / 32) * 16 + (th % 32) / 4;           \
+            const int f = c * 64 + 8 * j + 2 * (th % 4);                                                 \
+            if (q < a.tq)                                                                                \
+                *reinterpret_cast<unsigned*>(dq + camel::bthd(a, bb, hh, q, a.tq, attn7b::D) + f) =      \
+                    attn7b::pack2<T>(x.x * a.scale, x.y * a.scale);                                      \
+            if (q + 8 < a.tq)                                                                            \
+                *reinterpret_cast<unsigned*>(dq + camel::bthd(a, bb, hh, q + 8, a.tq, attn7b::D) + f) =  \
+                    attn7b::pack2<T>(x.z * a.scale, x.w * a.scale);                                      \
+        }                                                                                                \
+    }
+ATTN07_DQ_STORE(__half, f16)
+ATTN07_DQ_STORE(__nv_bfloat16, bf16)

@@ -577,8 +577,8 @@ launchers! {
     /// sm_90a): a block of two warpgroups owns 128 keys and walks the query tiles (64 queries)
     /// that see them, TMA copying Q and dO into three stages; `wgmma` computes `Sᵀ = K·Qᵀ` and
     /// `dPᵀ = V·dOᵀ`, then `dV += Pᵀ·dO` and `dK += dSᵀ·Q` with Pᵀ and dSᵀ from registers, and
-    /// `dS·K`, added into an f32 copy of dq by atomics and rounded after
-    /// (`attn06_bwd_dq_store_*`). Where [`wgmma_fits`] says no, at head dim 64 (where step 6's
+    /// `dS·K`, added tile by tile into an f32 copy of dq by bulk copies from shared memory and
+    /// rounded after (`attn07_bwd_dq_store_*`). Where [`wgmma_fits`] says no, at head dim 64 (where step 6's
     /// fused backward measures faster: docs/kernels/attention.md), without queries, or under
     /// [`crate::config::deterministic`] (the atomics' order varies), step 6's backward runs.
     pub fn wgmma_bwd(..) {
@@ -613,16 +613,16 @@ fn hopper_backward(dev: &CudaDevice, g: &AttnGeom, elem: Elem, ptrs: [DevPtr; 9]
     let dense = [g.tq * g.h * g.d, g.d, g.h * g.d];
     let (mq, mdo) = (map(q, g.tq, g.q, 64)?, map(dout, g.tq, dense, 64)?);
     let (mk, mv) = (map(k, g.tk, g.k, 128)?, map(v, g.tk, g.v, 128)?);
-    // K and V of 128 keys, three stages of Q and dO tiles of 64 queries, two dSᵀ tiles
-    // (attn7b::SMEM), and 1 KiB to align them to 1024 bytes
-    let smem = (2 * 128 + 3 * 2 * 64) * g.d * 2 + 2 * 128 * 64 * 2 + 1024;
+    // K and V of 128 keys, three stages of Q and dO tiles of 64 queries, two dSᵀ tiles, two
+    // f32 dQ tiles of 64 × 64 (attn7b::SMEM), and 1 KiB to align them to 1024 bytes
+    let smem = (2 * 128 + 3 * 2 * 64) * g.d * 2 + 2 * 128 * 64 * 2 + 2 * 64 * 64 * 4 + 1024;
     let cfg = grid(name, g.b * g.h * g.tk.div_ceil(128), 256)?.with_shared_mem(smem as u32);
-    atomic_dq(dev, g, elem, ptrs, |delta, acc| {
+    atomic_dq(dev, g, elem, ptrs, DqCopy::Tiles, |delta, acc| {
         // SAFETY: matches `attn07_bwd_d{D}_{sfx}(TmaMap q, k, v, dout, const float* lse,
         // delta, T* dk, T* dv, float* dq_acc, AttnArgs)`: the maps describe `g`'s q, k, v and
         // the dense dout (checked by wgmma_fits and encode_heads), lse and delta `[b, h, tq]`,
-        // dk and dv dense `[b, tk, h, d]` of `elem`, dq_acc `rows · d` floats; the shared
-        // memory holds the Layout.
+        // dk and dv dense `[b, tk, h, d]` of `elem`, dq_acc `b · h · ⌈tq / 64⌉ · 64 · d`
+        // floats (DqCopy::Tiles); the shared memory holds the Layout.
         unsafe {
             let args: [&dyn KernelArg; 10] =
                 [&mq, &mk, &mv, &mdo, &lse, &delta, &dk, &dv, &acc, &a];
@@ -655,7 +655,7 @@ fn fused_backward(
         return Ok(());
     }
     let cfg = grid(fused, g.b * g.h * g.tk.div_ceil(FUSED_KEYS), 128)?.with_shared_mem(smem);
-    atomic_dq(dev, g, elem, ptrs, |delta, acc| {
+    atomic_dq(dev, g, elem, ptrs, DqCopy::Dense, |delta, acc| {
         // SAFETY: matches `attn{step}_bwd_fused_d{D}_{sfx}(const T* q, k, v, dout, const float*
         // lse, delta, T* dk, T* dv, float* dq_acc, AttnArgs)`: q, k, v `g`'s views, dout dense
         // `[b, tq, h, d]`, lse and delta `[b, h, tq]`, dk and dv dense `[b, tk, h, d]` of
@@ -667,14 +667,24 @@ fn fused_backward(
     })
 }
 
-/// A backward that sums dq by atomics: Δ into a workspace, a zeroed f32 copy of dq, then
-/// `kernel(delta, dq_acc)` (dk, dv and the adds into the copy), then dq rounded from the copy
-/// (`attn06_bwd_dq_store_{sfx}`). `ptrs` are the backward's nine operands.
+/// How a backward lays out its f32 copy of dq.
+enum DqCopy {
+    /// Dense `[b, tq, h, d]`, rounded by `attn06_bwd_dq_store_{sfx}`.
+    Dense,
+    /// Step 7's 64 × 64 tiles in its threads' order (`dq_tile` in `07_bwd_sm90a.cu`), rows
+    /// padded to a multiple of 64, rounded by `attn07_bwd_dq_store_{sfx}`.
+    Tiles,
+}
+
+/// A backward that sums dq by atomics: Δ into a workspace, a zeroed f32 copy of dq laid out as
+/// `copy` says, then `kernel(delta, dq_acc)` (dk, dv and the adds into the copy), then dq
+/// rounded from the copy. `ptrs` are the backward's nine operands.
 fn atomic_dq(
     dev: &CudaDevice,
     g: &AttnGeom,
     elem: Elem,
     ptrs: [DevPtr; 9],
+    copy: DqCopy,
     kernel: impl FnOnce(DevPtr, DevPtr) -> Result<()>,
 ) -> Result<()> {
     let sfx = elem.suffix();
@@ -682,7 +692,10 @@ fn atomic_dq(
     let rows = g.rows();
     let delta = dev.alloc(rows.max(1) * 4)?;
     let dp = delta.ptr();
-    let n = rows * g.d;
+    let n = match copy {
+        DqCopy::Dense => rows * g.d,
+        DqCopy::Tiles => g.b * g.h * g.tq.div_ceil(64) * 64 * g.d,
+    };
     let acc = dev.alloc(n.max(1) * 4)?;
     let ap = acc.ptr();
     if rows > 0 {
@@ -699,12 +712,25 @@ fn atomic_dq(
     if rows == 0 {
         return Ok(());
     }
-    let store = KernelName::new(format_args!("attn06_bwd_dq_store_{sfx}"));
     // d is a multiple of 4 (HEAD_DIMS): groups of four elements
     let n4 = (n / 4) as i64;
     let blocks = (n / 4)
         .div_ceil(256)
         .min(dev.limits().sm_count as usize * 8);
+    if let DqCopy::Tiles = copy {
+        let store = KernelName::new(format_args!("attn07_bwd_dq_store_{sfx}"));
+        let store = store.as_str();
+        let a = g.args(store, elem)?;
+        let cfg = grid(store, blocks, 256)?;
+        // SAFETY: matches `attn07_bwd_dq_store_{sfx}(const float* dq_acc, T* dq, AttnArgs,
+        // long long n4)`: dq_acc holds the 4 · n4 floats of DqCopy::Tiles for `g`, dq is dense
+        // `[b, tq, h, d]` of `elem` with d = 128 (hopper_backward's only head dim).
+        return unsafe {
+            let args: [&dyn KernelArg; 4] = [&ap, &dq, &a, &n4];
+            launch(dev, STEP7_BWD, store, cfg, &args)
+        };
+    }
+    let store = KernelName::new(format_args!("attn06_bwd_dq_store_{sfx}"));
     let cfg = grid(store.as_str(), blocks, 256)?;
     let scale = g.scale;
     // SAFETY: matches `attn06_bwd_dq_store_{sfx}(const float* dq_acc, T* dq, long long n4,
