@@ -13,7 +13,8 @@
 //! Timing: launches back to back between one pair of CUDA events (as many as take about 2 ms,
 //! 3 to 100), the median over `--reps` batches, per launch, through the camel-cuda launchers.
 //!
-//! `attention_bench [--torch torch.txt] [--reps N] [--max-t T] [--step1-max-t T]` — prints a
+//! `attention_bench [--torch torch.txt] [--reps N] [--min-t T] [--max-t T] [--dims 64,128]
+//! [--step1-max-t T]` — prints a
 //! Markdown table, a row per implementation and dtype (camel's steps, then PyTorch's backends),
 //! its speed relative to its reference in the last column (SDPA f32 for f32, FA2 of the same
 //! dtype for f16 and bf16); the PyTorch file holds `"<case> <pass> <backend>\t<ms>"` lines
@@ -24,6 +25,8 @@
 //! inside its kernels (the mask drawn from a fixed seed), against FA2 with SDPA's `dropout_p`
 //! (`attention_torch.py REPS MAX_T p`). `--persistent off` launches step 8's forward a block a
 //! query tile instead of one block a multiprocessor (`Experiments::attention_blocks`).
+//! `--min-t`, `--max-t` and `--dims` narrow the shapes, so that a profiler's first launches of a
+//! kernel are the shape wanted.
 
 use camel_cuda::kernels::attention::{self as attn, AttnGeom};
 use camel_cuda::kernels::ladder::Family;
@@ -99,7 +102,13 @@ fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let arg = |name: &str| camel_bench::arg(&args, name);
     let reps = arg("--reps").map_or(10, |s| s.parse().expect("--reps N"));
+    let min_t = arg("--min-t").map_or(512, |s| s.parse().expect("--min-t T"));
     let max_t = arg("--max-t").map_or(16384, |s| s.parse().expect("--max-t T"));
+    let dims: Vec<usize> = arg("--dims").map_or(vec![64, 128], |s| {
+        s.split(',')
+            .map(|x| x.trim().parse().expect("--dims 64,128"))
+            .collect()
+    });
     let step1_max_t = arg("--step1-max-t").map_or(4096, |s| s.parse().expect("--step1-max-t T"));
     let dropout: f32 = arg("--dropout").map_or(0.0, |s| s.parse().expect("--dropout p"));
     // `--steps 6,7`: only those steps of the ladder (the references always run)
@@ -131,8 +140,12 @@ fn main() -> Result<()> {
     println!();
     println!("| d | T | mask | pass | impl | dtype | ms | TFLOP/s | × reference |");
     println!("|---|---|---|---|---|---|---|---|---|");
-    for hd in [64usize, 128] {
+    for hd in dims {
+        // T doubles from 512: the first at least --min-t
         let mut t = 512usize;
+        while t < min_t {
+            t *= 2;
+        }
         while t <= max_t {
             let (b, h) = (16384 / t, 2048 / hd);
             let n = b * h * t * hd;
