@@ -578,9 +578,10 @@ launchers! {
     /// that see them, TMA copying Q and dO into three stages; `wgmma` computes `Sᵀ = K·Qᵀ` and
     /// `dPᵀ = V·dOᵀ`, then `dV += Pᵀ·dO` and `dK += dSᵀ·Q` with Pᵀ and dSᵀ from registers, and
     /// `dS·K`, added tile by tile into an f32 copy of dq by bulk copies from shared memory and
-    /// rounded after (`attn07_bwd_dq_store_*`). Where [`wgmma_fits`] says no, at head dim 64 (where step 6's
-    /// fused backward measures faster: docs/kernels/attention.md), without queries, or under
-    /// [`crate::config::deterministic`] (the atomics' order varies), step 6's backward runs.
+    /// rounded after (`attn07_bwd_dq_store_*`). Where [`wgmma_fits`] says no, at head dim 64
+    /// (where step 6's fused backward measures faster: docs/kernels/attention.md), without
+    /// queries, or under [`crate::config::deterministic`] (the adds' order varies), step 6's
+    /// backward runs.
     pub fn wgmma_bwd(..) {
         let fits = wgmma_fits(dev, g, elem, [q, k, v, o])
             && g.d == 128
