@@ -1,7 +1,6 @@
 // Step 7's backward: the FlashAttention-2 backward on Hopper's TMA and `wgmma` (f16 and bf16,
-// head dim 128; sm_90a; at 64 step 6's fused backward measures faster and runs instead). Step
-// 6's backward multiplies with `mma.sync`; here each of two warpgroups multiplies whole 64-row
-// tiles with operands the tensor cores read themselves.
+// head dims 64 and 128; sm_90a). Step 6's backward multiplies with `mma.sync`; here each of two
+// warpgroups multiplies whole 64-row tiles with operands the tensor cores read themselves.
 //
 // A block owns 128 keys of one (batch, head) and walks the query tiles (64 queries) that see
 // them. Warpgroup c owns keys c·64 … c·64 + 63 and works transposed, keys as rows, so that the
@@ -20,6 +19,9 @@
 //     `red.global.add` a pair) holds every source register until the memory system takes it,
 //     and the next instructions that write those registers wait. The copy of dQ is laid out in
 //     the order the tiles leave shared memory (see `dq_tile`); the launcher rounds it afterwards.
+//   - At D = 64 a warpgroup's dQ tile already spans every feature, so each warpgroup multiplies
+//     its own half of dSᵀ by its own 64 keys of K and adds that partial sum: two bulk adds into
+//     one tile, and no warpgroup reads the other's dSᵀ.
 // TMA copies K and V once and the Q and dO tiles into three stages (thread 0 issues the copies;
 // an mbarrier a stage counts the bytes); each query's lse and Δ go through registers into shared
 // memory a tile ahead. One block barrier a tile (both halves of dSᵀ written); dSᵀ has two
@@ -33,8 +35,9 @@
 namespace attn7b {
 using namespace attn_hopper;
 
-constexpr int D = 128, BK = 128, BQ = 64, THREADS = 256, STAGES = 3;
+constexpr int BK = 128, BQ = 64, THREADS = 256, STAGES = 3;
 
+template <int D>
 struct Layout {
     static constexpr int CHUNKS = D / 64;           // 64-wide d chunks
     static constexpr unsigned K = CHUNKS * BOX128;  // K: [chunk] 128 keys
@@ -47,21 +50,22 @@ struct Layout {
     static constexpr unsigned SMEM = K + V + STAGES * STAGE + 2 * DS + 2 * DQ + 1024;
 };
 // with the 1 KiB of `stats` and the barriers, the most a block may have
-static_assert(Layout::SMEM + 1024 + 64 <= 227 * 1024, "the block's shared memory exceeds the SM's");
+static_assert(Layout<128>::SMEM + 1024 + 64 <= 227 * 1024, "the block's shared memory exceeds the SM's");
 
-// dQ's f32 copy holds, for each (batch · head, 64-query tile, warpgroup c), the 4096 floats of
-// that warpgroup's tile in the order its threads hold them: float4 j (of 8) of thread i (of
-// 128) at [j][i], which is dq_acc[4j … 4j + 3], so that each st.shared.v4 of a warp is 512
+// dQ's f32 copy holds, for each (batch · head, 64-query tile, 64-feature chunk c), the 4096
+// floats of that tile in the order a warpgroup's threads hold them: float4 j (of 8) of thread i
+// (of 128) at [j][i], which is dq_acc[4j … 4j + 3], so that each st.shared.v4 of a warp is 512
 // contiguous bytes. Thread i = 32·w + l holds queries 16w + l/4 (+ 8 for the second pair of a
 // float4) and features c·64 + 8j + 2(l % 4) (+ 1). Rows past Tq are padding, never read back.
+template <int D>
 __device__ __forceinline__ long long dq_tile(long long bh, int qt, int qtiles, int c) {
-    return ((bh * qtiles + qt) * 2 + c) * (long long)(BQ * 64);
+    return ((bh * qtiles + qt) * (D / 64) + c) * (long long)(BQ * 64);
 }
 
 // One committed group: x = A·Bᵀ for a 64-row tile of A (keys, at shared address `a`: [chunk] of
 // 128-row boxes) and the 64-row tile of B (queries, at `b`: [chunk] of 64-row boxes), both
 // K-major over the D features: Sᵀ = K·Qᵀ or dPᵀ = V·dOᵀ.
-template <typename T>
+template <typename T, int D>
 __device__ __forceinline__ void tile_t(float (&x)[32], unsigned a, unsigned b) {
     Mma64First<T, 0, 0>::run(x, desc(a, 16, 1024), desc(b, 16, 1024));
 #pragma unroll
@@ -71,12 +75,12 @@ __device__ __forceinline__ void tile_t(float (&x)[32], unsigned a, unsigned b) {
     wgmma_commit();
 }
 
-template <typename T>
+template <typename T, int D>
 __device__ __forceinline__ void backward(const TmaMap& mq, const TmaMap& mk, const TmaMap& mv, const TmaMap& mdo,
                                          const float* __restrict__ lse, const float* __restrict__ delta,
                                          T* __restrict__ dk, T* __restrict__ dv, float* __restrict__ dq,
                                          const AttnArgs& a) {
-    using L = Layout;
+    using L = Layout<D>;
     CAMEL_PDL_WAIT();
     extern __shared__ unsigned char attn7b_raw[];
     __shared__ __align__(8) unsigned long long kvbar, full[STAGES];
@@ -141,8 +145,11 @@ __device__ __forceinline__ void backward(const TmaMap& mq, const TmaMap& mk, con
     const int kc0 = k0 + c * 64, kbase = kc0 + warp * 16 + lane / 4;
     // this warpgroup's 64 keys start 8 KiB into each K and V chunk
     const unsigned ka = smem_u32(sk) + c * BOX64, va = smem_u32(sv) + c * BOX64;
-    // dQ's operands: dSᵀ of all 128 keys, and K's feature chunk c
-    const unsigned kb = smem_u32(sk) + c * BOX128;
+    // dQ's operands. At D = 128: dSᵀ of all 128 keys and K's feature chunk c. At D = 64: this
+    // warpgroup's own 64 keys of dSᵀ and of K, a partial sum over half the keys.
+    constexpr int DQ_KEYS = D == 128 ? BK : 64;
+    const unsigned kb = smem_u32(sk) + (D == 128 ? c * BOX128 : c * BOX64);
+    const unsigned ds_own = D == 128 ? 0 : c * BOX64;
     // this warpgroup's dQ tile; its thread 0 issues the bulk adds
     const unsigned dqs = smem_u32(sdq) + c * L::DQ;
     const bool adder = tid % 128 == 0;
@@ -162,8 +169,8 @@ __device__ __forceinline__ void backward(const TmaMap& mq, const TmaMap& mk, con
         // Sᵀ = K·Qᵀ, then dPᵀ = V·dOᵀ, two groups
         float s[32], dp[32];
         wgmma_fence();
-        tile_t<T>(s, ka, qb);
-        tile_t<T>(dp, va, ob);
+        tile_t<T, D>(s, ka, qb);
+        tile_t<T, D>(dp, va, ob);
         wgmma_wait<1>();  // Sᵀ
 
         // Pᵀ: s[4n + 2h + e] is key kbase + 8h, query q0 + 8n + 2(lane % 4) + e
@@ -234,10 +241,10 @@ __device__ __forceinline__ void backward(const TmaMap& mq, const TmaMap& mk, con
         // dQ (this warpgroup's part) = dS·K: A = dSᵀ read M-major, B = K read N-major
         float dq_acc[32];
         wgmma_fence();
-        Mma64First<T, 1, 1>::run(dq_acc, desc(ds, BOX64, 1024), desc(kb, BOX128, 1024));
+        Mma64First<T, 1, 1>::run(dq_acc, desc(ds + ds_own, BOX64, 1024), desc(kb, BOX128, 1024));
 #pragma unroll
-        for (int kk = 1; kk < BK / 16; ++kk)
-            Mma<T, 64, 1, 1>::run(dq_acc, desc(ds + kk * 16 * ROW, BOX64, 1024),
+        for (int kk = 1; kk < DQ_KEYS / 16; ++kk)
+            Mma<T, 64, 1, 1>::run(dq_acc, desc(ds + ds_own + kk * 16 * ROW, BOX64, 1024),
                                   desc(kb + kk * 16 * ROW, BOX128, 1024));
         wgmma_commit();
         wgmma_wait<0>();
@@ -252,7 +259,7 @@ __device__ __forceinline__ void backward(const TmaMap& mq, const TmaMap& mk, con
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory");
         if (adder) {
-            float* dst = dq + dq_tile(bh, qtile(t), qtiles, c);
+            float* dst = dq + dq_tile<D>(bh, qtile(t), qtiles, D == 128 ? c : 0);
             asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n"
                          "cp.async.bulk.commit_group;\n" ::"l"(dst), "r"(dqs), "n"(L::DQ)
                          : "memory");
@@ -279,45 +286,57 @@ __device__ __forceinline__ void backward(const TmaMap& mq, const TmaMap& mk, con
 
 }  // namespace attn7b
 
-// attn07_bwd_d128_{f16,bf16}(q map, k map, v map, dO map, const float* lse, const float* delta,
-// T* dk, T* dv, float* dq_acc, AttnArgs): one block of 256 threads a (batch · head, 128-key
-// tile); dq_acc (B · H · ⌈Tq / 64⌉ · 64 · 128 floats, laid out as `dq_tile` says) is zeroed
-// before and rounded after by attn07_bwd_dq_store_{f16,bf16}.
-#define ATTN07_BWD(T, SFX)                                                                               \
-    extern "C" __global__ void __launch_bounds__(attn7b::THREADS, 1) attn07_bwd_d128_##SFX(              \
+// attn07_bwd_d{64,128}_{f16,bf16}(q map, k map, v map, dO map, const float* lse, const float*
+// delta, T* dk, T* dv, float* dq_acc, AttnArgs): one block of 256 threads a (batch · head,
+// 128-key tile); dq_acc (B · H · ⌈Tq / 64⌉ · 64 · D floats, laid out as `dq_tile` says) is
+// zeroed before and rounded after by attn07_bwd_dq_store_d{D}_{f16,bf16}.
+#define ATTN07_BWD(D, T, SFX)                                                                           \
+    extern "C" __global__ void __launch_bounds__(attn7b::THREADS, 1) attn07_bwd_d##D##_##SFX(            \
         const __grid_constant__ wg::TmaMap mq, const __grid_constant__ wg::TmaMap mk,                      \
         const __grid_constant__ wg::TmaMap mv, const __grid_constant__ wg::TmaMap mdo,                     \
         const float* __restrict__ lse, const float* __restrict__ delta, T* __restrict__ dk,              \
         T* __restrict__ dv, float* __restrict__ dq, AttnArgs a) {                                        \
-        attn7b::backward<T>(mq, mk, mv, mdo, lse, delta, dk, dv, dq, a);                                 \
+        attn7b::backward<T, D>(mq, mk, mv, mdo, lse, delta, dk, dv, dq, a);                              \
     }
-ATTN07_BWD(__half, f16)
-ATTN07_BWD(__nv_bfloat16, bf16)
+ATTN07_BWD(64, __half, f16)
+ATTN07_BWD(64, __nv_bfloat16, bf16)
+ATTN07_BWD(128, __half, f16)
+ATTN07_BWD(128, __nv_bfloat16, bf16)
 
-// attn07_bwd_dq_store_{f16,bf16}(const float* dq_acc, T* dq, AttnArgs a, long long n4): dq
-// (dense [B, Tq, H, 128]) = scale · dq_acc, rounded once, from the layout of `dq_tile`; n4 is
-// dq_acc's count of float4s (B · H · ⌈Tq / 64⌉ · 2048). A thread reads one float4 (two
+namespace attn7b {
+// dq (dense [B, Tq, H, D]) = scale · dq_acc, rounded once, from the layout of `dq_tile`; n4 is
+// dq_acc's count of float4s (B · H · ⌈Tq / 64⌉ · 16 · D). A thread reads one float4 (two
 // features of two queries) and writes two pairs; blocks of 256 threads stride the float4s.
-#define ATTN07_DQ_STORE(T, SFX)                                                                          \
-    extern "C" __global__ void __launch_bounds__(256)                                                    \
-        attn07_bwd_dq_store_##SFX(const float* __restrict__ dq_acc, T* __restrict__ dq, AttnArgs a,      \
-                                  long long n4) {                                                        \
-        CAMEL_PDL_WAIT();                                                                                \
-        const int qtiles = (int)((a.tq + attn7b::BQ - 1) / attn7b::BQ);                                  \
-        for (long long i = blockIdx.x * 256LL + threadIdx.x; i < n4; i += 256LL * gridDim.x) {           \
-            const float4 x = reinterpret_cast<const float4*>(dq_acc)[i];                                 \
-            const int th = (int)(i % 128), j = (int)(i / 128 % 8), c = (int)(i / 1024 % 2);              \
-            const long long tile = i / 2048, bh = tile / qtiles;                                         \
-            const int bb = (int)(bh / a.h), hh = (int)(bh % a.h);                                        \
-            const long long q = (tile % qtiles) * attn7b::BQ + (th / 32) * 16 + (th % 32) / 4;           \
-            const int f = c * 64 + 8 * j + 2 * (th % 4);                                                 \
-            if (q < a.tq)                                                                                \
-                *reinterpret_cast<unsigned*>(dq + camel::bthd(a, bb, hh, q, a.tq, attn7b::D) + f) =      \
-                    attn7b::pack2<T>(x.x * a.scale, x.y * a.scale);                                      \
-            if (q + 8 < a.tq)                                                                            \
-                *reinterpret_cast<unsigned*>(dq + camel::bthd(a, bb, hh, q + 8, a.tq, attn7b::D) + f) =  \
-                    attn7b::pack2<T>(x.z * a.scale, x.w * a.scale);                                      \
-        }                                                                                                \
+template <typename T, int D>
+__device__ __forceinline__ void dq_store(const float* __restrict__ dq_acc, T* __restrict__ dq, const AttnArgs& a,
+                                         long long n4) {
+    CAMEL_PDL_WAIT();
+    const int qtiles = (int)((a.tq + BQ - 1) / BQ);
+    for (long long i = blockIdx.x * 256LL + threadIdx.x; i < n4; i += 256LL * gridDim.x) {
+        const float4 x = reinterpret_cast<const float4*>(dq_acc)[i];
+        const int th = (int)(i % 128), j = (int)(i / 128 % 8), c = (int)(i / 1024 % (D / 64));
+        const long long tile = i / (1024 * (D / 64)), bh = tile / qtiles;
+        const int bb = (int)(bh / a.h), hh = (int)(bh % a.h);
+        const long long q = (tile % qtiles) * BQ + (th / 32) * 16 + (th % 32) / 4;
+        const int f = c * 64 + 8 * j + 2 * (th % 4);
+        if (q < a.tq)
+            *reinterpret_cast<unsigned*>(dq + camel::bthd(a, bb, hh, q, a.tq, D) + f) =
+                pack2<T>(x.x * a.scale, x.y * a.scale);
+        if (q + 8 < a.tq)
+            *reinterpret_cast<unsigned*>(dq + camel::bthd(a, bb, hh, q + 8, a.tq, D) + f) =
+                pack2<T>(x.z * a.scale, x.w * a.scale);
     }
-ATTN07_DQ_STORE(__half, f16)
-ATTN07_DQ_STORE(__nv_bfloat16, bf16)
+}
+}  // namespace attn7b
+
+// attn07_bwd_dq_store_d{64,128}_{f16,bf16}(const float* dq_acc, T* dq, AttnArgs a, long long n4):
+// attn7b::dq_store.
+#define ATTN07_DQ_STORE(D, T, SFX)                                                                       \
+    extern "C" __global__ void __launch_bounds__(256) attn07_bwd_dq_store_d##D##_##SFX(                  \
+        const float* __restrict__ dq_acc, T* __restrict__ dq, AttnArgs a, long long n4) {                \
+        attn7b::dq_store<T, D>(dq_acc, dq, a, n4);                                                       \
+    }
+ATTN07_DQ_STORE(64, __half, f16)
+ATTN07_DQ_STORE(64, __nv_bfloat16, bf16)
+ATTN07_DQ_STORE(128, __half, f16)
+ATTN07_DQ_STORE(128, __nv_bfloat16, bf16)

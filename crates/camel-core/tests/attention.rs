@@ -505,8 +505,8 @@ fn step_8_blocks_run_query_tiles_in_turn() {
     }
 }
 
-/// Step 6's fused backward (head dims up to 64) and step 7's Hopper backward (head dim 128) sum
-/// dq over the key blocks with atomics; with `config::with_deterministic` step 6's
+/// Step 6's fused backward (head dims up to 64) and step 7's Hopper backward (head dims 64 and
+/// 128) sum dq over the key blocks with atomic adds; with `config::with_deterministic` step 6's
 /// fixed-order kernels run instead. Both match the f64 reference (through `check_half`, every
 /// step), the fixed order gives the same bits twice, and each atomic path's dq differs from it by
 /// no more than the rounding of their sums.

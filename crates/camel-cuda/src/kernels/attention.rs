@@ -573,18 +573,16 @@ launchers! {
         fused_backward(dev, g, elem, step, smem as u32, ptrs)
     }
 
-    /// The backward of steps 7 and 8 on Hopper at head dim 128 (`attn07_bwd_d128_{f16,bf16}`,
-    /// sm_90a): a block of two warpgroups owns 128 keys and walks the query tiles (64 queries)
-    /// that see them, TMA copying Q and dO into three stages; `wgmma` computes `Sᵀ = K·Qᵀ` and
+    /// The backward of steps 7 and 8 on Hopper (`attn07_bwd_d{64,128}_{f16,bf16}`, sm_90a): a
+    /// block of two warpgroups owns 128 keys and walks the query tiles (64 queries) that see
+    /// them, TMA copying Q and dO into three stages; `wgmma` computes `Sᵀ = K·Qᵀ` and
     /// `dPᵀ = V·dOᵀ`, then `dV += Pᵀ·dO` and `dK += dSᵀ·Q` with Pᵀ and dSᵀ from registers, and
     /// `dS·K`, added tile by tile into an f32 copy of dq by bulk copies from shared memory and
-    /// rounded after (`attn07_bwd_dq_store_*`). Where [`wgmma_fits`] says no, at head dim 64
-    /// (where step 6's fused backward measures faster: docs/kernels/attention.md), without
-    /// queries, or under [`crate::config::deterministic`] (the adds' order varies), step 6's
-    /// backward runs.
+    /// rounded after (`attn07_bwd_dq_store_*`). Where [`wgmma_fits`] says no, without queries,
+    /// or under [`crate::config::deterministic`] (the adds' order varies), step 6's backward
+    /// runs.
     pub fn wgmma_bwd(..) {
         let fits = wgmma_fits(dev, g, elem, [q, k, v, o])
-            && g.d == 128
             && super::rows::aligned16(&[dout, dq, dk, dv])
             && g.tq > 0
             && !crate::config::deterministic();
@@ -596,7 +594,7 @@ launchers! {
 }
 
 /// Step 7's backward (the caller has checked that it fits): tensor maps of q, k, v and dout,
-/// then [`atomic_dq`] around `attn07_bwd_d128_{sfx}`, one block of 256 threads a (batch · head,
+/// then [`atomic_dq`] around `attn07_bwd_d{D}_{sfx}`, one block of 256 threads a (batch · head,
 /// 128-key tile).
 fn hopper_backward(dev: &CudaDevice, g: &AttnGeom, elem: Elem, ptrs: [DevPtr; 9]) -> Result<()> {
     let [q, k, v, _, dout, lse, _, dk, dv] = ptrs;
@@ -719,13 +717,13 @@ fn atomic_dq(
         .div_ceil(256)
         .min(dev.limits().sm_count as usize * 8);
     if let DqCopy::Tiles = copy {
-        let store = KernelName::new(format_args!("attn07_bwd_dq_store_{sfx}"));
+        let store = KernelName::new(format_args!("attn07_bwd_dq_store_d{}_{sfx}", g.d));
         let store = store.as_str();
         let a = g.args(store, elem)?;
         let cfg = grid(store, blocks, 256)?;
-        // SAFETY: matches `attn07_bwd_dq_store_{sfx}(const float* dq_acc, T* dq, AttnArgs,
+        // SAFETY: matches `attn07_bwd_dq_store_d{D}_{sfx}(const float* dq_acc, T* dq, AttnArgs,
         // long long n4)`: dq_acc holds the 4 · n4 floats of DqCopy::Tiles for `g`, dq is dense
-        // `[b, tq, h, d]` of `elem` with d = 128 (hopper_backward's only head dim).
+        // `[b, tq, h, d]` of `elem` with d = D (64 or 128, checked by wgmma_fits).
         return unsafe {
             let args: [&dyn KernelArg; 4] = [&ap, &dq, &a, &n4];
             launch(dev, STEP7_BWD, store, cfg, &args)
