@@ -1,10 +1,12 @@
 // Step 7's backward: the FlashAttention-2 backward on Hopper's TMA and `wgmma` (f16 and bf16,
-// head dims 64 and 128; sm_90a). Step 6's backward multiplies with `mma.sync`; here each of two
-// warpgroups multiplies whole 64-row tiles with operands the tensor cores read themselves.
+// head dims 64 and 128; sm_90a). Step 6's backward multiplies with `mma.sync`; here each
+// warpgroup multiplies whole 64-row tiles with operands the tensor cores read themselves.
 //
-// A block owns 128 keys of one (batch, head) and walks the query tiles (64 queries) that see
-// them. Warpgroup c owns keys c·64 … c·64 + 63 and works transposed, keys as rows, so that the
-// probabilities and score gradients land in registers already laid out as `wgmma`'s A operand:
+// A block owns 64 keys a warpgroup of one (batch, head) and walks the query tiles (64 queries)
+// that see them: two warpgroups at D = 128, three at D = 64, whose smaller accumulators fit in
+// 168 registers a thread. Warpgroup c owns keys k0 + c·64 … k0 + c·64 + 63 and works
+// transposed, keys as rows, so that the probabilities and score gradients land in registers
+// already laid out as `wgmma`'s A operand:
 //   - Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ: m64n64 `wgmma`, both operands K-major in shared memory.
 //   - Pᵀ = exp(scale·Sᵀ − lse) with each query's log-sum-exp from the forward (no softmax to
 //     redo), and dSᵀ = Pᵀ ⊙ (dPᵀ − Δ) with Δ = rowsum(dO ⊙ O) (computed before this kernel).
@@ -20,12 +22,12 @@
 //     and the next instructions that write those registers wait. The copy of dQ is laid out in
 //     the order the tiles leave shared memory (see `dq_tile`); the launcher rounds it afterwards.
 //   - At D = 64 a warpgroup's dQ tile already spans every feature, so each warpgroup multiplies
-//     its own half of dSᵀ by its own 64 keys of K and adds that partial sum: two bulk adds into
-//     one tile, and no warpgroup reads the other's dSᵀ.
+//     its own part of dSᵀ by its own 64 keys of K and adds that partial sum: three bulk adds
+//     into one tile, and no warpgroup reads another's dSᵀ.
 // TMA copies K and V once and the Q and dO tiles into three stages (thread 0 issues the copies;
 // an mbarrier a stage counts the bytes); each query's lse and Δ go through registers into shared
-// memory a tile ahead. One block barrier a tile (both halves of dSᵀ written); dSᵀ has two
-// buffers, so a warpgroup may start the next tile while the other still multiplies this one's.
+// memory a tile ahead. One block barrier a tile (every warpgroup's dSᵀ written); dSᵀ has two
+// buffers, so a warpgroup may start the next tile while another still multiplies this one's.
 // Causal blocks start at the first query tile that sees their keys, and only tiles that cross
 // the diagonal or the end of the keys apply the mask; queries past Tq read zero Q and dO and an
 // lse of +∞, so their P and dS are 0.
@@ -35,19 +37,25 @@
 namespace attn7b {
 using namespace attn_hopper;
 
-constexpr int BK = 128, BQ = 64, THREADS = 256, STAGES = 3;
+constexpr int BQ = 64, STAGES = 3;
+// warpgroups a block, each owning 64 keys
+template <int D>
+constexpr int WARPGROUPS = D == 64 ? 3 : 2;
+template <int D>
+constexpr int BK = 64 * WARPGROUPS<D>;  // keys a block
 
 template <int D>
 struct Layout {
-    static constexpr int CHUNKS = D / 64;           // 64-wide d chunks
-    static constexpr unsigned K = CHUNKS * BOX128;  // K: [chunk] 128 keys
-    static constexpr unsigned V = CHUNKS * BOX128;  // V: the same
-    static constexpr unsigned Q = CHUNKS * BOX64;   // a Q (or dO) tile: [chunk] 64 queries
-    static constexpr unsigned STAGE = 2 * Q;        // Q, then dO
-    static constexpr unsigned DS = BOX128;          // dSᵀ: 128 keys × 64 queries
-    static constexpr unsigned DQ = BQ * 64 * 4;     // a warpgroup's dQ tile: 64 queries × 64 f32
+    static constexpr int CHUNKS = D / 64;              // 64-wide d chunks
+    static constexpr unsigned KEYS = BK<D> * ROW;       // a chunk of the block's keys
+    static constexpr unsigned K = CHUNKS * KEYS;        // K: [chunk] keys
+    static constexpr unsigned V = CHUNKS * KEYS;        // V: the same
+    static constexpr unsigned Q = CHUNKS * BOX64;       // a Q (or dO) tile: [chunk] 64 queries
+    static constexpr unsigned STAGE = 2 * Q;            // Q, then dO
+    static constexpr unsigned DS = KEYS;                // dSᵀ: the keys × 64 queries
+    static constexpr unsigned DQ = BQ * 64 * 4;         // a warpgroup's dQ tile: 64 queries × 64 f32
     // K, V, the stages, two dSᵀ buffers, a dQ tile a warpgroup, and alignment to 1024 bytes
-    static constexpr unsigned SMEM = K + V + STAGES * STAGE + 2 * DS + 2 * DQ + 1024;
+    static constexpr unsigned SMEM = K + V + STAGES * STAGE + 2 * DS + WARPGROUPS<D> * DQ + 1024;
 };
 // with the 1 KiB of `stats` and the barriers, the most a block may have
 static_assert(Layout<128>::SMEM + 1024 + 64 <= 227 * 1024, "the block's shared memory exceeds the SM's");
@@ -70,7 +78,7 @@ __device__ __forceinline__ void tile_t(float (&x)[32], unsigned a, unsigned b) {
     Mma64First<T, 0, 0>::run(x, desc(a, 16, 1024), desc(b, 16, 1024));
 #pragma unroll
     for (int kk = 1; kk < D / 16; ++kk)
-        Mma<T, 64, 0, 0>::run(x, desc(a + (kk / 4) * BOX128 + (kk % 4) * 32, 16, 1024),
+        Mma<T, 64, 0, 0>::run(x, desc(a + (kk / 4) * Layout<D>::KEYS + (kk % 4) * 32, 16, 1024),
                               desc(b + (kk / 4) * BOX64 + (kk % 4) * 32, 16, 1024));
     wgmma_commit();
 }
@@ -93,9 +101,9 @@ __device__ __forceinline__ void backward(const TmaMap& mq, const TmaMap& mk, con
     unsigned char* sds = sqo + STAGES * L::STAGE;  // two dSᵀ buffers
     unsigned char* sdq = sds + 2 * L::DS;          // the warpgroups' dQ tiles
 
-    const long long ktiles = (a.tk + BK - 1) / BK;
+    const long long ktiles = (a.tk + BK<D> - 1) / BK<D>;
     const long long bh = blockIdx.x / ktiles;
-    const int k0 = (int)(blockIdx.x % ktiles) * BK;
+    const int k0 = (int)(blockIdx.x % ktiles) * BK<D>;
     const int bb = (int)(bh / a.h), hh = (int)(bh % a.h);
     const int tid = threadIdx.x, c = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
     const int qtiles = (int)((a.tq + BQ - 1) / BQ);
@@ -130,8 +138,8 @@ __device__ __forceinline__ void backward(const TmaMap& mq, const TmaMap& mk, con
         mbar_expect_tx(&kvbar, L::K + L::V);
 #pragma unroll
         for (int ch = 0; ch < L::CHUNKS; ++ch) {
-            tma_load4(sk + ch * BOX128, mk, 64 * ch, k0, hh, bb, &kvbar);
-            tma_load4(sv + ch * BOX128, mv, 64 * ch, k0, hh, bb, &kvbar);
+            tma_load4(sk + ch * L::KEYS, mk, 64 * ch, k0, hh, bb, &kvbar);
+            tma_load4(sv + ch * L::KEYS, mv, 64 * ch, k0, hh, bb, &kvbar);
         }
 #pragma unroll
         for (int t = 0; t < STAGES; ++t)
@@ -147,8 +155,8 @@ __device__ __forceinline__ void backward(const TmaMap& mq, const TmaMap& mk, con
     const unsigned ka = smem_u32(sk) + c * BOX64, va = smem_u32(sv) + c * BOX64;
     // dQ's operands. At D = 128: dSᵀ of all 128 keys and K's feature chunk c. At D = 64: this
     // warpgroup's own 64 keys of dSᵀ and of K, a partial sum over half the keys.
-    constexpr int DQ_KEYS = D == 128 ? BK : 64;
-    const unsigned kb = smem_u32(sk) + (D == 128 ? c * BOX128 : c * BOX64);
+    constexpr int DQ_KEYS = D == 128 ? BK<D> : 64;
+    const unsigned kb = smem_u32(sk) + (D == 128 ? c * L::KEYS : c * BOX64);
     const unsigned ds_own = D == 128 ? 0 : c * BOX64;
     // this warpgroup's dQ tile; its thread 0 issues the bulk adds
     const unsigned dqs = smem_u32(sdq) + c * L::DQ;
@@ -287,11 +295,11 @@ __device__ __forceinline__ void backward(const TmaMap& mq, const TmaMap& mk, con
 }  // namespace attn7b
 
 // attn07_bwd_d{64,128}_{f16,bf16}(q map, k map, v map, dO map, const float* lse, const float*
-// delta, T* dk, T* dv, float* dq_acc, AttnArgs): one block of 256 threads a (batch · head,
-// 128-key tile); dq_acc (B · H · ⌈Tq / 64⌉ · 64 · D floats, laid out as `dq_tile` says) is
-// zeroed before and rounded after by attn07_bwd_dq_store_d{D}_{f16,bf16}.
+// delta, T* dk, T* dv, float* dq_acc, AttnArgs): one block of 128 · WARPGROUPS<D> threads a
+// (batch · head, tile of BK<D> keys); dq_acc (B · H · ⌈Tq / 64⌉ · 64 · D floats, laid out as
+// `dq_tile` says) is zeroed before and rounded after by attn07_bwd_dq_store_d{D}_{f16,bf16}.
 #define ATTN07_BWD(D, T, SFX)                                                                           \
-    extern "C" __global__ void __launch_bounds__(attn7b::THREADS, 1) attn07_bwd_d##D##_##SFX(            \
+    extern "C" __global__ void __launch_bounds__(128 * attn7b::WARPGROUPS<D>, 1) attn07_bwd_d##D##_##SFX(            \
         const __grid_constant__ wg::TmaMap mq, const __grid_constant__ wg::TmaMap mk,                      \
         const __grid_constant__ wg::TmaMap mv, const __grid_constant__ wg::TmaMap mdo,                     \
         const float* __restrict__ lse, const float* __restrict__ delta, T* __restrict__ dk,              \

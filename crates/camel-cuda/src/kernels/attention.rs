@@ -574,8 +574,8 @@ launchers! {
     }
 
     /// The backward of steps 7 and 8 on Hopper (`attn07_bwd_d{64,128}_{f16,bf16}`, sm_90a): a
-    /// block of two warpgroups owns 128 keys and walks the query tiles (64 queries) that see
-    /// them, TMA copying Q and dO into three stages; `wgmma` computes `Sᵀ = K·Qᵀ` and
+    /// block of warpgroups (three at head dim 64, two at 128) owns 64 keys each and walks the
+    /// query tiles (64 queries) that see them, TMA copying Q and dO into three stages; `wgmma` computes `Sᵀ = K·Qᵀ` and
     /// `dPᵀ = V·dOᵀ`, then `dV += Pᵀ·dO` and `dK += dSᵀ·Q` with Pᵀ and dSᵀ from registers, and
     /// `dS·K`, added tile by tile into an f32 copy of dq by bulk copies from shared memory and
     /// rounded after (`attn07_bwd_dq_store_*`). Where [`wgmma_fits`] says no, without queries,
@@ -594,8 +594,8 @@ launchers! {
 }
 
 /// Step 7's backward (the caller has checked that it fits): tensor maps of q, k, v and dout,
-/// then [`atomic_dq`] around `attn07_bwd_d{D}_{sfx}`, one block of 256 threads a (batch · head,
-/// 128-key tile).
+/// then [`atomic_dq`] around `attn07_bwd_d{D}_{sfx}`, one block a (batch · head, key tile): 384
+/// threads and 192 keys at head dim 64, 256 threads and 128 keys at 128.
 fn hopper_backward(dev: &CudaDevice, g: &AttnGeom, elem: Elem, ptrs: [DevPtr; 9]) -> Result<()> {
     let [q, k, v, _, dout, lse, _, dk, dv] = ptrs;
     let name = KernelName::new(format_args!("attn07_bwd_d{}_{}", g.d, elem.suffix()));
@@ -611,11 +611,19 @@ fn hopper_backward(dev: &CudaDevice, g: &AttnGeom, elem: Elem, ptrs: [DevPtr; 9]
     // dout is dense [b, tq, h, d]: batch, head and token strides
     let dense = [g.tq * g.h * g.d, g.d, g.h * g.d];
     let (mq, mdo) = (map(q, g.tq, g.q, 64)?, map(dout, g.tq, dense, 64)?);
-    let (mk, mv) = (map(k, g.tk, g.k, 128)?, map(v, g.tk, g.v, 128)?);
-    // K and V of 128 keys, three stages of Q and dO tiles of 64 queries, two dSᵀ tiles, two
-    // f32 dQ tiles of 64 × 64 (attn7b::SMEM), and 1 KiB to align them to 1024 bytes
-    let smem = (2 * 128 + 3 * 2 * 64) * g.d * 2 + 2 * 128 * 64 * 2 + 2 * 64 * 64 * 4 + 1024;
-    let cfg = grid(name, g.b * g.h * g.tk.div_ceil(128), 256)?.with_shared_mem(smem as u32);
+    // a warpgroup a 64 keys: three at d = 64, two at 128 (attn7b::WARPGROUPS)
+    let groups = if g.d == 64 { 3 } else { 2 };
+    let keys = 64 * groups;
+    let (mk, mv) = (
+        map(k, g.tk, g.k, keys as u32)?,
+        map(v, g.tk, g.v, keys as u32)?,
+    );
+    // K and V of the block's keys, three stages of Q and dO tiles of 64 queries, two dSᵀ tiles,
+    // an f32 dQ tile of 64 × 64 a warpgroup (attn7b::Layout::SMEM), and 1 KiB to align them to
+    // 1024 bytes
+    let smem = (2 * keys + 3 * 2 * 64) * g.d * 2 + 2 * keys * 64 * 2 + groups * 64 * 64 * 4 + 1024;
+    let threads = 128 * groups as u32;
+    let cfg = grid(name, g.b * g.h * g.tk.div_ceil(keys), threads)?.with_shared_mem(smem as u32);
     atomic_dq(dev, g, elem, ptrs, DqCopy::Tiles, |delta, acc| {
         // SAFETY: matches `attn07_bwd_d{D}_{sfx}(TmaMap q, k, v, dout, const float* lse,
         // delta, T* dk, T* dv, float* dq_acc, AttnArgs)`: the maps describe `g`'s q, k, v and
