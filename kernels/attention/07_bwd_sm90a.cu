@@ -58,6 +58,7 @@ struct Layout {
     static constexpr unsigned SMEM = K + V + STAGES * STAGE + 2 * DS + WARPGROUPS<D> * DQ + 1024;
 };
 // with the 1 KiB of `stats` and the barriers, the most a block may have
+static_assert(Layout<64>::SMEM + 1024 + 64 <= 227 * 1024, "the block's shared memory exceeds the SM's");
 static_assert(Layout<128>::SMEM + 1024 + 64 <= 227 * 1024, "the block's shared memory exceeds the SM's");
 
 // dQ's f32 copy holds, for each (batch · head, 64-query tile, 64-feature chunk c), the 4096
@@ -71,7 +72,7 @@ __device__ __forceinline__ long long dq_tile(long long bh, int qt, int qtiles, i
 }
 
 // One committed group: x = A·Bᵀ for a 64-row tile of A (keys, at shared address `a`: [chunk] of
-// 128-row boxes) and the 64-row tile of B (queries, at `b`: [chunk] of 64-row boxes), both
+// BK-row boxes) and the 64-row tile of B (queries, at `b`: [chunk] of 64-row boxes), both
 // K-major over the D features: Sᵀ = K·Qᵀ or dPᵀ = V·dOᵀ.
 template <typename T, int D>
 __device__ __forceinline__ void tile_t(float (&x)[32], unsigned a, unsigned b) {
@@ -151,10 +152,10 @@ __device__ __forceinline__ void backward(const TmaMap& mq, const TmaMap& mk, con
     const float ss = a.scale * camel::LOG2E;  // scores in log2 units
     // this thread's keys: kbase and kbase + 8 (rows of Sᵀ, dK and dV)
     const int kc0 = k0 + c * 64, kbase = kc0 + warp * 16 + lane / 4;
-    // this warpgroup's 64 keys start 8 KiB into each K and V chunk
+    // this warpgroup's 64 keys start c · 8 KiB into each K and V chunk
     const unsigned ka = smem_u32(sk) + c * BOX64, va = smem_u32(sv) + c * BOX64;
     // dQ's operands. At D = 128: dSᵀ of all 128 keys and K's feature chunk c. At D = 64: this
-    // warpgroup's own 64 keys of dSᵀ and of K, a partial sum over half the keys.
+    // warpgroup's own 64 keys of dSᵀ and of K, a partial sum over its keys.
     constexpr int DQ_KEYS = D == 128 ? BK<D> : 64;
     const unsigned kb = smem_u32(sk) + (D == 128 ? c * L::KEYS : c * BOX64);
     const unsigned ds_own = D == 128 ? 0 : c * BOX64;
@@ -298,8 +299,9 @@ __device__ __forceinline__ void backward(const TmaMap& mq, const TmaMap& mk, con
 // delta, T* dk, T* dv, float* dq_acc, AttnArgs): one block of 128 · WARPGROUPS<D> threads a
 // (batch · head, tile of BK<D> keys); dq_acc (B · H · ⌈Tq / 64⌉ · 64 · D floats, laid out as
 // `dq_tile` says) is zeroed before and rounded after by attn07_bwd_dq_store_d{D}_{f16,bf16}.
-#define ATTN07_BWD(D, T, SFX)                                                                           \
-    extern "C" __global__ void __launch_bounds__(128 * attn7b::WARPGROUPS<D>, 1) attn07_bwd_d##D##_##SFX(            \
+#define ATTN07_BWD(D, T, SFX)                                                                            \
+    extern "C" __global__ void __launch_bounds__(128 * attn7b::WARPGROUPS<D>, 1)                         \
+        attn07_bwd_d##D##_##SFX(                                                                         \
         const __grid_constant__ wg::TmaMap mq, const __grid_constant__ wg::TmaMap mk,                      \
         const __grid_constant__ wg::TmaMap mv, const __grid_constant__ wg::TmaMap mdo,                     \
         const float* __restrict__ lse, const float* __restrict__ delta, T* __restrict__ dk,              \

@@ -575,12 +575,12 @@ launchers! {
 
     /// The backward of steps 7 and 8 on Hopper (`attn07_bwd_d{64,128}_{f16,bf16}`, sm_90a): a
     /// block of warpgroups (three at head dim 64, two at 128) owns 64 keys each and walks the
-    /// query tiles (64 queries) that see them, TMA copying Q and dO into three stages; `wgmma` computes `Sᵀ = K·Qᵀ` and
-    /// `dPᵀ = V·dOᵀ`, then `dV += Pᵀ·dO` and `dK += dSᵀ·Q` with Pᵀ and dSᵀ from registers, and
-    /// `dS·K`, added tile by tile into an f32 copy of dq by bulk copies from shared memory and
-    /// rounded after (`attn07_bwd_dq_store_*`). Where [`wgmma_fits`] says no, without queries,
-    /// or under [`crate::config::deterministic`] (the adds' order varies), step 6's backward
-    /// runs.
+    /// query tiles (64 queries) that see them, TMA copying Q and dO into three stages; `wgmma`
+    /// computes `Sᵀ = K·Qᵀ` and `dPᵀ = V·dOᵀ`, then `dV += Pᵀ·dO` and `dK += dSᵀ·Q` with Pᵀ and
+    /// dSᵀ from registers, and `dS·K`, added tile by tile into an f32 copy of dq by bulk copies
+    /// from shared memory and rounded after (`attn07_bwd_dq_store_*`). Where [`wgmma_fits`] says
+    /// no, without queries, or under [`crate::config::deterministic`] (the adds' order varies),
+    /// step 6's backward runs.
     pub fn wgmma_bwd(..) {
         let fits = wgmma_fits(dev, g, elem, [q, k, v, o])
             && super::rows::aligned16(&[dout, dq, dk, dv])
@@ -611,7 +611,7 @@ fn hopper_backward(dev: &CudaDevice, g: &AttnGeom, elem: Elem, ptrs: [DevPtr; 9]
     // dout is dense [b, tq, h, d]: batch, head and token strides
     let dense = [g.tq * g.h * g.d, g.d, g.h * g.d];
     let (mq, mdo) = (map(q, g.tq, g.q, 64)?, map(dout, g.tq, dense, 64)?);
-    // a warpgroup a 64 keys: three at d = 64, two at 128 (attn7b::WARPGROUPS)
+    // a warpgroup for each 64 keys: three at d = 64, two at 128 (attn7b::WARPGROUPS)
     let groups = if g.d == 64 { 3 } else { 2 };
     let keys = 64 * groups;
     let (mk, mv) = (
