@@ -435,9 +435,9 @@ const ATTENTION: &[StepInfo] = &[
     s(
         Step::Seven,
         "wgmma",
-        "Hopper: TMA copies of Q and of K/V tiles, S = Q·Kᵀ and O += P·V as warpgroup MMAs (wgmma), P from registers; at head dim 128 the backward on wgmma too, keys as rows so that Pᵀ and dSᵀ feed dV and dK from registers, dQ by atomic adds",
+        "Hopper: TMA copies of Q and of K/V tiles, S = Q·Kᵀ and O += P·V as warpgroup MMAs (wgmma), P from registers; the backward on wgmma too, keys as rows so that Pᵀ and dSᵀ feed dV and dK from registers, dQ added by bulk copies from shared memory",
         &["attention::wgmma", "attention::wgmma_bwd"],
-        "as step 3; compute capability 9.0, a head dim of 64 or 128 and no dropout (else step 6's forward and backward; step 6's backward also at head dim 64 and under CAMEL_DETERMINISTIC)",
+        "as step 3; compute capability 9.0, a head dim of 64 or 128 and no dropout (else step 6's forward and backward; step 6's backward also under CAMEL_DETERMINISTIC)",
     ),
     s(
         Step::Eight,
