@@ -7,8 +7,8 @@
 //! tiles. Step 5 (`async`): step 4's forward with K/V tiles double-buffered by cp.async, step
 //! 4's backward. Step 6 (`fa2`): the FlashAttention-2 work split, forward and backward. Step 7
 //! (`wgmma`): the forward and, at head dims 64 and 128, the backward on Hopper's TMA and
-//! warpgroup MMAs (step 6's backward elsewhere). Step 8 (`ws`): step 7's forward warp-specialized, the softmax
-//! overlapping the MMAs, step 7's backward. The layouts are
+//! warpgroup MMAs (step 6's backward elsewhere). Step 8 (`ws`): step 7's forward
+//! warp-specialized, the softmax overlapping the MMAs, step 7's backward. The layouts are
 //! `kernels/attention/attention.cuh`'s: q, k, v strided `[B, H, T, D]` with contiguous
 //! features, the output and the gradients dense `[B, T, H, D]`, the log-sum-exp `[B, H, Tq]`.
 
