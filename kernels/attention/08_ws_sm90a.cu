@@ -20,7 +20,9 @@
 //     from a count in global memory, so that blocks that drew short causal tiles take more of
 //     them. Its producer loads the next tile's Q and keys while the consumers finish this one's,
 //     so that a short row of key tiles does not pay for filling the pipeline and for a block's
-//     launch each time.
+//     launch each time. Tile numbers reach the consumers through slots with `full` and `empty`
+//     mbarriers, and the turns run on from one tile to the next, so that neither consumer waits
+//     for the other to finish a tile before it starts the next.
 // The tile geometry, the register layouts and the softmax are step 7's (hopper.cuh). The launcher
 // gives other head dims, dropout, other GPUs and operands TMA cannot address to step 6; the
 // backward is step 7's. Measurements: docs/kernels/attention.md.
@@ -41,16 +43,6 @@ struct Layout {
     static constexpr unsigned V = 2 * CHUNKS * BOX64;        // a V stage: [key half][chunk] 64 keys
     static constexpr unsigned SMEM = 2 * Q + STAGES * (K + V) + 1024;  // + alignment to 1024 bytes
 };
-
-// The named barriers that hand an item number from the producer's first warp to the two
-// consumer warpgroups (1 and 2 are the consumers' turns): the number is written, and it is read.
-constexpr int ITEM_FULL = 3, ITEM_READ = 4, ITEM_THREADS = 32 + 256;
-__device__ __forceinline__ void named_sync(int id) {
-    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(ITEM_THREADS) : "memory");
-}
-__device__ __forceinline__ void named_arrive(int id) {
-    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(ITEM_THREADS) : "memory");
-}
 
 // This warp is done reading a stage: one arrival on its `empty` mbarrier, after the whole warp.
 __device__ __forceinline__ void release(unsigned long long* bar, int lane) {
@@ -85,7 +77,7 @@ __device__ __forceinline__ void forward(const TmaMap& mq, const TmaMap& mk, cons
     CAMEL_PDL_WAIT();
     extern __shared__ unsigned char attn8_raw[];
     __shared__ __align__(8) unsigned long long full_q[2], empty_q[2], full_k[STAGES], full_v[STAGES],
-        empty_k[STAGES], empty_v[STAGES];
+        empty_k[STAGES], empty_v[STAGES], full_item[2], empty_item[2];
     // the swizzle pattern repeats every 1024 bytes: tiles start on such a boundary
     unsigned char* smem = attn8_raw + ((1024u - (smem_u32(attn8_raw) & 1023u)) & 1023u);
     unsigned char* sq = smem;                 // two Q tiles
@@ -97,11 +89,12 @@ __device__ __forceinline__ void forward(const TmaMap& mq, const TmaMap& mk, cons
     // several in turn in a grid of a block a multiprocessor, as fast as each block runs them.
     // The K and V stages run on from one item to the next, and Q has two buffers, so the
     // producer loads the next item's Q and first key tiles while the consumers finish this
-    // one's. The producer's first warp hands each item number (-1: none is left) to the
-    // consumers in `item_of`, guarded by two named barriers (`ITEM_FULL`, `ITEM_READ`).
+    // one's. The producer hands each item number (-1: none is left) to the consumers in one of
+    // two slots of `item_of`, with `full` and `empty` mbarriers as a stage has, so that neither
+    // consumer waits for the other to finish an item before it starts the next.
     // (the launcher checks that the items' count fits an int)
     const int items = (int)(a.b * a.h * ((a.tq + BQ - 1) / BQ));
-    __shared__ int item_of;
+    __shared__ int item_of[2];
     // Every item a block runs ends in one take, so a launch makes exactly `items` takes and the
     // one that reads items − 1 is the last: it sets the count back to zero for the next launch.
     auto take = [&]() {
@@ -116,6 +109,8 @@ __device__ __forceinline__ void forward(const TmaMap& mq, const TmaMap& mk, cons
         for (int s = 0; s < 2; ++s) {
             mbar_init(&full_q[s], 1);
             mbar_init(&empty_q[s], RELEASES);
+            mbar_init(&full_item[s], 1);
+            mbar_init(&empty_item[s], RELEASES);
         }
 #pragma unroll
         for (int s = 0; s < STAGES; ++s) {
@@ -130,50 +125,48 @@ __device__ __forceinline__ void forward(const TmaMap& mq, const TmaMap& mk, cons
 
     if (tid < 128) {  // the producer
         asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
-        if (tid < 32) {  // warp 0: lane 0 issues every copy, the warp hands the items over
+        if (tid == 0) {  // issues every copy and hands the items over
             int g = 0;  // key tiles loaded before this item: tile j of the item is g + j of the ring
-            // n: items before this one, whose Q goes into buffer n % 2
+            // n: items before this one, whose number goes into slot n % 2 and Q into buffer n % 2
             for (int n = 0, it = blockIdx.x;; ++n) {
-                if (n > 0) named_sync(ITEM_READ);  // the consumers have read the last number
-                if (tid == 0) item_of = it < items ? it : -1;
-                named_arrive(ITEM_FULL);
+                // round n / 2 of a slot or a Q buffer waits for round n / 2 − 1 to be read
+                if (n >= 2) mbar_wait(&empty_item[n % 2], ((n / 2) - 1) & 1);
+                item_of[n % 2] = it < items ? it : -1;
+                mbar_arrive(&full_item[n % 2]);
                 if (it >= items) break;
+                const Item w = item(a, it);
+                if (n >= 2) mbar_wait(&empty_q[n % 2], ((n / 2) - 1) & 1);
+                unsigned char* q = sq + (n % 2) * L::Q;
+                mbar_expect_tx(&full_q[n % 2], L::Q);
+#pragma unroll
+                for (int ch = 0; ch < L::CHUNKS; ++ch)
+                    tma_load4(q + ch * BOX128, mq, 64 * ch, w.q0, w.hh, w.bb, &full_q[n % 2]);
+                // The next item is taken before the wait for the last key tile's stage, so that
+                // the answer is back by the time it is needed and a block does not hold an item
+                // while others run out of work.
                 int after = 0;
-                if (tid == 0) {
-                    const Item w = item(a, it);
-                    // round n / 2 of a Q buffer waits for round n / 2 − 1 to be read
-                    if (n >= 2) mbar_wait(&empty_q[n % 2], ((n / 2) - 1) & 1);
-                    unsigned char* q = sq + (n % 2) * L::Q;
-                    mbar_expect_tx(&full_q[n % 2], L::Q);
+                if (w.tiles == 0) after = take();
+                for (int j = 0; j < w.tiles; ++j) {
+                    const int r = g + j, s = r % STAGES, k0 = j * BKV;
+                    // round r / STAGES of stage s waits for round r / STAGES − 1 to be read
+                    const unsigned parity = ((r / STAGES) - 1) & 1;
+                    if (j == w.tiles - 1) after = take();
+                    if (r >= STAGES) mbar_wait(&empty_k[s], parity);
+                    mbar_expect_tx(&full_k[s], L::K);
 #pragma unroll
                     for (int ch = 0; ch < L::CHUNKS; ++ch)
-                        tma_load4(q + ch * BOX128, mq, 64 * ch, w.q0, w.hh, w.bb, &full_q[n % 2]);
-                    // The next item is taken before the wait for the last key tile's stage, so
-                    // that the answer is back by the time it is needed and a block does not hold
-                    // an item while others run out of work.
-                    if (w.tiles == 0) after = take();
-                    for (int j = 0; j < w.tiles; ++j) {
-                        const int r = g + j, s = r % STAGES, k0 = j * BKV;
-                        // round r / STAGES of stage s waits for round r / STAGES − 1 to be read
-                        const unsigned parity = ((r / STAGES) - 1) & 1;
-                        if (j == w.tiles - 1) after = take();
-                        if (r >= STAGES) mbar_wait(&empty_k[s], parity);
-                        mbar_expect_tx(&full_k[s], L::K);
+                        tma_load4(sk + s * L::K + ch * BOX128, mk, 64 * ch, k0, w.hh, w.bb, &full_k[s]);
+                    if (r >= STAGES) mbar_wait(&empty_v[s], parity);
+                    mbar_expect_tx(&full_v[s], L::V);
+#pragma unroll
+                    for (int half = 0; half < 2; ++half)
 #pragma unroll
                         for (int ch = 0; ch < L::CHUNKS; ++ch)
-                            tma_load4(sk + s * L::K + ch * BOX128, mk, 64 * ch, k0, w.hh, w.bb, &full_k[s]);
-                        if (r >= STAGES) mbar_wait(&empty_v[s], parity);
-                        mbar_expect_tx(&full_v[s], L::V);
-#pragma unroll
-                        for (int half = 0; half < 2; ++half)
-#pragma unroll
-                            for (int ch = 0; ch < L::CHUNKS; ++ch)
-                                tma_load4(sv + s * L::V + (half * L::CHUNKS + ch) * BOX64, mv, 64 * ch,
-                                          k0 + 64 * half, w.hh, w.bb, &full_v[s]);
-                    }
-                    g += w.tiles;
+                            tma_load4(sv + s * L::V + (half * L::CHUNKS + ch) * BOX64, mv, 64 * ch,
+                                      k0 + 64 * half, w.hh, w.bb, &full_v[s]);
                 }
-                it = __shfl_sync(0xffffffffu, after, 0);
+                g += w.tiles;
+                it = after;
             }
         }
         return;
@@ -183,11 +176,20 @@ __device__ __forceinline__ void forward(const TmaMap& mq, const TmaMap& mk, cons
     const int c = tid / 128 - 1;  // consumer warpgroup: rows 64·c … 64·c + 63 of the tile
     const float ss = a.scale * camel::LOG2E;  // scores in log2 units
     int g = 0;  // as the producer's
+    // The consumers take turns issuing their MMAs (named barriers 1 and 2), so that one's
+    // softmax runs while the other's MMAs do: consumer c waits for its turn on barrier 1 + c and
+    // hands the turn over on the other's. The turns run on from one item to the next, so that
+    // consumer 0 starts the next item while consumer 1 finishes this one. Consumer 1 gives the
+    // first turn here, and consumer 0 takes the last hand-over after the last item, so each
+    // barrier sees as many arrivals as waits.
+    auto my_turn = [&] { asm volatile("bar.sync %0, 256;\n" ::"r"(1 + c) : "memory"); };
+    auto your_turn = [&] { asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - c) : "memory"); };
+    if (c == 1) asm volatile("bar.arrive 1, 256;\n" ::: "memory");  // consumer 0's first turn
     for (int n = 0;; ++n) {
-        named_sync(ITEM_FULL);
-        const int it = item_of;
+        mbar_wait(&full_item[n % 2], (n / 2) & 1);
+        const int it = *static_cast<volatile int*>(&item_of[n % 2]);
+        release(&empty_item[n % 2], lane);
         if (it < 0) break;
-        named_arrive(ITEM_READ);
         mbar_wait(&full_q[n % 2], (n / 2) & 1);
         const Item w = item(a, it);
         const long long rbase = w.q0 + c * 64 + warp * 16 + lane / 4;
@@ -233,20 +235,11 @@ __device__ __forceinline__ void forward(const TmaMap& mq, const TmaMap& mk, cons
             softmax_tile<T>(s, m, l, alpha, p, ss, k0, visible, lane, k0 + BKV > tk || k0 + BKV - 1 > diag);
         };
         // tile j: S_j, and P_{j−1}·V_{j−1} from `prev` while the softmax of S_j writes `next`
-        // The consumers take turns issuing their MMAs (named barriers 1 and 2), so that one's
-        // softmax runs while the other's MMAs do: consumer c waits for its turn on barrier 1 + c
-        // and hands the turn over on the other's. In each item consumer 1 gives consumer 0 the
-        // first turn and does not hand over after its last, so each barrier sees as many
-        // arrivals as waits.
-        auto my_turn = [&] { asm volatile("bar.sync %0, 256;\n" ::"r"(1 + c) : "memory"); };
-        auto your_turn = [&](bool last) {
-            if (c == 0 || !last) asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - c) : "memory");
-        };
         auto step = [&](int j, const unsigned (&prev)[8][4], unsigned (&next)[8][4]) {
             my_turn();
             issue_s(j);
             issue_pv(j - 1, prev);
-            your_turn(false);
+            your_turn();
             wgmma_wait<1>();  // S_j is ready; P_{j−1}·V_{j−1} may still run
             release(&empty_k[(g + j) % STAGES], lane);
             softmax(j, next);
@@ -256,10 +249,9 @@ __device__ __forceinline__ void forward(const TmaMap& mq, const TmaMap& mk, cons
         };
 
         if (tiles > 0) {
-            if (c == 1) asm volatile("bar.arrive 1, 256;\n" ::: "memory");
             my_turn();
             issue_s(0);
-            your_turn(false);
+            your_turn();
             wgmma_wait<0>();
             release(&empty_k[g % STAGES], lane);
             softmax(0, pa);  // O is 0: nothing to rescale
@@ -273,12 +265,12 @@ __device__ __forceinline__ void forward(const TmaMap& mq, const TmaMap& mk, cons
                 step(j, pa, pn);
                 my_turn();
                 issue_pv(tiles - 1, pn);
-                your_turn(true);
+                your_turn();
                 wgmma_wait<0>();
             } else {
                 my_turn();
                 issue_pv(tiles - 1, pa);
-                your_turn(true);
+                your_turn();
                 wgmma_wait<0>();
             }
             release(&empty_v[(g + tiles - 1) % STAGES], lane);
@@ -287,6 +279,7 @@ __device__ __forceinline__ void forward(const TmaMap& mq, const TmaMap& mk, cons
         g += tiles;
         store_rows<T, D>(acc, m, l, o, lse, a, w.bh, w.bb, w.hh, rbase, lane);
     }
+    if (c == 0) asm volatile("bar.sync 1, 256;\n" ::: "memory");  // consumer 1's last hand-over
 }
 
 }  // namespace attn8
