@@ -2,7 +2,7 @@
 """Step 7's backward at head dim 64 in the whole attention table (three warpgroups a block)
 beside step 6's fused backward, FlashAttention-2 and cuDNN from the same call, and the block of
 two warpgroups (barrier/attn_bench.md, an earlier call on the same machine), TFLOP/s.
-Usage: python3 summarize.py ../../../attention_h200.md barrier/attn_bench.md > summary.md"""
+Usage: python3 summarize.py whole_table.md barrier/attn_bench.md > summary.md"""
 import sys
 
 

@@ -3,7 +3,7 @@
 folder's attention_bench output) beside FlashAttention-2 and cuDNN from the same call, and the
 kernel that added dQ from registers (the whole table of an earlier call on the same machine),
 TFLOP/s.
-Usage: python3 summarize.py attn_bench.md ../../../attention_h200.md > summary.md"""
+Usage: python3 summarize.py attn_bench.md whole_table.md > summary.md"""
 import sys
 
 
