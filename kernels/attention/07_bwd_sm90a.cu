@@ -28,6 +28,7 @@
 // an mbarrier a stage counts the bytes); each query's lse and Δ go through registers into shared
 // memory a tile ahead. One block barrier a tile (every warpgroup's dSᵀ written); dSᵀ has two
 // buffers, so a warpgroup may start the next tile while another still multiplies this one's.
+// Causal grids at D = 64 run the key tiles that see the most queries first (`causal_order`).
 // Causal blocks start at the first query tile that sees their keys, and only tiles that cross
 // the diagonal or the end of the keys apply the mask; queries past Tq read zero Q and dO and an
 // lse of +∞, so their P and dS are 0.
@@ -102,9 +103,14 @@ __device__ __forceinline__ void backward(const TmaMap& mq, const TmaMap& mk, con
     unsigned char* sds = sqo + STAGES * L::STAGE;  // two dSᵀ buffers
     unsigned char* sdq = sds + 2 * L::DS;          // the warpgroups' dQ tiles
 
+    // With the mask, at D = 64 the key tiles that see the most queries (the first ones) run
+    // first. At D = 128 every register is taken, the order would spill, and it measured no
+    // faster: the blocks keep the plain numbering.
     const long long ktiles = (a.tk + BK<D> - 1) / BK<D>;
-    const long long bh = blockIdx.x / ktiles;
-    const int k0 = (int)(blockIdx.x % ktiles) * BK<D>;
+    const int piece = D == 64 && a.causal ? causal_order(a, (int)blockIdx.x, (int)ktiles, D)
+                                          : (int)blockIdx.x;
+    const long long bh = piece / ktiles;
+    const int k0 = (int)(piece % ktiles) * BK<D>;
     const int bb = (int)(bh / a.h), hh = (int)(bh % a.h);
     const int tid = threadIdx.x, c = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
     const int qtiles = (int)((a.tq + BQ - 1) / BQ);

@@ -3,11 +3,11 @@
 // before the softmax and for the softmax before the next MMA, and the block waits at a barrier
 // before a stage is refilled. Here:
 //   - Warp specialization. A block has three warpgroups. The producer (warpgroup 0; one thread
-//     issues every TMA copy) gives up registers (`setmaxnreg.dec` to 24) and the two consumers,
-//     64 query rows each, take them (`setmaxnreg.inc` to 240). K and V tiles have stages of their
-//     own: a `full` mbarrier a stage says the bytes have landed, an `empty` one that the eight
-//     consumer warps are done reading it, so the producer refills a stage as soon as both
-//     consumers have moved past it and no consumer waits for the other.
+//     issues every TMA copy) gives up registers (`setmaxnreg.dec` to 24, 32 at D = 64) and the
+//     two consumers, 64 query rows each, take them (`setmaxnreg.inc` to 240, 232 at D = 64). K
+//     and V tiles have stages of their own: a `full` mbarrier a stage says the bytes have landed,
+//     an `empty` one that the eight consumer warps are done reading it, so the producer refills a
+//     stage as soon as both consumers have moved past it and no consumer waits for the other.
 //   - The softmax overlaps the MMAs. A consumer issues S_j = Q·K_jᵀ, then O += P_{j−1}·V_{j−1}
 //     with the previous tile's probabilities, and waits only for S_j: the softmax of tile j runs
 //     on the CUDA cores while the tensor cores add P_{j−1}·V_{j−1}. O is rescaled to tile j's
@@ -15,7 +15,7 @@
 //     being read, P_j being written), hence the registers taken from the producer.
 //   - The two consumers take turns issuing their MMAs (two named barriers), so that the tensor
 //     cores run one consumer's MMAs while the other computes its softmax.
-//   - Causal grids launch each head's longest query tiles first.
+//   - Causal grids run the longest query tiles of a chunk of heads first (`causal_order`).
 //   - Persistent blocks: one block a multiprocessor runs query tiles in turn, taking the next
 //     from a count in global memory, so that blocks that drew short causal tiles take more of
 //     them. Its producer loads the next tile's Q and keys while the consumers finish this one's,
@@ -51,7 +51,8 @@ __device__ __forceinline__ void release(unsigned long long* bar, int lane) {
 }
 
 // One block's work item: 128 query rows of one (batch · head). Items are numbered a head's
-// tiles together (its K and V stay in L2), with the causal mask its longest tiles first.
+// tiles together, with the causal mask its longest tiles first; causal grids take them in
+// `causal_order`.
 struct Item {
     long long bh;
     int q0, bb, hh;
@@ -93,7 +94,7 @@ __device__ __forceinline__ void forward(const TmaMap& mq, const TmaMap& mk, cons
     // two slots of `item_of`, with `full` and `empty` mbarriers as a stage has, so that neither
     // consumer waits for the other to finish an item before it starts the next.
     // (the launcher checks that the items' count fits an int)
-    const int items = (int)(a.b * a.h * ((a.tq + BQ - 1) / BQ));
+    const int qtiles = (int)((a.tq + BQ - 1) / BQ), items = (int)(a.b * a.h * qtiles);
     __shared__ int item_of[2];
     // Every item a block runs ends in one take, so a launch makes exactly `items` takes and the
     // one that reads items − 1 is the last: it sets the count back to zero for the next launch.
@@ -124,17 +125,23 @@ __device__ __forceinline__ void forward(const TmaMap& mq, const TmaMap& mk, cons
     __syncthreads();
 
     if (tid < 128) {  // the producer
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
+        // at D = 64 the consumers need fewer, and the producer's tile order more
+        if constexpr (D == 64)
+            asm volatile("setmaxnreg.dec.sync.aligned.u32 32;\n");
+        else
+            asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
         if (tid == 0) {  // issues every copy and hands the items over
             int g = 0;  // key tiles loaded before this item: tile j of the item is g + j of the ring
             // n: items before this one, whose number goes into slot n % 2 and Q into buffer n % 2
             for (int n = 0, it = blockIdx.x;; ++n) {
                 // round n / 2 of a slot or a Q buffer waits for round n / 2 − 1 to be read
                 if (n >= 2) mbar_wait(&empty_item[n % 2], ((n / 2) - 1) & 1);
-                item_of[n % 2] = it < items ? it : -1;
+                // the consumers get the plain number of the item to run
+                const int piece = it >= items ? -1 : a.causal ? causal_order(a, it, qtiles, D) : it;
+                item_of[n % 2] = piece;
                 mbar_arrive(&full_item[n % 2]);
-                if (it >= items) break;
-                const Item w = item(a, it);
+                if (piece < 0) break;
+                const Item w = item(a, piece);
                 if (n >= 2) mbar_wait(&empty_q[n % 2], ((n / 2) - 1) & 1);
                 unsigned char* q = sq + (n % 2) * L::Q;
                 mbar_expect_tx(&full_q[n % 2], L::Q);
@@ -172,7 +179,10 @@ __device__ __forceinline__ void forward(const TmaMap& mq, const TmaMap& mk, cons
         return;
     }
 
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
+    if constexpr (D == 64)
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+    else
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
     const int c = tid / 128 - 1;  // consumer warpgroup: rows 64·c … 64·c + 63 of the tile
     const float ss = a.scale * camel::LOG2E;  // scores in log2 units
     int g = 0;  // as the producer's

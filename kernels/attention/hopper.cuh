@@ -124,6 +124,27 @@ __device__ __forceinline__ unsigned pack2(float lo, float hi) {
     return (unsigned)camel::float_to_bits<T>(lo) | ((unsigned)camel::float_to_bits<T>(hi) << 16);
 }
 
+// The order of a causal grid's work. Each (batch · head) has `per_head` pieces (query tiles in
+// the forward, key tiles in the backward), rank 0 the longest, and piece bh · per_head + rank is
+// the plain numbering. Work `i` is taken in order, by the hardware (a block a piece) or by the
+// persistent blocks (a count), so this order is the schedule: the heads go in chunks, and
+// within a chunk every head's rank-0 piece comes first, then every head's rank 1, and so on.
+// The last pieces are then short ones, so the blocks finish together instead of some running
+// one head's longest piece alone at the end; a chunk's heads are few enough that their Q, K, V
+// (and dO) stay in L2 together: about 32 MiB of 16-bit rows, at least one head. Heads of fewer
+// than 10 pieces keep the plain numbering: their tails are short already, and consecutive
+// pieces of one head find its rows in L2. Returns the plain number of the piece to run.
+// (32-bit arithmetic throughout: the launchers check that the pieces' count fits an int)
+__device__ __forceinline__ int causal_order(const AttnArgs& a, int i, int per_head, int d) {
+    if (per_head < 10) return i;
+    const int heads = (int)(a.b * a.h);
+    const int chunk = min(heads, max(1, (int)__fdividef(8388608.0f, (float)(a.tq + a.tk) * (float)d)));
+    const int per_chunk = chunk * per_head, c = i / per_chunk, r = i - c * per_chunk;
+    const int g = min(chunk, heads - c * chunk);  // the last chunk may have fewer heads
+    const int rank = r / g;
+    return (c * chunk + r - rank * g) * per_head + rank;
+}
+
 // Keys row `row` sees (attn_visible) as an int: TMA coordinates are 32-bit, so the Hopper steps
 // only run sequences shorter than 2³¹.
 __device__ __forceinline__ int visible_keys(const AttnArgs& a, long long row) {

@@ -470,6 +470,33 @@ fn half_precision_long_sequences_on_the_gpu() {
     }
 }
 
+/// The Hopper steps run a causal grid's heads in chunks that fit in L2, each chunk's longest
+/// tiles first, when a head has at least 10 of them (`causal_order` in
+/// `kernels/attention/hopper.cuh`); a chunk holds ⌊2²³ / ((Tq + Tk)·d)⌋ heads. The first case
+/// has 10 query tiles a head (the forward's pieces) in chunks of 56 of its 57 heads, the second
+/// 10 key tiles a head (the backward's at d = 64) in chunks of 70 of its 72, so a second, smaller
+/// chunk runs too, and every head of both must come out right.
+#[test]
+fn causal_heads_run_in_chunks() {
+    let Some(dev) = gpu() else { return };
+    // (dtype, tq, tk, d, b, h)
+    for (dt, tq, tk, d, b, h) in [
+        (DType::BF16, 1160, 1160, 64, 3, 19),
+        (DType::F16, 64, 1800, 64, 3, 24),
+    ] {
+        let c = Case {
+            b,
+            h,
+            tq,
+            tk,
+            d,
+            causal: true,
+            scale_mul: 1.0,
+        };
+        check_half(c, dt, tq as u64 + d as u64, &[dev]);
+    }
+}
+
 /// Step 8's forward runs query tiles in turn in each block: its K and V stages and its two Q
 /// buffers carry on from one tile to the next. With one block and with three, each block runs
 /// many tiles, causal ones of differing key counts, at both head dims.
