@@ -104,8 +104,8 @@ __device__ __forceinline__ void backward(const TmaMap& mq, const TmaMap& mk, con
     unsigned char* sdq = sds + 2 * L::DS;          // the warpgroups' dQ tiles
 
     // With the mask, at D = 64 the key tiles that see the most queries (the first ones) run
-    // first. At D = 128 every register is taken, the order would spill, and it measured no
-    // faster: the blocks keep the plain numbering.
+    // first. At D = 128 every register is taken and the order's arithmetic would spill, so the
+    // blocks keep the plain numbering (docs/kernels/attention.md, "Causal grids").
     const long long ktiles = (a.tk + BK<D> - 1) / BK<D>;
     const int piece = D == 64 && a.causal ? causal_order(a, (int)blockIdx.x, (int)ktiles, D)
                                           : (int)blockIdx.x;
