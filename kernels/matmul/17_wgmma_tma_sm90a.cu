@@ -11,3 +11,8 @@ WGMMA_STEP(hgemm_17_w128_f16, __half, 128)
 WGMMA_STEP(hgemm_17_w128_bf16, __nv_bfloat16, 128)
 WGMMA_STEP(hgemm_17_w64_f16, __half, 64)
 WGMMA_STEP(hgemm_17_w64_bf16, __nv_bfloat16, 64)
+// Persistent blocks, C leaving through TMA stores (wg::persistent_body).
+WGMMA_PERSISTENT_STEP(hgemm_17p_w256_f16, __half, 256)
+WGMMA_PERSISTENT_STEP(hgemm_17p_w256_bf16, __nv_bfloat16, 256)
+WGMMA_PERSISTENT_STEP(hgemm_17p_w128_f16, __half, 128)
+WGMMA_PERSISTENT_STEP(hgemm_17p_w128_bf16, __nv_bfloat16, 128)

@@ -9,3 +9,6 @@
 WGMMA_KERNEL(sgemm_18_tf32_w256_nt, float, 256, false, true)
 WGMMA_KERNEL(sgemm_18_tf32_w128_nt, float, 128, false, true)
 WGMMA_KERNEL(sgemm_18_tf32_w64_nt, float, 64, false, true)
+// Persistent blocks, C leaving through TMA stores (wg::persistent_body).
+WGMMA_PERSISTENT_KERNEL(sgemm_18p_tf32_w256_nt, float, 256, false, true)
+WGMMA_PERSISTENT_KERNEL(sgemm_18p_tf32_w128_nt, float, 128, false, true)

@@ -93,6 +93,29 @@ __device__ __forceinline__ void tma_load(void* dst, const TmaMap& map, int c0, i
         : "memory");
 }
 
+// One 3-D box of shared `src` into `map` at (c0, c1, c2), as a bulk async-group of this
+// thread; the engine skips whatever lies outside the matrix.
+__device__ __forceinline__ void tma_store(const TmaMap& map, const void* src, int c0, int c1,
+                                          int c2) {
+    asm volatile(
+        "cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];\n" ::"l"(
+            reinterpret_cast<unsigned long long>(&map)),
+        "r"(smem_u32(src)), "r"(c0), "r"(c1), "r"(c2)
+        : "memory");
+}
+__device__ __forceinline__ void bulk_commit() {
+    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+// Waits until at most N of this thread's bulk groups still read shared memory …
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() {
+    asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+// … or, here, until all of them have completed.
+__device__ __forceinline__ void bulk_wait_all() {
+    asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+}
+
 // Shared-memory matrix descriptor, 128-byte swizzle: address, leading- and stride-byte offsets
 // (all in 16-byte units), swizzle mode 1 in bits 62–63.
 __device__ __forceinline__ unsigned long long desc(unsigned addr, unsigned lbo, unsigned sbo) {
@@ -190,6 +213,57 @@ __host__ __device__ constexpr int stages() {
         int b_batched
 #define WGMMA_CALL_ARGS ma, mb, C, M, N, K, strideC, bias, act, Z, P, k_split, a_batched, b_batched
 
+// Tile (bm, bn) of a grid of tiles_m × tiles_n tiles numbered id = 0, 1, …: GROUP tile rows at
+// a time sweep all tile columns, so that tiles running together share slices of B in L2.
+__device__ __forceinline__ void tile_of(int id, int tiles_m, int tiles_n, int& bm, int& bn) {
+    const int first = (id / (GROUP * tiles_n)) * GROUP, rows = min(tiles_m - first, GROUP);
+    bm = first + (id % (GROUP * tiles_n)) % rows;
+    bn = (id % (GROUP * tiles_n)) / rows;
+}
+
+// Producer: the slice at k0 of the 128 × BN tile at (i0, j0) into the stage at `sa` (A, then B
+// A_BYTES later), completing on `bar`; ab, bb: the batch of A and of B.
+template <typename T, int BN, bool TA, bool TB>
+__device__ __forceinline__ void load_slice(unsigned char* sa, const TmaMap& ma, const TmaMap& mb,
+                                           int i0, int j0, int k0, int ab, int bb,
+                                           unsigned long long* bar) {
+    constexpr unsigned A_BYTES = BM * BK_BYTES, STAGE = (BM + BN) * BK_BYTES;
+    unsigned char* sb = sa + A_BYTES;
+    mbar_expect_tx(bar, STAGE);
+    if constexpr (TA) {
+        tma_load(sa, ma, i0, k0, ab, bar);
+        tma_load(sa + BOX, ma, i0 + 64, k0, ab, bar);
+    } else {
+        tma_load(sa, ma, k0, i0, ab, bar);
+    }
+    if constexpr (TB) {
+        tma_load(sb, mb, k0, j0, bb, bar);
+    } else {
+#pragma unroll
+        for (int q = 0; q < BN / 64; ++q) tma_load(sb + q * BOX, mb, j0 + 64 * q, k0, bb, bar);
+    }
+}
+
+// Consumer c: the wgmmas of one stage (four k steps of 32 bytes) into d, as one group, then
+// waits for the group before it (the previous stage's, which may then be handed back).
+template <typename T, int BN, bool TA, bool TB>
+__device__ __forceinline__ void mma_slice(float (&d)[BN / 2], unsigned char* stage, int c) {
+    // in both layouts of A the consumer's 64 rows start one box (8 KiB) per consumer in
+    const unsigned sa = smem_u32(stage) + c * BOX;
+    const unsigned sb = smem_u32(stage + BM * BK_BYTES);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BK_BYTES / 32; ++kk) {
+        const unsigned long long da =
+            TA ? desc(sa + kk * 2048, BOX, 1024) : desc(sa + kk * 32, 16, 1024);
+        const unsigned long long db =
+            TB ? desc(sb + kk * 32, 16, 1024) : desc(sb + kk * 2048, BOX, 1024);
+        Mma<T, BN, TA, !TB>::run(d, da, db);  // tnspB = 1: B is N-major (stored K×N)
+    }
+    wgmma_commit();
+    wgmma_wait<1>();
+}
+
 // The kernel body: BN-wide tiles; TA, TB: the operands are stored transposed.
 template <typename T, int BN, bool TA, bool TB>
 __device__ __forceinline__ void body(const TmaMap& ma, const TmaMap& mb, T* __restrict__ C, int M,
@@ -199,7 +273,7 @@ __device__ __forceinline__ void body(const TmaMap& ma, const TmaMap& mb, T* __re
     static_assert(sizeof(T) == 2 || (!TA && TB), "TF32 wgmma reads K-major operands only");
     constexpr int STAGES = stages<BN>();
     constexpr int BK = BK_BYTES / (int)sizeof(T);  // elements of k a slice
-    constexpr unsigned A_BYTES = BM * BK_BYTES, STAGE = (BM + BN) * BK_BYTES;
+    constexpr unsigned STAGE = (BM + BN) * BK_BYTES;
     // a stage is free once each of the 8 consumer warps has read it
     constexpr unsigned RELEASES = 8;
     CAMEL_PDL_WAIT();
@@ -208,14 +282,8 @@ __device__ __forceinline__ void body(const TmaMap& ma, const TmaMap& mb, T* __re
     // the swizzle pattern repeats every 1024 bytes: tiles start on such a boundary
     unsigned char* smem = wg_smem_raw + ((1024u - (smem_u32(wg_smem_raw) & 1023u)) & 1023u);
 
-    // block order: GROUP tile rows at a time sweep all tile columns (L2 reuse of B)
     int bm, bn;
-    {
-        const int gx = gridDim.x, gy = gridDim.y, id = blockIdx.y * gx + blockIdx.x;
-        const int first = (id / (GROUP * gx)) * GROUP, rows = min(gy - first, GROUP);
-        bm = first + (id % (GROUP * gx)) % rows;
-        bn = (id % (GROUP * gx)) / rows;
-    }
+    tile_of(blockIdx.y * gridDim.x + blockIdx.x, gridDim.y, gridDim.x, bm, bn);
     const int i0 = bm * BM, j0 = bn * BN;
     const int splits = k_split > 0 ? (K + k_split - 1) / k_split : 1;
     const int batch = blockIdx.z / splits, split = blockIdx.z % splits;
@@ -243,23 +311,8 @@ __device__ __forceinline__ void body(const TmaMap& ma, const TmaMap& mb, T* __re
             for (int kt = 0; kt < KT; ++kt) {
                 const int s = kt % STAGES;
                 if (kt >= STAGES) mbar_wait(&empty[s], ((kt / STAGES) - 1) & 1);
-                unsigned char* sa = smem + s * STAGE;
-                unsigned char* sb = sa + A_BYTES;
-                const int k0 = k_begin + kt * BK;
-                mbar_expect_tx(&full[s], STAGE);
-                if constexpr (TA) {
-                    tma_load(sa, ma, i0, k0, ab, &full[s]);
-                    tma_load(sa + BOX, ma, i0 + 64, k0, ab, &full[s]);
-                } else {
-                    tma_load(sa, ma, k0, i0, ab, &full[s]);
-                }
-                if constexpr (TB) {
-                    tma_load(sb, mb, k0, j0, bb, &full[s]);
-                } else {
-#pragma unroll
-                    for (int q = 0; q < BN / 64; ++q)
-                        tma_load(sb + q * BOX, mb, j0 + 64 * q, k0, bb, &full[s]);
-                }
+                load_slice<T, BN, TA, TB>(smem + s * STAGE, ma, mb, i0, j0, k_begin + kt * BK, ab,
+                                          bb, &full[s]);
             }
         }
     } else {
@@ -269,21 +322,8 @@ __device__ __forceinline__ void body(const TmaMap& ma, const TmaMap& mb, T* __re
         for (int kt = 0; kt < KT; ++kt) {
             const int s = kt % STAGES;
             mbar_wait(&full[s], (kt / STAGES) & 1);
-            // in both layouts of A the consumer's 64 rows start one box (8 KiB) per consumer in
-            const unsigned sa = smem_u32(smem + s * STAGE) + c * BOX;
-            const unsigned sb = smem_u32(smem + s * STAGE + A_BYTES);
-            wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < BK_BYTES / 32; ++kk) {
-                const unsigned long long da =
-                    TA ? desc(sa + kk * 2048, BOX, 1024) : desc(sa + kk * 32, 16, 1024);
-                const unsigned long long db =
-                    TB ? desc(sb + kk * 32, 16, 1024) : desc(sb + kk * 2048, BOX, 1024);
-                Mma<T, BN, TA, !TB>::run(d, da, db);  // tnspB = 1: B is N-major (stored K×N)
-            }
-            wgmma_commit();
-            wgmma_wait<1>();  // slice kt − 1 is read: hand its buffers back
-            if (kt > 0) {
+            mma_slice<T, BN, TA, TB>(d, smem + s * STAGE, c);
+            if (kt > 0) {  // slice kt − 1 is read: hand its buffers back
                 __syncwarp();
                 if (lane == 0) mbar_arrive(&empty[(kt - 1) % STAGES]);
             }
@@ -368,6 +408,148 @@ __device__ __forceinline__ void body(const TmaMap& ma, const TmaMap& mb, T* __re
     }
 }
 
+// Bytes of one output chunk buffer of the persistent kernel: 64 rows of one 128-byte swizzle row.
+constexpr unsigned CHUNK_BYTES = 64 * 128;
+
+// The persistent kernel's arguments: tensor maps of A, B and C (C's boxes are 128 bytes × 64
+// rows), the batch count, and the epilogue's bias and activation (no saved pre-activation, no
+// K-splits: those run on `body`).
+#define WGMMA_PERSISTENT_ARGS(T)                                                               \
+    const __grid_constant__ wg::TmaMap ma, const __grid_constant__ wg::TmaMap mb,              \
+        const __grid_constant__ wg::TmaMap mc, int M, int N, int K, int batches,               \
+        const T *__restrict__ bias, int act, int a_batched, int b_batched
+#define WGMMA_PERSISTENT_CALL_ARGS ma, mb, mc, M, N, K, batches, bias, act, a_batched, b_batched
+
+// The persistent kernel body: gridDim.x blocks, at most one a multiprocessor, run the tiles
+// blockIdx.x, blockIdx.x + gridDim.x, … of every batch in `tile_of`'s order. The producer's slice
+// count runs on across tiles, so it loads the next tile's first slices while the consumers finish
+// this one. Each consumer writes its 64 × BN tile out in chunks of 64 rows × 128 bytes: rounded
+// into one of two 8 KiB buffers of its own, in the 128-byte swizzle (a warp's stores hit 32
+// distinct banks), and handed to a TMA store, which skips rows and columns past the matrix. A
+// consumer waits only until the store two chunks back has read its buffer, so it goes back to
+// multiplying while the last chunks are still on their way out.
+template <typename T, int BN, bool TA, bool TB>
+__device__ __forceinline__ void persistent_body(const TmaMap& ma, const TmaMap& mb,
+                                                const TmaMap& mc, int M, int N, int K,
+                                                int batches, const T* __restrict__ bias, int act,
+                                                int a_batched, int b_batched) {
+    static_assert(sizeof(T) == 2 || (!TA && TB), "TF32 wgmma reads K-major operands only");
+    constexpr int STAGES = stages<BN>();
+    constexpr int BK = BK_BYTES / (int)sizeof(T);
+    constexpr unsigned STAGE = (BM + BN) * BK_BYTES;
+    constexpr unsigned RELEASES = 8;
+    // a chunk is one 128-byte swizzle row wide: CW columns, CW / 8 of a thread's column groups
+    constexpr int CW = BK_BYTES / (int)sizeof(T), GROUPS = CW / 8;
+    CAMEL_PDL_WAIT();
+    extern __shared__ unsigned char wg_smem_raw[];
+    __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
+    unsigned char* smem = wg_smem_raw + ((1024u - (smem_u32(wg_smem_raw) & 1023u)) & 1023u);
+
+    const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
+    const int per_batch = tiles_m * tiles_n, tiles = per_batch * batches;
+    const int KT = (K + BK - 1) / BK;
+    const int tid = threadIdx.x;
+    if (tid == 0) {
+#pragma unroll
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(&full[s], 1);
+            mbar_init(&empty[s], RELEASES);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    if (tid < 128) {  // producer warpgroup: one thread issues every load
+        if (tid == 0) {
+            int it = 0;  // slices loaded so far, across tiles
+            for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+                const int batch = tile / per_batch;
+                int bm, bn;
+                tile_of(tile - batch * per_batch, tiles_m, tiles_n, bm, bn);
+                const int ab = a_batched ? batch : 0, bb = b_batched ? batch : 0;
+                for (int kt = 0; kt < KT; ++kt, ++it) {
+                    const int s = it % STAGES;
+                    if (it >= STAGES) mbar_wait(&empty[s], ((it / STAGES) - 1) & 1);
+                    load_slice<T, BN, TA, TB>(smem + s * STAGE, ma, mb, bm * BM, bn * BN, kt * BK,
+                                              ab, bb, &full[s]);
+                }
+            }
+        }
+        return;
+    }
+
+    const int c = tid / 128 - 1, t = tid % 128, warp = t / 32, lane = tid % 32;
+    unsigned char* buffers = smem + STAGES * STAGE + c * 2 * CHUNK_BYTES;
+    float d[BN / 2];
+    int it = 0, chunk = 0;  // slices consumed and chunks stored so far, across tiles
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        const int batch = tile / per_batch;
+        int bm, bn;
+        tile_of(tile - batch * per_batch, tiles_m, tiles_n, bm, bn);
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) d[i] = 0.0f;
+        for (int kt = 0; kt < KT; ++kt, ++it) {
+            const int s = it % STAGES;
+            mbar_wait(&full[s], (it / STAGES) & 1);
+            mma_slice<T, BN, TA, TB>(d, smem + s * STAGE, c);
+            if (kt > 0) {  // slice it − 1 is read: hand its buffers back
+                __syncwarp();
+                if (lane == 0) mbar_arrive(&empty[(it - 1) % STAGES]);
+            }
+        }
+        wgmma_wait<0>();
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&empty[(it - 1) % STAGES]);
+
+        // accumulator 4·n + 2·h + e: row r0 + 8·h, column 8·n + (lane % 4)·2 + e of the
+        // consumer's 64 × BN tile
+        const int r0 = warp * 16 + lane / 4, j = bn * BN + (lane % 4) * 2;
+        auto store_chunks = [&](auto with_epilogue) {
+#pragma unroll
+            for (int q = 0; q < BN / CW; ++q, ++chunk) {
+                unsigned char* buf = buffers + (chunk & 1) * CHUNK_BYTES;
+                // the store two chunks back, from this buffer, has read it
+                if (t == 0) bulk_wait_read<1>();
+                asm volatile("bar.sync %0, 128;\n" ::"r"(2 + c) : "memory");
+#pragma unroll
+                for (int g = 0; g < GROUPS; ++g) {
+                    const int n = q * GROUPS + g;
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        float v0 = d[4 * n + 2 * h], v1 = d[4 * n + 2 * h + 1];
+                        if constexpr (decltype(with_epilogue)::value)
+                            hgemm::epilogue_pair(v0, v1, j + 8 * n, N, bias, act);
+                        const int r = r0 + 8 * h;
+                        const unsigned byte = (8 * g + (lane % 4) * 2) * (unsigned)sizeof(T);
+                        unsigned char* at =
+                            buf + r * 128 + ((((byte >> 4) ^ (r & 7))) << 4) + (byte & 15);
+                        if constexpr (sizeof(T) == 4) {
+                            *reinterpret_cast<float2*>(at) = make_float2(v0, v1);
+                        } else {
+                            const unsigned lo = camel::float_to_bits<T>(v0),
+                                           hi = camel::float_to_bits<T>(v1);
+                            *reinterpret_cast<unsigned*>(at) = lo | (hi << 16);
+                        }
+                    }
+                }
+                // the generic-proxy writes become visible to the TMA engine's reads
+                asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+                asm volatile("bar.sync %0, 128;\n" ::"r"(2 + c) : "memory");
+                if (t == 0) {
+                    tma_store(mc, buf, bn * BN + q * CW, bm * BM + 64 * c, batch);
+                    bulk_commit();
+                }
+            }
+        };
+        if (bias || act != 0)
+            store_chunks(hgemm::Flag<true>{});
+        else
+            store_chunks(hgemm::Flag<false>{});
+    }
+    // shared memory stays until the last stores have read it, and C is written when the block ends
+    if (t == 0) bulk_wait_all();
+}
+
 }  // namespace wg
 
 // One kernel: NAME(WGMMA_ARGS(T)) for tile width BN and transposes TA, TB.
@@ -381,3 +563,14 @@ __device__ __forceinline__ void body(const TmaMap& ma, const TmaMap& mb, T* __re
     WGMMA_KERNEL(PREFIX##_nt, T, BN, false, true)         \
     WGMMA_KERNEL(PREFIX##_tn, T, BN, true, false)         \
     WGMMA_KERNEL(PREFIX##_tt, T, BN, true, true)
+// The persistent kernels of one tile width and element type: PREFIX_nn … PREFIX_tt.
+#define WGMMA_PERSISTENT_KERNEL(NAME, T, BN, TA, TB)                                          \
+    extern "C" __global__ void __launch_bounds__(wg::THREADS, 1)                              \
+        NAME(WGMMA_PERSISTENT_ARGS(T)) {                                                      \
+        wg::persistent_body<T, BN, TA, TB>(WGMMA_PERSISTENT_CALL_ARGS);                       \
+    }
+#define WGMMA_PERSISTENT_STEP(PREFIX, T, BN)                      \
+    WGMMA_PERSISTENT_KERNEL(PREFIX##_nn, T, BN, false, false)     \
+    WGMMA_PERSISTENT_KERNEL(PREFIX##_nt, T, BN, false, true)      \
+    WGMMA_PERSISTENT_KERNEL(PREFIX##_tn, T, BN, true, false)      \
+    WGMMA_PERSISTENT_KERNEL(PREFIX##_tt, T, BN, true, true)

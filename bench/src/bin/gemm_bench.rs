@@ -55,6 +55,7 @@ experiment switches (camel_cuda::config::Experiments; the library runs the defau
   --splitk-fused on|off       split-K sums its partials in the GEMM kernel (default on)
   --hgemm-split-below N       the tensor-core GEMM splits K for grids of at most SMs / N tiles (default 4)
   --hgemm-width W             the tensor-core GEMM's tile width where the step has it (default by shape)
+  --hgemm-blocks N            step 17's persistent kernel with N blocks, 0: never (default by shape)
   --async-small off|KERNEL    step 13's small-tile kernel: never, or forced (default by shape)
   --async-tn TILE             step 13's TN interior kernel by tile, e.g. 128x256x32
   --async-nn on|off           step 13's NN interior kernels (default on)
@@ -227,6 +228,13 @@ fn parse_args(args: &[String]) -> Result<Option<Opts>, String> {
                     value("64, 128 or 256")?
                         .parse()
                         .map_err(|_| "--hgemm-width needs a tile width")?,
+                );
+            }
+            "--hgemm-blocks" => {
+                x.hgemm_blocks = Some(
+                    value("a block count")?
+                        .parse()
+                        .map_err(|_| "--hgemm-blocks needs a block count")?,
                 );
             }
             "--hgemm-split-below" => {

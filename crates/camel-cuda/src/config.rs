@@ -554,6 +554,11 @@ pub struct Experiments {
     /// The tensor-core GEMM's block-tile width, where the step has it (`None`: chosen by shape,
     /// `kernels::hgemm::hgemm_plan`).
     pub hgemm_width: Option<usize>,
+    /// Blocks of step 17's persistent kernel: `None` chooses by shape
+    /// (`kernels::hgemm::wgmma_blocks`), `Some(0)` never runs it (a block a tile), `Some(n)` runs
+    /// it wherever it can with `n` blocks, at most one a tile (tests take a few, so that each
+    /// block runs many tiles).
+    pub hgemm_blocks: Option<usize>,
     /// SGEMM step 13's small-tile kernel for small outputs: `None` chooses by shape,
     /// `Some(None)` never, `Some(Some(name))` always the named tile.
     pub async_small: Option<Option<String>>,
@@ -584,6 +589,7 @@ impl Default for Experiments {
             splitk: (32, 2),
             hgemm_split_below: 4,
             hgemm_width: None,
+            hgemm_blocks: None,
             async_small: None,
             async_tn: None,
             async_nn: true,

@@ -11,8 +11,10 @@
 //! type, relative 2⁻¹¹ (f16) or 2⁻⁸ (bf16):
 //!   |C − C_ref| ≤ u·|C_ref| + (1 + u)·k·2⁻²³·Σ|a·b| + 2⁻²⁴ (f16's smallest subnormal).
 
+use camel_cuda::config::{with_scoped_experiments, Experiments};
 use camel_cuda::kernels::hgemm::{
-    hgemm, hgemm_plan, hgemm_route, hgemm_with_plan, hmma_width, HgemmKernel, HgemmPlan,
+    hgemm, hgemm_plan, hgemm_route, hgemm_with_plan, hmma_width, wgmma_blocks, HgemmKernel,
+    HgemmPlan,
 };
 use camel_cuda::kernels::matmul::{Activation, Epilogue, Gemm};
 use camel_cuda::kernels::shape::Elem;
@@ -558,4 +560,102 @@ fn hgemm_step_17_width() {
     assert_eq!(plan(gemm(64, 256, 784, false, false)), (64, 3));
     assert_eq!(plan(gemm(256, 256, 784, false, false)), (64, 3));
     assert_eq!(plan(gemm(40, 300, 4097, false, false)), (64, 16));
+}
+
+/// Step 17's persistent kernel, forced with three blocks so that each runs many tiles and the
+/// pipeline's phases and the output buffers run on from one tile to the next: tails in M, N and
+/// K (a consumer whose rows all lie past M), every layout, batched and broadcast, the epilogue;
+/// and an output it cannot store, which the other kernel takes.
+#[test]
+fn hgemm_step_17_persistent() {
+    let few = Experiments {
+        hgemm_blocks: Some(3),
+        ..Experiments::default()
+    };
+    with_scoped_experiments(few, || {
+        for (ta, tb) in LAYOUTS {
+            plain(gemm(1000, 1000, 200, ta, tb), 40);
+            plain(
+                Gemm {
+                    batch: 3,
+                    ..gemm(136, 264, 72, ta, tb)
+                },
+                41,
+            );
+            plain(
+                Gemm {
+                    batch: 4,
+                    stride_b: 0,
+                    ..gemm(200, 136, 200, ta, tb)
+                },
+                42,
+            );
+            check(
+                gemm(264, 520, 1000, ta, tb),
+                43,
+                0,
+                true,
+                Activation::Gelu,
+                false,
+            );
+        }
+        // rows of C that TMA cannot address (263 elements): the kernel a block a tile
+        plain(gemm(300, 263, 72, false, true), 44);
+    });
+}
+
+/// Where step 17's persistent kernel runs: one block a multiprocessor, at most one a tile, or
+/// the blocks forced; never with K split, the pre-activation saved, 64-wide tiles, or rows of C
+/// TMA cannot address.
+#[test]
+fn hgemm_step_17_persistent_route() {
+    let Some(dev) = test_device() else { return };
+    if dev.compute_capability() != (9, 0) {
+        return; // the kernel is Hopper's
+    }
+    let buf = dev.alloc(1 << 16).unwrap();
+    let c = buf.ptr();
+    let sm = dev.limits().sm_count as usize;
+    let g = gemm(4096, 4096, 4096, false, false);
+    let plain = Epilogue::default();
+    let one = HgemmPlan {
+        width: 256,
+        splits: 1,
+    };
+    let blocks = |elem, g: &Gemm, c, epi: &Epilogue, plan, tiles| {
+        wgmma_blocks(&dev, elem, g, c, epi, plan, tiles)
+    };
+    assert_eq!(blocks(Elem::BF16, &g, c, &plain, one, sm + 1), Some(sm));
+    assert_eq!(blocks(Elem::F16, &g, c, &plain, one, 7), Some(7));
+    let split = HgemmPlan { splits: 2, ..one };
+    assert_eq!(blocks(Elem::BF16, &g, c, &plain, split, 4 * sm), None);
+    let narrow = HgemmPlan { width: 64, ..one };
+    assert_eq!(blocks(Elem::BF16, &g, c, &plain, narrow, 4 * sm), None);
+    let save = Epilogue {
+        pre_act: Some(c),
+        ..Epilogue::default()
+    };
+    assert_eq!(blocks(Elem::BF16, &g, c, &save, one, 4 * sm), None);
+    assert_eq!(blocks(Elem::F32, &g, c, &plain, one, 4 * sm), Some(sm));
+    let odd = gemm(4096, 4100, 4096, false, false);
+    assert_eq!(blocks(Elem::BF16, &odd, c, &plain, one, 4 * sm), None);
+    assert_eq!(
+        blocks(Elem::BF16, &g, DevPtr(c.0 + 2), &plain, one, 4 * sm),
+        None
+    );
+    let few = Experiments {
+        hgemm_blocks: Some(3),
+        ..Experiments::default()
+    };
+    with_scoped_experiments(few.clone(), || {
+        assert_eq!(blocks(Elem::BF16, &g, c, &plain, one, 2), Some(2));
+        assert_eq!(blocks(Elem::BF16, &g, c, &plain, one, 40), Some(3));
+    });
+    let never = Experiments {
+        hgemm_blocks: Some(0),
+        ..few
+    };
+    with_scoped_experiments(never, || {
+        assert_eq!(blocks(Elem::BF16, &g, c, &plain, one, 4 * sm), None);
+    });
 }

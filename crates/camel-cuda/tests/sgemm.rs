@@ -222,7 +222,8 @@ fn ladder_batched_and_broadcast() {
 
 /// Step 18 runs its Hopper kernel wherever TMA can address the K-major operands (on compute
 /// capability 9.0; step 12 elsewhere): every transpose, broadcast A or B, a K tail, split K,
-/// each tile width; and step 12 takes K not a multiple of 4 and a misaligned operand.
+/// each tile width, persistent blocks or not; and step 12 takes K not a multiple of 4 and a
+/// misaligned operand.
 #[test]
 fn tf32_wgmma_layouts_and_routes() {
     use camel_cuda::kernels::hgemm::tf32_wgmma_fits;
@@ -258,10 +259,12 @@ fn tf32_wgmma_layouts_and_routes() {
             fits && hopper,
             "{g:?}"
         );
-        // each tile width, forced through the experiment switch
-        for width in [64, 128, 256] {
+        // each tile width, forced through the experiment switches, with the persistent kernel
+        // (three blocks, so that each runs several tiles, where it takes the product) and without
+        for (width, blocks) in [64, 128, 256].into_iter().flat_map(|w| [(w, 3), (w, 0)]) {
             let e = camel_cuda::config::Experiments {
                 hgemm_width: Some(width),
+                hgemm_blocks: Some(blocks),
                 ..camel_cuda::config::experiments()
             };
             camel_cuda::config::with_scoped_experiments(e, || {

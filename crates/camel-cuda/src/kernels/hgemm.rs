@@ -391,6 +391,41 @@ const WGMMA_BM: usize = 128;
 /// kernel start them on a 1024-byte boundary (kernels/matmul/wgmma.cuh).
 const WGMMA_SMEM: u32 = 192 * 1024 + 1024;
 
+/// Shared memory of a block of step 17's persistent kernel: the same stages, and two 8 KiB
+/// output chunk buffers for each consumer warpgroup.
+const WGMMA_PERSISTENT_SMEM: u32 = WGMMA_SMEM + 32 * 1024;
+
+/// The blocks step 17's persistent kernel runs `g` with, on `tiles` output tiles of the plan,
+/// or `None` where the kernel a block a tile runs it. The persistent kernel takes tiles 128 or
+/// 256 wide, unsplit along K, with no pre-activation to save, and a C
+/// that TMA can address (its rows a multiple of 16 bytes); it runs one block a multiprocessor,
+/// at most one a tile ([`Experiments::hgemm_blocks`](crate::config::Experiments::hgemm_blocks)
+/// overrides that).
+pub fn wgmma_blocks(
+    dev: &CudaDevice,
+    elem: Elem,
+    g: &Gemm,
+    c: DevPtr,
+    epi: &Epilogue,
+    plan: HgemmPlan,
+    tiles: usize,
+) -> Option<usize> {
+    let sm = dev.limits().sm_count as usize;
+    let out = wgmma_output(elem, g, c);
+    let fits = plan.splits == 1
+        && plan.width >= 128
+        && epi.pre_act.is_none()
+        && out.tma_compatible()
+        && WGMMA_PERSISTENT_SMEM <= dev.limits().max_shared_per_block_optin;
+    let blocks = crate::config::with_experiments(|e| e.hgemm_blocks);
+    match blocks {
+        _ if !fits || tiles == 0 => None,
+        Some(0) => None,
+        Some(n) => Some(n.min(tiles)),
+        None => Some(sm.min(tiles)),
+    }
+}
+
 /// Relative time per output column of a 64-wide step-17 tile …
 const COST_PER_COLUMN_64: usize = 205;
 /// … of a 128-wide one …
@@ -437,6 +472,18 @@ fn wgmma_operands(elem: Elem, g: &Gemm, a: DevPtr, b: DevPtr) -> (Matrices, Matr
             batch_stride: stride(g.stride_b),
         },
     )
+}
+
+/// C of `g` as TMA sees it: `batch` packed m × n matrices of `elem` at `c`.
+fn wgmma_output(elem: Elem, g: &Gemm, c: DevPtr) -> Matrices {
+    Matrices {
+        elem,
+        base: c,
+        inner: g.n,
+        rows: g.m,
+        batch: g.batch,
+        batch_stride: if g.batch == 1 { 0 } else { g.m * g.n },
+    }
 }
 
 /// Whether the Hopper kernels (steps 17 and 18) can run `g` on `elem` operands at `a` and `b`:
@@ -505,18 +552,38 @@ fn wgmma(
     let bk32 = bk as u32;
     let map_a = encode_swizzled(&oa, bk32, if g.trans_a { 64 } else { 128 })?;
     let map_b = encode_swizzled(&ob, bk32, if g.trans_b { bn as u32 } else { 64 })?;
+    let (m, n, k) = (g.m as i32, g.n as i32, g.k as i32);
+    let bias = epi.bias.unwrap_or(DevPtr::NULL);
+    let act = epi.act.code();
+    let (a_batched, b_batched) = ((oa.batch_stride != 0) as i32, (ob.batch_stride != 0) as i32);
+    let plan = HgemmPlan { splits, ..plan };
+    if let Some(blocks) = wgmma_blocks(dev, elem, g, c, epi, plan, tiles_n * tiles_m * g.batch) {
+        // C leaves in boxes of one 128-byte row × 64 rows (one consumer's rows)
+        let map_c = encode_swizzled(&wgmma_output(elem, g, c), bk32, 64)?;
+        let name = match elem {
+            Elem::F32 => format!("sgemm_18p_tf32_w{bn}_{}", transposes(g)),
+            _ => format!("hgemm_17p_w{bn}_{}_{}", elem.suffix(), transposes(g)),
+        };
+        let f = dev.function(module, &name)?;
+        let cfg = LaunchConfig::new(Dim3::x(blocks as u32), Dim3::x(384))
+            .with_shared_mem(WGMMA_PERSISTENT_SMEM);
+        let nb = g.batch as i32;
+        let args: [&dyn KernelArg; 11] = [
+            &map_a, &map_b, &map_c, &m, &n, &k, &nb, &bias, &act, &a_batched, &b_batched,
+        ];
+        // SAFETY: matches WGMMA_PERSISTENT_ARGS in wgmma.cuh; the tensor maps describe A, B and
+        // C as the caller's buffers hold them (A and B checked by wgmma_fits, C by
+        // wgmma_blocks: batch × m × n elements of `elem`), bias n of them.
+        return unsafe { dev.launch(&f, cfg, &args) };
+    }
     let f = dev.function(module, &name)?;
     let cfg = LaunchConfig::new(
         Dim3::xyz(tiles_n as u32, tiles_m as u32, (g.batch * splits) as u32),
         Dim3::x(384),
     )
     .with_shared_mem(WGMMA_SMEM);
-    let (m, n, k) = (g.m as i32, g.n as i32, g.k as i32);
     let sc = (g.m * g.n) as i64;
-    let bias = epi.bias.unwrap_or(DevPtr::NULL);
     let z = epi.pre_act.unwrap_or(DevPtr::NULL);
-    let act = epi.act.code();
-    let (a_batched, b_batched) = ((oa.batch_stride != 0) as i32, (ob.batch_stride != 0) as i32);
     let work = if splits > 1 {
         Some(dev.alloc(splits * g.batch * g.m * g.n * 4)?)
     } else {
