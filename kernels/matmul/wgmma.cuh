@@ -30,6 +30,10 @@
 // - Epilogue: bias and activation in registers, then the rounded tile goes through the now idle
 //   pipeline buffers so that C is written in 16-byte row chunks (with Z to save, and for split-K
 //   partial sums, the registers store straight to global memory instead).
+// - Persistent blocks (`persistent_body`): one block a multiprocessor runs many tiles, the
+//   producer loading the next tile's slices while the consumers finish this one, and C leaves
+//   through TMA stores from small buffers of the consumers' own; the launcher runs it wherever
+//   K is whole and no pre-activation is saved (`wgmma_blocks` in camel-cuda's hgemm.rs).
 //
 // Shared layout of one stage (BK = 128 bytes of k: 64 16-bit or 32 f32 elements, so one row of a
 // K-major box is exactly one 128-byte swizzle row; the boxes below count 16-bit elements):
@@ -106,14 +110,10 @@ __device__ __forceinline__ void tma_store(const TmaMap& map, const void* src, in
 __device__ __forceinline__ void bulk_commit() {
     asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
 }
-// Waits until at most N of this thread's bulk groups still read shared memory …
+// Waits until at most N of this thread's bulk groups still read shared memory.
 template <int N>
 __device__ __forceinline__ void bulk_wait_read() {
     asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
-}
-// … or, here, until all of them have completed.
-__device__ __forceinline__ void bulk_wait_all() {
-    asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
 }
 
 // Shared-memory matrix descriptor, 128-byte swizzle: address, leading- and stride-byte offsets
@@ -221,6 +221,23 @@ __device__ __forceinline__ void tile_of(int id, int tiles_m, int tiles_n, int& b
     bn = (id % (GROUP * tiles_n)) / rows;
 }
 
+// Thread 0 sets up the stages' mbarriers: `full[s]` waits for the producer's one arrival (and
+// the bytes it announces), `empty[s]` for each of the 8 consumer warps, which hand the stage
+// back once they have read it. Then the block syncs, so that no thread waits on a barrier
+// before it exists.
+template <int STAGES>
+__device__ __forceinline__ void init_stages(unsigned long long* full, unsigned long long* empty) {
+    if (threadIdx.x == 0) {
+#pragma unroll
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(&full[s], 1);
+            mbar_init(&empty[s], 8);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+}
+
 // Producer: the slice at k0 of the 128 × BN tile at (i0, j0) into the stage at `sa` (A, then B
 // A_BYTES later), completing on `bar`; ab, bb: the batch of A and of B.
 template <typename T, int BN, bool TA, bool TB>
@@ -274,8 +291,6 @@ __device__ __forceinline__ void body(const TmaMap& ma, const TmaMap& mb, T* __re
     constexpr int STAGES = stages<BN>();
     constexpr int BK = BK_BYTES / (int)sizeof(T);  // elements of k a slice
     constexpr unsigned STAGE = (BM + BN) * BK_BYTES;
-    // a stage is free once each of the 8 consumer warps has read it
-    constexpr unsigned RELEASES = 8;
     CAMEL_PDL_WAIT();
     extern __shared__ unsigned char wg_smem_raw[];
     __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
@@ -293,15 +308,7 @@ __device__ __forceinline__ void body(const TmaMap& ma, const TmaMap& mb, T* __re
     const int KT = k_end > k_begin ? (k_end - k_begin + BK - 1) / BK : 0;
 
     const int tid = threadIdx.x;
-    if (tid == 0) {
-#pragma unroll
-        for (int s = 0; s < STAGES; ++s) {
-            mbar_init(&full[s], 1);
-            mbar_init(&empty[s], RELEASES);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();
+    init_stages<STAGES>(full, empty);
 
     float d[BN / 2];
     const int c = tid / 128 - 1;  // consumer warpgroup: rows 64·c … 64·c + 63 of the tile
@@ -437,7 +444,6 @@ __device__ __forceinline__ void persistent_body(const TmaMap& ma, const TmaMap& 
     constexpr int STAGES = stages<BN>();
     constexpr int BK = BK_BYTES / (int)sizeof(T);
     constexpr unsigned STAGE = (BM + BN) * BK_BYTES;
-    constexpr unsigned RELEASES = 8;
     // a chunk is one 128-byte swizzle row wide: CW columns, CW / 8 of a thread's column groups
     constexpr int CW = BK_BYTES / (int)sizeof(T), GROUPS = CW / 8;
     CAMEL_PDL_WAIT();
@@ -449,15 +455,7 @@ __device__ __forceinline__ void persistent_body(const TmaMap& ma, const TmaMap& 
     const int per_batch = tiles_m * tiles_n, tiles = per_batch * batches;
     const int KT = (K + BK - 1) / BK;
     const int tid = threadIdx.x;
-    if (tid == 0) {
-#pragma unroll
-        for (int s = 0; s < STAGES; ++s) {
-            mbar_init(&full[s], 1);
-            mbar_init(&empty[s], RELEASES);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();
+    init_stages<STAGES>(full, empty);
 
     if (tid < 128) {  // producer warpgroup: one thread issues every load
         if (tid == 0) {
@@ -546,8 +544,9 @@ __device__ __forceinline__ void persistent_body(const TmaMap& ma, const TmaMap& 
         else
             store_chunks(hgemm::Flag<false>{});
     }
-    // shared memory stays until the last stores have read it, and C is written when the block ends
-    if (t == 0) bulk_wait_all();
+    // shared memory stays until the last stores have read it; their writes to C complete with
+    // the kernel
+    if (t == 0) bulk_wait_read<0>();
 }
 
 }  // namespace wg
