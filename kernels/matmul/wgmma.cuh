@@ -431,8 +431,8 @@ constexpr unsigned CHUNK_BYTES = 64 * 128;
 // blockIdx.x, blockIdx.x + gridDim.x, … of every batch in `tile_of`'s order. The producer's slice
 // count runs on across tiles, so it loads the next tile's first slices while the consumers finish
 // this one. Each consumer writes its 64 × BN tile out in chunks of 64 rows × 128 bytes: rounded
-// into one of two 8 KiB buffers of its own, in the 128-byte swizzle (a warp's stores hit 32
-// distinct banks), and handed to a TMA store, which skips rows and columns past the matrix. A
+// into one of two 8 KiB buffers of its own, in the 128-byte swizzle (a warp's 16-bit pairs hit
+// 32 distinct banks), and handed to a TMA store, which skips rows and columns past the matrix. A
 // consumer waits only until the store two chunks back has read its buffer, so it goes back to
 // multiplying while the last chunks are still on their way out.
 template <typename T, int BN, bool TA, bool TB>
