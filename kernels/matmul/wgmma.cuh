@@ -281,6 +281,34 @@ __device__ __forceinline__ void mma_slice(float (&d)[BN / 2], unsigned char* sta
     wgmma_wait<1>();
 }
 
+// Consumer c, lane `lane` of its warp: one tile's KT slices into d (zeroed first), the first
+// from the stage of slice `it` (slices counted across tiles), handing each stage back once its
+// wgmmas have read it, and the last one too when RELEASE_LAST (a persistent block's producer
+// refills it for the next tile). Returns the count of slices after the tile.
+template <typename T, int BN, bool TA, bool TB, int STAGES, bool RELEASE_LAST>
+__device__ __forceinline__ int consume_tile(float (&d)[BN / 2], unsigned char* smem,
+                                            unsigned long long* full, unsigned long long* empty,
+                                            int it, int KT, int c, int lane) {
+    constexpr unsigned STAGE = (BM + BN) * BK_BYTES;
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) d[i] = 0.0f;
+    for (int kt = 0; kt < KT; ++kt, ++it) {
+        const int s = it % STAGES;
+        mbar_wait(&full[s], (it / STAGES) & 1);
+        mma_slice<T, BN, TA, TB>(d, smem + s * STAGE, c);
+        if (kt > 0) {  // slice it − 1 is read: hand its buffers back
+            __syncwarp();
+            if (lane == 0) mbar_arrive(&empty[(it - 1) % STAGES]);
+        }
+    }
+    wgmma_wait<0>();
+    if constexpr (RELEASE_LAST) {
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&empty[(it - 1) % STAGES]);
+    }
+    return it;
+}
+
 // The kernel body: BN-wide tiles; TA, TB: the operands are stored transposed.
 template <typename T, int BN, bool TA, bool TB>
 __device__ __forceinline__ void body(const TmaMap& ma, const TmaMap& mb, T* __restrict__ C, int M,
@@ -323,19 +351,8 @@ __device__ __forceinline__ void body(const TmaMap& ma, const TmaMap& mb, T* __re
             }
         }
     } else {
-#pragma unroll
-        for (int i = 0; i < BN / 2; ++i) d[i] = 0.0f;
         const int lane = tid % 32;
-        for (int kt = 0; kt < KT; ++kt) {
-            const int s = kt % STAGES;
-            mbar_wait(&full[s], (kt / STAGES) & 1);
-            mma_slice<T, BN, TA, TB>(d, smem + s * STAGE, c);
-            if (kt > 0) {  // slice kt − 1 is read: hand its buffers back
-                __syncwarp();
-                if (lane == 0) mbar_arrive(&empty[(kt - 1) % STAGES]);
-            }
-        }
-        wgmma_wait<0>();
+        consume_tile<T, BN, TA, TB, STAGES, false>(d, smem, full, empty, 0, KT, c, lane);
 
         // accumulator 4·j + q: row g (q < 2) or g + 8, columns 8·j + t2 + (q % 2) of the warp's
         // 16 rows, as mma.sync's C fragment repeated along N
@@ -484,20 +501,7 @@ __device__ __forceinline__ void persistent_body(const TmaMap& ma, const TmaMap& 
         const int batch = tile / per_batch;
         int bm, bn;
         tile_of(tile - batch * per_batch, tiles_m, tiles_n, bm, bn);
-#pragma unroll
-        for (int i = 0; i < BN / 2; ++i) d[i] = 0.0f;
-        for (int kt = 0; kt < KT; ++kt, ++it) {
-            const int s = it % STAGES;
-            mbar_wait(&full[s], (it / STAGES) & 1);
-            mma_slice<T, BN, TA, TB>(d, smem + s * STAGE, c);
-            if (kt > 0) {  // slice it − 1 is read: hand its buffers back
-                __syncwarp();
-                if (lane == 0) mbar_arrive(&empty[(it - 1) % STAGES]);
-            }
-        }
-        wgmma_wait<0>();
-        __syncwarp();
-        if (lane == 0) mbar_arrive(&empty[(it - 1) % STAGES]);
+        it = consume_tile<T, BN, TA, TB, STAGES, true>(d, smem, full, empty, it, KT, c, lane);
 
         // accumulator 4·n + 2·h + e: row r0 + 8·h, column 8·n + (lane % 4)·2 + e of the
         // consumer's 64 × BN tile
