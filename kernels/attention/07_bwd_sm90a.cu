@@ -174,6 +174,22 @@ __device__ __forceinline__ void backward(const TmaMap& mq, const TmaMap& mk, con
     for (int i = 0; i < D / 2; ++i) dk_acc[i] = dv_acc[i] = 0.0f;
     mbar_wait(&kvbar, 0);
 
+    // One bulk add of this warpgroup's dQ tile, once every thread has stored its part. At D = 64
+    // each tile adds the previous one's after issuing its own Sᵀ and dPᵀ, so that the fence and
+    // the warpgroup's barrier wait while the tensor cores work; at D = 128, whose two warpgroups
+    // run in step, that measures slower, and each tile adds its own at once.
+    auto add_dq = [&](int query_tile) {
+        // the bulk copy (async proxy) must see the generic-proxy writes of the whole warpgroup
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory");
+        if (adder) {
+            float* dst = dq + dq_tile<D>(bh, query_tile, qtiles, D == 128 ? c : 0);
+            asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n"
+                         "cp.async.bulk.commit_group;\n" ::"l"(dst), "r"(dqs), "n"(L::DQ)
+                         : "memory");
+        }
+    };
+
     for (int t = 0; t < n; ++t) {
         const int st = t % STAGES, q0 = qtile(t) * BQ;
         float2 next = make_float2(0.0f, 0.0f);
@@ -186,6 +202,7 @@ __device__ __forceinline__ void backward(const TmaMap& mq, const TmaMap& mk, con
         wgmma_fence();
         tile_t<T, D>(s, ka, qb);
         tile_t<T, D>(dp, va, ob);
+        if (D == 64 && t > 0) add_dq(qtile(t - 1));
         wgmma_wait<1>();  // Sᵀ
 
         // Pᵀ: s[4n + 2h + e] is key kbase + 8h, query q0 + 8n + 2(lane % 4) + e
@@ -245,8 +262,8 @@ __device__ __forceinline__ void backward(const TmaMap& mq, const TmaMap& mk, con
         // the async proxy (wgmma) must see these generic-proxy writes
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         if (tid < BQ && t + 1 < n) stats[(t + 1) % 2][tid] = next;
-        // the last tile's bulk add has read this warpgroup's dQ tile (the barrier below tells the
-        // warpgroup it may write it again)
+        // the previous tile's bulk add has read this warpgroup's dQ tile (the barrier below tells
+        // the warpgroup it may write it again)
         if (adder) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
         // dSᵀ of both warpgroups is in shared memory, and both are done with the MMAs of tile
         // t − 1 (each waits for all of a tile's before the next), so its stage takes tile t + 2
@@ -264,22 +281,15 @@ __device__ __forceinline__ void backward(const TmaMap& mq, const TmaMap& mk, con
         wgmma_commit();
         wgmma_wait<0>();
 
-        // dQ's tile into shared memory in the order of `dq_tile`, then one bulk add of it
+        // dQ's tile into shared memory in the order of `dq_tile`
 #pragma unroll
         for (int j = 0; j < 8; ++j)
             asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(dqs + (j * 128 + tid % 128) * 16),
                          "f"(dq_acc[4 * j]), "f"(dq_acc[4 * j + 1]), "f"(dq_acc[4 * j + 2]), "f"(dq_acc[4 * j + 3])
                          : "memory");
-        // the bulk copy (async proxy) must see the generic-proxy writes of the whole warpgroup
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory");
-        if (adder) {
-            float* dst = dq + dq_tile<D>(bh, qtile(t), qtiles, D == 128 ? c : 0);
-            asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n"
-                         "cp.async.bulk.commit_group;\n" ::"l"(dst), "r"(dqs), "n"(L::DQ)
-                         : "memory");
-        }
+        if (D == 128) add_dq(qtile(t));
     }
+    if (D == 64 && n > 0) add_dq(qtile(n - 1));
     // the adds are done before the block exits
     if (adder) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
 
