@@ -436,52 +436,27 @@ __device__ __forceinline__ void body(const TmaMap& ma, const TmaMap& mb, T* __re
 constexpr unsigned CHUNK_BYTES = 64 * 128;
 
 // The persistent kernel's arguments: tensor maps of A, B and C (C's boxes are 128 bytes × 64
-// rows), the batch count, the epilogue's bias and activation (no saved pre-activation, no
-// K-splits: those run on `body`), and the split tail: `sk_tiles` tiles shared out by slices,
-// with `part` (gridDim.x slots of 128 × BN floats) and `flags` (2 · gridDim.x ints, zero).
+// rows), the batch count, and the epilogue's bias and activation (no saved pre-activation, no
+// K-splits: those run on `body`).
 #define WGMMA_PERSISTENT_ARGS(T)                                                               \
     const __grid_constant__ wg::TmaMap ma, const __grid_constant__ wg::TmaMap mb,              \
         const __grid_constant__ wg::TmaMap mc, int M, int N, int K, int batches,               \
-        const T *__restrict__ bias, int act, int a_batched, int b_batched, int sk_tiles,       \
-        float *__restrict__ part, int *__restrict__ flags
-#define WGMMA_PERSISTENT_CALL_ARGS \
-    ma, mb, mc, M, N, K, batches, bias, act, a_batched, b_batched, sk_tiles, part, flags
-
-// The split tail. When the tiles do not fill whole waves of blocks, the last wave would leave
-// blocks idle while others finish a tile each. Instead the last `sk_tiles` tiles (fewer than
-// the blocks) are shared out by slices: their sk_tiles · KT slices, in order, go to the blocks in
-// equal runs, block b taking slices [tail_lo(b), tail_lo(b + 1)). A run is shorter than a tile,
-// so it finishes one tile (from a slice past its first) and may start the next (from its first
-// slice). The block that runs a tile's first slice owns it: every later block that ran slices of
-// it writes its partial sums into its own slot of `part` and sets its flag; the owner waits for
-// each flag, adds the slot, resets the flag (so the flags are zero again when the kernel ends)
-// and writes the tile out.
-__device__ __forceinline__ int tail_lo(int b, int blocks, int slices) {
-    return (int)((long long)slices * b / blocks);
-}
-
-// Consumer c's slot in `part` for block b: float4 q of thread t at [q][t], so that each warp's
-// access is 512 contiguous bytes.
-template <int BN>
-__device__ __forceinline__ float4* part_slot(float* part, int b, int c) {
-    return reinterpret_cast<float4*>(part) + ((long long)b * 2 + c) * (BN / 8) * 128;
-}
+        const T *__restrict__ bias, int act, int a_batched, int b_batched
+#define WGMMA_PERSISTENT_CALL_ARGS ma, mb, mc, M, N, K, batches, bias, act, a_batched, b_batched
 
 // The persistent kernel body: gridDim.x blocks, at most one a multiprocessor, run the tiles
-// blockIdx.x, blockIdx.x + gridDim.x, … of every batch in `tile_of`'s order, then their runs of
-// the split tail. The producer's slice count runs on across tiles, so it loads the next tile's
-// first slices while the consumers finish this one. Each consumer writes its 64 × BN tile out in
-// chunks of 64 rows × 128 bytes: rounded into one of two 8 KiB buffers of its own, in the
-// 128-byte swizzle (a warp's 16-bit pairs hit 32 distinct banks), and handed to a TMA store,
-// which skips rows and columns past the matrix. A consumer waits only until the store two chunks
-// back has read its buffer, so it goes back to multiplying while the last chunks are still on
-// their way out.
+// blockIdx.x, blockIdx.x + gridDim.x, … of every batch in `tile_of`'s order. The producer's slice
+// count runs on across tiles, so it loads the next tile's first slices while the consumers finish
+// this one. Each consumer writes its 64 × BN tile out in chunks of 64 rows × 128 bytes: rounded
+// into one of two 8 KiB buffers of its own, in the 128-byte swizzle (a warp's 16-bit pairs hit
+// 32 distinct banks), and handed to a TMA store, which skips rows and columns past the matrix. A
+// consumer waits only until the store two chunks back has read its buffer, so it goes back to
+// multiplying while the last chunks are still on their way out.
 template <typename T, int BN, bool TA, bool TB>
 __device__ __forceinline__ void persistent_body(const TmaMap& ma, const TmaMap& mb,
                                                 const TmaMap& mc, int M, int N, int K,
                                                 int batches, const T* __restrict__ bias, int act,
-                                                int a_batched, int b_batched, int sk_tiles,
-                                                float* __restrict__ part, int* __restrict__ flags) {
+                                                int a_batched, int b_batched) {
     static_assert(sizeof(T) == 2 || (!TA && TB), "TF32 wgmma reads K-major operands only");
     constexpr int STAGES = stages<BN>();
     constexpr int BK = BK_BYTES / (int)sizeof(T);
@@ -496,33 +471,24 @@ __device__ __forceinline__ void persistent_body(const TmaMap& ma, const TmaMap& 
     const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
     const int per_batch = tiles_m * tiles_n, tiles = per_batch * batches;
     const int KT = (K + BK - 1) / BK;
-    // tiles a block a tile, then the tail's slices and this block's run of them
-    const int whole = tiles - sk_tiles, tail = sk_tiles * KT;
-    const int run_lo = tail_lo(blockIdx.x, gridDim.x, tail),
-              run_hi = tail_lo(blockIdx.x + 1, gridDim.x, tail);
     const int tid = threadIdx.x;
     init_stages<STAGES>(full, empty);
-    // tile `tile` of the order: its batch and its row and column of tiles
-    auto place = [&](int tile, int& batch, int& bm, int& bn) {
-        batch = tile / per_batch;
-        tile_of(tile - batch * per_batch, tiles_m, tiles_n, bm, bn);
-    };
 
     if (tid < 128) {  // producer warpgroup: one thread issues every load
         if (tid == 0) {
             int it = 0;  // slices loaded so far, across tiles
-            auto load = [&](int tile, int kt) {
-                int batch, bm, bn;
-                place(tile, batch, bm, bn);
-                const int s = it % STAGES;
-                if (it >= STAGES) mbar_wait(&empty[s], ((it / STAGES) - 1) & 1);
-                load_slice<T, BN, TA, TB>(smem + s * STAGE, ma, mb, bm * BM, bn * BN, kt * BK,
-                                          a_batched ? batch : 0, b_batched ? batch : 0, &full[s]);
-                ++it;
-            };
-            for (int tile = blockIdx.x; tile < whole; tile += gridDim.x)
-                for (int kt = 0; kt < KT; ++kt) load(tile, kt);
-            for (int s = run_lo; s < run_hi; ++s) load(whole + s / KT, s % KT);
+            for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+                const int batch = tile / per_batch;
+                int bm, bn;
+                tile_of(tile - batch * per_batch, tiles_m, tiles_n, bm, bn);
+                const int ab = a_batched ? batch : 0, bb = b_batched ? batch : 0;
+                for (int kt = 0; kt < KT; ++kt, ++it) {
+                    const int s = it % STAGES;
+                    if (it >= STAGES) mbar_wait(&empty[s], ((it / STAGES) - 1) & 1);
+                    load_slice<T, BN, TA, TB>(smem + s * STAGE, ma, mb, bm * BM, bn * BN, kt * BK,
+                                              ab, bb, &full[s]);
+                }
+            }
         }
         return;
     }
@@ -531,10 +497,12 @@ __device__ __forceinline__ void persistent_body(const TmaMap& ma, const TmaMap& 
     unsigned char* buffers = smem + STAGES * STAGE + c * 2 * CHUNK_BYTES;
     float d[BN / 2];
     int it = 0, chunk = 0;  // slices consumed and chunks stored so far, across tiles
-    // the consumer's 64 × BN tile of d out to C, through the chunk buffers
-    auto store_tile = [&](int tile) {
-        int batch, bm, bn;
-        place(tile, batch, bm, bn);
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        const int batch = tile / per_batch;
+        int bm, bn;
+        tile_of(tile - batch * per_batch, tiles_m, tiles_n, bm, bn);
+        it = consume_tile<T, BN, TA, TB, STAGES, true>(d, smem, full, empty, it, KT, c, lane);
+
         // accumulator 4·n + 2·h + e: row r0 + 8·h, column 8·n + (lane % 4)·2 + e of the
         // consumer's 64 × BN tile
         const int r0 = warp * 16 + lane / 4, j = bn * BN + (lane % 4) * 2;
@@ -579,51 +547,6 @@ __device__ __forceinline__ void persistent_body(const TmaMap& ma, const TmaMap& 
             store_chunks(hgemm::Flag<true>{});
         else
             store_chunks(hgemm::Flag<false>{});
-    };
-
-    for (int tile = blockIdx.x; tile < whole; tile += gridDim.x) {
-        it = consume_tile<T, BN, TA, TB, STAGES, true>(d, smem, full, empty, it, KT, c, lane);
-        store_tile(tile);
-    }
-
-    // this block's run of the tail: at most two pieces, the rest of one tile, then the start of
-    // the next
-    for (int s = run_lo; s < run_hi;) {
-        const int r = s / KT, k0 = s % KT, k1 = min(KT, run_hi - r * KT);
-        it = consume_tile<T, BN, TA, TB, STAGES, true>(d, smem, full, empty, it, k1 - k0, c, lane);
-        s = r * KT + k1;
-        int* flag = flags + 2 * blockIdx.x + c;
-        if (k0 > 0) {  // not the owner: the partial sums into this block's slot, then the flag
-            float4* p = part_slot<BN>(part, blockIdx.x, c);
-#pragma unroll
-            for (int q = 0; q < BN / 8; ++q)
-                __stcg(p + q * 128 + t, make_float4(d[4 * q], d[4 * q + 1], d[4 * q + 2], d[4 * q + 3]));
-            asm volatile("bar.sync %0, 128;\n" ::"r"(2 + c) : "memory");
-            if (t == 0) asm volatile("fence.acq_rel.gpu;\nst.relaxed.gpu.global.b32 [%0], 1;\n" ::"l"(flag) : "memory");
-            continue;
-        }
-        // the owner: add the partial sums of the later blocks whose runs reach into this tile
-        for (int b = blockIdx.x + 1; b < (int)gridDim.x; ++b) {
-            const int lo = tail_lo(b, gridDim.x, tail);
-            if (lo >= (r + 1) * KT) break;
-            if (lo == tail_lo(b + 1, gridDim.x, tail)) continue;  // an empty run
-            if (t == 0) {
-                int* f = flags + 2 * b + c;
-                int v;
-                do {
-                    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(f) : "memory");
-                } while (v == 0);
-                asm volatile("st.relaxed.gpu.global.b32 [%0], 0;\n" ::"l"(f) : "memory");
-            }
-            asm volatile("bar.sync %0, 128;\n" ::"r"(2 + c) : "memory");
-            const float4* p = part_slot<BN>(part, b, c);
-#pragma unroll
-            for (int q = 0; q < BN / 8; ++q) {
-                const float4 v = __ldcg(p + q * 128 + t);
-                d[4 * q] += v.x, d[4 * q + 1] += v.y, d[4 * q + 2] += v.z, d[4 * q + 3] += v.w;
-            }
-        }
-        store_tile(whole + r);
     }
     // shared memory stays until the last stores have read it; their writes to C complete with
     // the kernel

@@ -56,7 +56,6 @@ experiment switches (camel_cuda::config::Experiments; the library runs the defau
   --hgemm-split-below N       the tensor-core GEMM splits K for grids of at most SMs / N tiles (default 4)
   --hgemm-width W             the tensor-core GEMM's tile width where the step has it (default by shape)
   --hgemm-blocks N            step 17's persistent kernel with N blocks, 0: never (default by shape)
-  --hgemm-split-tail on|off   the persistent kernel's split tail: wherever it can, or never (default by shape)
   --async-small off|KERNEL    step 13's small-tile kernel: never, or forced (default by shape)
   --async-tn TILE             step 13's TN interior kernel by tile, e.g. 128x256x32
   --async-nn on|off           step 13's NN interior kernels (default on)
@@ -237,9 +236,6 @@ fn parse_args(args: &[String]) -> Result<Option<Opts>, String> {
                         .parse()
                         .map_err(|_| "--hgemm-blocks needs a block count")?,
                 );
-            }
-            "--hgemm-split-tail" => {
-                x.hgemm_split_tail = Some(flag("--hgemm-split-tail", value("on or off")?)?);
             }
             "--hgemm-split-below" => {
                 x.hgemm_split_below = value("a count")?

@@ -23,7 +23,6 @@
 //!
 //! `gpt_bench [--device cuda|cpu] [--sizes small,recipe] [--steps N] [--warmup N]
 //! [--precision f32|bf16|f16] [--attention fused|naive] [--async-thin on|off] [--hgemm-blocks N]
-//! [--hgemm-split-tail on|off]
 //! [--torch FILE]` prints a CSV `size,impl,device,step_ms,tokens_per_s,peak_mib` (the format of
 //! gpt_torch.py); with `--torch FILE` (gpt_torch.py's output) it then prints a Markdown table
 //! of both and the ratios (PyTorch time / camel time: above 1 means camel is faster; camel's
@@ -230,16 +229,6 @@ fn run() -> BenchResult<()> {
             v.parse()
                 .map_err(|_| format!("--hgemm-blocks: {v:?} is not a block count"))?,
         );
-        camel_cuda::config::set_experiments(x);
-    }
-    if let Some(v) = arg("--hgemm-split-tail") {
-        // for measuring the persistent GEMM's split tail inside the step
-        let mut x = camel_cuda::config::experiments();
-        x.hgemm_split_tail = Some(match v.as_str() {
-            "on" => true,
-            "off" => false,
-            _ => return Err(format!("--hgemm-split-tail: {v:?} is not on or off").into()),
-        });
         camel_cuda::config::set_experiments(x);
     }
     let wanted = arg("--sizes").unwrap_or_else(|| "small,recipe".into());

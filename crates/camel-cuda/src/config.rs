@@ -559,10 +559,6 @@ pub struct Experiments {
     /// it wherever it can with `n` blocks, at most one a tile (tests take a few, so that each
     /// block runs many tiles).
     pub hgemm_blocks: Option<usize>,
-    /// The split tail of step 17's persistent kernel: `None` where `kernels::hgemm::wgmma_tail`
-    /// expects it to pay, `Some(true)` wherever the tiles leave the last wave part full,
-    /// `Some(false)` never.
-    pub hgemm_split_tail: Option<bool>,
     /// SGEMM step 13's small-tile kernel for small outputs: `None` chooses by shape,
     /// `Some(None)` never, `Some(Some(name))` always the named tile.
     pub async_small: Option<Option<String>>,
@@ -594,7 +590,6 @@ impl Default for Experiments {
             hgemm_split_below: 4,
             hgemm_width: None,
             hgemm_blocks: None,
-            hgemm_split_tail: None,
             async_small: None,
             async_tn: None,
             async_nn: true,

@@ -13,8 +13,8 @@
 
 use camel_cuda::config::{with_scoped_experiments, Experiments};
 use camel_cuda::kernels::hgemm::{
-    hgemm, hgemm_plan, hgemm_route, hgemm_with_plan, hmma_width, wgmma_blocks, wgmma_tail,
-    HgemmKernel, HgemmPlan,
+    hgemm, hgemm_plan, hgemm_route, hgemm_with_plan, hmma_width, wgmma_blocks, HgemmKernel,
+    HgemmPlan,
 };
 use camel_cuda::kernels::matmul::{Activation, Epilogue, Gemm};
 use camel_cuda::kernels::shape::Elem;
@@ -602,67 +602,6 @@ fn hgemm_step_17_persistent() {
         // rows of C that TMA cannot address (263 elements): the kernel a block a tile
         plain(gemm(300, 263, 72, false, true), 44);
     });
-}
-
-/// The persistent kernel's split tail, forced on with a few blocks: runs of slices that share a
-/// tile among two or three blocks (1000 × 1000 at K = 1000: 32 or 16 tiles of 16 slices on 5 or
-/// 7 blocks), runs that are empty or a whole tile (K = 64: one slice a tile), every layout,
-/// batched and broadcast, K tails and the epilogue applied once the partial sums are added.
-#[test]
-fn hgemm_step_17_split_tail() {
-    for blocks in [5, 7] {
-        let e = Experiments {
-            hgemm_blocks: Some(blocks),
-            hgemm_split_tail: Some(true),
-            ..Experiments::default()
-        };
-        with_scoped_experiments(e, || {
-            for (ta, tb) in LAYOUTS {
-                plain(gemm(1000, 1000, 1000, ta, tb), 50);
-                plain(gemm(1000, 1000, 64, ta, tb), 51);
-            }
-            plain(
-                Gemm {
-                    batch: 3,
-                    stride_b: 0,
-                    ..gemm(300, 520, 700, false, true)
-                },
-                52,
-            );
-            check(
-                gemm(520, 1000, 1000, false, false),
-                53,
-                0,
-                true,
-                Activation::Gelu,
-                false,
-            );
-        });
-    }
-}
-
-/// Which tiles the split tail takes: those past the last whole wave, where a whole tile's
-/// slices exceed a block's run of the tail by the tail's cost, or as the switch forces.
-#[test]
-fn hgemm_split_tail_policy() {
-    // 4096³ and 8192³ in 128 × 256 tiles on 132 blocks: 64 and 128 slices a tile
-    assert_eq!(wgmma_tail(512, 132, 64), 116);
-    assert_eq!(wgmma_tail(2048, 132, 128), 68);
-    // short K: the saving does not cover the cost
-    assert_eq!(wgmma_tail(512, 132, 6), 0);
-    // whole waves, or fewer tiles than blocks
-    assert_eq!(wgmma_tail(264, 132, 64), 0);
-    assert_eq!(wgmma_tail(100, 132, 64), 0);
-    let on = Experiments {
-        hgemm_split_tail: Some(true),
-        ..Experiments::default()
-    };
-    with_scoped_experiments(on.clone(), || assert_eq!(wgmma_tail(512, 132, 6), 116));
-    let off = Experiments {
-        hgemm_split_tail: Some(false),
-        ..on
-    };
-    with_scoped_experiments(off, || assert_eq!(wgmma_tail(512, 132, 64), 0));
 }
 
 /// Where step 17's persistent kernel runs: one block a multiprocessor, at most one a tile, or

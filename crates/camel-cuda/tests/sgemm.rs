@@ -260,14 +260,11 @@ fn tf32_wgmma_layouts_and_routes() {
             "{g:?}"
         );
         // each tile width, forced through the experiment switches, with the persistent kernel
-        // (three blocks, so that each runs several tiles, where it takes the product; five with
-        // the split tail forced on) and without
-        let runs = |w| [(w, 3, None), (w, 5, Some(true)), (w, 0, None)];
-        for (width, blocks, tail) in [64, 128, 256].into_iter().flat_map(runs) {
+        // (three blocks, so that each runs several tiles, where it takes the product) and without
+        for (width, blocks) in [64, 128, 256].into_iter().flat_map(|w| [(w, 3), (w, 0)]) {
             let e = camel_cuda::config::Experiments {
                 hgemm_width: Some(width),
                 hgemm_blocks: Some(blocks),
-                hgemm_split_tail: tail,
                 ..camel_cuda::config::experiments()
             };
             camel_cuda::config::with_scoped_experiments(e, || {

@@ -426,28 +426,6 @@ pub fn wgmma_blocks(
     }
 }
 
-/// What the split tail costs a block that adds or hands over partial sums, in slices of its
-/// time (an estimate: 128 × BN floats written by one block and read by another).
-const TAIL_COST_SLICES: usize = 4;
-
-/// Tiles of the persistent kernel's split tail (kernels/matmul/wgmma.cuh) for `tiles` tiles of
-/// `kt` slices each on `blocks` blocks: the tiles past the last whole wave, where sharing them
-/// out by slices saves more than [`TAIL_COST_SLICES`], else 0
-/// ([`Experiments::hgemm_split_tail`](crate::config::Experiments::hgemm_split_tail) overrides that).
-pub fn wgmma_tail(tiles: usize, blocks: usize, kt: usize) -> usize {
-    let rest = if blocks == 0 { 0 } else { tiles % blocks };
-    if rest == 0 || tiles < blocks {
-        return 0;
-    }
-    match crate::config::with_experiments(|e| e.hgemm_split_tail) {
-        Some(false) => 0,
-        Some(true) => rest,
-        // a whole tile's slices against the run each block takes of the tail, and its cost
-        None if kt >= (rest * kt).div_ceil(blocks) + TAIL_COST_SLICES => rest,
-        None => 0,
-    }
-}
-
 /// Relative time per output column of a 64-wide step-17 tile …
 const COST_PER_COLUMN_64: usize = 205;
 /// … of a 128-wide one …
@@ -590,29 +568,12 @@ fn wgmma(
         let cfg = LaunchConfig::new(Dim3::x(blocks as u32), Dim3::x(384))
             .with_shared_mem(WGMMA_PERSISTENT_SMEM);
         let nb = g.batch as i32;
-        let tail = wgmma_tail(tiles_n * tiles_m * g.batch, blocks, g.k.div_ceil(bk));
-        // the split tail's partial sums, a slot of 128 × bn floats a block, and its flags
-        let part = if tail > 0 {
-            Some(dev.alloc(blocks * WGMMA_BM * bn * 4)?)
-        } else {
-            None
-        };
-        let part_ptr = part.as_ref().map_or(DevPtr::NULL, |p| p.ptr());
-        let flags = if tail > 0 {
-            dev.counters(2 * blocks)?
-        } else {
-            DevPtr::NULL
-        };
-        let sk = tail as i32;
-        let args: [&dyn KernelArg; 14] = [
-            &map_a, &map_b, &map_c, &m, &n, &k, &nb, &bias, &act, &a_batched, &b_batched, &sk,
-            &part_ptr, &flags,
+        let args: [&dyn KernelArg; 11] = [
+            &map_a, &map_b, &map_c, &m, &n, &k, &nb, &bias, &act, &a_batched, &b_batched,
         ];
         // SAFETY: matches WGMMA_PERSISTENT_ARGS in wgmma.cuh; the tensor maps describe A, B and
         // C as the caller's buffers hold them (A and B checked by wgmma_fits, C by
-        // wgmma_blocks: batch × m × n elements of `elem`), bias n of them; with a split tail,
-        // `part` holds blocks × 128 × bn floats and `flags` 2 × blocks zero ints, which the
-        // kernel leaves zero.
+        // wgmma_blocks: batch × m × n elements of `elem`), bias n of them.
         return unsafe { dev.launch(&f, cfg, &args) };
     }
     let f = dev.function(module, &name)?;
