@@ -30,7 +30,7 @@
 // - Epilogue: bias and activation in registers, then the rounded tile goes through the now idle
 //   pipeline buffers so that C is written in 16-byte row chunks (with Z to save, and for split-K
 //   partial sums, the registers store straight to global memory instead).
-// - Persistent blocks (`persistent_body`): one block a multiprocessor runs many tiles, the
+// - Persistent blocks (`persistent_body`): blocks (one a multiprocessor at most) run many tiles, the
 //   producer loading the next tile's slices while the consumers finish this one, and C leaves
 //   through TMA stores from small buffers of the consumers' own; the launcher runs it wherever
 //   K is whole and no pre-activation is saved (`wgmma_blocks` in camel-cuda's hgemm.rs).

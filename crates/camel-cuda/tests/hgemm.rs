@@ -604,9 +604,9 @@ fn hgemm_step_17_persistent() {
     });
 }
 
-/// Where step 17's persistent kernel runs: one block a multiprocessor, at most one a tile, or
-/// the blocks forced; never with K split, the pre-activation saved, 64-wide tiles, or rows of C
-/// TMA cannot address.
+/// Where step 17's persistent kernel runs: the fewest blocks that take the tiles in the rounds
+/// one block a multiprocessor needs, or the blocks forced; never with K split, the
+/// pre-activation saved, 64-wide tiles, or rows of C TMA cannot address.
 #[test]
 fn hgemm_step_17_persistent_route() {
     let Some(dev) = test_device() else { return };
@@ -625,7 +625,16 @@ fn hgemm_step_17_persistent_route() {
     let blocks = |elem, g: &Gemm, c, epi: &Epilogue, plan, tiles| {
         wgmma_blocks(&dev, elem, g, c, epi, plan, tiles)
     };
-    assert_eq!(blocks(Elem::BF16, &g, c, &plain, one, sm + 1), Some(sm));
+    // as many rounds of tiles as one block a multiprocessor needs, on the fewest blocks
+    assert_eq!(blocks(Elem::BF16, &g, c, &plain, one, sm), Some(sm));
+    assert_eq!(
+        blocks(Elem::BF16, &g, c, &plain, one, sm + 1),
+        Some((sm + 1).div_ceil(2))
+    );
+    assert_eq!(
+        blocks(Elem::BF16, &g, c, &plain, one, 4 * sm - 4),
+        Some(sm - 1)
+    );
     assert_eq!(blocks(Elem::F16, &g, c, &plain, one, 7), Some(7));
     let split = HgemmPlan { splits: 2, ..one };
     assert_eq!(blocks(Elem::BF16, &g, c, &plain, split, 4 * sm), None);

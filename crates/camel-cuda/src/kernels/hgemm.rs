@@ -398,9 +398,11 @@ const WGMMA_PERSISTENT_SMEM: u32 = WGMMA_SMEM + 32 * 1024;
 /// The blocks step 17's persistent kernel runs `g` with, on `tiles` output tiles of the plan,
 /// or `None` where the kernel a block a tile runs it. The persistent kernel takes tiles 128 or
 /// 256 wide, unsplit along K, with no pre-activation to save, and a C
-/// that TMA can address (its rows a multiple of 16 bytes); it runs one block a multiprocessor,
-/// at most one a tile ([`Experiments::hgemm_blocks`](crate::config::Experiments::hgemm_blocks)
-/// overrides that).
+/// that TMA can address (its rows a multiple of 16 bytes). It runs as many rounds of tiles as
+/// one block a multiprocessor needs, on the fewest blocks that take the tiles in that many
+/// rounds, so that every block runs the same count (512 tiles on 132 multiprocessors: 128
+/// blocks of four); [`Experiments::hgemm_blocks`](crate::config::Experiments::hgemm_blocks)
+/// overrides that.
 pub fn wgmma_blocks(
     dev: &CudaDevice,
     elem: Elem,
@@ -422,7 +424,10 @@ pub fn wgmma_blocks(
         _ if !fits || tiles == 0 => None,
         Some(0) => None,
         Some(n) => Some(n.min(tiles)),
-        None => Some(sm.min(tiles)),
+        None => {
+            let rounds = tiles.div_ceil(sm.max(1));
+            Some(tiles.div_ceil(rounds))
+        }
     }
 }
 
