@@ -400,9 +400,8 @@ const WGMMA_PERSISTENT_SMEM: u32 = WGMMA_SMEM + 32 * 1024;
 /// 256 wide, unsplit along K, with no pre-activation to save, and a C
 /// that TMA can address (its rows a multiple of 16 bytes). It runs as many rounds of tiles as
 /// one block a multiprocessor needs, on the fewest blocks that take the tiles in that many
-/// rounds, so that every block runs the same count (512 tiles on 132 multiprocessors: 128
-/// blocks of four); [`Experiments::hgemm_blocks`](crate::config::Experiments::hgemm_blocks)
-/// overrides that.
+/// rounds, so that every block runs the same count of tiles
+/// ([`Experiments::hgemm_blocks`](crate::config::Experiments::hgemm_blocks) overrides that).
 pub fn wgmma_blocks(
     dev: &CudaDevice,
     elem: Elem,
